@@ -1,0 +1,74 @@
+"""English Wikipedia, from the Hugging Face parquet release or from a raw MediaWiki XML dump."""
+
+from __future__ import annotations
+
+import glob
+import logging
+import os
+from collections import Counter
+
+from lit_docemb.data.arrow import ArrowDocuments, document_to_row, row_to_document
+from lit_docemb.data.datamodule import DocumentDataModule
+
+log = logging.getLogger(__name__)
+
+
+def _xml_rows(paths: list[str]):
+    from lit_docemb.data.wikipedia_formats import iter_wikipedia_xml
+
+    stats: Counter = Counter()
+    for path in paths:
+        for doc in iter_wikipedia_xml(path, stats=stats):
+            yield document_to_row(doc)
+    log.info("Wikipedia XML: skipped %s", dict(stats) or "nothing")
+
+
+def _is_dump(path: str) -> bool:
+    return path.endswith((".xml", ".xml.bz2"))
+
+
+class WikipediaDataModule(DocumentDataModule):
+    """Wikipedia articles as sectioned documents (headings kept, outgoing links in ``metadata["links"]``).
+
+    ``source`` may be:
+
+    * a Hugging Face dataset name, e.g. ``wikimedia/wikipedia`` with ``subset: 20231101.en`` (needs the hub
+      or a populated ``HF_DATASETS_CACHE``);
+    * local parquet files of that dataset (a file, a folder or a glob);
+    * raw dump files ``enwiki-*-pages-articles*.xml.bz2`` (a file, a folder or a glob), streamed once
+      into an Arrow cache under ``cache_dir`` and memory-mapped from then on.
+
+    Args:
+        source: See above.
+        subset: Configuration name of a hub dataset (ignored for local files).
+        cache_dir: Cache of ``datasets`` (Arrow files); ``None`` uses its default.
+        **kwargs: See :class:`~lit_docemb.data.datamodule.DocumentDataModule`.
+    """
+
+    def __init__(self, source: str, subset: str | None = None, cache_dir: str | None = None, **kwargs) -> None:
+        super().__init__(**kwargs)
+        self.source = source
+        self.subset = subset
+        self.cache_dir = cache_dir
+
+    def _local_files(self) -> list[str]:
+        pattern = os.path.join(self.source, "*") if os.path.isdir(self.source) else self.source
+        return sorted(p for p in glob.glob(pattern) if p.endswith((".parquet", ".xml", ".xml.bz2")))
+
+    def load_documents(self) -> ArrowDocuments:
+        import datasets
+
+        from lit_docemb.data.wikipedia_formats import wikipedia_record_to_document
+
+        files = self._local_files()
+        if any(_is_dump(f) for f in files):
+            table = datasets.Dataset.from_generator(_xml_rows, gen_kwargs={"paths": [f for f in files if _is_dump(f)]},
+                                                    cache_dir=self.cache_dir)
+            return ArrowDocuments(table, row_to_document)
+        if files:
+            table = datasets.load_dataset("parquet", data_files=files, split="train", cache_dir=self.cache_dir)
+        elif os.path.exists(self.source) or any(ch in self.source for ch in "*?"):
+            raise FileNotFoundError(f"no .parquet or .xml(.bz2) Wikipedia files at {self.source!r}")
+        else:
+            table = datasets.load_dataset(self.source, self.subset, split="train", cache_dir=self.cache_dir)
+        return ArrowDocuments(table, wikipedia_record_to_document)

@@ -1,0 +1,48 @@
+"""Collation pieces shared by methods: tokenisation into :class:`TokenBatch` and MLM masking."""
+
+from __future__ import annotations
+
+import torch
+from transformers import PreTrainedTokenizerBase
+
+from lit_docemb.data.batches import MaskedTokenBatch, TokenBatch
+from lit_docemb.data.document import Document
+
+#: Characters kept per token of budget before tokenising. A 512-token window never needs more than
+#: 512 * 12 characters of ordinary text; cutting first keeps million-character documents cheap.
+CHARS_PER_TOKEN = 12
+
+
+def tokenize(tokenizer: PreTrainedTokenizerBase, texts: list[str], max_length: int) -> TokenBatch:
+    """Tokenises texts into one padded batch of at most ``max_length`` tokens each."""
+    limit = max_length * CHARS_PER_TOKEN
+    encoded = tokenizer([t[:limit] for t in texts], max_length=max_length, truncation=True, padding=True,
+                        return_tensors="pt")
+    return TokenBatch(encoded["input_ids"], encoded["attention_mask"])
+
+
+def document_text(doc: Document, with_title: bool) -> str:
+    body = doc.text
+    return f"{doc.title}\n\n{body}" if with_title and doc.title else body
+
+
+def mask_tokens(tokens: TokenBatch, tokenizer: PreTrainedTokenizerBase, probability: float,
+                generator: torch.Generator | None = None) -> MaskedTokenBatch:
+    """BERT's masking: ``probability`` of the real, non-special tokens are chosen; of those 80% become
+    [MASK], 10% a random token and 10% stay. Labels hold the original ids at chosen positions, -100 elsewhere.
+    """
+    if tokenizer.mask_token_id is None:
+        raise ValueError(f"tokenizer {type(tokenizer).__name__} has no mask token: set mlm_weight to 0")
+    input_ids = tokens.input_ids.clone()
+    special = torch.zeros_like(input_ids, dtype=torch.bool)
+    for token_id in tokenizer.all_special_ids:
+        special |= input_ids == token_id
+    candidates = tokens.attention_mask.bool() & ~special
+    chosen = (torch.rand(input_ids.shape, generator=generator) < probability) & candidates
+    labels = torch.where(chosen, input_ids, torch.full_like(input_ids, -100))
+    draw = torch.rand(input_ids.shape, generator=generator)
+    input_ids[chosen & (draw < 0.8)] = tokenizer.mask_token_id
+    random_positions = chosen & (draw >= 0.8) & (draw < 0.9)
+    random_ids = torch.randint(len(tokenizer), input_ids.shape, generator=generator)
+    input_ids[random_positions] = random_ids[random_positions]
+    return MaskedTokenBatch(input_ids, tokens.attention_mask.clone(), labels)

@@ -1,0 +1,170 @@
+"""DocSplit (seed paper 001): two random "summaries" of a document are a positive pair.
+
+§2.2: each sentence of a document is assigned at random to one of two new documents x1+ and x2+, which are
+a positive pair for in-batch contrastive learning; a new split is drawn at every pass. §4.1: contrastive loss
+with temperature 0.05 plus the masked-language-modelling loss with weight 0.1 on the same backbone (following
+SimCSE), AdamW 5e-5, batch 36 (BERT, 512 tokens) or 12 (Longformer, 4,096 tokens), English Wikipedia.
+
+Reading chosen where the paper is silent: similarity is cosine (SimCSE, which the paper follows); the MLM
+input is a masked copy of the first view (the same text the contrastive loss sees, one extra forward pass);
+a document with a single sentence is split between its words (first half / second half), a document with
+fewer than two words cannot make two non-empty views and is dropped from the batch and counted
+(``train/skipped_documents``).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import random
+from typing import Literal
+
+import torch
+from lightning.pytorch.cli import LRSchedulerCallable, OptimizerCallable
+from torch import Tensor
+from transformers import AutoTokenizer
+
+from lit_docemb.data.batches import DocumentBatch, TokenBatch, ViewPairBatch
+from lit_docemb.data.document import Document
+from lit_docemb.data.text import split_sentences, split_views
+from lit_docemb.losses import InfoNCELoss, MaskedLMLoss
+from lit_docemb.methods.base import EmbeddingMethod
+from lit_docemb.methods.collate import document_text, mask_tokens, tokenize
+from lit_docemb.models import HFEncoder
+
+
+def doc_index(doc_id: str) -> int:
+    """A stable signed 63-bit integer for a document id (the same on every rank and worker)."""
+    return int.from_bytes(hashlib.blake2b(doc_id.encode(), digest_size=8).digest(), "big") >> 1
+
+
+def sentence_views(doc: Document, rng: random.Random, max_chars: int) -> tuple[str, str] | None:
+    """The two DocSplit views of a document, or ``None`` when it has fewer than two words."""
+    sentences = [s for sec in doc.sections for s in split_sentences(sec.text[:max_chars])]
+    if len(sentences) < 2:
+        words = " ".join(sentences).split()
+        if len(words) < 2:
+            return None
+        half = len(words) // 2
+        return " ".join(words[:half]), " ".join(words[half:])
+    view_a, view_b = split_views(sentences, rng, n_views=2)
+    return " ".join(sentences[i] for i in view_a), " ".join(sentences[i] for i in view_b)
+
+
+class SentenceSplitCollator:
+    """Documents → :class:`ViewPairBatch` of DocSplit views (runs in dataloader workers).
+
+    In training a fresh split is drawn from torch's RNG (seeded per worker and epoch by Lightning), so every
+    pass sees new pairs and ``seed_everything`` makes runs repeatable; in validation the split is a function
+    of the document id, so validation losses are comparable across epochs.
+    """
+
+    def __init__(self, tokenizer, max_length: int, mlm_probability: float, deterministic: bool) -> None:
+        self.tokenizer = tokenizer
+        self.max_length = max_length
+        self.mlm_probability = mlm_probability
+        self.deterministic = deterministic
+
+    def __call__(self, documents: list[Document]) -> ViewPairBatch:
+        seed = None if self.deterministic else int(torch.randint(2**62, (1,)))
+        views, kept = [], []
+        for doc in documents:
+            rng = random.Random(doc.id if seed is None else f"{seed}:{doc.id}")
+            pair = sentence_views(doc, rng, max_chars=self.max_length * 48)
+            if pair is not None:
+                views.append(pair)
+                kept.append(doc)
+        texts = [a for a, _ in views] + [b for _, b in views]
+        tokens = tokenize(self.tokenizer, texts, self.max_length)  # (2B, T)
+        n = len(views)
+        view_a = TokenBatch(tokens.input_ids[:n], tokens.attention_mask[:n])
+        view_b = TokenBatch(tokens.input_ids[n:], tokens.attention_mask[n:])
+        mlm = None
+        if self.mlm_probability > 0 and n:
+            generator = torch.Generator().manual_seed(doc_index(kept[0].id) if seed is None else seed)
+            mlm = mask_tokens(view_a, self.tokenizer, self.mlm_probability, generator)
+        ids = torch.tensor([doc_index(d.id) for d in kept], dtype=torch.long)
+        return ViewPairBatch(view_a, view_b, ids, mlm, skipped=len(documents) - n)
+
+
+class DocumentCollator:
+    """Documents → :class:`DocumentBatch` of whole documents (title + body, truncated) for embedding."""
+
+    def __init__(self, tokenizer, max_length: int, with_title: bool) -> None:
+        self.tokenizer = tokenizer
+        self.max_length = max_length
+        self.with_title = with_title
+
+    def __call__(self, documents: list[Document]) -> DocumentBatch:
+        texts = [document_text(d, self.with_title) for d in documents]
+        return DocumentBatch(tokenize(self.tokenizer, texts, self.max_length), [d.id for d in documents])
+
+
+class DocSplit(EmbeddingMethod):
+    """DocSplit pretraining of any Hugging Face encoder.
+
+    Args:
+        encoder: Local folder or hub name of a Hugging Face encoder (BERT, RoBERTa, Longformer, BigBird...)
+            with its tokenizer.
+        pretrained: Start from the checkpoint's weights; ``False`` trains its architecture from scratch.
+        pooling: Document vector from the ``"cls"`` token or the ``"mean"`` of token states.
+        max_length: Tokens per view (512 for BERT, 4,096 for Longformer in the paper).
+        temperature: InfoNCE temperature (paper: 0.05).
+        mlm_weight: Weight of the masked-LM loss in the total (paper: 0.1); 0 disables MLM.
+        mlm_probability: Share of tokens masked for the MLM loss.
+        symmetric: Also contrast the second view against the first views (the paper's loss is one-sided).
+        gather_across_devices: Use the views of all devices as negatives (exact gather with gradient).
+        embed_with_title: Prefix the title to the body when embedding whole documents (predict/evaluate).
+        optimizer: Optimizer factory; ``None`` is the paper's AdamW with lr 5e-5.
+        scheduler: Optional learning-rate scheduler factory.
+    """
+
+    default_learning_rate = 5e-5
+
+    def __init__(
+        self,
+        encoder: str,
+        pretrained: bool = True,
+        pooling: Literal["cls", "mean"] = "cls",
+        max_length: int = 512,
+        temperature: float = 0.05,
+        mlm_weight: float = 0.1,
+        mlm_probability: float = 0.15,
+        symmetric: bool = False,
+        gather_across_devices: bool = True,
+        embed_with_title: bool = True,
+        optimizer: OptimizerCallable | None = None,
+        scheduler: LRSchedulerCallable | None = None,
+    ) -> None:
+        super().__init__(optimizer, scheduler)
+        self.save_hyperparameters(ignore=["optimizer", "scheduler"])
+        self.tokenizer = AutoTokenizer.from_pretrained(encoder)
+        self.encoder = HFEncoder(encoder, pretrained=pretrained, pooling=pooling, with_mlm_head=mlm_weight > 0)
+        if self.encoder.max_positions is not None and max_length > self.encoder.max_positions:
+            raise ValueError(f"max_length={max_length} exceeds the {self.encoder.max_positions} positions of "
+                             f"encoder {encoder!r}: lower model.init_args.max_length")
+        self.contrastive = InfoNCELoss(temperature, similarity="cos", symmetric=symmetric,
+                                       gather_across_devices=gather_across_devices)
+        self.mlm = MaskedLMLoss()
+        self.loss_weights = {"mlm_loss": mlm_weight}
+
+    def collator(self, stage: str):
+        hp = self.hparams
+        if stage == "predict":
+            return DocumentCollator(self.tokenizer, hp.max_length, hp.embed_with_title)
+        mlm_probability = hp.mlm_probability if hp.mlm_weight > 0 else 0.0
+        return SentenceSplitCollator(self.tokenizer, hp.max_length, mlm_probability, deterministic=stage != "fit")
+
+    def losses(self, batch: ViewPairBatch) -> dict[str, Tensor]:
+        n = len(batch)
+        input_ids = torch.cat([batch.view_a.input_ids, batch.view_b.input_ids])  # (2B, T)
+        attention_mask = torch.cat([batch.view_a.attention_mask, batch.view_b.attention_mask])
+        embeddings = self.encoder(input_ids, attention_mask)  # (2B, D)
+        terms = self.contrastive(embeddings[:n], embeddings[n:], batch.doc_index, batch.doc_index)
+        if batch.mlm is not None:
+            logits = self.encoder.mlm_logits(batch.mlm.input_ids, batch.mlm.attention_mask)  # (B, T, V)
+            terms |= self.mlm(logits, batch.mlm.labels)
+        terms["skipped_documents"] = torch.tensor(float(batch.skipped), device=embeddings.device)
+        return terms
+
+    def embed(self, batch: DocumentBatch) -> Tensor:
+        return self.encoder(batch.tokens.input_ids, batch.tokens.attention_mask)

@@ -1,0 +1,88 @@
+"""A Hugging Face text encoder with pooling, and an optional masked-language-modelling head on the same weights.
+
+Plain ``nn.Module``: no Lightning, no ``torch.distributed``, no corpus names.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Literal
+
+from torch import Tensor, nn
+from transformers import AutoConfig, AutoModel, AutoModelForMaskedLM, PreTrainedModel
+
+log = logging.getLogger(__name__)
+
+Pooling = Literal["cls", "mean"]
+
+
+def pool(hidden: Tensor, attention_mask: Tensor, pooling: Pooling) -> Tensor:
+    """Pools token states (B, T, D) into one vector per sequence (B, D)."""
+    if pooling == "cls":
+        return hidden[:, 0]
+    mask = attention_mask.unsqueeze(-1).to(hidden.dtype)  # (B, T, 1)
+    return (hidden * mask).sum(1) / mask.sum(1).clamp(min=1.0)
+
+
+class HFEncoder(nn.Module):
+    """Any Hugging Face encoder (BERT, RoBERTa, Longformer, BigBird, ...) turned into a text embedder.
+
+    Args:
+        name_or_path: Local folder or hub name of the checkpoint (its config is read from there).
+        pretrained: Load the checkpoint's weights; ``False`` builds the architecture from its config with
+            random weights (pretraining from scratch).
+        pooling: ``"cls"`` takes the first token's state, ``"mean"`` averages non-padding tokens.
+        with_mlm_head: Also build the checkpoint's masked-LM head, sharing all encoder weights, so that a
+            method can add an MLM loss on the same backbone. Checkpoints saved without a head (e.g.
+            sentence-transformers models) get a freshly initialised head (decoder tied to the embeddings).
+        attn_implementation: Attention kernel passed to transformers (``"sdpa"`` by default).
+    """
+
+    def __init__(
+        self,
+        name_or_path: str,
+        pretrained: bool = True,
+        pooling: Pooling = "mean",
+        with_mlm_head: bool = False,
+        attn_implementation: str | None = "sdpa",
+    ) -> None:
+        super().__init__()
+        if pooling not in ("cls", "mean"):
+            raise ValueError(f"pooling must be 'cls' or 'mean', got {pooling!r}")
+        self.pooling = pooling
+        auto = AutoModelForMaskedLM if with_mlm_head else AutoModel
+        kwargs = {"attn_implementation": attn_implementation} if attn_implementation else {}
+        config = AutoConfig.from_pretrained(name_or_path)
+        try:
+            model = self._build(auto, name_or_path, config, pretrained, kwargs)
+        except (ValueError, ImportError) as err:  # architecture without SDPA support
+            if not kwargs:
+                raise
+            log.warning("%s; falling back to the default attention implementation", err)
+            model = self._build(auto, name_or_path, config, pretrained, {})
+        model.train()  # from_pretrained returns eval mode: dropout would silently stay off in training
+        self.model: PreTrainedModel = model
+        self.hidden_size: int = config.hidden_size
+        self.max_positions: int | None = getattr(config, "max_position_embeddings", None)
+
+    @staticmethod
+    def _build(auto, name_or_path: str, config, pretrained: bool, kwargs: dict) -> PreTrainedModel:
+        if pretrained:
+            return auto.from_pretrained(name_or_path, **kwargs)
+        return auto.from_config(config, **kwargs)
+
+    @property
+    def backbone(self) -> PreTrainedModel:
+        """The encoder without its MLM head."""
+        return self.model.base_model if hasattr(self.model, "base_model") else self.model
+
+    def forward(self, input_ids: Tensor, attention_mask: Tensor) -> Tensor:
+        """Embeds token ids (B, T) into (B, D)."""
+        hidden = self.backbone(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state  # (B, T, D)
+        return pool(hidden, attention_mask, self.pooling)
+
+    def mlm_logits(self, input_ids: Tensor, attention_mask: Tensor) -> Tensor:
+        """Masked-LM logits (B, T, V); requires ``with_mlm_head=True``."""
+        if self.backbone is self.model:
+            raise RuntimeError("this encoder was built without an MLM head (with_mlm_head=False)")
+        return self.model(input_ids=input_ids, attention_mask=attention_mask).logits

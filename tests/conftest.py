@@ -1,0 +1,65 @@
+"""Shared fixtures: a tiny tokenizer + BERT built from config (no hub), and a small JSONL corpus.
+
+The text comes from Python's own documentation topics (``pydoc_data``), present on every Python install.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from pathlib import Path
+
+import pytest
+
+os.environ.setdefault("WANDB_MODE", "offline")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+
+def _topic_texts() -> list[tuple[str, str]]:
+    from pydoc_data.topics import topics
+
+    return sorted((name, text) for name, text in topics.items() if len(text.split()) > 80)
+
+
+@pytest.fixture(scope="session")
+def tiny_encoder_dir(tmp_path_factory) -> str:
+    """A folder with a 1,000-token WordPiece tokenizer and a 2-layer, 32-dim BERT (random weights)."""
+    from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, processors, trainers
+    from transformers import BertConfig, BertForMaskedLM, PreTrainedTokenizerFast
+
+    special = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
+    tok = Tokenizer(models.WordPiece(unk_token="[UNK]"))
+    tok.normalizer = normalizers.BertNormalizer(lowercase=True)
+    tok.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
+    tok.decoder = decoders.WordPiece()
+    tok.train_from_iterator((t for _, t in _topic_texts()),
+                            trainers.WordPieceTrainer(vocab_size=1000, special_tokens=special))
+    cls, sep = tok.token_to_id("[CLS]"), tok.token_to_id("[SEP]")
+    tok.post_processor = processors.TemplateProcessing(single="[CLS] $A [SEP]", pair="[CLS] $A [SEP] $B [SEP]",
+                                                       special_tokens=[("[CLS]", cls), ("[SEP]", sep)])
+    tokenizer = PreTrainedTokenizerFast(tokenizer_object=tok, unk_token="[UNK]", pad_token="[PAD]",
+                                        cls_token="[CLS]", sep_token="[SEP]", mask_token="[MASK]")
+    assert len(tokenizer) == 1000, len(tokenizer)
+    config = BertConfig(vocab_size=len(tokenizer), hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
+                        intermediate_size=64, max_position_embeddings=128)
+    path = tmp_path_factory.mktemp("tiny_bert")
+    BertForMaskedLM(config).save_pretrained(path)
+    tokenizer.save_pretrained(path)
+    return str(path)
+
+
+def write_corpus_jsonl(path: Path, n_documents: int | None = None) -> Path:
+    """Python documentation topics as sectioned documents in lit_docemb JSONL."""
+    with open(path, "w", encoding="utf-8") as f:
+        for name, text in _topic_texts()[:n_documents]:
+            paragraphs = [p.strip() for p in re.split(r"\n\s*\n", text) if p.strip()]
+            sections = [{"heading": "", "text": " ".join(paragraphs[:2])}]
+            sections += [{"heading": f"part {i}", "text": p} for i, p in enumerate(paragraphs[2:], 1)]
+            f.write(json.dumps({"id": name, "title": name, "sections": sections}) + "\n")
+    return path
+
+
+@pytest.fixture(scope="session")
+def corpus_jsonl(tmp_path_factory) -> str:
+    return str(write_corpus_jsonl(tmp_path_factory.mktemp("corpus") / "docs.jsonl"))

@@ -1,0 +1,90 @@
+"""The real CLI: fast_dev_run of DocSplit, resume from last.ckpt, --help, and every shipped config parses."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+import yaml
+from lightning.pytorch.callbacks import Callback
+
+from lit_docemb.cli import DocEmbCLI, main
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def tiny_args(encoder: str, corpus: str, root: Path) -> list[str]:
+    return [
+        "--model=lit_docemb.methods.DocSplit", f"--model.encoder={encoder}", "--model.max_length=64",
+        "--data=lit_docemb.data.JSONLDataModule", f"--data.paths=[{corpus}]", "--data.batch_size=4",
+        "--data.num_workers=0", "--data.val_fraction=0.2", "--trainer.accelerator=cpu", "--trainer.devices=1",
+        "--trainer.logger=false", "--trainer.enable_progress_bar=false", f"--trainer.default_root_dir={root}",
+    ]
+
+
+def test_fast_dev_run_through_real_cli(tiny_encoder_dir, corpus_jsonl, tmp_path):
+    cmd = [sys.executable, "-m", "lit_docemb", "fit", *tiny_args(tiny_encoder_dir, corpus_jsonl, tmp_path),
+           "--trainer.fast_dev_run=2"]
+    result = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "`Trainer.fit` stopped: `max_steps=2` reached" in result.stderr + result.stdout
+
+
+class StepRecorder(Callback):
+    def __init__(self):
+        self.first_step = None
+        self.losses = []
+        self.modes_at_start = None
+
+    def on_train_start(self, trainer, pl_module):
+        self.modes_at_start = {m.training for m in pl_module.modules()}
+
+    def on_train_batch_start(self, trainer, pl_module, batch, batch_idx):
+        if self.first_step is None:
+            self.first_step = trainer.global_step
+
+    def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx):
+        self.losses.append(float(outputs["loss"]))
+
+
+def test_resume_continues_step_count(tiny_encoder_dir, corpus_jsonl, tmp_path):
+    base = tiny_args(tiny_encoder_dir, corpus_jsonl, tmp_path) + [
+        "--trainer.callbacks+=lit_docemb.callbacks.RunCheckpoint", "--trainer.limit_val_batches=0"]
+    first = main(["fit", *base, "--trainer.max_steps=3"])
+    last = tmp_path / "checkpoints" / "last.ckpt"
+    assert last.exists()
+    assert torch.load(last, map_location="cpu", weights_only=False)["global_step"] == 3
+    config = tmp_path / "config.yaml"
+    assert yaml.safe_load(config.read_text())["trainer"]["max_steps"] == 3
+    assert first.trainer.global_step == 3
+
+    recorder = StepRecorder()
+    second = DocEmbCLI(args=["fit", *base, "--trainer.max_steps=5", f"--ckpt_path={last}"],
+                                  trainer_defaults={"callbacks": [recorder]})
+    assert recorder.first_step == 3  # continued, did not restart at 0
+    assert second.trainer.global_step == 5
+    assert recorder.modes_at_start == {True}  # dropout active: no module left in eval mode
+    assert all(torch.isfinite(torch.tensor(recorder.losses)))
+    # the config of the first start is kept, not overwritten by the resumed run
+    assert yaml.safe_load(config.read_text())["trainer"]["max_steps"] == 3
+
+
+def test_help_lists_methods_and_datamodules():
+    result = subprocess.run([sys.executable, "-m", "lit_docemb", "fit", "--help"], capture_output=True,
+                            text=True, timeout=120)
+    assert result.returncode == 0, result.stderr[-2000:]
+    for name in ["DocSplit", "JSONLDataModule", "WikipediaDataModule", "InstalledDocsDataModule"]:
+        assert name in result.stdout
+
+
+@pytest.mark.parametrize("config", sorted(str(p.relative_to(ROOT)) for p in (ROOT / "configs").rglob("*.yaml")))
+def test_every_config_parses(config, capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        main(["fit", "--config", str(ROOT / config), "--print_config"])
+    assert exit_info.value.code in (0, None)
+    printed = yaml.safe_load(capsys.readouterr().out)
+    assert printed["model"]["class_path"].startswith("lit_docemb.methods.")
+    assert printed["data"]["class_path"].startswith("lit_docemb.data.")
