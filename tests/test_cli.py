@@ -88,3 +88,16 @@ def test_every_config_parses(config, capsys):
     printed = yaml.safe_load(capsys.readouterr().out)
     assert printed["model"]["class_path"].startswith("lit_docemb.methods.")
     assert printed["data"]["class_path"].startswith("lit_docemb.data.")
+
+
+@pytest.mark.slow
+def test_two_process_ddp_fit_on_cpu(tiny_encoder_dir, corpus_jsonl, tmp_path):
+    """DocSplit under DDP (2 CPU processes, gloo): the gathered loss runs end to end and checkpoints."""
+    cmd = [sys.executable, "-m", "lit_docemb", "fit", *tiny_args(tiny_encoder_dir, corpus_jsonl, tmp_path),
+           "--trainer.devices=2", "--trainer.strategy=ddp", "--trainer.max_steps=2", "--trainer.limit_val_batches=1",
+           "--trainer.callbacks+=lit_docemb.callbacks.RunCheckpoint"]
+    result = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr[-3000:]
+    checkpoint = torch.load(tmp_path / "checkpoints" / "last.ckpt", map_location="cpu", weights_only=False)
+    assert checkpoint["global_step"] == 2
+    assert all(torch.isfinite(v).all() for v in checkpoint["state_dict"].values() if v.is_floating_point())
