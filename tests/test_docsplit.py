@@ -84,7 +84,7 @@ def test_training_step_updates_encoder_and_mlm_head(docsplit, tiny_encoder_dir):
     model = DocSplit(tiny_encoder_dir, max_length=64)
     batch = model.collator("fit")(docs)
     terms = model.losses(batch)
-    assert set(terms) == {"info_nce_loss", "mlm_loss", "skipped_documents"}
+    assert set(terms) == {"info_nce_loss", "negatives_per_anchor", "mlm_loss", "skipped_documents"}
     total = model.total_loss(terms)
     assert torch.isclose(total, terms["info_nce_loss"] + 0.1 * terms["mlm_loss"])
     total.backward()

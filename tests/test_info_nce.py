@@ -272,3 +272,14 @@ def test_unequal_local_batches_match_single_process(two_process_results, case):
 def test_gather_rejects_different_trailing_shapes(two_process_results):
     for res in two_process_results:
         assert "(3, 8)" in res["shape_error"] and "(3, 9)" in res["shape_error"]
+
+
+def test_bf16_autocast_computes_in_fp32():
+    gen = torch.Generator().manual_seed(0)
+    anchors, candidates = torch.randn(6, 16, generator=gen), torch.randn(12, 16, generator=gen)
+    loss_fn = InfoNCELoss(temperature=0.05, symmetric=True)
+    reference = loss_fn(anchors, candidates)["info_nce_loss"]
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        under_autocast = loss_fn(anchors, candidates)["info_nce_loss"]
+    assert under_autocast.dtype == torch.float32
+    assert (under_autocast - reference).abs().item() < 1e-6

@@ -8,6 +8,8 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from lit_docemb.losses.common import mean_or_zero
+from lit_docemb.losses.common import full_precision
 from lit_docemb.losses.distributed import gather_no_grad, gather_with_grad, row_layout, world_size
 
 
@@ -22,7 +24,8 @@ class InfoNCELoss(nn.Module):
             other than its own positive is masked out (-inf), so a document met twice in the global batch is
             never its own negative. Give ``candidate_ids`` when there are hard negatives; missing
             ``anchor_ids`` are read from ``candidate_ids[:B]``, missing ``candidate_ids`` from ``anchor_ids``.
-    Output: ``{"info_nce_loss": scalar}`` (fp32).
+    Output: ``{"info_nce_loss": scalar, "negatives_per_anchor": scalar}`` (fp32); the second is the mean, over
+    this rank's anchors (both directions when symmetric), of the unmasked candidates other than the positive.
 
     With ``C`` the candidates of all W ranks gathered (W*M rows, rank 0's first) and ``r`` this rank, the
     positive of local anchor ``i`` is ``C[r*M + i]`` and
@@ -88,6 +91,11 @@ class InfoNCELoss(nn.Module):
         anchor_ids: Tensor | None = None,
         candidate_ids: Tensor | None = None,
     ) -> dict[str, Tensor]:
+        with full_precision(anchors.device):  # under bf16 autocast the matmul would otherwise run in bf16
+            return self._forward(anchors, candidates, anchor_ids, candidate_ids)
+
+    def _forward(self, anchors: Tensor, candidates: Tensor, anchor_ids: Tensor | None,
+                 candidate_ids: Tensor | None) -> dict[str, Tensor]:
         num_anchors, num_candidates = anchors.shape[0], candidates.shape[0]
         if anchors.ndim != 2 or candidates.ndim != 2 or anchors.shape[1] != candidates.shape[1]:
             raise ValueError(f"need anchors (B, D) and candidates (M, D), got {anchors.shape}, {candidates.shape}")
@@ -99,7 +107,7 @@ class InfoNCELoss(nn.Module):
         anchors, candidates = self._prepare(anchors), self._prepare(candidates)  # (B, D), (M, D) fp32
         candidate_offset, _ = layout(num_candidates, anchors.device)
         anchor_offset, total_anchors = layout(num_anchors, anchors.device)
-        loss = self._direction(
+        loss, negatives = self._direction(
             anchors,
             gather(candidates),  # (W*M, D)
             anchor_ids,
@@ -107,19 +115,19 @@ class InfoNCELoss(nn.Module):
             candidate_offset,
         )
         if self.symmetric:
-            reverse = self._direction(
+            reverse, reverse_negatives = self._direction(
                 candidates[:num_anchors],
                 gather(anchors),  # (W*B, D)
                 None if candidate_ids is None else candidate_ids[:num_anchors],
                 None if anchor_ids is None else gather_ids(anchor_ids),  # (W*B,)
                 anchor_offset,
             )
-            loss = (loss + reverse) / 2
+            loss, negatives = (loss + reverse) / 2, torch.cat([negatives, reverse_negatives])
         if self.gather_across_devices and total_anchors != num_anchors * world_size():
             # Unequal local batches: weight the local mean by W*B_r/sum(B) so that DDP's average over
             # ranks is still the mean over all anchors of the global batch.
             loss = loss * (num_anchors * world_size() / total_anchors)
-        return {"info_nce_loss": loss}
+        return {"info_nce_loss": loss, "negatives_per_anchor": mean_or_zero(negatives)}
 
     def _prepare(self, x: Tensor) -> Tensor:
         """Casts to at least fp32 (bf16/fp16 embeddings give fp32 logits), normalises for cosine."""
@@ -128,17 +136,20 @@ class InfoNCELoss(nn.Module):
 
     def _direction(
         self, queries: Tensor, keys: Tensor, query_ids: Tensor | None, key_ids: Tensor | None, offset: int
-    ) -> Tensor:
-        """Mean cross-entropy of queries (B, D) over keys (K, D); query i's positive is key ``offset + i``."""
+    ) -> tuple[Tensor, Tensor]:
+        """Mean cross-entropy of queries (B, D) over keys (K, D); query i's positive is key ``offset + i``.
+        Also returns the (B,) number of negatives of each query."""
         if queries.shape[0] == 0:  # this rank lost all its documents: it still took part in the gathers
-            return keys.sum() * 0.0
+            return keys.sum() * 0.0, keys.new_zeros(0)
         labels = offset + torch.arange(queries.shape[0], device=queries.device)  # (B,)
         logits = queries @ keys.T / self.temperature  # (B, K)
+        negatives = torch.full_like(labels, keys.shape[0] - 1)  # (B,)
         if query_ids is not None and key_ids is not None:
             same_document = query_ids[:, None] == key_ids[None, :]  # (B, K)
             same_document[torch.arange(len(labels), device=labels.device), labels] = False
             logits = logits.masked_fill(same_document, float("-inf"))
-        return F.cross_entropy(logits, labels)
+            negatives = negatives - same_document.sum(1)
+        return F.cross_entropy(logits, labels), negatives
 
     @staticmethod
     def _resolve_ids(

@@ -1,0 +1,133 @@
+"""NT-Xent of a document against its augmentation over the batch gathered from all devices (DECA, SimCLR)."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from lit_docemb.losses.common import fp32, full_precision, global_count, global_mean, mean_or_zero
+from lit_docemb.losses.distributed import gather_no_grad, gather_with_grad, row_layout
+
+
+class NTXentLoss(nn.Module):
+    r"""DECA's NT-Xent (eq. 4), or SimCLR's symmetric 2N-view form, with the negatives of all ranks.
+
+    Inputs:
+        h: (B, D) embeddings of B documents (one rank's share of the batch), any float dtype.
+        h_aug: (B, D) embeddings of their augmentations, row i being the augmentation of document i.
+        ids: optional (B,) int64 document ids, gathered with the embeddings. Views of a document that occurs
+            more than once in the global batch (on one rank or on two) are masked out (-inf), never negatives.
+    Output: ``{"ntxent_loss": scalar, "negatives_per_anchor": scalar}`` (fp32, or fp64 for fp64 inputs);
+    ``negatives_per_anchor`` is the mean, over this rank's anchors, of the negatives in the denominator.
+
+    With N documents in the global batch (B summed over ranks), ``s(x, y) = cos(x, y) / tau`` and the mean over
+    the global batch (DECA sums, ``l_c = sum_i l_c^(i)``: N times this, a factor its weight lambda absorbs):
+
+    ``denominator="paper"`` is DECA eq. 4 as printed, a loss of the N anchors h_i against the N augmentations:
+
+    .. math:: \ell_i = -\log \frac{\exp s(h_i, \tilde h_i)}{\sum_{k=1}^{N} \mathbb{1}_{[k \ne i]} \exp s(h_i, \tilde h_k)}
+
+    Reading chosen: the indicator removes the positive itself from the denominator, which then holds the
+    N - 1 negatives ``<D_i, D~_k>`` of the text and nothing else (the "decoupled" contrastive loss of Yeh et
+    al. 2022 restricted to cross-view negatives). It is bounded (``l_i >= log(N-1) - 2/tau``) but can be
+    negative; an anchor left without negatives (N = 1, or only copies of itself) has no defined term and is
+    left out of the mean. The other plausible reading, SimCLR's indicator ``k != i`` copied over from the 2N
+    views where it only removed the self-similarity, keeps the positive in the denominator ("identify D~_i
+    out of the augmented documents"); that one-direction loss is exactly
+    ``InfoNCELoss(temperature, similarity="cos")(h, h_aug)``, so it is not repeated here.
+
+    ``denominator="simclr"`` is NT-Xent of Chen et al. 2020: the 2N views ``[h; h_aug]`` are all anchors, each
+    scored against the other 2N - 1 (its positive and 2N - 2 negatives, both views of every other document;
+    with ``ids``, views of the same document other than the positive are masked):
+
+    .. math:: \ell_a = -\log \frac{\exp s(v_a, v_{p(a)})}{\sum_{k=1}^{2N} \mathbb{1}_{[k \ne a]} \exp s(v_a, v_k)}, \quad L = \frac{1}{2N} \sum_{a=1}^{2N} \ell_a
+
+    Default: ``"paper"``: DECA's configs reproduce DECA, whose printed equation is the specification, and read
+    literally it is a sound loss, not a typo that breaks training. Use ``"simclr"`` for the standard NT-Xent
+    (more negatives per anchor from the same batch: 2N - 2 instead of N - 1).
+
+    Exact under DDP the way :class:`~lit_docemb.losses.info_nce.InfoNCELoss` is: local anchors, candidates
+    gathered with autograd, positives at ``offset + i`` where ``offset`` counts the rows of lower ranks
+    (ranks may hold different B), and the local sum scaled by ``W / (anchors on all ranks)``.
+
+    Siblings: InfoNCE scores anchors against the other view (plus hard negatives) with the positive in the
+    denominator; :class:`~lit_docemb.losses.sim_siam.SimSiamLoss` is DECA's other objective (eq. 5, no
+    negatives); :class:`~lit_docemb.losses.sup_con.SupConLoss` is the simclr form with label-defined positives.
+
+    Args:
+        temperature: tau dividing the cosine; DECA Appendix A.3.2 uses 1.0.
+        denominator: ``"paper"`` (DECA eq. 4, N - 1 cross-view negatives, positive excluded) or ``"simclr"``
+            (2N - 2 negatives from both views, positive included, both views as anchors).
+        gather_across_devices: Score against the documents of all ranks; ``False`` uses local ones only.
+    """
+
+    def __init__(
+        self,
+        temperature: float = 1.0,
+        denominator: Literal["paper", "simclr"] = "paper",
+        gather_across_devices: bool = True,
+    ) -> None:
+        super().__init__()
+        if temperature <= 0:
+            raise ValueError(f"temperature must be > 0, got {temperature}")
+        if denominator not in ("paper", "simclr"):
+            raise ValueError(f"denominator must be 'paper' or 'simclr', got {denominator!r}")
+        self.temperature = temperature
+        self.denominator = denominator
+        self.gather_across_devices = gather_across_devices
+
+    def forward(self, h: Tensor, h_aug: Tensor, ids: Tensor | None = None) -> dict[str, Tensor]:
+        if h.ndim != 2 or h.shape != h_aug.shape:
+            raise ValueError(f"need h and h_aug of the same shape (B, D), got {tuple(h.shape)}, {tuple(h_aug.shape)}")
+        if ids is not None and ids.shape != h.shape[:1]:
+            raise ValueError(f"need ids of shape ({h.shape[0]},), got {tuple(ids.shape)}")
+        across = self.gather_across_devices
+        gather, gather_ids = (gather_with_grad, gather_no_grad) if across else (_same, _same)
+        offset, total = row_layout(h.shape[0], h.device) if across else (0, h.shape[0])
+        all_ids = None if ids is None else gather_ids(ids)  # (N,)
+        with full_precision(h.device):
+            h, h_aug = fp32(h, normalize=True), fp32(h_aug, normalize=True)  # (B, D)
+            if self.denominator == "paper":  # anchors left without negatives have no term: not counted
+                terms, negatives = self._paper(h, gather(h_aug), ids, all_ids, offset)  # (B',), (B,)
+                counted = global_count((negatives > 0).sum().to(terms.dtype), across)
+            else:
+                terms, negatives = self._simclr(h, h_aug, gather(h), gather(h_aug), ids, all_ids, offset, total)
+                counted = terms.new_tensor(2.0 * total)
+            loss = global_mean(terms, counted, across)
+        return {"ntxent_loss": loss, "negatives_per_anchor": mean_or_zero(negatives)}
+
+    def _paper(self, h: Tensor, all_aug: Tensor, ids: Tensor | None, all_ids: Tensor | None, offset: int):
+        """DECA eq. 4: h (B, D) against the N augmentations, positive at ``offset + i``, not in the denominator.
+        Returns the terms of the B' <= B anchors that have a negative, and the negatives of all B."""
+        positive = offset + torch.arange(h.shape[0], device=h.device)  # (B,)
+        logits = h @ all_aug.T / self.temperature  # (B, N)
+        negative = torch.ones_like(logits, dtype=torch.bool)
+        negative[torch.arange(len(positive), device=h.device), positive] = False
+        if ids is not None:
+            negative &= ids[:, None] != all_ids[None, :]  # other views of the same document
+        keep = negative.any(1)  # (B,): no logsumexp over an empty set (its gradient would be NaN)
+        positive_logit = logits.gather(1, positive[:, None]).squeeze(1)  # (B,)
+        terms = logits[keep].masked_fill(~negative[keep], float("-inf")).logsumexp(1) - positive_logit[keep]
+        return terms, negative.sum(1)
+
+    def _simclr(self, h, h_aug, all_h, all_aug, ids, all_ids, offset: int, total: int):
+        """SimCLR: the 2B local views against all 2N views; view ``a``'s positive is the other view of its document."""
+        local_rows = offset + torch.arange(h.shape[0], device=h.device)  # rows of the local documents among N
+        self_index = torch.cat([local_rows, total + local_rows])  # (2B,) in [all_h; all_aug]
+        positive = torch.cat([total + local_rows, local_rows])  # (2B,)
+        logits = torch.cat([h, h_aug]) @ torch.cat([all_h, all_aug]).T / self.temperature  # (2B, 2N)
+        rows = torch.arange(logits.shape[0], device=h.device)
+        masked = torch.zeros_like(logits, dtype=torch.bool)
+        if ids is not None:
+            masked = torch.cat([ids, ids])[:, None] == torch.cat([all_ids, all_ids])[None, :]  # same document
+            masked[rows, positive] = False
+        masked[rows, self_index] = True
+        terms = F.cross_entropy(logits.masked_fill(masked, float("-inf")), positive, reduction="none")
+        return terms, (~masked).sum(1) - 1
+
+
+def _same(x: Tensor) -> Tensor:
+    return x
