@@ -92,10 +92,11 @@ def test_every_config_parses(config, capsys):
 
 @pytest.mark.slow
 def test_two_process_ddp_fit_on_cpu(tiny_encoder_dir, corpus_jsonl, tmp_path):
-    """DocSplit under DDP (2 CPU processes, gloo): the gathered loss runs end to end and checkpoints."""
+    """DocSplit under DDP (2 CPU processes, gloo) for one epoch of 9 documents in batches of 4 per device:
+    step 1 has 4 + 4 documents, step 2 has 1 + 0 — rank 1's empty batch must not crash or hang the run."""
     cmd = [sys.executable, "-m", "lit_docemb", "fit", *tiny_args(tiny_encoder_dir, corpus_jsonl, tmp_path),
-           "--trainer.devices=2", "--trainer.strategy=ddp", "--trainer.max_steps=2", "--trainer.limit_val_batches=1",
-           "--trainer.callbacks+=lit_docemb.callbacks.RunCheckpoint"]
+           "--data.max_documents=9", "--data.val_fraction=0", "--trainer.devices=2", "--trainer.strategy=ddp",
+           "--trainer.max_epochs=1", "--trainer.callbacks+=lit_docemb.callbacks.RunCheckpoint"]
     result = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stderr[-3000:]
     checkpoint = torch.load(tmp_path / "checkpoints" / "last.ckpt", map_location="cpu", weights_only=False)

@@ -112,3 +112,15 @@ def test_no_mlm_head_when_weight_is_zero(tiny_encoder_dir):
 def test_max_length_beyond_positions_is_rejected(tiny_encoder_dir):
     with pytest.raises(ValueError, match="max_length=512 exceeds the 128 positions"):
         DocSplit(tiny_encoder_dir, max_length=512)
+
+
+def test_a_batch_that_lost_every_document_still_uses_every_weight(tiny_encoder_dir):
+    """Under DDP a device whose documents were all unusable must still run the encoder and MLM head."""
+    model = DocSplit(tiny_encoder_dir, max_length=64)
+    batch = model.collator("fit")([Document("a", sections=[Section("", "x")])])
+    assert len(batch) == 0 and batch.skipped == 1 and batch.mlm is not None
+    terms = model.losses(batch)
+    total = model.total_loss(terms)
+    assert total.item() == 0.0
+    total.backward()
+    assert all(p.grad is not None for p in model.parameters() if p.requires_grad)

@@ -5,6 +5,12 @@ base splits them into train/validation by a stable hash of the document id (inde
 so the same document is always held out), drops empty documents with a count, and builds the dataloaders.
 The *method* decides what a batch is: the dataloaders use the collator of the LightningModule being trained
 (``lightning_module.collator(stage)``), so DataModules stay method-agnostic.
+
+Training, validation and test batches come from a :class:`~lit_docemb.data.sampling.ResumableLoader`: under
+DDP every rank gets as many batches as the others (no hang on an uneven tail), every document is seen once per
+epoch (no padding duplicates), the training order is reshuffled every epoch from (seed, epoch), and a run
+resumed from a mid-epoch checkpoint continues with the next unseen batch. See ``sampling.py`` for why
+map-style datasets over memory-mapped Arrow tables are how this scales.
 """
 
 from __future__ import annotations
@@ -17,9 +23,11 @@ from collections.abc import Callable, Sequence
 from typing import Any, Literal
 
 import lightning as L
+import numpy as np
 from torch.utils.data import DataLoader, Dataset
 
 from lit_docemb.data.document import Document
+from lit_docemb.data.sampling import DistributedBatchSampler, ResumableLoader
 
 log = logging.getLogger(__name__)
 
@@ -33,17 +41,21 @@ def stable_fraction(doc_id: str, seed: int = 0) -> float:
 
 
 class DocumentDataset(Dataset):
-    """A map-style dataset over a sequence of documents (a list, or a lazily indexed corpus)."""
+    """A map-style dataset over a sequence of documents (a list, or a lazily indexed corpus).
 
-    def __init__(self, documents: Sequence[Document], indices: Sequence[int] | None = None) -> None:
+    The indices are one numpy array (8 bytes a document), not a list of Python ints: forked dataloader
+    workers would copy a list page by page as they touch its reference counts.
+    """
+
+    def __init__(self, documents: Sequence[Document], indices: Sequence[int] | np.ndarray | None = None) -> None:
         self.documents = documents
-        self.indices = list(range(len(documents))) if indices is None else list(indices)
+        self.indices = np.arange(len(documents)) if indices is None else np.asarray(indices, dtype=np.int64)
 
     def __len__(self) -> int:
         return len(self.indices)
 
     def __getitem__(self, i: int) -> Document:
-        return self.documents[self.indices[i]]
+        return self.documents[int(self.indices[i])]
 
 
 class DocumentDataModule(L.LightningDataModule, ABC):
@@ -54,9 +66,13 @@ class DocumentDataModule(L.LightningDataModule, ABC):
         num_workers: Dataloader worker processes (view building and tokenisation run there).
         val_fraction: Share of documents held out for validation, chosen by a hash of the id.
         max_val_documents: Upper bound on held-out documents (evaluation cost stays bounded on huge corpora).
-        seed: Seed of the train/validation split.
+        seed: Seed of the train/validation split and of the training order (a new permutation every epoch,
+            a function of seed and epoch; a resumed run keeps the seed its checkpoint was trained with).
         max_documents: Read at most this many documents (quick experiments); ``None`` reads all.
         predict_split: Documents that ``predict`` embeds: the held-out ``"val"`` set or ``"all"``.
+        drop_last: Drop an epoch's last global step when it holds fewer than ``batch_size`` documents per
+            device. By default every training document is seen once per epoch, and the last batch may be
+            smaller, even empty on some devices (collators and losses must accept an empty batch).
     """
 
     def __init__(
@@ -68,6 +84,7 @@ class DocumentDataModule(L.LightningDataModule, ABC):
         seed: int = 0,
         max_documents: int | None = None,
         predict_split: Literal["val", "all"] = "all",
+        drop_last: bool = False,
     ) -> None:
         super().__init__()
         if not 0.0 <= val_fraction < 1.0:
@@ -79,6 +96,7 @@ class DocumentDataModule(L.LightningDataModule, ABC):
         self.seed = seed
         self.max_documents = max_documents
         self.predict_split = predict_split
+        self.drop_last = drop_last
         self.all_set: DocumentDataset | None = None
         self.collate_fn: Collator | dict[str, Collator] | None = None
         self.stats: Counter = Counter()
@@ -95,18 +113,17 @@ class DocumentDataModule(L.LightningDataModule, ABC):
         documents = self.load_documents()
         if self.max_documents is not None:
             documents = documents[: self.max_documents]
-        train, val = [], []
-        for i, doc_id in enumerate(self._usable_ids(documents)):
-            if doc_id is None:
-                continue
-            held_out = stable_fraction(doc_id, self.seed) < self.val_fraction
-            (val if held_out else train).append(i)
+        ids = self._usable_ids(documents)
+        usable = np.fromiter((doc_id is not None for doc_id in ids), dtype=bool, count=len(ids))
+        held_out = np.fromiter((doc_id is not None and stable_fraction(doc_id, self.seed) < self.val_fraction
+                                for doc_id in ids), dtype=bool, count=len(ids))
+        train, val = np.flatnonzero(usable & ~held_out), np.flatnonzero(held_out)
         if self.max_val_documents is not None:
             val = val[: self.max_val_documents]
-        if not train:
+        if not len(train):
             raise ValueError(f"{type(self).__name__}: no non-empty training documents (read {len(documents)})")
         self.train_set, self.val_set = DocumentDataset(documents, train), DocumentDataset(documents, val)
-        self.all_set = DocumentDataset(documents, sorted(train + val))
+        self.all_set = DocumentDataset(documents, np.sort(np.concatenate([train, val])))
         log.info("%s: %d train / %d validation documents, skipped %s", type(self).__name__, len(train), len(val),
                  dict(self.stats) or "none")
 
@@ -132,27 +149,25 @@ class DocumentDataModule(L.LightningDataModule, ABC):
                                "or set `datamodule.collate_fn`")
         return module.collator(stage)
 
-    def _loader(self, dataset: Dataset, stage: str, shuffle: bool) -> DataLoader:
-        return DataLoader(
-            dataset,
-            batch_size=self.batch_size,
-            shuffle=shuffle,
-            num_workers=self.num_workers,
-            collate_fn=self._collator(stage),
-            drop_last=stage == "fit",
-            persistent_workers=self.num_workers > 0 and stage == "fit",
-            pin_memory=False,
-        )
+    def _loader(self, dataset: DocumentDataset, stage: str, shuffle: bool) -> ResumableLoader:
+        """Every document of ``dataset`` once, the same number of batches on every rank."""
+        sampler = DistributedBatchSampler(len(dataset), self.batch_size, shuffle=shuffle, seed=self.seed,
+                                          drop_last=self.drop_last and stage == "fit")
+        return ResumableLoader(dataset, sampler, collate_fn=self._collator(stage), num_workers=self.num_workers,
+                               persistent_workers=stage == "fit")
 
-    def train_dataloader(self) -> DataLoader:
+    def train_dataloader(self) -> ResumableLoader:
         return self._loader(self.train_set, "fit", shuffle=True)
 
-    def val_dataloader(self) -> DataLoader:
+    def val_dataloader(self) -> ResumableLoader:
         return self._loader(self.val_set, "validate", shuffle=False)
 
-    def test_dataloader(self) -> DataLoader:
+    def test_dataloader(self) -> ResumableLoader:
         return self._loader(self.val_set, "validate", shuffle=False)
 
     def predict_dataloader(self) -> DataLoader:
+        """A plain DataLoader: under DDP Lightning shards it without repeats (``UnrepeatedDistributedSampler``)
+        and keeps track of each prediction's index."""
         dataset = self.all_set if self.predict_split == "all" else self.val_set
-        return self._loader(dataset, "predict", shuffle=False)
+        return DataLoader(dataset, batch_size=self.batch_size, num_workers=self.num_workers,
+                          collate_fn=self._collator("predict"))

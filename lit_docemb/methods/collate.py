@@ -14,7 +14,10 @@ CHARS_PER_TOKEN = 12
 
 
 def tokenize(tokenizer: PreTrainedTokenizerBase, texts: list[str], max_length: int) -> TokenBatch:
-    """Tokenises texts into one padded batch of at most ``max_length`` tokens each."""
+    """Tokenises texts into one padded batch of at most ``max_length`` tokens each ((0, 1) for no texts)."""
+    if not texts:
+        empty = torch.zeros(0, 1, dtype=torch.long)
+        return TokenBatch(empty, empty.clone())
     limit = max_length * CHARS_PER_TOKEN
     encoded = tokenizer([t[:limit] for t in texts], max_length=max_length, truncation=True, padding=True,
                         return_tensors="pt")

@@ -79,10 +79,11 @@ class SentenceSplitCollator:
         view_a = TokenBatch(tokens.input_ids[:n], tokens.attention_mask[:n])
         view_b = TokenBatch(tokens.input_ids[n:], tokens.attention_mask[n:])
         mlm = None
-        if self.mlm_probability > 0 and n:
-            generator = torch.Generator().manual_seed(doc_index(kept[0].id) if seed is None else seed)
-            mlm = mask_tokens(view_a, self.tokenizer, self.mlm_probability, generator)
-        ids = torch.tensor([doc_index(d.id) for d in kept], dtype=torch.long)
+        if self.mlm_probability > 0:  # also for an empty batch: the MLM head must run on every device (DDP)
+            if seed is None:  # validation: masks follow the documents, not the global RNG
+                seed = doc_index(kept[0].id) if kept else 0
+            mlm = mask_tokens(view_a, self.tokenizer, self.mlm_probability, torch.Generator().manual_seed(seed))
+        ids = torch.tensor([doc_index(d.id) for d in kept], dtype=torch.long)  # (B,), B may be 0
         return ViewPairBatch(view_a, view_b, ids, mlm, skipped=len(documents) - n)
 
 

@@ -77,7 +77,9 @@ class HFEncoder(nn.Module):
         return self.model.base_model if hasattr(self.model, "base_model") else self.model
 
     def forward(self, input_ids: Tensor, attention_mask: Tensor) -> Tensor:
-        """Embeds token ids (B, T) into (B, D)."""
+        """Embeds token ids (B, T) into (B, D). B may be 0 (see :func:`_one_dummy_row`)."""
+        if input_ids.shape[0] == 0:
+            return self.forward(*_one_dummy_row(input_ids, attention_mask))[:0]
         hidden = self.backbone(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state  # (B, T, D)
         return pool(hidden, attention_mask, self.pooling)
 
@@ -85,4 +87,13 @@ class HFEncoder(nn.Module):
         """Masked-LM logits (B, T, V); requires ``with_mlm_head=True``."""
         if self.backbone is self.model:
             raise RuntimeError("this encoder was built without an MLM head (with_mlm_head=False)")
+        if input_ids.shape[0] == 0:
+            return self.mlm_logits(*_one_dummy_row(input_ids, attention_mask))[:0]
         return self.model(input_ids=input_ids, attention_mask=attention_mask).logits
+
+
+def _one_dummy_row(input_ids: Tensor, attention_mask: Tensor) -> tuple[Tensor, Tensor]:
+    """A one-token input standing in for an empty batch. A device whose batch lost every document still runs
+    the encoder (its output sliced to 0 rows), so that every weight takes part in the backward pass, as DDP
+    requires, and the collectives of the loss are still called."""
+    return input_ids.new_zeros(1, 1), attention_mask.new_ones(1, 1)
