@@ -1,0 +1,175 @@
+"""The generic labelled-text readers on fixture files in the real layouts: CSV (quoted, multi-line, very long
+fields), header-less TSV, JSON lines, folder-per-class trees (aclImdb / 20 Newsgroups style) and a local Hugging
+Face dataset with a ClassLabel column. Every text here is invented."""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+
+import pytest
+
+from lit_docemb.data.document import Section
+from lit_docemb.data.labelled import LabelledTextDataModule
+from lit_docemb.data.labelled_formats import MalformedInputError, ReadContext, iter_class_folders, iter_labelled_table
+
+LONG_TEXT = "The tortoise entered the marathon again. " * 4000  # 164,000 characters: over csv's default field limit
+
+CSV_LINES = [
+    b"id,text,label",
+    b'a1,"A review of the moon, written from memory.",positive',
+    b'a2,"The sequel to the moon.\n\nIt has a second paragraph, and a ""quote"".",negative',
+    b"a3,only two fields",  # line 6 (a2 spans lines 3-5): two fields
+    b'a4,"An opened "quote" that was never meant",positive',  # line 7: bad quoting
+    b"a5,A film about a quiet lighthouse.,",  # line 8: empty label
+    b"a6,,positive",  # line 9: empty text
+    b"a1,The same id again.,negative",  # line 10: duplicate id
+    b"a7,Caf\xe9 scenes were filmed at night.,neutral",  # line 11: latin-1 byte
+    b'a8,"' + LONG_TEXT.encode() + b'",positive',
+]
+
+
+@pytest.fixture
+def reviews_csv(tmp_path):
+    path = tmp_path / "reviews.csv"
+    path.write_bytes(b"\n".join(CSV_LINES) + b"\n")
+    return path
+
+
+def read_table(path, **kwargs):
+    context = ReadContext(strict=kwargs.pop("strict", False))
+    options = {"text_column": "text", "label_column": "label", **kwargs}
+    return list(iter_labelled_table(str(path), context=context, **options)), context
+
+
+def test_csv_records_quotes_multiline_and_long_fields(reviews_csv):
+    documents, context = read_table(reviews_csv, table_format="csv", id_column="id")
+    assert [(d.id, d.label) for d in documents] == [("a1", "positive"), ("a2", "negative"), ("a7", "neutral"),
+                                                    ("a8", "positive")]
+    assert documents[1].sections == [Section("", 'The sequel to the moon.\n\nIt has a second paragraph, and a '
+                                                 '"quote".')]
+    assert documents[2].text == "Caf\ufffd scenes were filmed at night."
+    assert documents[3].text == LONG_TEXT.strip()
+    assert context.stats == Counter(malformed_line=2, missing_label=1, empty_document=1, duplicate_id=1,
+                                    undecodable_record=1)
+
+
+def test_csv_strict_error_names_file_line_and_columns(reviews_csv):
+    with pytest.raises(MalformedInputError, match=rf"{reviews_csv}:6: 2 fields instead of 3; expected ',"
+                                                  rf"'-separated fields \['id', 'text', 'label'\]"):
+        read_table(reviews_csv, table_format="csv", id_column="id", strict=True)
+
+
+def test_headerless_tsv_keeps_quotes_and_positional_ids(tmp_path):
+    path = tmp_path / "r8-train.tsv"
+    path.write_text('earn\t"Quarterly pebbles" rose by four.\nacq\tA kettle maker bought a whistle maker.\n'
+                    "grain\n\ncrude\tOil was found under the imaginary lake.\n", encoding="utf-8")
+    documents, context = read_table(path, table_format="tsv", column_names=["label", "text"])
+    assert [(d.id, d.label, d.text) for d in documents] == [
+        ("r8-train.tsv:1", "earn", '"Quarterly pebbles" rose by four.'),
+        ("r8-train.tsv:2", "acq", "A kettle maker bought a whistle maker."),
+        ("r8-train.tsv:5", "crude", "Oil was found under the imaginary lake.")]
+    assert context.stats == Counter(malformed_line=1)
+
+
+def test_jsonl_records_several_text_columns_become_sections(tmp_path):
+    path = tmp_path / "hyperpartisan.jsonl"
+    lines = [json.dumps({"title": "Goats Elected", "text": "The goats won the vote.", "label": True}),
+             "{not json", "[1, 2]", json.dumps({"title": "No body", "label": False}),
+             json.dumps({"title": "Owls Resign", "text": "All owls resigned at dawn.", "label": False})]
+    path.write_text("\n".join(lines) + "\n")
+    documents, context = read_table(path, table_format="jsonl", text_column=["title", "text"])
+    assert [(d.id, d.label) for d in documents] == [("hyperpartisan.jsonl:1", "True"),
+                                                    ("hyperpartisan.jsonl:5", "False")]
+    assert documents[0].sections == [Section("title", "Goats Elected"), Section("text", "The goats won the vote.")]
+    assert context.stats == Counter(malformed_line=2, malformed_record=1)
+
+
+def write_imdb_like(root):
+    """aclImdb layout: {train,test}/{neg,pos}/<id>_<rating>.txt plus train/unsup and stray metadata files."""
+    files = {"train/pos/0_9.txt": "A wonderful film about patient snails.",
+             "train/pos/1_8.txt": "The snails were <br /><br />magnificent.",
+             "train/neg/2_2.txt": "Too many snails, not enough plot.",
+             "train/neg/3_1.txt": "",
+             "train/unsup/4_0.txt": "Unlabelled snail thoughts.",
+             "train/urls_pos.txt": "http://example.invalid/0",
+             "test/pos/0_10.txt": "Snails again, and better.",
+             "test/neg/0_3.txt": "I fell asleep before the snails arrived."}
+    for name, text in files.items():
+        (root / name).parent.mkdir(parents=True, exist_ok=True)
+        (root / name).write_text(text)
+
+
+def test_class_folders_labels_ids_and_class_selection(tmp_path):
+    write_imdb_like(tmp_path / "aclImdb")
+    context = ReadContext()
+    documents = list(iter_class_folders(str(tmp_path / "aclImdb" / "train"), classes=["neg", "pos"],
+                                        id_prefix="train/", context=context))
+    assert [(d.id, d.label) for d in documents] == [("train/neg/2_2.txt", "neg"), ("train/pos/0_9.txt", "pos"),
+                                                    ("train/pos/1_8.txt", "pos")]
+    assert context.stats == Counter(file_outside_class_folder=1, empty_document=1)
+    with pytest.raises(ValueError, match=r"class folders \['neutral'\] not in"):
+        list(iter_class_folders(str(tmp_path / "aclImdb" / "train"), classes=["neutral"], context=ReadContext()))
+
+
+def test_datamodule_folder_splits_serve_the_test_split(tmp_path):
+    write_imdb_like(tmp_path / "aclImdb")
+    dm = LabelledTextDataModule(source=str(tmp_path / "aclImdb"), classes=["neg", "pos"], batch_size=2,
+                                num_workers=0, val_fraction=0.0, cache_dir=str(tmp_path / "cache"))
+    dm.collate_fn = list
+    dm.setup("fit")
+    assert len(dm.train_set) == 3 and dm.labels == ["neg", "pos"]
+    assert dm.stats == Counter(file_outside_class_folder=1, empty_document=1)
+    assert len(next(iter(dm.train_dataloader()))) == 2
+    test_batch = next(iter(dm.test_dataloader()))
+    assert sorted(d.id for d in test_batch) == ["test/neg/0_3.txt", "test/pos/0_10.txt"]
+
+
+def test_datamodule_train_and_test_tables_with_latin1(tmp_path):
+    (tmp_path / "bbc").mkdir()
+    (tmp_path / "bbc" / "train.csv").write_bytes("text,category\nCaf\xe9 owners count pebbles.,business\n"
+                                                 "Goats win the cup.,sport\nA new kettle opera.,entertainment\n"
+                                                 .encode("latin-1"))
+    (tmp_path / "bbc" / "test.csv").write_bytes(b"text,category\nOwls vote on the budget.,politics\n")
+    dm = LabelledTextDataModule(source=str(tmp_path / "bbc"), label_column="category", encoding="latin-1",
+                                batch_size=3, num_workers=0, val_fraction=0.0, cache_dir=str(tmp_path / "cache"))
+    dm.collate_fn = list
+    dm.setup("fit")
+    assert dm.labels == ["business", "entertainment", "sport"] and not dm.stats  # latin-1 decodes cleanly
+    batch = next(iter(dm.train_dataloader()))
+    assert "Café owners count pebbles." in {d.text for d in batch}
+    assert [(d.id, d.label) for d in dm.test_set] == [("test.csv:2", "politics")]
+
+
+def test_datamodule_local_hugging_face_dataset_with_class_labels(tmp_path):
+    import datasets
+
+    features = datasets.Features({"text": datasets.Value("string"),
+                                  "label": datasets.ClassLabel(names=["sci.space", "rec.autos"])})
+    folder = tmp_path / "newsgroups"
+    folder.mkdir()
+    datasets.Dataset.from_dict({"text": ["Rockets made of cheese.", "A car with square wheels.", "", "Unlabelled."],
+                                "label": [0, 1, 1, -1]}, features=features).to_parquet(folder / "train.parquet")
+    datasets.Dataset.from_dict({"text": ["A moon made of glass."], "label": [0]},
+                               features=features).to_parquet(folder / "test.parquet")
+    dm = LabelledTextDataModule(source=str(folder), batch_size=2, num_workers=0, val_fraction=0.0,
+                                cache_dir=str(tmp_path / "cache"))
+    dm.collate_fn = list
+    dm.setup("fit")
+    assert [(d.id, d.label) for d in dm.train_set] == [("train:0", "sci.space"), ("train:1", "rec.autos")]
+    assert dm.stats == Counter(empty_document=1, missing_label=1)
+    assert [(d.id, d.label) for d in dm.test_set] == [("test:0", "sci.space")]
+    assert len(next(iter(dm.train_dataloader()))) == 2
+
+
+def test_missing_paths_describe_the_layouts(tmp_path):
+    cache = {"cache_dir": str(tmp_path / "cache")}
+    with pytest.raises(FileNotFoundError, match=r"(?s)labelled-text source not found.*<label>/<document file>"):
+        LabelledTextDataModule(source=str(tmp_path / "imdb.csv"), **cache).setup("fit")
+    (tmp_path / "only_test" / "test" / "pos").mkdir(parents=True)
+    (tmp_path / "only_test" / "test" / "pos" / "1.txt").write_text("A film with a happy tortoise.")
+    with pytest.raises(FileNotFoundError, match="has a 'test' split but no 'train'"):
+        LabelledTextDataModule(source=str(tmp_path / "only_test"), **cache).setup("fit")
+    with pytest.raises(FileNotFoundError, match=r"test split not found at .*elsewhere\.csv"):
+        LabelledTextDataModule(source=str(tmp_path / "only_test" / "test"), test_source=str(tmp_path / "elsewhere.csv"),
+                               **cache).setup("fit")
