@@ -5,9 +5,14 @@ from lit_docemb.data.document import Document, Section
 from lit_docemb.data.installed_docs import InstalledDocsDataModule
 from lit_docemb.data.jsonl import JSONLDataModule
 from lit_docemb.data.labelled import LabelledTextDataModule
+from lit_docemb.data.msmarco import MSMARCODataModule
 from lit_docemb.data.openwebtext import OpenWebTextDataModule
+from lit_docemb.data.retrieval import Query, RetrievalExample
+from lit_docemb.data.robust04 import Robust04DataModule
 from lit_docemb.data.wikipedia import WikipediaDataModule
+from lit_docemb.data.wikir import WIKIRDataModule
 
 __all__ = ["AANDataModule", "ArxivDataModule", "Document", "DocumentDataModule", "DocumentPair",
-           "InstalledDocsDataModule", "JSONLDataModule", "LabelledTextDataModule", "OpenWebTextDataModule",
-           "Section", "WikipediaDataModule"]
+           "InstalledDocsDataModule", "JSONLDataModule", "LabelledTextDataModule", "MSMARCODataModule",
+           "OpenWebTextDataModule", "Query", "RetrievalExample", "Robust04DataModule", "Section",
+           "WIKIRDataModule", "WikipediaDataModule"]

@@ -1,0 +1,103 @@
+"""WIKIR (Frej et al. 2019): Wikipedia-based ad hoc retrieval collections in the wikIR release layout."""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterator
+from pathlib import Path
+
+from lit_docemb.data.arrow import ArrowDocuments
+from lit_docemb.data.document import Document, Section
+from lit_docemb.data.retrieval import (
+    QuerySplit,
+    RetrievalDataModule,
+    read_csv_rows,
+    cached_corpus,
+    read_qrels,
+    read_queries,
+    report_bad_input,
+    require_path,
+)
+from lit_docemb.data.wikipedia_formats import split_plain_text_sections
+
+DOCUMENT_FORMAT = "a CSV row 'id,text' under the header id_right,text_right"
+LAYOUT = """a wikIR collection folder:
+    documents.csv                  CSV, header id_right,text_right
+    <split>/queries.csv            CSV, header id_left,text_left     (split: training, validation, test)
+    <split>/qrels                  TREC qrels: qid 0 docid relevance (2: the query's article, 1: linked)
+    <split>/BM25.res               TREC run: qid Q0 docid rank score tag (BM25 top 100)"""
+
+
+def wikir_sections(text: str) -> list[Section]:
+    """Sections of a WIKIR document text.
+
+    The released collections are flattened (lowercased words, punctuation removed, no line breaks): such a
+    text is one untitled section. A text that kept its blank-line-separated blocks (a collection rebuilt with
+    structure, as Graph-RoBERTa did) is split with the heading heuristic of
+    :func:`~lit_docemb.data.wikipedia_formats.split_plain_text_sections`; empty sections are dropped.
+    """
+    if "\n" not in text.strip():
+        return [Section("", " ".join(text.split()))]
+    return [s for s in split_plain_text_sections(text) if s.text.strip()]
+
+
+def iter_wikir_documents(sources: list[str], stats: Counter, strict: bool = False,
+                         encoding: str = "utf-8") -> Iterator[Document]:
+    """Documents of ``documents.csv`` files (the title is not part of a WIKIR document: ``title=""``)."""
+    for path in sources:
+        for line_no, row in read_csv_rows(Path(path), stats, encoding, ("id_right", "text_right")):
+            if len(row) != 2 or not row[0].strip():
+                report_bad_input(stats, "malformed_document_row", path, line_no, f"{len(row)} field(s)",
+                                 DOCUMENT_FORMAT, strict)
+                continue
+            yield Document(id=row[0].strip(), sections=wikir_sections(row[1]))
+
+
+class WIKIRDataModule(RetrievalDataModule):
+    """WIKIR collections (wikIR1k, wikIR59k, or one built with the wikIR tool) in the release layout.
+
+    Obtain them from https://github.com/getalp/wikIR (links to the Zenodo archives ``wikIR1k.zip`` /
+    ``wikIR59k.zip``; unzip), or build one with its ``build_wikIR.py`` (``-title`` for title queries as in
+    WIKIR62K, first-sentence queries otherwise as in WIKIRS62K). ``documents.csv`` (2.4M documents for
+    wikIR59k) is streamed once into an Arrow cache under ``cache_dir``. Expected layout under ``root``::
+
+        documents.csv                  id_right,text_right
+        <split>/queries.csv            id_left,text_left        (split: training, validation, test)
+        <split>/qrels                  TREC qrels (2: the query's own article, 1: an article it links to)
+        <split>/BM25.res               TREC run, BM25 top 100 (negatives="run")
+
+    Use ``min_positive_relevance=2`` to train on the query's own article only; negatives always exclude both
+    levels. See :func:`wikir_sections` for the section structure.
+
+    Args:
+        root: The collection folder.
+        train_split: Folder of the training split.
+        val_split: Folder of the validation split (None: none).
+        test_split: Folder of the test split (None: none).
+        run_file: Name of the run file in each split folder.
+        cache_dir: Cache of ``datasets`` (Arrow files); None uses its default.
+        encoding: Text encoding of the files (undecodable bytes are replaced and counted).
+        **kwargs: See :class:`~lit_docemb.data.retrieval.RetrievalDataModule` (``mode``, negatives...) and
+            :class:`~lit_docemb.data.datamodule.DocumentDataModule`.
+    """
+
+    def __init__(self, root: str, train_split: str = "training", val_split: str | None = "validation",
+                 test_split: str | None = "test", run_file: str = "BM25.res", cache_dir: str | None = None,
+                 encoding: str = "utf-8", **kwargs) -> None:
+        super().__init__(**kwargs)
+        self.root, self.run_file, self.cache_dir, self.encoding = Path(root), run_file, cache_dir, encoding
+        self.train_split, self.val_split, self.test_split = train_split, val_split, test_split
+
+    def load_documents(self) -> ArrowDocuments:
+        path = require_path(self.root / "documents.csv", LAYOUT)
+        return cached_corpus(iter_wikir_documents, [str(path)], {"strict": self.strict, "encoding": self.encoding},
+                             self.cache_dir, self.stats)
+
+    def load_split(self, name: str) -> QuerySplit:
+        folder = require_path(self.root / name, LAYOUT)
+        stats: Counter = Counter()
+        queries = read_queries(require_path(folder / "queries.csv", LAYOUT), stats, self.strict, format="csv",
+                               encoding=self.encoding)
+        qrels = read_qrels(require_path(folder / "qrels", LAYOUT), stats, self.strict)
+        self.count(name, stats)
+        return QuerySplit(queries, qrels, str(folder / self.run_file))

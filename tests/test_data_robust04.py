@@ -1,0 +1,292 @@
+"""Robust04DataModule on fixture files in the real TREC formats: Disks 4 & 5 SGML (plain, gzip and
+unix-compress), a TREC topics file, TREC qrels and a folds file. Every article, topic text and id is invented;
+only the markup and the layouts are TREC's."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import random
+import shutil
+import subprocess
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from lit_docemb.data.document import Document
+from lit_docemb.data.retrieval import MalformedInputError, RetrievalExample, bm25_run, write_run
+from lit_docemb.data.robust04 import (
+    Robust04DataModule,
+    iter_trec_documents,
+    parse_trec_document,
+    read_trec_topics,
+    unlzw,
+)
+
+THEMES = ["lighthouse", "beekeeping", "tramway", "salt marsh", "glassblowing"]  # topics 301-305 / 601-605
+
+
+def lzw_compress(data: bytes, max_bits: int = 16, clear_at: frozenset = frozenset()) -> bytes:
+    """A unix ``compress`` 4.x encoder (block mode) that also emits CLEAR after the input offsets ``clear_at``."""
+    out = bytearray(b"\x1f\x9d" + bytes([0x80 | max_bits]))
+    maxmax = 1 << max_bits
+    state = {"bits": 9, "maxcode": 511, "free": 257, "clear": False}
+    group: list[int] = []
+
+    def flush(full: bool) -> None:  # a group of 8 codes is `bits` bytes; padded when the width changes
+        value = sum(code << (i * state["bits"]) for i, code in enumerate(group))
+        size = state["bits"] if full else (len(group) * state["bits"] + 7) // 8
+        out.extend(value.to_bytes(state["bits"], "little")[:size])
+        group.clear()
+
+    def output(code: int) -> None:
+        group.append(code)
+        if len(group) == 8:
+            flush(True)
+        if state["free"] > state["maxcode"] or state["clear"]:
+            if group:
+                flush(True)
+            if state["clear"]:
+                state.update(bits=9, maxcode=511, clear=False)
+            else:
+                state["bits"] += 1
+                state["maxcode"] = maxmax if state["bits"] == max_bits else (1 << state["bits"]) - 1
+
+    table: dict[tuple[int, int], int] = {}
+    ent = data[0]
+    for i, c in enumerate(data[1:], 1):
+        if (ent, c) in table:
+            ent = table[(ent, c)]
+            continue
+        output(ent)
+        if state["free"] < maxmax:
+            table[(ent, c)] = state["free"]
+            state["free"] += 1
+        ent = c
+        if i in clear_at:
+            table.clear()
+            state.update(free=257, clear=True)
+            output(256)
+    output(ent)
+    if group:
+        flush(False)
+    return bytes(out)
+
+
+def _paragraphs(theme: str, k: int) -> list[str]:
+    return [f"Article {k} reports on {theme} in an invented town.", f"A second paragraph about {theme} follows."]
+
+
+def _ft(theme: str, k: int) -> str:
+    a, b = _paragraphs(theme, k)
+    return (f"<DOC>\n<DOCNO>FT911-{k}</DOCNO>\n<PROFILE>_AN-B{k}</PROFILE>\n<DATE>910514\n</DATE>\n"
+            f"<HEADLINE>\nFT  14 MAY 91 / News on {theme}\n</HEADLINE>\n<TEXT>\n{a}\n\n{b}\n</TEXT>\n"
+            "<PUB>The Financial Times</PUB>\n</DOC>\n")
+
+
+def _fbis(theme: str, k: int) -> str:
+    a, b = _paragraphs(theme, k)
+    return (f"<DOC>\n<DOCNO> FBIS3-{k} </DOCNO>\n<HT>  \"cr0000{k}\" </HT>\n<HEADER>\n<H2>  1 Jan </H2>\n"
+            f"<H3> <TI>   Bulletin on {theme}   </TI></H3>\n</HEADER>\n<TEXT>\n"
+            f"Language: <F P=105> English </F>\nArticle Type:BFN\n\n  [Text] {a}\n\n  {b}\n</TEXT>\n</DOC>\n")
+
+
+def _latimes(theme: str, k: int) -> str:
+    a, b = _paragraphs(theme, k)
+    return (f"<DOC>\n<DOCNO> LA0101{k:02d}-0001 </DOCNO>\n<DOCID> {k} </DOCID>\n<DATE>\n<P>\nJanuary 1\n</P>\n"
+            f"</DATE>\n<HEADLINE>\n<P>\nA STORY OF {theme.upper()}\n</P>\n</HEADLINE>\n<TEXT>\n<P>\n{a}\n</P>\n"
+            f"<P>\n{b}\n</P>\n</TEXT>\n<GRAPHIC>\n<P>\nA caption.\n</P>\n</GRAPHIC>\n</DOC>\n")
+
+
+def _fr94(theme: str, k: int) -> str:
+    a, b = _paragraphs(theme, k)
+    return (f"<DOC>\n<DOCNO> FR940104-0-{k:05d} </DOCNO>\n<PARENT> FR940104-0-{k:05d} </PARENT>\n<TEXT>\n"
+            f"<!-- PJG FTAG 4700 -->\n\n<!-- PJG STAG 4700 -->\n\n<DOCTITLE>Rules on {theme}</DOCTITLE>\n\n"
+            f"<!-- PJG 0012 frnewline -->\n{a} Non&hyph;binding &amp; brief.\n\n{b}\n</TEXT>\n</DOC>\n")
+
+
+def _write_disks(root: Path) -> Path:
+    """Disks 4 & 5 style folders: 5 docs per collection (one per theme), a CR file, a README, a damaged file."""
+    styles = {"disk4/FT/FT911/FT911_1": _ft, "disk5/FBIS/FB396001.gz": _fbis, "disk5/LATIMES/LA010189": _latimes,
+              "disk4/FR94/01/FR940104.0z": _fr94}
+    for name, style in styles.items():
+        data = "".join(style(theme, k) for k, theme in enumerate(THEMES, 1)).encode()
+        if name.endswith(".gz"):
+            data = gzip.compress(data)
+        elif name.endswith(".0z"):
+            data = lzw_compress(data)
+        (root / name).parent.mkdir(parents=True, exist_ok=True)
+        (root / name).write_bytes(data)
+    (root / "disk4/CR/CR93E").parent.mkdir(parents=True)
+    (root / "disk4/CR/CR93E").write_text("<DOC>\n<DOCNO>CR93E-1</DOCNO>\n<TEXT>\nFloor remarks.\n</TEXT>\n</DOC>\n")
+    (root / "disk5/FBIS/READMEFB").write_text("This folder holds invented bulletins.\n")
+    (root / "disk5/LATIMES/LA010289").write_bytes(
+        b"<DOC>\n<DOCNO> LA010289-0001 </DOCNO>\n<TEXT>\nNo end tag here.\n</TEXT>\n"  # unterminated
+        b"<DOC>\n<TEXT>\nA record without a number.\n</TEXT>\n</DOC>\n"  # no DOCNO
+        b"stray words between records\n"
+        b"<DOC>\n<DOCNO> LA010289-0003 </DOCNO>\n<HEADLINE>\nCAF\xc9 NEWS\n</HEADLINE>\n<TEXT>\n"
+        b"A caf\xe9 in Latin-1 bytes.\n</TEXT>\n</DOC>\n"
+        b"<DOC>\n<DOCNO> LA010289-0004 </DOCNO>\n<TEXT>\n  <P>\n  </P>\n</TEXT>\n</DOC>\n")  # empty
+    return root
+
+
+def _write_topics_qrels_folds(root: Path) -> tuple[Path, Path, Path]:
+    topics = []
+    for k, theme in enumerate(THEMES, 1):
+        for number in (300 + k, 600 + k):
+            label = f"0{number}" if number == 305 else str(number)  # a zero-padded number
+            topics.append(f"<top>\n\n<num> Number: {label}\n<title> {theme} news\n\n<desc> Description:\n"
+                          f"Find reports about {theme}.\n\n<narr> Narrative:\nA relevant document discusses "
+                          f"{theme} in any town.\n\n</top>\n")
+    topics.append("<top>\n<num> Number: 999\n<desc> Description:\nNo title here.\n</top>\n")  # malformed
+    (root / "04.testset").write_text("\n".join(topics))
+    qrels = []
+    for k, theme in enumerate(THEMES, 1):
+        docs = [f"FT911-{k}", f"FBIS3-{k}", f"LA0101{k:02d}-0001", f"FR940104-0-{k:05d}"]
+        for number in (300 + k, 600 + k):
+            qrels += [f"{number} 0 {d} {2 if d.startswith('FT') else 1}" for d in docs]
+            qrels.append(f"{number} 0 FT911-{k % 5 + 1} 0")  # judged, not relevant
+    qrels.append("700 0 FT911-1 1")  # a topic in no fold
+    (root / "qrels.robust2004.txt").write_text("\n".join(qrels) + "\n")
+    folds = [[str(300 + k), str(600 + k)] for k in range(1, 6)]  # Anserini's layout: a JSON list of lists
+    (root / "folds.json").write_text(json.dumps(folds))
+    return root / "04.testset", root / "qrels.robust2004.txt", root / "folds.json"
+
+
+@pytest.fixture(scope="module")
+def root(tmp_path_factory) -> Path:
+    root = _write_disks(tmp_path_factory.mktemp("robust04"))
+    _write_topics_qrels_folds(root)
+    return root
+
+
+def _datamodule(root: Path, tmp_path: Path, **kwargs) -> Robust04DataModule:
+    return Robust04DataModule([str(root / "disk4"), str(root / "disk5")], topics=str(root / "04.testset"),
+                              qrels=str(root / "qrels.robust2004.txt"), folds=str(root / "folds.json"),
+                              cache_dir=str(tmp_path / "cache"), num_workers=0, **kwargs)
+
+
+@pytest.mark.parametrize("max_bits", [12, 16])
+def test_unlzw_decodes_compress_output_with_width_changes_and_clear(max_bits):
+    rng = random.Random(max_bits)
+    words = ["quill", "harbor", "tin", "oak", "lantern", "mist", "copper", "reed"]
+    text = " ".join(rng.choice(words) for _ in range(40_000)).encode()
+    noise = bytes(rng.randrange(256) for _ in range(90_000))  # fills the 16-bit table
+    for data in (b"a", b"abababababab", text, noise):
+        for clear_at in (frozenset(), frozenset({len(data) // 3, len(data) // 2})):
+            compressed = lzw_compress(data, max_bits, clear_at)
+            assert unlzw(compressed) == data
+            if shutil.which("gzip"):  # the reference decoder agrees that this is valid .Z data
+                assert subprocess.run(["gzip", "-dc"], input=compressed, capture_output=True).stdout == data
+    with pytest.raises(ValueError, match="not unix-compress"):
+        unlzw(b"plain text")
+    with pytest.raises(ValueError, match="corrupt"):
+        unlzw(b"\x1f\x9d\x90" + (97 | 300 << 9).to_bytes(3, "little"))  # "a", then an unknown code
+
+
+def test_sgml_documents_from_every_collection_and_compression(root):
+    stats: Counter = Counter()
+    files = sorted(str(p) for p in root.rglob("*") if p.is_file() and p.parent.name != "robust04")
+    docs = {d.id: d for d in iter_trec_documents([f for f in files if "disk" in f], stats)}
+    assert len(docs) == 22 and "CR93E-1" not in docs and docs["LA010289-0004"].is_empty()
+    assert docs["FT911-2"].title == "FT 14 MAY 91 / News on beekeeping"
+    assert docs["FT911-2"].text == "Article 2 reports on beekeeping in an invented town.\n\n" \
+                                   "A second paragraph about beekeeping follows."
+    assert docs["FBIS3-1"].title == "Bulletin on lighthouse"
+    assert docs["FBIS3-1"].text.startswith("Language: English Article Type:BFN\n\n[Text] Article 1 reports")
+    assert docs["LA010103-0001"].title == "A STORY OF TRAMWAY" and "caption" not in docs["LA010103-0001"].text
+    assert docs["LA010103-0001"].text.count("\n\n") == 1
+    fr = docs["FR940104-0-00004"]  # read from the unix-compressed file
+    assert fr.title == "Rules on salt marsh" and "PJG" not in fr.text and "Non-binding & brief." in fr.text
+    assert docs["LA010289-0003"].title == "CAFÉ NEWS" and "A café in Latin-1 bytes." in docs["LA010289-0003"].text
+    assert stats == Counter(excluded_document=1, file_without_documents=1, unterminated_document=1,
+                            document_without_docno=1, line_outside_document=1, line_decoded_with_fallback_encoding=2)
+    with pytest.raises(MalformedInputError, match=r"LA010289, line 1: <DOC> without </DOC>; expected <DOC>"):
+        list(iter_trec_documents([str(root / "disk5/LATIMES/LA010289")], Counter(), strict=True))
+    replaced: Counter = Counter()
+    list(iter_trec_documents([str(root / "disk5/LATIMES/LA010289")], replaced, fallback_encoding=None))
+    assert replaced["undecodable_line"] == 2
+    assert parse_trec_document("<DOC>\n<TEXT>no number</TEXT>\n</DOC>") is None
+
+
+def test_topics_fields_numbers_and_bad_records(root, tmp_path):
+    stats: Counter = Counter()
+    topics = read_trec_topics(root / "04.testset", "title", stats)
+    assert len(topics) == 10 and stats == Counter(malformed_topic=1)
+    assert topics["301"].text == "lighthouse news" and "305" in topics  # "0305" -> "305"
+    assert topics["602"].fields["desc"] == "Find reports about beekeeping."
+    assert topics["602"].fields["narr"] == "A relevant document discusses beekeeping in any town."
+    assert read_trec_topics(root / "04.testset", "desc")["303"].text == "Find reports about tramway."
+    assert read_trec_topics(root / "04.testset", "title+desc")["303"].text == "tramway news Find reports about tramway."
+    with pytest.raises(MalformedInputError, match=r"04\.testset, line \d+: missing <num> or <title>"):
+        read_trec_topics(root / "04.testset", "title", strict=True)
+    (tmp_path / "cut").write_text("<top>\n<num> Number: 1\n<title> one\n</top>\n<top>\n<num> Number: 2\n")
+    stats = Counter()
+    assert list(read_trec_topics(tmp_path / "cut", stats=stats)) == ["1"]
+    assert stats == Counter(unterminated_topic=1)
+
+
+def test_folds_make_the_splits_and_negatives_are_uniform_and_never_relevant(root, tmp_path):
+    dm = _datamodule(root, tmp_path, mode="retrieval", test_fold=2, batch_size=4)
+    dm.collate_fn = list
+    dm.setup()
+    assert set(dm.test_set.query_ids) == {"302", "602"} and set(dm.val_set.query_ids) == {"303", "603"}
+    assert set(dm.train_set.query_ids) == {"301", "601", "304", "604", "305", "605"}
+    assert len(dm.train_set) == 6 * 4 and dm.stats["topics/qrels_topic_not_in_folds"] == 1
+    assert dm.stats["topics/malformed_topic"] == 1
+    theme_of = {d: k for k in range(1, 6) for d in (f"FT911-{k}", f"FBIS3-{k}", f"LA0101{k:02d}-0001",
+                                                     f"FR940104-0-{k:05d}")}
+    for i in range(len(dm.train_set)):
+        example = dm.train_set[(1, i)]
+        k = int(example.query_id) % 100
+        assert theme_of[example.positive.id] == k and len(example.negatives) == 8  # the paper's 8 uniform
+        assert all(theme_of.get(d.id) != k for d in example.negatives)
+    batch = next(iter(dm.train_dataloader()))
+    assert len(batch) == 4 and all(isinstance(e, RetrievalExample) for e in batch)
+    assert len(next(iter(dm.test_dataloader()))) == 4
+
+
+def test_bm25_run_negatives_and_documents_mode(root, tmp_path):
+    dm = _datamodule(root, tmp_path, mode="retrieval", negatives="run", val_fold=None)
+    with pytest.raises(FileNotFoundError, match="needs a run file for the train split"):
+        dm.setup()
+    corpus = _datamodule(root, tmp_path, val_fraction=0.2, batch_size=5)
+    corpus.collate_fn = list
+    corpus.setup()
+    assert len(corpus.train_set) + len(corpus.val_set) == 21  # 22 parsed, the empty one dropped and counted
+    assert corpus.stats["excluded_document"] == 1 and corpus.stats["empty_document"] == 1
+    batch = next(iter(corpus.train_dataloader()))
+    assert len(batch) == 5 and all(isinstance(d, Document) for d in batch)
+    documents = [corpus.all_set[i] for i in range(len(corpus.all_set))]
+    topics = read_trec_topics(root / "04.testset")
+    write_run(bm25_run(documents, topics, depth=10), tmp_path / "bm25.run")
+    dm = _datamodule(root, tmp_path, mode="retrieval", negatives="run", negatives_run=str(tmp_path / "bm25.run"),
+                     num_negatives=2, val_fold=None)
+    dm.setup()
+    assert len(dm.val_set) == 0
+    run = {}
+    for line in (tmp_path / "bm25.run").read_text().splitlines():
+        run.setdefault(line.split()[0], set()).add(line.split()[2])
+    for i in range(len(dm.train_set)):
+        example = dm.train_set[i]
+        negatives = {d.id for d in example.negatives}
+        assert not any(d.endswith(f"-{int(example.query_id) % 100}") for d in negatives if d.startswith("FT"))
+        assert len(negatives - run[example.query_id]) <= 2  # from the run unless its pool ran short
+
+
+def test_parallel_parsing_gives_the_same_corpus_and_counts(root, tmp_path):
+    one = _datamodule(root, tmp_path / "one")
+    two = _datamodule(root, tmp_path / "two", num_proc=2)
+    one.setup()
+    two.setup()
+    assert sorted(one.all_set.documents.ids) == sorted(two.all_set.documents.ids) and one.stats == two.stats
+
+
+def test_missing_inputs(root, tmp_path):
+    with pytest.raises(FileNotFoundError, match="expected TREC Disks 4 & 5 document files"):
+        Robust04DataModule([str(tmp_path / "no_disk")], cache_dir=str(tmp_path / "cache")).setup()
+    with pytest.raises(ValueError, match="needs topics, folds"):
+        Robust04DataModule([str(root / "disk4")], qrels="q", mode="retrieval", cache_dir=str(tmp_path / "c")).setup()
+    with pytest.raises(ValueError, match="test_fold != val_fold"):
+        _datamodule(root, tmp_path, mode="retrieval", test_fold=6).setup()
