@@ -124,3 +124,14 @@ def test_a_batch_that_lost_every_document_still_uses_every_weight(tiny_encoder_d
     assert total.item() == 0.0
     total.backward()
     assert all(p.grad is not None for p in model.parameters() if p.requires_grad)
+
+
+def test_mlm_on_masked_positions_equals_the_full_head(tiny_encoder_dir):
+    torch.manual_seed(0)
+    model = DocSplit(tiny_encoder_dir, max_length=64).eval()
+    mlm = model.collator("fit")([DOC, DOC]).mlm
+    masked = mlm.labels != -100
+    full = model.encoder.mlm_logits(mlm.input_ids, mlm.attention_mask)  # (B, T, V)
+    selected = model.encoder.mlm_logits(mlm.input_ids, mlm.attention_mask, masked)  # (K, V)
+    assert torch.allclose(full[masked], selected, atol=1e-5)
+    assert torch.allclose(model.mlm(full, mlm.labels)["mlm_loss"], model.mlm(selected, mlm.labels[masked])["mlm_loss"])

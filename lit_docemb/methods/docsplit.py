@@ -29,7 +29,7 @@ from lit_docemb.data.text import split_sentences, split_views
 from lit_docemb.losses import InfoNCELoss, MaskedLMLoss
 from lit_docemb.methods.base import EmbeddingMethod
 from lit_docemb.methods.collate import document_text, mask_tokens, tokenize
-from lit_docemb.models import HFEncoder
+from lit_docemb.models import HFEncoder, resolve_model_path
 
 
 def doc_index(doc_id: str) -> int:
@@ -105,7 +105,7 @@ class DocSplit(EmbeddingMethod):
 
     Args:
         encoder: Local folder or hub name of a Hugging Face encoder (BERT, RoBERTa, Longformer, BigBird...)
-            with its tokenizer.
+            with its tokenizer, or ``package:<module>`` for a model shipped in an installed Python package.
         pretrained: Start from the checkpoint's weights; ``False`` trains its architecture from scratch.
         pooling: Document vector from the ``"cls"`` token or the ``"mean"`` of token states.
         max_length: Tokens per view (512 for BERT, 4,096 for Longformer in the paper).
@@ -138,7 +138,7 @@ class DocSplit(EmbeddingMethod):
     ) -> None:
         super().__init__(optimizer, scheduler)
         self.save_hyperparameters(ignore=["optimizer", "scheduler"])
-        self.tokenizer = AutoTokenizer.from_pretrained(encoder)
+        self.tokenizer = AutoTokenizer.from_pretrained(resolve_model_path(encoder))
         self.encoder = HFEncoder(encoder, pretrained=pretrained, pooling=pooling, with_mlm_head=mlm_weight > 0)
         if self.encoder.max_positions is not None and max_length > self.encoder.max_positions:
             raise ValueError(f"max_length={max_length} exceeds the {self.encoder.max_positions} positions of "
@@ -162,8 +162,9 @@ class DocSplit(EmbeddingMethod):
         embeddings = self.encoder(input_ids, attention_mask)  # (2B, D)
         terms = self.contrastive(embeddings[:n], embeddings[n:], batch.doc_index, batch.doc_index)
         if batch.mlm is not None:
-            logits = self.encoder.mlm_logits(batch.mlm.input_ids, batch.mlm.attention_mask)  # (B, T, V)
-            terms |= self.mlm(logits, batch.mlm.labels)
+            masked = batch.mlm.labels != -100  # (B, T)
+            logits = self.encoder.mlm_logits(batch.mlm.input_ids, batch.mlm.attention_mask, masked)  # (K, V)
+            terms |= self.mlm(logits, batch.mlm.labels[masked])
         terms["skipped_documents"] = torch.tensor(float(batch.skipped), device=embeddings.device)
         return terms
 

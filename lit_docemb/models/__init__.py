@@ -1,3 +1,3 @@
-from lit_docemb.models.encoder import HFEncoder, pool
+from lit_docemb.models.encoder import HFEncoder, pool, resolve_model_path
 
-__all__ = ["HFEncoder", "pool"]
+__all__ = ["HFEncoder", "pool", "resolve_model_path"]
