@@ -76,7 +76,8 @@ class HeldOutRetrieval(L.Callback):
 
     def table(self) -> str:
         """A Markdown table of the before/after metrics."""
-        keys = [k for k in self.after if "/" in k or k.startswith("mrr") or k == "mean_cosine"]
+        keys = [k for k in self.after if k.startswith(("summary/mrr", "summary/recall", "section/mrr",
+                                                        "section/recall", "mrr", "mean_cosine"))]
         lines = ["| held-out metric | before | after | change |", "|---|---:|---:|---:|"]
         for key in keys:
             before, after = self.before[key], self.after[key]
