@@ -2,15 +2,11 @@
 
 from __future__ import annotations
 
-import socket
-from datetime import timedelta
-from pathlib import Path
-
 import pytest
 import torch
 import torch.distributed as dist
-import torch.multiprocessing as mp
 from torch import Tensor, nn
+from two_process import init_gloo, save_result, spawn
 
 from lit_docemb.losses import SimSiamLoss
 
@@ -96,8 +92,7 @@ def make_inputs() -> tuple[Tensor, Tensor]:
 def _worker(rank: int, port: int, out_dir: str) -> None:
     torch.set_num_threads(1)
     loss_fn = SimSiamLoss()
-    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=WORLD,
-                            timeout=timedelta(seconds=60))
+    init_gloo(rank, port)
     result = {}
     try:
         x1, x2 = make_inputs()
@@ -112,20 +107,13 @@ def _worker(rank: int, port: int, out_dir: str) -> None:
             result[split] = (loss.detach(), [p.grad for p in model.parameters()])
     finally:
         dist.destroy_process_group()
-    torch.save(result, Path(out_dir) / f"rank{rank}.pt")
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
+    save_result(result, out_dir, rank)
 
 
 @pytest.fixture(scope="module")
 def two_process_results(tmp_path_factory) -> list[dict]:
     out_dir = tmp_path_factory.mktemp("simsiam_two_process")
-    mp.spawn(_worker, args=(_free_port(), str(out_dir)), nprocs=WORLD, join=True)
-    return [torch.load(out_dir / f"rank{r}.pt") for r in range(WORLD)]
+    return spawn(_worker, out_dir)
 
 
 @pytest.mark.parametrize("split", list(SPLITS))
