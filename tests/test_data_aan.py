@@ -12,7 +12,7 @@ import pytest
 
 from lit_docemb.data.aan import AANDataModule, DocumentPair
 from lit_docemb.data.aan_formats import coupled_pairs, iter_aan_network, iter_lra_documents
-from lit_docemb.data.labelled_formats import MalformedInputError, ReadContext
+from lit_docemb.data.reading import MalformedInputError, ReadContext
 
 FERNS = "Parsing sentences about imaginary ferns.\n\nThe ferns are\tgreen and quite polite."
 OWLS = "A corpus of owl hoots, annotated by owls."

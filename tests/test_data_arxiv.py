@@ -12,7 +12,7 @@ import pytest
 from lit_docemb.data.arxiv import ArxivDataModule
 from lit_docemb.data.arxiv_formats import iter_arxiv_classification, iter_arxiv_metadata
 from lit_docemb.data.document import Section
-from lit_docemb.data.labelled_formats import MalformedInputError, ReadContext
+from lit_docemb.data.reading import MalformedInputError, ReadContext
 
 
 def record(arxiv_id, title, abstract, categories, **extra) -> str:

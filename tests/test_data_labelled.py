@@ -11,7 +11,8 @@ import pytest
 
 from lit_docemb.data.document import Section
 from lit_docemb.data.labelled import LabelledTextDataModule
-from lit_docemb.data.labelled_formats import MalformedInputError, ReadContext, iter_class_folders, iter_labelled_table
+from lit_docemb.data.labelled_formats import iter_class_folders, iter_labelled_table
+from lit_docemb.data.reading import MalformedInputError, ReadContext
 
 LONG_TEXT = "The tortoise entered the marathon again. " * 4000  # 164,000 characters: over csv's default field limit
 

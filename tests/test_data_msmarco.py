@@ -11,7 +11,8 @@ import pytest
 
 from lit_docemb.data.document import Document
 from lit_docemb.data.msmarco import MSMARCODataModule, iter_msmarco_documents
-from lit_docemb.data.retrieval import MalformedInputError, RetrievalExample
+from lit_docemb.data.reading import MalformedInputError
+from lit_docemb.data.retrieval import RetrievalExample
 
 TOPICS = ["lantern", "orchard", "glacier", "violin", "compass", "meadow", "harbor", "quartz", "ember", "falcon"]
 
@@ -155,7 +156,7 @@ def test_negatives_are_deterministic_and_change_with_epoch(root, tmp_path):
 
 
 def test_checkpoint_run_overrides_the_official_run(root, tmp_path):
-    from lit_docemb.data.retrieval import write_run
+    from lit_docemb.data.trec import write_run
 
     checkpoint_run = tmp_path / "epoch5.run"
     # an "earlier checkpoint" ranked a relevant document first, then exactly two others

@@ -16,9 +16,9 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from lit_docemb.data.labelled_formats import MalformedInputError, ReadContext
 from lit_docemb.data.openwebtext import OpenWebTextDataModule
 from lit_docemb.data.openwebtext_formats import iter_openwebtext
+from lit_docemb.data.reading import MalformedInputError, ReadContext
 
 GULLS = ("The lighthouse keeper counted seventeen gulls before breakfast.\r\nShe wrote the number on the wall.\r\n"
          "\r\n\r\n\r\nA storm arrived in the afternoon and the gulls left.  \n")

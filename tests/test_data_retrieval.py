@@ -1,4 +1,4 @@
-"""Shared retrieval support: queries, TREC qrels and runs, folds, negative sampling, the Arrow corpus cache.
+"""Shared retrieval support: queries, TREC qrels and runs, folds, negative sampling.
 
 Fixture files are written in the real formats with invented ids and text."""
 
@@ -7,29 +7,15 @@ from __future__ import annotations
 import bz2
 import gzip
 import json
-import os
 from collections import Counter
-from pathlib import Path
 
 import numpy as np
 import pytest
 
 from lit_docemb.data.document import Document, Section
-from lit_docemb.data.retrieval import (
-    MalformedInputError,
-    NegativeSampler,
-    Query,
-    bm25_run,
-    cached_corpus,
-    decode_lines,
-    ranked,
-    read_folds,
-    read_qrels,
-    read_queries,
-    read_run,
-    read_run_pools,
-    write_run,
-)
+from lit_docemb.data.reading import MalformedInputError, ReadContext
+from lit_docemb.data.retrieval import NegativeSampler, read_run_pools
+from lit_docemb.data.trec import Query, bm25_run, ranked, read_folds, read_qrels, read_queries, read_run, write_run
 
 
 def test_queries_tsv_gz_and_csv_with_bad_lines_counted(tmp_path):
@@ -109,9 +95,9 @@ def test_bzip2_files_and_fallback_decoding(tmp_path):
     path = tmp_path / "qrels.bz2"
     path.write_bytes(bz2.compress(b"1 0 a 1\n"))
     assert read_qrels(path) == {"1": {"a": 1}}
-    stats: Counter = Counter()
-    assert list(decode_lines(iter([b"ok\n", b"caf\xe9\n"]), stats, fallback_encoding="latin-1")) == ["ok\n", "café\n"]
-    assert stats == Counter(line_decoded_with_fallback_encoding=1)
+    context = ReadContext(fallback_encoding="latin-1")
+    assert [context.decode(line, "line") for line in (b"ok\n", b"caf\xe9\n")] == ["ok\n", "café\n"]
+    assert context.stats == Counter(line_decoded_with_fallback_encoding=1)
 
 
 def test_folds_in_json_and_text_layouts(tmp_path):
@@ -178,32 +164,3 @@ def test_bm25_run_ranks_the_matching_document_first():
         "migrating geese cross the autumn sky", "the river otter builds a den of reeds"])]
     run = bm25_run(docs, {"q1": Query("q1", "canoe on a river"), "q2": Query("q2", "kettle")}, depth=3)
     assert ranked(run["q1"])[0][0] == "d1" and list(run["q2"]) == ["d0"]  # zero scores are not listed
-
-
-def _marker_reader(sources, stats, marker):
-    with open(marker, "a") as f:
-        f.write("read\n")
-    for path in sources:
-        for i, line in enumerate(Path(path).read_text().splitlines()):
-            if line == "bad":
-                stats["malformed_line"] += 1
-                continue
-            yield Document(f"{Path(path).stem}-{i}", sections=[Section("", line)])
-
-
-def test_arrow_cache_is_reused_keeps_skip_counts_and_notices_edits(tmp_path):
-    source, marker = tmp_path / "corpus.txt", tmp_path / "marker"
-    source.write_text("first text\n\nbad\nsecond text\n")
-    options = {"marker": str(marker)}
-    stats: Counter = Counter()
-    docs = cached_corpus(_marker_reader, [str(source)], options, str(tmp_path / "cache"), stats)
-    assert [d.text for d in docs] == ["first text", "second text"] and docs.ids == ["corpus-0", "corpus-3"]
-    assert stats == Counter(malformed_line=1, empty_document=1)
-    stats = Counter()
-    again = cached_corpus(_marker_reader, [str(source)], options, str(tmp_path / "cache"), stats)
-    assert len(again) == 2 and stats == Counter(malformed_line=1, empty_document=1)
-    assert marker.read_text() == "read\n"  # the second call read the cache only
-    source.write_text("first text\nthird text\nfourth text\n")
-    os.utime(source, ns=(1, 1))
-    edited = cached_corpus(_marker_reader, [str(source)], options, str(tmp_path / "cache"), Counter())
-    assert len(edited) == 3 and marker.read_text() == "read\nread\n"

@@ -15,7 +15,8 @@ from pathlib import Path
 import pytest
 
 from lit_docemb.data.document import Document
-from lit_docemb.data.retrieval import MalformedInputError, RetrievalExample, bm25_run, write_run
+from lit_docemb.data.reading import MalformedInputError
+from lit_docemb.data.retrieval import RetrievalExample
 from lit_docemb.data.robust04 import (
     Robust04DataModule,
     iter_trec_documents,
@@ -23,6 +24,7 @@ from lit_docemb.data.robust04 import (
     read_trec_topics,
     unlzw,
 )
+from lit_docemb.data.trec import bm25_run, write_run
 
 THEMES = ["lighthouse", "beekeeping", "tramway", "salt marsh", "glassblowing"]  # topics 301-305 / 601-605
 

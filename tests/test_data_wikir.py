@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 
 from lit_docemb.data.document import Document, Section
-from lit_docemb.data.retrieval import MalformedInputError, RetrievalExample
+from lit_docemb.data.reading import MalformedInputError
+from lit_docemb.data.retrieval import RetrievalExample
 from lit_docemb.data.wikir import WIKIRDataModule, iter_wikir_documents, wikir_sections
 
 WORDS = ["pebble", "tundra", "saffron", "beacon", "marsh", "cobalt", "willow", "anvil", "tide", "spire", "moss",

@@ -193,6 +193,25 @@ def test_xml_dump_namespaces_and_redirects_on_request(dump_path):
     assert documents["Quenning"].metadata["redirect"] == "Quenning Hills"
 
 
+def test_datamodule_counts_the_skips_of_every_dump_file(dump_path, tmp_path, caplog):
+    from lit_docemb.data.wikipedia import WikipediaDataModule
+
+    folder = tmp_path / "dumps"
+    folder.mkdir()
+    (folder / "enwiki-pages-articles1.xml.bz2").write_bytes(open(dump_path, "rb").read())
+    with bz2.open(folder / "enwiki-pages-articles2.xml.bz2", "wt", encoding="utf-8") as f:
+        f.write(export_xml([page_xml("Plain page", 201, "Plain words here."),
+                            page_xml("Plain", 202, "#REDIRECT [[Plain page]]", redirect="Plain page"),
+                            page_xml("Talk:Plain page", 203, "Talk words.", ns=1)]))
+    for _ in ("built", "cached"):
+        dm = WikipediaDataModule(str(folder), cache_dir=str(tmp_path / "cache"), val_fraction=0.0)
+        with caplog.at_level("INFO", logger="lit_docemb.data.datamodule"):
+            dm.setup()
+        assert sorted(dm.all_set.documents.ids) == ["wiki:101", "wiki:104", "wiki:201"]
+        assert dm.stats == Counter(document=3, redirect=2, non_article_namespace=2, empty=1)
+        assert "'redirect': 2" in caplog.text
+
+
 def test_xml_pages_any_schema_version_plain_and_without_ns(tmp_path):
     # export-0.11 namespace, plain .xml; the second page has no <ns> (old schemas): namespace from its title.
     path = tmp_path / "pages.xml"

@@ -14,7 +14,7 @@ from lit_docemb.data.aan_formats import iter_aan_network, iter_lra_documents
 from lit_docemb.data.arrow import ArrowDocuments, row_to_document
 from lit_docemb.data.datamodule import DocumentDataModule, DocumentDataset, stable_fraction
 from lit_docemb.data.document import Document
-from lit_docemb.data.labelled_formats import ReadContext, cached_documents, require_path
+from lit_docemb.data.reading import ReadContext, cached_documents, require_path
 
 log = logging.getLogger(__name__)
 

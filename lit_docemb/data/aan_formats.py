@@ -40,7 +40,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from lit_docemb.data.document import Document, Section
-from lit_docemb.data.labelled_formats import ReadContext, normalise_paragraphs, read_lines
+from lit_docemb.data.reading import ReadContext, normalise_paragraphs, read_lines
 
 LRA_EXPECTED = "5 tab-separated fields: label (0/1), id1, id2, text1, text2 (no header)"
 CITATIONS_EXPECTED = "'<citing id> ==> <cited id>'"

@@ -40,7 +40,9 @@ class ArrowDocuments(Sequence):
 
     @property
     def ids(self) -> list[str]:
-        return [str(i) for i in self.table[self.id_column]]
+        """The id column, read through Arrow (3.2M MSMARCO ids in about a second, where formatting them row by
+        row through ``datasets`` takes half a minute)."""
+        return list(map(str, self.table.with_format("arrow")[self.id_column].to_pylist()))
 
 
 def document_to_row(doc: Document) -> dict[str, Any]:

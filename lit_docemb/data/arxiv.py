@@ -8,7 +8,7 @@ from typing import Literal
 from lit_docemb.data.arrow import ArrowDocuments
 from lit_docemb.data.arxiv_formats import iter_arxiv_classification, iter_arxiv_metadata
 from lit_docemb.data.datamodule import DocumentDataModule
-from lit_docemb.data.labelled_formats import ReadContext, cached_documents, require_path
+from lit_docemb.data.reading import ReadContext, cached_documents, require_path
 
 LAYOUT = """\
   classification set: <source>/<class>/<paper>.txt, one folder per class (cs.AI, cs.CE, ..., math.ST), or

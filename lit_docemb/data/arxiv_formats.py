@@ -26,7 +26,8 @@ from collections.abc import Iterator
 from typing import Any
 
 from lit_docemb.data.document import Document, Section
-from lit_docemb.data.labelled_formats import ReadContext, iter_class_folders, read_lines
+from lit_docemb.data.labelled_formats import iter_class_folders
+from lit_docemb.data.reading import ReadContext, read_lines
 
 METADATA_EXPECTED = 'one JSON object per line with a string "id" and string "title", "abstract", "categories"'
 _METADATA_KEYS = ("authors", "update_date", "doi")

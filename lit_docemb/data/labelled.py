@@ -8,16 +8,8 @@ from typing import Literal
 
 from lit_docemb.data.arrow import ArrowDocuments
 from lit_docemb.data.datamodule import DocumentDataModule, DocumentDataset
-from lit_docemb.data.labelled_formats import (
-    ReadContext,
-    cached_documents,
-    iter_class_folders,
-    iter_hf_labelled,
-    iter_labelled_table,
-    load_hf_splits,
-    looks_like_local_path,
-    table_format_of,
-)
+from lit_docemb.data.labelled_formats import iter_class_folders, iter_hf_labelled, iter_labelled_table, table_format_of
+from lit_docemb.data.reading import ReadContext, cached_documents, load_hf_splits, looks_like_local_path
 
 log = logging.getLogger(__name__)
 
@@ -48,7 +40,7 @@ class LabelledTextDataModule(DocumentDataModule):
     ``train``, or ``test_source``); it is served by ``test_dataloader``, and validation documents are held out
     of the training split by id hash. Ids: ``id_column`` if given, else ``"<split>:<row>"`` (hub),
     ``"<file name>:<line>"`` (tables) or ``"<split>/<label>/<file>"`` (folders). Bad records are skipped and
-    counted (see :mod:`lit_docemb.data.labelled_formats`).
+    counted (see :mod:`lit_docemb.data.reading`).
 
     Args:
         source: One of the sources listed above.

@@ -1,21 +1,4 @@
-"""Reading primitives shared by the corpus readers, and the generic labelled-text formats.
-
-**Bad input** (one policy for every reader of this package, through a :class:`ReadContext`):
-
-* a malformed line or record is skipped and counted under a named key of ``context.stats``; with
-  ``strict=True`` a :class:`MalformedInputError` names the file, the line (or archive member) and the expected
-  format instead;
-* undecodable bytes are replaced by U+FFFD (``errors="replace"``) and the record is counted under
-  ``"undecodable_record"``;
-* empty documents are dropped and counted under ``"empty_document"`` (:meth:`ReadContext.keep`);
-* a missing path raises :class:`FileNotFoundError` describing the expected layout (:func:`require_path`).
-
-**Arrow cache.** :func:`cached_documents` runs a reader once into a memory-mapped Arrow table
-(``datasets.Dataset.from_generator``) keyed by the reader, its arguments and every input file's size and
-modification time, so a second run opens the table in seconds and edited inputs are re-read. The skip counts
-of the conversion are stored beside it and merged into ``context.stats`` on every run, cached or not.
-
-**Labelled-text formats** (:class:`~lit_docemb.data.labelled.LabelledTextDataModule`, arXiv-11):
+"""The generic labelled-text formats (:class:`~lit_docemb.data.labelled.LabelledTextDataModule`, arXiv-11).
 
 * tables: CSV (quotes honoured), TSV (quotes literal) and JSON lines, optionally ``.gz``/``.bz2``/``.xz``
   compressed, with a header line or ``column_names``; one record per document (:func:`iter_table_records`);
@@ -23,242 +6,24 @@ of the conversion are stored beside it and merged into ``context.stats`` on ever
   arXiv-11), id = the path relative to ``root`` (:func:`iter_class_folders`);
 * Hugging Face datasets, labels of ``ClassLabel`` columns turned into their names (:func:`iter_hf_labelled`).
 
-Labels are kept as strings everywhere.
+Labels are kept as strings everywhere. Bad input follows the package's policy
+(:class:`~lit_docemb.data.reading.ReadContext`).
 """
 
 from __future__ import annotations
 
-import bz2
 import csv
-import gzip
-import hashlib
 import json
 import logging
-import lzma
 import math
-import os
-import re
-import zlib
-from collections import Counter
-from collections.abc import Callable, Iterable, Iterator, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import Any
 
-from lit_docemb.data.arrow import ArrowDocuments, document_to_row, row_to_document
 from lit_docemb.data.document import Document, Section
+from lit_docemb.data.reading import ReadContext, load_hf_splits, normalise_paragraphs, read_lines, walk_files
 
 log = logging.getLogger(__name__)
-
-CACHE_VERSION = "1"  # bump when a reader's output changes, so stale caches are not reused
-
-
-class MalformedInputError(ValueError):
-    """A record that does not match its format, raised instead of skipping it under ``strict=True``."""
-
-
-@dataclass
-class ReadContext:
-    """Bad-input policy and counters of one read.
-
-    Args:
-        strict: Raise :class:`MalformedInputError` on a malformed record instead of skipping and counting it.
-        encoding: Text encoding of the input files (undecodable bytes are replaced and counted).
-        stats: Skip counts by reason.
-        extra: Outputs a reader produces besides documents (e.g. AAN pairs), stored with the Arrow cache.
-        max_warnings: Malformed records logged one by one per reason; the rest are only counted.
-    """
-
-    strict: bool = False
-    encoding: str = "utf-8"
-    stats: Counter = field(default_factory=Counter)
-    extra: dict[str, Any] = field(default_factory=dict)
-    max_warnings: int = 5
-
-    def malformed(self, where: str, reason: str, expected: str, key: str = "malformed_record") -> None:
-        """Skips and counts a bad record (``where`` = "file:line" or "archive!member"), or raises when strict."""
-        if self.strict:
-            raise MalformedInputError(f"{where}: {reason}; expected {expected}")
-        self.stats[key] += 1
-        if self.stats[key] <= self.max_warnings:
-            log.warning("%s: skipped (%s); expected %s", where, reason, expected)
-
-    def decode(self, data: bytes) -> str:
-        try:
-            return data.decode(self.encoding)
-        except UnicodeDecodeError:
-            self.stats["undecodable_record"] += 1
-            return data.decode(self.encoding, errors="replace")
-
-    def keep(self, document: Document) -> bool:
-        """False (and counted) for a document without text."""
-        if document.is_empty():
-            self.stats["empty_document"] += 1
-            return False
-        return True
-
-
-# ---------------------------------------------------------------------------------------------------------------------
-# Files
-# ---------------------------------------------------------------------------------------------------------------------
-
-_MAGIC_OPENERS = ((b"\x1f\x8b", gzip.open), (b"BZh", bz2.open), (b"\xfd7zXZ\x00", lzma.open))
-DECOMPRESSION_ERRORS = (EOFError, OSError, lzma.LZMAError, zlib.error)
-_BLANK_LINES = re.compile(r"\n[ \t\f\v]*\n\s*")
-
-
-def open_binary(path: str | Path) -> BinaryIO:
-    """Opens a file for reading, decompressing gzip, bzip2 or xz recognised by their magic bytes."""
-    with open(path, "rb") as f:
-        head = f.read(6)
-    for magic, opener in _MAGIC_OPENERS:
-        if head.startswith(magic):
-            return opener(path, "rb")
-    return open(path, "rb")
-
-
-def read_lines(path: str | Path, context: ReadContext, keepends: bool = False) -> Iterator[tuple[int, str]]:
-    """Yields ``(line number, line)``, each line decoded on its own (only ``\\n`` ends a line; a BOM is dropped).
-
-    A compressed stream that ends early or is corrupt stops the file with a ``"corrupt_file"`` count.
-    """
-    line_no = 0
-    with open_binary(path) as stream:
-        try:
-            for line_no, raw in enumerate(stream, 1):
-                line = context.decode(raw)
-                if line_no == 1 and line.startswith("\ufeff"):
-                    line = line[1:]
-                yield line_no, line if keepends else line.rstrip("\r\n")
-        except DECOMPRESSION_ERRORS as err:
-            context.malformed(f"{path}:{line_no + 1}", f"compressed data is corrupt or truncated ({err})",
-                              "a complete gzip/bzip2/xz stream", key="corrupt_file")
-
-
-def require_path(path: str | Path, what: str, layout: str) -> Path:
-    """``Path(path)``, or a FileNotFoundError that says what was expected there and how it is laid out."""
-    if not os.path.exists(path):
-        raise FileNotFoundError(f"{what} not found at {str(path)!r}. Expected layout:\n{layout}")
-    return Path(path)
-
-
-def walk_files(root: str | Path) -> list[Path]:
-    """Regular files under ``root`` (or ``[root]`` for a file), sorted by path, hidden entries included."""
-    root = Path(root)
-    if root.is_file():
-        return [root]
-    return sorted(Path(folder) / name for folder, _, names in os.walk(root) for name in names)
-
-
-def file_signature(paths: Iterable[str | Path]) -> list[tuple[str, int, int]]:
-    """(path, size, mtime_ns) of every file under ``paths``: the cache key of a conversion."""
-    signature = []
-    for path in paths:
-        for file in walk_files(path):
-            stat = file.stat()
-            signature.append((str(file.resolve()), stat.st_size, stat.st_mtime_ns))
-    return signature
-
-
-def normalise_paragraphs(text: str) -> str:
-    """Unix newlines, paragraphs (blank-line separated) stripped and joined by exactly one blank line."""
-    text = text.replace("\r\n", "\n").replace("\r", "\n")
-    return "\n\n".join(p for p in (p.strip() for p in _BLANK_LINES.split(text)) if p)
-
-
-def looks_like_local_path(source: str) -> bool:
-    """Whether a source that does not exist was meant as a local path rather than a Hugging Face name."""
-    return (os.path.isabs(source) or source.startswith((".", "~")) or source.count("/") > 1
-            or Path(source).suffix.lower() in {".csv", ".tsv", ".jsonl", ".json", ".txt", ".gz", ".xz", ".bz2",
-                                               ".parquet", ".arrow", ".tar"})
-
-
-# ---------------------------------------------------------------------------------------------------------------------
-# Arrow cache and Hugging Face tables
-# ---------------------------------------------------------------------------------------------------------------------
-
-
-def _row_features():
-    import datasets
-
-    strings = datasets.List(datasets.Value("string"))
-    return datasets.Features({"id": datasets.Value("string"), "title": datasets.Value("string"), "headings": strings,
-                              "texts": strings, "label": datasets.Value("string"),
-                              "metadata": datasets.Value("string")})
-
-
-def _document_rows(reader: Callable[..., Iterable[Document]], reader_kwargs: dict, strict: bool, encoding: str,
-                   sidecar: str, description: str) -> Iterator[dict[str, Any]]:
-    context = ReadContext(strict=strict, encoding=encoding)
-    count = 0
-    for document in reader(**reader_kwargs, context=context):
-        count += 1
-        yield document_to_row(document)
-    if count == 0:
-        raise ValueError(f"no documents in {description}; skipped {dict(context.stats) or 'nothing'}")
-    os.makedirs(os.path.dirname(sidecar), exist_ok=True)
-    with open(sidecar + ".tmp", "w", encoding="utf-8") as f:
-        json.dump({"stats": dict(context.stats), "extra": context.extra}, f)
-    os.replace(sidecar + ".tmp", sidecar)
-
-
-def cached_documents(reader: Callable[..., Iterable[Document]], reader_kwargs: dict[str, Any], *,
-                     inputs: Sequence[str | Path], context: ReadContext, cache_dir: str | None = None,
-                     identity: Sequence[str] = (), description: str | None = None) -> ArrowDocuments:
-    """Converts ``reader(**reader_kwargs, context=...)`` once into a memory-mapped Arrow table.
-
-    Args:
-        reader: A module-level function yielding documents (runs only when no cache matches).
-        reader_kwargs: Its JSON-serialisable arguments (part of the cache key).
-        inputs: Files or folders it reads; their sizes and mtimes are part of the cache key.
-        context: Strictness and encoding of the read; receives the skip counts and extra outputs of the
-            conversion (stored beside the cache, so a cached run reports the same counts).
-        cache_dir: Cache of ``datasets``; ``None`` uses its default.
-        identity: Other strings identifying the input content (e.g. a Hugging Face table fingerprint).
-        description: What is read, for messages (default: the inputs).
-    """
-    import datasets
-    from datasets.exceptions import DatasetGenerationError
-
-    key = json.dumps({"reader": f"{reader.__module__}.{reader.__qualname__}", "kwargs": reader_kwargs,
-                      "strict": context.strict, "encoding": context.encoding, "inputs": file_signature(inputs),
-                      "identity": list(identity), "version": CACHE_VERSION}, sort_keys=True, default=repr)
-    fingerprint = hashlib.blake2b(key.encode(), digest_size=16).hexdigest()
-    sidecar = os.path.join(cache_dir or datasets.config.HF_DATASETS_CACHE, "lit_docemb_stats", f"{fingerprint}.json")
-    description = description or ", ".join(str(p) for p in inputs) or ", ".join(identity)
-    gen_kwargs = {"reader": reader, "reader_kwargs": reader_kwargs, "strict": context.strict,
-                  "encoding": context.encoding, "sidecar": sidecar, "description": description}
-    try:
-        table = datasets.Dataset.from_generator(_document_rows, features=_row_features(), cache_dir=cache_dir,
-                                                gen_kwargs=gen_kwargs, fingerprint=fingerprint)
-    except DatasetGenerationError as err:  # show the reader's own error (strict mode, empty corpus)
-        if err.__cause__ is None:
-            raise
-        raise err.__cause__ from None
-    if os.path.exists(sidecar):
-        with open(sidecar, encoding="utf-8") as f:
-            saved = json.load(f)
-        context.stats.update(saved["stats"])
-        context.extra.update(saved["extra"])
-    else:
-        log.warning("skip counts of the cached conversion of %s are missing (%s deleted?)", description, sidecar)
-        context.stats["cached_conversion_without_counts"] += 1
-    return ArrowDocuments(table, row_to_document)
-
-
-def load_hf_splits(source: str, subset: str | None = None, cache_dir: str | None = None) -> dict[str, Any]:
-    """The splits of a Hugging Face dataset: a hub name, a ``save_to_disk`` folder, a folder of data files
-    (parquet, arrow...) or one parquet/arrow file (its rows are split ``"train"``)."""
-    import datasets
-
-    path = Path(source).expanduser()
-    if path.is_dir() and any((path / name).exists() for name in ("state.json", "dataset_dict.json")):
-        loaded = datasets.load_from_disk(str(path))
-    elif path.is_file() and path.suffix in (".parquet", ".arrow"):
-        loaded = datasets.load_dataset(path.suffix[1:], data_files={"train": [str(path)]}, cache_dir=cache_dir)
-    else:
-        loaded = datasets.load_dataset(source if not path.exists() else str(path), subset, cache_dir=cache_dir)
-    return {"train": loaded} if isinstance(loaded, datasets.Dataset) else dict(loaded)
 
 
 # ---------------------------------------------------------------------------------------------------------------------

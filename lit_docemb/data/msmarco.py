@@ -9,16 +9,9 @@ from typing import Literal
 
 from lit_docemb.data.arrow import ArrowDocuments
 from lit_docemb.data.document import Document, Section
-from lit_docemb.data.retrieval import (
-    QuerySplit,
-    RetrievalDataModule,
-    cached_corpus,
-    read_qrels,
-    read_queries,
-    read_text_lines,
-    report_bad_input,
-    require_path,
-)
+from lit_docemb.data.reading import ReadContext, cached_documents, read_lines, require_path
+from lit_docemb.data.retrieval import QuerySplit, RetrievalDataModule
+from lit_docemb.data.trec import read_qrels, read_queries
 
 DOCUMENT_FORMAT = "'docid<TAB>url<TAB>title<TAB>body' (4 tab-separated fields, non-empty docid)"
 LAYOUT = """MS MARCO document ranking files, e.g. in one folder:
@@ -35,17 +28,23 @@ def iter_msmarco_documents(sources: list[str], stats: Counter, strict: bool = Fa
     The body is one flat line of text (the release keeps no paragraph or heading structure), so a document
     has one untitled section; the url goes to ``metadata["url"]``. Blank lines are ignored.
     """
+    context = ReadContext(strict=strict, encoding=encoding, stats=stats)
     for path in sources:
-        for line_no, line in read_text_lines(path, stats, encoding):
+        for line_no, line in read_lines(path, context, unit="line"):
             if not line.strip():
                 continue
             fields = line.split("\t")
             if len(fields) != 4 or not fields[0].strip():
-                report_bad_input(stats, "malformed_document_line", path, line_no,
-                                 f"{len(fields)} tab-separated field(s)", DOCUMENT_FORMAT, strict)
+                context.malformed(f"{path}, line {line_no}", f"{len(fields)} tab-separated field(s)", DOCUMENT_FORMAT,
+                                  key="malformed_document_line")
                 continue
             docid, url, title, body = (f.strip() for f in fields)
             yield Document(id=docid, title=title, sections=[Section("", body)], metadata={"url": url})
+
+
+def _read_documents(sources: list[str], *, context: ReadContext) -> Iterator[Document]:
+    """:func:`iter_msmarco_documents` as the Arrow cache calls a reader."""
+    return iter_msmarco_documents(sources, context.stats, context.strict, context.encoding)
 
 
 class MSMARCODataModule(RetrievalDataModule):
@@ -108,18 +107,18 @@ class MSMARCODataModule(RetrievalDataModule):
         return path
 
     def load_documents(self) -> ArrowDocuments:
-        path = require_path(self._path(self.documents_file), f"the documents TSV; {LAYOUT}")
-        return cached_corpus(iter_msmarco_documents, [str(path)], {"strict": self.strict, "encoding": self.encoding},
-                             self.cache_dir, self.stats)
+        path = require_path(self._path(self.documents_file), "MS MARCO documents TSV", LAYOUT)
+        context = ReadContext(strict=self.strict, encoding=self.encoding, stats=self.stats)
+        return cached_documents(_read_documents, {"sources": [str(path)]}, inputs=[path], context=context,
+                                cache_dir=self.cache_dir)
 
     def load_split(self, name: str) -> QuerySplit:
         queries_file, qrels_file, run_file = self.split_files[name]
         if not queries_file or not qrels_file:
             raise ValueError(f"MSMARCODataModule: the {name} split needs both a queries and a qrels file")
         stats: Counter = Counter()
-        what = f"the {name} queries; {LAYOUT}"
-        queries = read_queries(require_path(self._path(queries_file), what), stats, self.strict,
-                               encoding=self.encoding)
-        qrels = read_qrels(require_path(self._path(qrels_file), f"the {name} qrels; {LAYOUT}"), stats, self.strict)
+        queries = read_queries(require_path(self._path(queries_file), f"MS MARCO {name} queries", LAYOUT), stats,
+                               self.strict, encoding=self.encoding)
+        qrels = read_qrels(require_path(self._path(qrels_file), f"MS MARCO {name} qrels", LAYOUT), stats, self.strict)
         self.count(name, stats)
         return QuerySplit(queries, qrels, str(self._path(run_file)) if run_file else None)

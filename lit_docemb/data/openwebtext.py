@@ -7,7 +7,8 @@ from pathlib import Path
 
 from lit_docemb.data.datamodule import DocumentDataModule
 from lit_docemb.data.document import Document, Section
-from lit_docemb.data.labelled_formats import (
+from lit_docemb.data.openwebtext_formats import iter_openwebtext
+from lit_docemb.data.reading import (
     ReadContext,
     cached_documents,
     load_hf_splits,
@@ -15,7 +16,6 @@ from lit_docemb.data.labelled_formats import (
     normalise_paragraphs,
     require_path,
 )
-from lit_docemb.data.openwebtext_formats import iter_openwebtext
 
 LAYOUT = """\
   Skylion007/openwebtext (Hugging Face name; needs the hub or a populated HF_DATASETS_CACHE), or

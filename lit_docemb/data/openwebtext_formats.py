@@ -14,7 +14,7 @@ by blank lines, no title. :func:`iter_openwebtext` accepts
 Ids: ``owt:<archive name without .xz/.tar/...>/<member name>`` for a text in an archive, identical whether the
 outer archive was extracted or not (``owt:urlsf_subset00-1_data/0000001-<hash>.txt``); ``owt:<path relative
 to the source>`` (without a compression suffix) for a loose file. Each document is one untitled section,
-paragraphs kept (:func:`~lit_docemb.data.labelled_formats.normalise_paragraphs`).
+paragraphs kept (:func:`~lit_docemb.data.reading.normalise_paragraphs`).
 
 Bad input: a corrupt or truncated archive stops that archive (documents read before are kept) and counts
 ``"corrupt_archive"``; members that are neither ``.txt`` nor nested archives count ``"non_text_member"``;
@@ -33,7 +33,7 @@ from pathlib import Path, PurePosixPath
 from typing import BinaryIO
 
 from lit_docemb.data.document import Document, Section
-from lit_docemb.data.labelled_formats import (
+from lit_docemb.data.reading import (
     DECOMPRESSION_ERRORS,
     ReadContext,
     normalise_paragraphs,

@@ -1,348 +1,42 @@
-"""Retrieval support shared by the ranking corpora (MSMARCO documents, Robust04, WIKIR).
+"""Retrieval fine-tuning on the ranking corpora (MSMARCO documents, Robust04, WIKIR): examples and negatives.
 
-**Formats** (all may be gzip- or bzip2-compressed; compression is detected from the first bytes):
+Their queries, qrels, runs and folds are read by :mod:`lit_docemb.data.trec`.
 
-* queries: ``qid<TAB>text`` lines (MSMARCO ``msmarco-doc{train,dev}-queries.tsv.gz``), or a CSV with the header
-  ``id_left,text_left`` (the WIKIR / MatchZoo ``queries.csv``); TREC topic files are read by
-  :func:`lit_docemb.data.robust04.read_trec_topics`;
-* qrels (TREC): ``qid iteration docid relevance``, whitespace-separated;
-* runs (TREC): ``qid Q0 docid rank score tag``, whitespace-separated. :func:`write_run` orders each query by
-  score, descending, and breaks ties by docid, descending (plain string order): the order trec_eval and
-  pytrec_eval use themselves, so the ranks written are the ranks evaluated;
-* folds: JSON (a list of lists like Anserini's ``robust04-paper2-folds.json``, or ``{"fold1": [...], ...}``)
-  or text with one fold per line.
-
-**Bad input.** Readers take a ``stats`` Counter: a malformed line is skipped and counted (the first few are
-logged with file and line), or, with ``strict=True``, raises :class:`MalformedInputError` naming the file, the
-line and the expected format. Undecodable bytes are replaced and counted (``undecodable_line``). A missing
-file raises ``FileNotFoundError`` describing what was expected there.
-
-**Retrieval fine-tuning.** :class:`RetrievalDataModule` (base of the three corpus DataModules) has two modes:
-``"documents"`` (the corpus alone, as every other DataModule) and ``"retrieval"``: one
-:class:`RetrievalExample` per (query, relevant document) pair with ``num_negatives`` negatives drawn by
-:class:`NegativeSampler`, uniformly from the corpus or from the top of a run (the corpus's BM25 / official
-run, or a run an earlier checkpoint wrote with :func:`write_run`). A negative is never a judged-relevant
-document of its query (relevance > 0). Draws depend only on (seed, split, epoch, example), so they are identical
-across runs, worker counts, ranks and resumes; training draws new negatives every epoch (the train loader's
-batches carry the epoch Lightning sets on its sampler), validation and test keep epoch 0's. Graph-RoBERTa §3.3
-switches from BM25 to checkpoint negatives after 5 epochs: a second ``fit`` with ``negatives_run`` set.
+:class:`RetrievalDataModule` (base of the three corpus DataModules) has two modes: ``"documents"`` (the corpus
+alone, as every other DataModule) and ``"retrieval"``: one :class:`RetrievalExample` per (query, relevant
+document) pair with ``num_negatives`` negatives drawn by :class:`NegativeSampler`, uniformly from the corpus or
+from the top of a run (the corpus's BM25 / official run, or a run an earlier checkpoint wrote with
+:func:`~lit_docemb.data.trec.write_run`). A negative is never a judged-relevant document of its query
+(relevance > 0). Draws depend only on (seed, split, epoch, example), so they are identical across runs, worker
+counts, ranks and resumes; training draws new negatives every epoch (the train loader's batches carry the epoch
+Lightning sets on its sampler), validation and test keep epoch 0's. Graph-RoBERTa §3.3 switches from BM25 to
+checkpoint negatives after 5 epochs: a second ``fit`` with ``negatives_run`` set.
 """
 
 from __future__ import annotations
 
-import bz2
-import csv
-import glob
-import gzip
 import hashlib
-import io
 import json
 import logging
-import math
 import os
-import sys
 from abc import abstractmethod
 from array import array
 from collections import Counter
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Literal
+from typing import Literal
 
 import numpy as np
 from torch.utils.data import Dataset
 
-from lit_docemb.data.arrow import ArrowDocuments, document_to_row, row_to_document
 from lit_docemb.data.datamodule import DocumentDataModule, DocumentDataset, stable_fraction
 from lit_docemb.data.document import Document
+from lit_docemb.data.reading import require_path
 from lit_docemb.data.sampling import DistributedBatchSampler, ResumableLoader
+from lit_docemb.data.trec import RUN_FORMAT, Qrels, Query, iter_run
 
 log = logging.getLogger(__name__)
-
-Qrels = dict[str, dict[str, int]]
-"""query id → {document id: relevance}, the shape pytrec_eval takes."""
-Run = dict[str, dict[str, float]]
-"""query id → {document id: score}, the shape pytrec_eval takes."""
-
-QRELS_FORMAT = "TREC qrels 'qid iteration docid relevance' (4 whitespace-separated fields, integer relevance)"
-RUN_FORMAT = "TREC run 'qid Q0 docid rank score tag' (6 whitespace-separated fields, numeric rank and score)"
-_LOGGED_PER_KEY = 5
-
-
-class MalformedInputError(ValueError):
-    """A line or record that does not have the expected format (raised in strict mode)."""
-
-
-# ---------------------------------------------------------------------------------------------------------------------
-# Reading files: compression, decoding, bad lines
-# ---------------------------------------------------------------------------------------------------------------------
-
-
-def require_path(path: str | os.PathLike, what: str) -> Path:
-    """``path`` as a Path, or FileNotFoundError saying what was expected there (``what``)."""
-    path = Path(path)
-    if not path.exists():
-        raise FileNotFoundError(f"{path} does not exist; expected {what}")
-    return path
-
-
-def open_binary(path: str | os.PathLike) -> IO[bytes]:
-    """Opens a plain, gzip or bzip2 file for buffered binary reading (compression detected from magic bytes)."""
-    with open(path, "rb") as f:
-        magic = f.read(3)
-    if magic[:2] == b"\x1f\x8b":
-        return io.BufferedReader(gzip.open(path, "rb"), buffer_size=1 << 20)
-    if magic == b"BZh":
-        return io.BufferedReader(bz2.open(path, "rb"), buffer_size=1 << 20)
-    if magic[:2] == b"\x1f\x9d":
-        raise ValueError(f"{path} is unix-compress (.Z) data: see lit_docemb.data.robust04.open_trec_file, or run "
-                         "`uncompress` (or `gzip -d`) on it first")
-    return open(path, "rb", buffering=1 << 20)
-
-
-def decode_lines(lines: Iterator[bytes], stats: Counter, encoding: str = "utf-8",
-                 fallback_encoding: str | None = None) -> Iterator[str]:
-    """Decodes byte lines (line endings kept). A line that ``encoding`` cannot decode is decoded with
-    ``fallback_encoding`` (counted as ``line_decoded_with_fallback_encoding``) or, without one, with U+FFFD
-    replacing the bad bytes (counted as ``undecodable_line``)."""
-    for raw in lines:
-        try:
-            yield raw.decode(encoding)
-        except UnicodeDecodeError:
-            if fallback_encoding is not None:
-                stats["line_decoded_with_fallback_encoding"] += 1
-                yield raw.decode(fallback_encoding, errors="replace")
-            else:
-                stats["undecodable_line"] += 1
-                yield raw.decode(encoding, errors="replace")
-
-
-def read_text_lines(path: str | os.PathLike, stats: Counter, encoding: str = "utf-8",
-                    fallback_encoding: str | None = None,
-                    opener: Callable[[str | os.PathLike], IO[bytes]] = open_binary) -> Iterator[tuple[int, str]]:
-    """(line number from 1, decoded line without its line ending) for every line of a (compressed) text file."""
-    with opener(path) as f:
-        for line_no, line in enumerate(decode_lines(f, stats, encoding, fallback_encoding), 1):
-            yield line_no, line.rstrip("\r\n")
-
-
-def report_bad_input(stats: Counter, key: str, path, line_no: int, reason: str, expected: str,
-                     strict: bool) -> None:
-    """Counts a skipped line/record under ``key`` (logging the first few), or raises it in strict mode."""
-    message = f"{path}, line {line_no}: {reason}; expected {expected}"
-    if strict:
-        raise MalformedInputError(message)
-    stats[key] += 1
-    if stats[key] <= _LOGGED_PER_KEY:
-        log.warning("skipped (%s): %s", key, message)
-
-
-# ---------------------------------------------------------------------------------------------------------------------
-# Queries, qrels, runs, folds
-# ---------------------------------------------------------------------------------------------------------------------
-
-
-@dataclass
-class Query:
-    """A query: its id, the text the model reads and every field the source has (e.g. TREC title/desc/narr)."""
-
-    id: str
-    text: str
-    fields: dict[str, str] = field(default_factory=dict)
-
-
-def read_queries(path, stats: Counter | None = None, strict: bool = False,
-                 format: Literal["auto", "tsv", "csv"] = "auto", encoding: str = "utf-8") -> dict[str, Query]:
-    """Reads ``qid<TAB>text`` lines, or a CSV with header ``id_left,text_left`` (``format="auto"``: by the
-    ``.csv``/``.csv.gz`` suffix). Lines without both fields, empty queries and repeated ids are skipped and
-    counted."""
-    stats = Counter() if stats is None else stats
-    path = require_path(path, "a queries file: 'qid<TAB>text' lines, or a CSV with header id_left,text_left")
-    is_csv = format == "csv" or (format == "auto" and path.name.removesuffix(".gz").endswith(".csv"))
-    expected = "a CSV row 'id,text' under header id_left,text_left" if is_csv else "'qid<TAB>query text'"
-    queries: dict[str, Query] = {}
-    for line_no, fields in (read_csv_rows(path, stats, encoding, ("id_left", "text_left")) if is_csv
-                            else _tsv_rows(path, stats, encoding)):
-        if len(fields) != 2 or not fields[0].strip():
-            report_bad_input(stats, "malformed_query_line", path, line_no, f"{len(fields)} field(s)", expected, strict)
-        elif not fields[1].strip():
-            report_bad_input(stats, "empty_query", path, line_no, "empty query text", expected, strict)
-        elif fields[0].strip() in queries:
-            report_bad_input(stats, "duplicate_query_id", path, line_no, f"query id {fields[0]!r} seen before",
-                             expected, strict)
-        else:
-            queries[fields[0].strip()] = Query(fields[0].strip(), " ".join(fields[1].split()))
-    return queries
-
-
-def _tsv_rows(path: Path, stats: Counter, encoding: str) -> Iterator[tuple[int, list[str]]]:
-    for line_no, line in read_text_lines(path, stats, encoding):
-        if line.strip():
-            yield line_no, line.split("\t", 1)
-
-
-def read_csv_rows(path: Path, stats: Counter, encoding: str,
-                  header: tuple[str, ...]) -> Iterator[tuple[int, list[str]]]:
-    """CSV rows after checking the header (quoted fields may span lines; numbers are the row's first line)."""
-    csv.field_size_limit(min(sys.maxsize, 2**31 - 1))
-    with open_binary(path) as f:
-        reader = csv.reader(decode_lines(f, stats, encoding))
-        first = next(reader, None)
-        if first is None or tuple(c.strip() for c in first) != header:
-            raise MalformedInputError(f"{path}, line 1: header {first!r}; expected the CSV header {','.join(header)}")
-        line_no = reader.line_num
-        for row in reader:
-            if row:
-                yield line_no + 1, row
-            line_no = reader.line_num
-
-
-def read_qrels(path, stats: Counter | None = None, strict: bool = False) -> Qrels:
-    """Reads TREC qrels (``qid iteration docid relevance``); malformed lines and repeated pairs are counted."""
-    stats = Counter() if stats is None else stats
-    path = require_path(path, f"a qrels file in {QRELS_FORMAT}")
-    qrels: Qrels = {}
-    for line_no, line in read_text_lines(path, stats):
-        parts = line.split()
-        if not parts:
-            continue
-        if len(parts) != 4 or not _is_int(parts[3]):
-            report_bad_input(stats, "malformed_qrels_line", path, line_no, f"got {line[:80]!r}", QRELS_FORMAT, strict)
-            continue
-        judged = qrels.setdefault(parts[0], {})
-        if parts[2] in judged:
-            report_bad_input(stats, "duplicate_qrels_entry", path, line_no, f"({parts[0]}, {parts[2]}) judged twice",
-                             QRELS_FORMAT, strict)
-            continue
-        judged[parts[2]] = int(parts[3])
-    return qrels
-
-
-def _is_int(text: str) -> bool:
-    try:
-        int(text)
-    except ValueError:
-        return False
-    return True
-
-
-def iter_run(path, stats: Counter | None = None, strict: bool = False) -> Iterator[tuple[str, str, float]]:
-    """Streams (query id, document id, score) from a TREC run file; malformed lines are counted or raised."""
-    stats = Counter() if stats is None else stats
-    path = require_path(path, f"a run file in {RUN_FORMAT}")
-    for line_no, line in read_text_lines(path, stats):
-        parts = line.split()
-        if not parts:
-            continue
-        try:
-            if len(parts) != 6:
-                raise ValueError
-            int(parts[3])
-            score = float(parts[4])
-            if math.isnan(score):
-                raise ValueError
-        except ValueError:
-            report_bad_input(stats, "malformed_run_line", path, line_no, f"got {line[:80]!r}", RUN_FORMAT, strict)
-            continue
-        yield parts[0], parts[2], score
-
-
-def read_run(path, stats: Counter | None = None, strict: bool = False, depth: int | None = None,
-             query_ids: Mapping | set | None = None) -> Run:
-    """Reads a TREC run as {qid: {docid: score}}, optionally only ``query_ids`` and each query's top ``depth``
-    (in :func:`ranked` order). A document listed twice for a query keeps its first score (counted)."""
-    stats = Counter() if stats is None else stats
-    run: Run = {}
-    for qid, docid, score in iter_run(path, stats, strict):
-        if query_ids is not None and qid not in query_ids:
-            continue
-        scores = run.setdefault(qid, {})
-        if docid in scores:
-            stats["duplicate_run_entry"] += 1
-            continue
-        scores[docid] = score
-    if depth is not None:
-        run = {qid: dict(ranked(scores)[:depth]) for qid, scores in run.items()}
-    return run
-
-
-def ranked(scores: Mapping[str, float]) -> list[tuple[str, float]]:
-    """(docid, score) by score, descending; ties by docid, descending: trec_eval's own order."""
-    by_docid = sorted(scores.items(), reverse=True)
-    return sorted(by_docid, key=lambda item: -item[1])
-
-
-def write_run(run: Mapping[str, Mapping[str, float]], path, run_name: str = "lit_docemb",
-              depth: int | None = None) -> None:
-    """Writes a TREC run (queries in id order, each in :func:`ranked` order, ranks from 1; ``.gz`` compresses).
-
-    Scores are written with ``repr`` so that :func:`read_run` gives back the same floats.
-    """
-    if not run_name or any(c.isspace() for c in run_name):
-        raise ValueError(f"run_name must be one non-empty token, got {run_name!r}")
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    opener = gzip.open if path.suffix == ".gz" else open
-    with opener(path, "wt", encoding="utf-8") as f:
-        for qid in sorted(run):
-            scores = {docid: float(score) for docid, score in run[qid].items()}
-            if any(math.isnan(s) for s in scores.values()):
-                raise ValueError(f"query {qid}: NaN score")
-            for rank, (docid, score) in enumerate(ranked(scores)[:depth], 1):
-                f.write(f"{qid} Q0 {docid} {rank} {score!r} {run_name}\n")
-
-
-def read_folds(path) -> list[list[str]]:
-    """Reads cross-validation folds of query ids.
-
-    Accepted: JSON, a list of lists (Anserini's ``robust04-paper2-folds.json``) or an object whose values are
-    lists (``{"fold1": [...], ...}``, folds in the file's key order); or text, one fold per non-blank line,
-    ids separated by whitespace or commas, ``#`` starting a comment. A query id in two folds, an empty fold or
-    a non-string/integer id raises ``ValueError``.
-    """
-    path = require_path(path, "a folds file: JSON list of lists / {name: list}, or one fold of query ids per line")
-    with open_binary(path) as f:
-        text = f.read().decode("utf-8")
-    if text.lstrip()[:1] in ("[", "{"):
-        data = json.loads(text)
-        folds = list(data.values()) if isinstance(data, dict) else data
-    else:
-        lines = (line.split("#", 1)[0].replace(",", " ").split() for line in text.splitlines())
-        folds = [line for line in lines if line]
-    return _checked_folds(folds, path)
-
-
-def _checked_folds(folds, path) -> list[list[str]]:
-    checked, owner = [], {}
-    for index, fold in enumerate(folds):
-        if not isinstance(fold, list) or not fold or not all(isinstance(q, (str, int)) for q in fold):
-            raise ValueError(f"{path}: fold {index + 1} must be a non-empty list of query ids, got {fold!r:.80}")
-        for qid in map(str, fold):
-            if qid in owner:
-                raise ValueError(f"{path}: query {qid} is in folds {owner[qid] + 1} and {index + 1}")
-            owner[qid] = index
-        checked.append([str(q) for q in fold])
-    return checked
-
-
-def bm25_run(documents: Sequence[Document], queries: Mapping[str, Query], depth: int = 100) -> Run:
-    """A BM25 run over ``documents`` (title + text) with ``bm25s`` (English stopwords, no stemming).
-
-    For corpora without an official run (Robust04): ``write_run(bm25_run(...), "bm25.run")`` once, then
-    ``negatives_run: bm25.run``. It holds the whole corpus's tokens in memory.
-    """
-    import bm25s
-
-    ids = [doc.id for doc in documents]
-    retriever = bm25s.BM25()
-    retriever.index(bm25s.tokenize([f"{d.title}\n{d.text}" for d in documents], show_progress=False),
-                    show_progress=False)
-    qids = list(queries)
-    rows, scores = retriever.retrieve(bm25s.tokenize([queries[q].text for q in qids], show_progress=False),
-                                      k=min(depth, len(ids)), show_progress=False)
-    return {qid: {ids[r]: float(s) for r, s in zip(rows[i], scores[i], strict=True) if s > 0}
-            for i, qid in enumerate(qids)}
-
 
 # ---------------------------------------------------------------------------------------------------------------------
 # Examples and negatives
@@ -536,71 +230,8 @@ def read_run_pools(path, row_of: Mapping[str, int], query_index: Mapping[str, in
     return RaggedRows.from_pairs(query[keep], row[keep], len(query_index))
 
 
-# ---------------------------------------------------------------------------------------------------------------------
-# Corpora cached as Arrow
-# ---------------------------------------------------------------------------------------------------------------------
-
-
-def _row_features():
-    import datasets
-
-    text = datasets.Value("string")
-    return datasets.Features({"id": text, "title": text, "headings": datasets.List(text),
-                              "texts": datasets.List(text), "label": text, "metadata": text})
-
-
-def _generate_rows(reader: Callable[..., Iterator[Document]], sources: list[str], options: dict, signature: list,
-                   stats_dir: str):
-    """Rows of the non-empty documents ``reader(sources, stats, **options)`` yields. ``datasets`` calls this once
-    per shard of the list arguments (a source with its signature); each call saves its skip counts in
-    ``stats_dir`` so that every later run reading the cache reports them too."""
-    stats: Counter = Counter()
-    for doc in reader(sources, stats, **options):
-        if doc.is_empty():
-            stats["empty_document"] += 1
-            continue
-        yield document_to_row(doc)
-    os.makedirs(stats_dir, exist_ok=True)
-    path = os.path.join(stats_dir, _digest(signature) + ".json")
-    with open(path + ".tmp", "w") as f:
-        json.dump(dict(stats), f)
-    os.replace(path + ".tmp", path)
-
-
 def _digest(value) -> str:
     return hashlib.blake2b(json.dumps(value, sort_keys=True, default=str).encode(), digest_size=12).hexdigest()
-
-
-def cached_corpus(reader: Callable[..., Iterator[Document]], sources: list[str], options: dict,
-                  cache_dir: str | None, stats: Counter, num_proc: int | None = None) -> ArrowDocuments:
-    """Streams ``reader(sources, stats, **options)`` once into a memory-mapped Arrow table, reused afterwards.
-
-    The cache key covers the reader, the options and every source's path, size and modification time, so an
-    edited file is read again. Empty documents are dropped and counted. The counts of the run that built the
-    cache are merged into ``stats`` (also on later runs that only read the cache). ``num_proc`` processes read
-    the sources in parallel (each reads a contiguous part of the list).
-    """
-    import datasets
-    from datasets.exceptions import DatasetGenerationError
-
-    signature = [[os.path.abspath(p), os.path.getsize(p), os.stat(p).st_mtime_ns] for p in sources]
-    key = _digest([reader.__module__, reader.__qualname__, options, signature])
-    stats_dir = os.path.join(cache_dir or datasets.config.HF_DATASETS_CACHE, "lit_docemb_skips", key)
-    try:
-        table = datasets.Dataset.from_generator(
-            _generate_rows, features=_row_features(), cache_dir=cache_dir, num_proc=num_proc,
-            gen_kwargs={"reader": reader, "sources": sources, "options": options, "signature": signature,
-                        "stats_dir": stats_dir})
-    except DatasetGenerationError as err:  # surface our own error (file, line, expected format)
-        cause = err.__cause__
-        raise (cause if isinstance(cause, (MalformedInputError, OSError, ValueError)) else err) from None
-    saved = sorted(glob.glob(os.path.join(stats_dir, "*.json")))
-    for path in saved:
-        with open(path) as f:
-            stats.update(json.load(f))
-    if not saved:
-        log.warning("no skip counts saved for the cached corpus %s", key)
-    return ArrowDocuments(table, row_to_document)
 
 
 # ---------------------------------------------------------------------------------------------------------------------
@@ -636,7 +267,7 @@ class RetrievalDataModule(DocumentDataModule):
             and WIKIR), besides the in-batch ones.
         negatives: ``"uniform"`` over the corpus, or ``"run"``: from the top ``negatives_depth`` of a run.
         negatives_run: Run file for ``"run"`` negatives of every split, e.g. one written by an earlier checkpoint
-            with :func:`write_run`; None uses each split's own run (BM25 / official top 100).
+            with :func:`~lit_docemb.data.trec.write_run`; None uses each split's own run (BM25 / official top 100).
         negatives_depth: Candidates per query taken from the run.
         min_positive_relevance: Lowest relevance that makes an example's positive (negatives always exclude
             every relevance > 0).
@@ -756,7 +387,7 @@ class RetrievalDataModule(DocumentDataModule):
         if path is None:
             raise FileNotFoundError(f"{type(self).__name__}: negatives='run' needs a run file for the {name} split "
                                     f"({RUN_FORMAT}); set negatives_run, or use negatives='uniform'")
-        cache = self._pool_cache(require_path(path, f"a run file in {RUN_FORMAT}"), query_ids)
+        cache = self._pool_cache(require_path(path, "run file", f"a run file in {RUN_FORMAT}"), query_ids)
         if cache is not None and os.path.exists(cache):
             with np.load(cache) as saved:
                 pools = RaggedRows(saved["offsets"], saved["rows"])
@@ -804,11 +435,7 @@ class RetrievalDataModule(DocumentDataModule):
 
 
 def _corpus_ids(documents: Sequence[Document]) -> list[str]:
-    """Document ids by row. An Arrow corpus's id column is read through Arrow: 3.2M MSMARCO ids in a fraction
-    of a second, where iterating the ``datasets`` column (``ArrowDocuments.ids``) takes half a minute."""
-    table = getattr(documents, "table", None)
-    if table is not None and hasattr(table, "with_format"):
-        return list(map(str, table.with_format("arrow")[documents.id_column].to_pylist()))
+    """Document ids by row; a lazily indexed corpus's ``ids`` column is read without converting its rows."""
     ids = getattr(documents, "ids", None)
     return list(ids) if ids is not None else [doc.id for doc in documents]
 

@@ -27,7 +27,7 @@ captions) are not kept.
     </top>
 
 **Folds.** The five-fold cross-validation splits must come from a file
-(:func:`~lit_docemb.data.retrieval.read_folds`): two different assignments circulate as "the" five Robust04
+(:func:`~lit_docemb.data.trec.read_folds`): two different assignments circulate as "the" five Robust04
 folds (the one in ir_datasets ``trec_robust04.py``, from DRMM's ``NN4IR.cpp``, and Anserini's
 ``robust04-paper2-folds.json``), so none is built in; say which one you used.
 """
@@ -46,19 +46,9 @@ from typing import IO, Literal
 
 from lit_docemb.data.arrow import ArrowDocuments
 from lit_docemb.data.document import Document, Section
-from lit_docemb.data.retrieval import (
-    Qrels,
-    Query,
-    QuerySplit,
-    RetrievalDataModule,
-    cached_corpus,
-    open_binary,
-    read_folds,
-    read_qrels,
-    read_text_lines,
-    report_bad_input,
-    require_path,
-)
+from lit_docemb.data.reading import ReadContext, cached_documents, open_binary, read_lines, require_path
+from lit_docemb.data.retrieval import QuerySplit, RetrievalDataModule
+from lit_docemb.data.trec import Qrels, Query, read_folds, read_qrels
 
 DOCUMENT_FORMAT = "<DOC> ... </DOC> records holding a <DOCNO>"
 TOPIC_FORMAT = "<top> <num> Number: N <title> ... [<desc> Description: ...] [<narr> Narrative: ...] </top>"
@@ -156,18 +146,16 @@ def parse_trec_document(sgml: str) -> Document | None:
                     sections=[Section("", body.strip())])
 
 
-def _records(path: str, stats: Counter, strict: bool, encoding: str,
-             fallback_encoding: str | None) -> Iterator[tuple[int, str]]:
+def _records(path: str, context: ReadContext) -> Iterator[tuple[int, str]]:
     """(first line, text) of each ``<DOC>`` record of one file; unterminated records and stray text are counted."""
     record: list[str] | None = None
     start, stray, n_records = 0, [], 0
-    lines = read_text_lines(path, stats, encoding, fallback_encoding, opener=open_trec_file)
-    for line_no, line in lines:
+    for line_no, line in read_lines(path, context, unit="line", opener=open_trec_file):
         stripped = line.strip()
         if stripped.upper().startswith("<DOC>"):
             if record is not None:
-                report_bad_input(stats, "unterminated_document", path, start, "<DOC> without </DOC>",
-                                 DOCUMENT_FORMAT, strict)
+                context.malformed(f"{path}, line {start}", "<DOC> without </DOC>", DOCUMENT_FORMAT,
+                                  key="unterminated_document")
             record, start = [], line_no
         if record is None:
             if stripped:
@@ -179,13 +167,13 @@ def _records(path: str, stats: Counter, strict: bool, encoding: str,
             yield start, "\n".join(record)
             record = None
     if record is not None:
-        report_bad_input(stats, "unterminated_document", path, start, "<DOC> without </DOC>", DOCUMENT_FORMAT, strict)
+        context.malformed(f"{path}, line {start}", "<DOC> without </DOC>", DOCUMENT_FORMAT, key="unterminated_document")
     if not n_records:
-        stats["file_without_documents"] += 1
+        context.stats["file_without_documents"] += 1
     elif stray:
-        report_bad_input(stats, "line_outside_document", path, stray[0],
-                         f"{len(stray)} non-blank line(s) outside <DOC> records", DOCUMENT_FORMAT, strict)
-        stats["line_outside_document"] += len(stray) - 1
+        context.malformed(f"{path}, line {stray[0]}", f"{len(stray)} non-blank line(s) outside <DOC> records",
+                          DOCUMENT_FORMAT, key="line_outside_document")
+        context.stats["line_outside_document"] += len(stray) - 1
 
 
 def iter_trec_documents(sources: list[str], stats: Counter, strict: bool = False, encoding: str = "utf-8",
@@ -193,16 +181,25 @@ def iter_trec_documents(sources: list[str], stats: Counter, strict: bool = False
                         exclude_docno_prefixes: tuple[str, ...] = ("CR",)) -> Iterator[Document]:
     """Documents of TREC SGML files (see the module docstring); records whose DOCNO starts with one of
     ``exclude_docno_prefixes`` are skipped and counted (``excluded_document``)."""
+    context = ReadContext(strict=strict, encoding=encoding, fallback_encoding=fallback_encoding, stats=stats)
     for path in sources:
-        for line_no, sgml in _records(path, stats, strict, encoding, fallback_encoding):
+        for line_no, sgml in _records(path, context):
             doc = parse_trec_document(sgml)
             if doc is None:
-                report_bad_input(stats, "document_without_docno", path, line_no, "no <DOCNO>", DOCUMENT_FORMAT, strict)
+                context.malformed(f"{path}, line {line_no}", "no <DOCNO>", DOCUMENT_FORMAT,
+                                  key="document_without_docno")
             elif doc.id.startswith(tuple(exclude_docno_prefixes)):
-                stats["excluded_document"] += 1
+                context.stats["excluded_document"] += 1
             else:
                 doc.metadata["file"] = os.path.basename(path)
                 yield doc
+
+
+def _read_documents(sources: list[str], exclude_docno_prefixes: tuple[str, ...], *,
+                    context: ReadContext) -> Iterator[Document]:
+    """:func:`iter_trec_documents` as the Arrow cache calls a reader."""
+    return iter_trec_documents(sources, context.stats, context.strict, context.encoding, context.fallback_encoding,
+                               tuple(exclude_docno_prefixes))
 
 
 def expand_sources(sources: list[str]) -> list[str]:
@@ -233,30 +230,30 @@ def read_trec_topics(path, query_field: QueryField = "title", stats: Counter | N
     """Reads TREC topics; ``Query.text`` is the ``query_field`` (``"title+desc"``: both, joined by a space) and
     ``Query.fields`` has every field. Numeric topic numbers lose leading zeros ("051" → "51", as in qrels).
     A topic without a number or the chosen field, or without ``</top>``, is skipped and counted."""
-    stats = Counter() if stats is None else stats
-    path = require_path(path, f"a TREC topics file: {TOPIC_FORMAT}")
-    text = "\n".join(line for _, line in read_text_lines(path, stats))
+    context = ReadContext(strict=strict, stats=Counter() if stats is None else stats)
+    path = require_path(path, "TREC topics file", f"a TREC topics file: {TOPIC_FORMAT}")
+    text = "\n".join(line for _, line in read_lines(path, context, unit="line"))
     topics: dict[str, Query] = {}
-    for start, block in _topic_blocks(text, path, stats, strict):
+    for start, block in _topic_blocks(text, path, context):
         fields = _topic_fields(block)
         wanted = [fields.get(name, "") for name in query_field.split("+")]
         if not fields.get("num") or not all(wanted):
-            report_bad_input(stats, "malformed_topic", path, start, f"missing <num> or <{query_field}>",
-                             TOPIC_FORMAT, strict)
+            context.malformed(f"{path}, line {start}", f"missing <num> or <{query_field}>", TOPIC_FORMAT,
+                              key="malformed_topic")
             continue
         qid = str(int(fields["num"])) if fields["num"].isdigit() else fields["num"]
         topics[qid] = Query(qid, " ".join(wanted), fields)
     return topics
 
 
-def _topic_blocks(text: str, path, stats: Counter, strict: bool) -> Iterator[tuple[int, str]]:
+def _topic_blocks(text: str, path, context: ReadContext) -> Iterator[tuple[int, str]]:
     lower = text.lower()
     start = lower.find("<top>")
     while start >= 0:
         end, following = lower.find("</top>", start), lower.find("<top>", start + 5)
         line_no = text.count("\n", 0, start) + 1
         if end < 0 or 0 <= following < end:
-            report_bad_input(stats, "unterminated_topic", path, line_no, "<top> without </top>", TOPIC_FORMAT, strict)
+            context.malformed(f"{path}, line {line_no}", "<top> without </top>", TOPIC_FORMAT, key="unterminated_topic")
         else:
             yield line_no, text[start + 5 : end]
         start = following
@@ -289,7 +286,7 @@ class Robust04DataModule(RetrievalDataModule):
     In retrieval mode the ``test_fold`` is the test split, ``val_fold`` the validation split and the other
     folds the training split. Graph-RoBERTa §3.3 draws 8 uniform negatives per training query (the defaults).
     Robust04 ships no BM25 run: for ``negatives="run"`` write one (e.g. with
-    :func:`~lit_docemb.data.retrieval.bm25_run` or Anserini) and set ``negatives_run``.
+    :func:`~lit_docemb.data.trec.bm25_run` or Anserini) and set ``negatives_run``.
 
     Args:
         documents: Document files, folders (read recursively) or globs, e.g. ``[disk4/FT, disk4/FR94, disk5/FBIS,
@@ -331,10 +328,12 @@ class Robust04DataModule(RetrievalDataModule):
         self._judged: tuple[dict[str, Query], Qrels, list[list[str]]] | None = None
 
     def load_documents(self) -> ArrowDocuments:
-        options = {"strict": self.strict, "encoding": self.encoding, "fallback_encoding": self.fallback_encoding,
-                   "exclude_docno_prefixes": tuple(self.exclude_docno_prefixes)}
-        return cached_corpus(iter_trec_documents, expand_sources(self.sources), options, self.cache_dir, self.stats,
-                             num_proc=self.num_proc)
+        context = ReadContext(strict=self.strict, encoding=self.encoding, fallback_encoding=self.fallback_encoding,
+                              stats=self.stats)
+        files = expand_sources(self.sources)
+        kwargs = {"sources": files, "exclude_docno_prefixes": tuple(self.exclude_docno_prefixes)}
+        return cached_documents(_read_documents, kwargs, inputs=files, context=context, cache_dir=self.cache_dir,
+                                num_proc=self.num_proc, shard_over="sources")
 
     def fold_ids(self, n_folds: int) -> dict[str, list[int]]:
         """Fold indices (from 0) of the train, val and test splits."""

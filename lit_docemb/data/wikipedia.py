@@ -3,24 +3,21 @@
 from __future__ import annotations
 
 import glob
-import logging
 import os
-from collections import Counter
+from collections.abc import Iterator
 
-from lit_docemb.data.arrow import ArrowDocuments, document_to_row, row_to_document
+from lit_docemb.data.arrow import ArrowDocuments
 from lit_docemb.data.datamodule import DocumentDataModule
+from lit_docemb.data.document import Document
+from lit_docemb.data.reading import ReadContext, cached_documents
 
-log = logging.getLogger(__name__)
 
-
-def _xml_rows(paths: list[str]):
+def _read_dumps(paths: list[str], *, context: ReadContext) -> Iterator[Document]:
+    """The articles of every dump file in turn, their skip counts (and ``"document"``) in ``context.stats``."""
     from lit_docemb.data.wikipedia_formats import iter_wikipedia_xml
 
-    stats: Counter = Counter()
     for path in paths:
-        for doc in iter_wikipedia_xml(path, stats=stats):
-            yield document_to_row(doc)
-    log.info("Wikipedia XML: skipped %s", dict(stats) or "nothing")
+        yield from iter_wikipedia_xml(path, stats=context.stats)
 
 
 def _is_dump(path: str) -> bool:
@@ -36,7 +33,8 @@ class WikipediaDataModule(DocumentDataModule):
       or a populated ``HF_DATASETS_CACHE``);
     * local parquet files of that dataset (a file, a folder or a glob);
     * raw dump files ``enwiki-*-pages-articles*.xml.bz2`` (a file, a folder or a glob), streamed once
-      into an Arrow cache under ``cache_dir`` and memory-mapped from then on.
+      into an Arrow cache under ``cache_dir`` and memory-mapped from then on; what was skipped (redirects,
+      other namespaces, empty articles) is counted in ``stats`` and logged.
 
     Args:
         source: See above.
@@ -61,10 +59,11 @@ class WikipediaDataModule(DocumentDataModule):
         from lit_docemb.data.wikipedia_formats import wikipedia_record_to_document
 
         files = self._local_files()
-        if any(_is_dump(f) for f in files):
-            table = datasets.Dataset.from_generator(_xml_rows, gen_kwargs={"paths": [f for f in files if _is_dump(f)]},
-                                                    cache_dir=self.cache_dir)
-            return ArrowDocuments(table, row_to_document)
+        dumps = [f for f in files if _is_dump(f)]
+        if dumps:
+            context = ReadContext(stats=self.stats)
+            return cached_documents(_read_dumps, {"paths": dumps}, inputs=dumps, context=context,
+                                    cache_dir=self.cache_dir, description=f"Wikipedia dumps {self.source}")
         if files:
             table = datasets.load_dataset("parquet", data_files=files, split="train", cache_dir=self.cache_dir)
         elif os.path.exists(self.source) or any(ch in self.source for ch in "*?"):

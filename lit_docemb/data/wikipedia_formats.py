@@ -23,10 +23,10 @@ the same files and convert rows on demand::
     document = wikipedia_record_to_document(table[12345])
 
 **MediaWiki XML dumps** (``enwiki-*-pages-articles*.xml.bz2`` or plain ``.xml``). :func:`iter_wikipedia_xml`
-streams them with ``bz2.open`` + ``ElementTree.iterparse`` and clears the root after every page, so memory
-is one page whatever the dump size. Tags are matched by local name, so every export schema version
-(``{http://www.mediawiki.org/xml/export-0.10/}`` or 0.11...) works. :func:`wikitext_to_document` turns
-wikitext into sections with a hand-written converter, in passes that are each linear in the input:
+streams them with :func:`~lit_docemb.data.reading.open_binary` + ``ElementTree.iterparse`` and clears the root
+after every page, so memory is one page whatever the dump size. Tags are matched by local name, so every export
+schema version (``{http://www.mediawiki.org/xml/export-0.10/}`` or 0.11...) works. :func:`wikitext_to_document`
+turns wikitext into sections with a hand-written converter, in passes that are each linear in the input:
 
 1. comments; then the tags dropped with their content (``<ref>``, ``<math>``, ``<gallery>``...); an
    unterminated one loses only its opening tag;
@@ -56,17 +56,16 @@ only the English namespace names are known.
 
 from __future__ import annotations
 
-import bz2
-import gzip
 import html
 import re
 import xml.etree.ElementTree as ET
 from collections import Counter
 from collections.abc import Collection, Iterable, Iterator
 from dataclasses import dataclass
-from typing import Any, BinaryIO
+from typing import Any
 
 from lit_docemb.data.document import Document, Section
+from lit_docemb.data.reading import open_binary
 
 DEFAULT_BOILERPLATE_HEADINGS: tuple[str, ...] = (
     "See also", "References", "External links", "Further reading", "Notes", "Notes and references",
@@ -184,17 +183,6 @@ def _local_name(tag: str) -> str:
     return tag.rpartition("}")[2]
 
 
-def _open_dump(path: str) -> BinaryIO:
-    """Opens ``.bz2`` (multistream too), ``.gz`` or plain XML, recognised by their magic bytes."""
-    with open(path, "rb") as f:
-        magic = f.read(3)
-    if magic == b"BZh":
-        return bz2.open(path, "rb")
-    if magic[:2] == b"\x1f\x8b":
-        return gzip.open(path, "rb")
-    return open(path, "rb")
-
-
 def _read_page(page: ET.Element, namespace_keys: dict[str, int]) -> WikiPage:
     fields: dict[str, Any] = {"title": "", "ns": None, "id": "", "text": "", "redirect": None}
     for child in page:
@@ -216,7 +204,7 @@ def _read_page(page: ET.Element, namespace_keys: dict[str, int]) -> WikiPage:
 def iter_xml_pages(path: str) -> Iterator[WikiPage]:
     """Streams every ``<page>`` of a MediaWiki export in constant memory (any schema version)."""
     namespace_keys: dict[str, int] = {}
-    with _open_dump(path) as stream:
+    with open_binary(path) as stream:  # .bz2 (multistream too), .gz, .xz or plain XML
         root = None
         for event, element in ET.iterparse(stream, events=("start", "end")):
             if event == "start":

@@ -8,16 +8,9 @@ from pathlib import Path
 
 from lit_docemb.data.arrow import ArrowDocuments
 from lit_docemb.data.document import Document, Section
-from lit_docemb.data.retrieval import (
-    QuerySplit,
-    RetrievalDataModule,
-    read_csv_rows,
-    cached_corpus,
-    read_qrels,
-    read_queries,
-    report_bad_input,
-    require_path,
-)
+from lit_docemb.data.reading import ReadContext, cached_documents, require_path
+from lit_docemb.data.retrieval import QuerySplit, RetrievalDataModule
+from lit_docemb.data.trec import read_csv_rows, read_qrels, read_queries
 from lit_docemb.data.wikipedia_formats import split_plain_text_sections
 
 DOCUMENT_FORMAT = "a CSV row 'id,text' under the header id_right,text_right"
@@ -44,13 +37,19 @@ def wikir_sections(text: str) -> list[Section]:
 def iter_wikir_documents(sources: list[str], stats: Counter, strict: bool = False,
                          encoding: str = "utf-8") -> Iterator[Document]:
     """Documents of ``documents.csv`` files (the title is not part of a WIKIR document: ``title=""``)."""
+    context = ReadContext(strict=strict, encoding=encoding, stats=stats)
     for path in sources:
-        for line_no, row in read_csv_rows(Path(path), stats, encoding, ("id_right", "text_right")):
+        for line_no, row in read_csv_rows(Path(path), context, ("id_right", "text_right")):
             if len(row) != 2 or not row[0].strip():
-                report_bad_input(stats, "malformed_document_row", path, line_no, f"{len(row)} field(s)",
-                                 DOCUMENT_FORMAT, strict)
+                context.malformed(f"{path}, line {line_no}", f"{len(row)} field(s)", DOCUMENT_FORMAT,
+                                  key="malformed_document_row")
                 continue
             yield Document(id=row[0].strip(), sections=wikir_sections(row[1]))
+
+
+def _read_documents(sources: list[str], *, context: ReadContext) -> Iterator[Document]:
+    """:func:`iter_wikir_documents` as the Arrow cache calls a reader."""
+    return iter_wikir_documents(sources, context.stats, context.strict, context.encoding)
 
 
 class WIKIRDataModule(RetrievalDataModule):
@@ -89,15 +88,16 @@ class WIKIRDataModule(RetrievalDataModule):
         self.train_split, self.val_split, self.test_split = train_split, val_split, test_split
 
     def load_documents(self) -> ArrowDocuments:
-        path = require_path(self.root / "documents.csv", LAYOUT)
-        return cached_corpus(iter_wikir_documents, [str(path)], {"strict": self.strict, "encoding": self.encoding},
-                             self.cache_dir, self.stats)
+        path = require_path(self.root / "documents.csv", "WIKIR documents", LAYOUT)
+        context = ReadContext(strict=self.strict, encoding=self.encoding, stats=self.stats)
+        return cached_documents(_read_documents, {"sources": [str(path)]}, inputs=[path], context=context,
+                                cache_dir=self.cache_dir)
 
     def load_split(self, name: str) -> QuerySplit:
-        folder = require_path(self.root / name, LAYOUT)
+        folder = require_path(self.root / name, f"WIKIR {name} split", LAYOUT)
         stats: Counter = Counter()
-        queries = read_queries(require_path(folder / "queries.csv", LAYOUT), stats, self.strict, format="csv",
-                               encoding=self.encoding)
-        qrels = read_qrels(require_path(folder / "qrels", LAYOUT), stats, self.strict)
+        queries = read_queries(require_path(folder / "queries.csv", f"WIKIR {name} queries", LAYOUT), stats,
+                               self.strict, format="csv", encoding=self.encoding)
+        qrels = read_qrels(require_path(folder / "qrels", f"WIKIR {name} qrels", LAYOUT), stats, self.strict)
         self.count(name, stats)
         return QuerySplit(queries, qrels, str(folder / self.run_file))

@@ -12,7 +12,9 @@ Two retrieval tasks share one candidate set, the bodies of the held-out document
   passage and the rest of its document land together, i.e. whether the vector encodes the document's global
   topic rather than its local wording (the property DocSplit claims), measured on documents not trained on.
 
-Both report MRR@k and recall@1 over the held-out queries; ``mrr@10`` is the mean of the two MRR@10s.
+Both report MRR@k and recall@1 over the held-out queries; ``mrr@10`` is the mean of the two MRR@10s, and
+``mean_cosine`` (mean cosine between different held-out documents) shows whether training spreads the
+documents apart or collapses them together.
 Queries and candidates are embedded in length-sorted chunks, so padding costs little.
 """
 
@@ -103,7 +105,8 @@ def build_task(documents: Sequence[Document], min_section_words: int = 30) -> Re
 def embed_sorted(embed: Embedder, texts: list[str], batch_size: int = 32) -> Tensor:
     """Embeds texts in chunks of similar length (less padding) and returns them in input order, (N, D)."""
     order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
-    chunks = [embed([texts[i] for i in order[s:s + batch_size]]).float() for s in range(0, len(texts), batch_size)]
+    chunks = [embed([texts[i] for i in order[start:start + batch_size]]).float().cpu()
+              for start in range(0, len(texts), batch_size)]
     sorted_embeddings = torch.cat(chunks)  # (N, D) in length order
     out = torch.empty_like(sorted_embeddings)
     out[torch.tensor(order)] = sorted_embeddings
@@ -132,7 +135,7 @@ def evaluate_heldout(embed: Embedder, documents: Sequence[Document], k: int = 10
     "summary/queries", "section/queries", "candidates", "mean_cosine"}``: ``mrr@10`` is the mean over the
     tasks that have queries; ``mean_cosine`` is the mean cosine between different candidates, a collapse
     diagnostic (it rises towards 1 when all documents drift to one region). The caller chooses the
-    documents: pass only documents the embedder was not trained on.
+    documents: pass only documents the embedder was not trained on, and put a model in eval mode first.
     """
     task = build_task(documents, min_section_words)
     if not task.candidates:
