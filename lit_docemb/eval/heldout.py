@@ -20,7 +20,6 @@ Queries and candidates are embedded in length-sorted chunks, so padding costs li
 
 from __future__ import annotations
 
-import hashlib
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -29,15 +28,10 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
+from lit_docemb.data.datamodule import stable_fraction
 from lit_docemb.data.document import Document
 
 Embedder = Callable[[list[str]], Tensor]
-
-
-def stable_fraction(doc_id: str, seed: int = 0) -> float:
-    """Maps a document id to [0, 1) the same way as ``DocumentDataModule``'s train/validation split."""
-    digest = hashlib.blake2b(f"{seed}:{doc_id}".encode(), digest_size=8).digest()
-    return int.from_bytes(digest, "big") / 2**64
 
 
 def heldout_split(documents: Sequence[Document], fraction: float = 0.2,
