@@ -4,7 +4,8 @@ The reference forwards the same sub-batches, from the same random state, keeping
 one backward through the loss; any mismatch in random-state replay (other dropout masks) or in the cached
 gradient shows as a gradient difference. Checked for a flat encoder (MLP, tiny BERT) and a hierarchical one
 (token ids -> chunk vectors -> LSTM over chunks -> mean), on one process and on 2 gloo processes under DDP
-with InfoNCE gathering across ranks.
+with InfoNCE gathering across ranks: there the step runs inside one DDP forward and its single backward, as
+under Lightning, and DDP must all-reduce once per step.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from torch.nn.parallel import DistributedDataParallel
 
 from lit_docemb.data.batches import TokenBatch
 from lit_docemb.losses import InfoNCELoss
-from lit_docemb.methods.grad_cache import grad_cache_backward, split_rows_by_token_budget, split_token_batch
+from lit_docemb.methods.grad_cache import grad_cache_step, split_rows_by_token_budget, split_token_batch
 from lit_docemb.models import HFEncoder
 
 TOLERANCE = 1e-5
@@ -96,6 +97,10 @@ def info_nce(embeddings: Tensor) -> Tensor:
     return InfoNCELoss(temperature=0.1)(embeddings[:half], embeddings[half:])["info_nce_loss"]
 
 
+def info_nce_terms(embeddings: Tensor) -> dict[str, Tensor]:
+    return {"info_nce_loss": info_nce(embeddings)}
+
+
 def reference(encoder, subs, index, encode, loss_fn=info_nce) -> tuple[Tensor, list[Tensor]]:
     """Non-cached: every sub-batch forwarded with its graph kept, one backward through the loss."""
     embeddings = torch.cat([encode(encoder, sub) for sub in subs])[torch.argsort(torch.cat(index))]
@@ -105,8 +110,24 @@ def reference(encoder, subs, index, encode, loss_fn=info_nce) -> tuple[Tensor, l
 
 
 def cached(encoder, subs, index, encode, **kwargs) -> tuple[Tensor, list[Tensor]]:
-    out = grad_cache_backward(subs, lambda sub: encode(encoder, sub), info_nce, rows=index, **kwargs)
+    out = grad_cache_step(subs, lambda sub: encode(encoder, sub), info_nce_terms, list(encoder.parameters()),
+                          rows=index, **kwargs)
+    out.backward_loss.backward()
     return out.loss, grads_of(encoder)
+
+
+class CachedStep(nn.Module):
+    """A whole GradCache step as one module forward, as Lightning's DDP wrapper runs ``training_step``."""
+
+    def __init__(self, encoder: nn.Module, encode) -> None:
+        super().__init__()
+        self.encoder = encoder
+        self.encode = encode
+
+    def forward(self, subs, index) -> tuple[Tensor, Tensor]:
+        out = grad_cache_step(subs, lambda sub: self.encode(self.encoder, sub), info_nce_terms,
+                              list(self.encoder.parameters()), rows=index)
+        return out.backward_loss, out.loss
 
 
 def grads_of(encoder: nn.Module) -> list[Tensor]:
@@ -181,12 +202,13 @@ def test_low_precision_embeddings_reach_the_loss_and_surrogate_in_fp32():
     encoder = MLPEncoder().bfloat16()
     seen = []
 
-    def loss_fn(embeddings: Tensor) -> Tensor:
+    def loss_fn(embeddings: Tensor) -> dict[str, Tensor]:
         seen.append(embeddings.dtype)
-        return info_nce(embeddings)
+        return info_nce_terms(embeddings)
 
     subs = list(torch.randn(8, 16, dtype=torch.bfloat16).split(3))
-    out = grad_cache_backward(subs, encoder, loss_fn)
+    out = grad_cache_step(subs, encoder, loss_fn, list(encoder.parameters()))
+    out.backward_loss.backward()
     assert seen == [torch.float32] and out.loss.dtype == torch.float32
     assert all(p.grad is not None and p.grad.dtype == torch.bfloat16 for p in encoder.parameters())
 
@@ -234,11 +256,13 @@ def _worker(rank: int, port: int, out_dir: str) -> None:
             for g in ref_grads:  # what DDP does: average over ranks
                 dist.all_reduce(g)
                 g /= WORLD
-            ddp = DistributedDataParallel(encoder)
+            ddp = DistributedDataParallel(CachedStep(encoder, encode))
             syncs = []
             ddp.register_comm_hook(None, lambda state, bucket: syncs.append(1) or allreduce_hook(state, bucket))
             torch.manual_seed(100 + rank)
-            loss, grads = cached(ddp, subs, index, encode, no_sync=ddp.no_sync)
+            backward_loss, loss = ddp(subs, index)
+            backward_loss.backward()
+            grads = grads_of(encoder)
             result[name] = {"ref_loss": ref_loss, "ref_grads": ref_grads, "loss": loss, "grads": grads,
                             "syncs": len(syncs), "sub_batches": len(subs)}
     finally:
@@ -264,7 +288,7 @@ def test_two_processes_match_non_cached(two_process_results, case):
     for res in (r[case] for r in two_process_results):
         assert abs(res["loss"].item() - res["ref_loss"].item()) <= TOLERANCE
         assert max_diff(res["grads"], res["ref_grads"]) <= TOLERANCE
-        assert res["sub_batches"] > 2 and res["syncs"] == 1  # DDP all-reduced once, on the last sub-batch
+        assert res["sub_batches"] > 2 and res["syncs"] == 1  # DDP all-reduced once per step, not per sub-batch
     rank0, rank1 = (r[case]["grads"] for r in two_process_results)
     assert max_diff(rank0, rank1) == 0.0  # DDP synchronised the gradients
     losses = [r[case]["loss"].item() for r in two_process_results]

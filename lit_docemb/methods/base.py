@@ -4,6 +4,11 @@ A method subclasses :class:`EmbeddingMethod` and implements three things: ``coll
 its typed batch, run in dataloader workers), ``losses(batch)`` (batch → ``{"name_loss": tensor, ...}``)
 and ``embed(tokens)`` (tokens → document embeddings). The total loss is the weighted sum of the terms whose
 names end in ``_loss``; every term is logged as ``train/<name>`` or ``val/<name>``.
+
+GradCache is a training mode of this base: with ``grad_cache_token_budget`` set, a training batch is encoded
+in sub-batches of at most that many padded tokens and its contrastive loss is still computed over the whole
+batch (and across devices), so the batch size is no longer bounded by activation memory. A method opts in by
+implementing ``cacheable(batch)`` (see :class:`~lit_docemb.methods.grad_cache.CacheableBatch`).
 """
 
 from __future__ import annotations
@@ -15,10 +20,13 @@ from collections.abc import Callable
 import lightning as L
 import torch
 from lightning.pytorch.cli import LRSchedulerCallable, OptimizerCallable
+from lightning.pytorch.strategies import DeepSpeedStrategy
 from torch import Tensor
 from torch.optim.lr_scheduler import LambdaLR
 
 from lit_docemb.data.batches import DocumentBatch
+from lit_docemb.methods.grad_cache import (CacheableBatch, GradCacheOutput, grad_cache_step,
+                                           split_rows_by_token_budget)
 
 
 class LinearWarmupDecay(LambdaLR):
@@ -55,6 +63,11 @@ class EmbeddingMethod(L.LightningModule, ABC):
         optimizer: Optimizer factory (``class_path`` + ``init_args`` in YAML), called with the parameters;
             ``None`` uses AdamW at the method's paper learning rate (:attr:`default_learning_rate`).
         scheduler: Optional learning-rate scheduler factory, stepped every optimizer step.
+        grad_cache_token_budget: Train with GradCache (Gao et al. 2021): encode each training batch in
+            sub-batches of at most this many padded tokens (rows x longest row) and backpropagate the
+            whole-batch loss through cached embedding gradients. Loss and gradients are those of the whole
+            batch (dropout masks replayed); memory is that of one sub-batch. ``None``: plain training. Unlike
+            gradient accumulation, it keeps every row of the batch as a negative of every other.
     """
 
     #: Learning rate of the AdamW used when no optimizer is configured (the method's paper value).
@@ -64,10 +77,14 @@ class EmbeddingMethod(L.LightningModule, ABC):
     loss_weights: dict[str, float]
 
     def __init__(self, optimizer: OptimizerCallable | None = None,
-                 scheduler: LRSchedulerCallable | None = None) -> None:
+                 scheduler: LRSchedulerCallable | None = None, grad_cache_token_budget: int | None = None) -> None:
         super().__init__()
+        if grad_cache_token_budget is not None and grad_cache_token_budget < 1:
+            raise ValueError(f"grad_cache_token_budget must be >= 1 (tokens per sub-batch) or null, "
+                             f"got {grad_cache_token_budget}")
         self.optimizer_factory = optimizer
         self.scheduler_factory = scheduler
+        self.grad_cache_token_budget = grad_cache_token_budget
         self.loss_weights = {}
         self._step_started: float | None = None
 
@@ -85,6 +102,12 @@ class EmbeddingMethod(L.LightningModule, ABC):
     def embed(self, batch: DocumentBatch) -> Tensor:
         """Document embeddings (B, D) of a batch of whole documents."""
 
+    def cacheable(self, batch) -> CacheableBatch:
+        """The training batch as rows that GradCache encodes in sub-batches; methods that support
+        ``grad_cache_token_budget`` implement it."""
+        raise TypeError(f"{type(self).__name__} does not support GradCache: unset model.init_args."
+                        f"grad_cache_token_budget")
+
     # --- the shared step skeleton ------------------------------------------------------------------
     def total_loss(self, terms: dict[str, Tensor]) -> Tensor:
         names = [k for k in terms if k.endswith("_loss")]
@@ -95,17 +118,32 @@ class EmbeddingMethod(L.LightningModule, ABC):
     def _shared_step(self, batch, stage: str) -> Tensor:
         terms = self.losses(batch)
         loss = self.total_loss(terms)
+        self._log_terms(stage, loss, terms, len(batch))
+        return loss
+
+    def _log_terms(self, stage: str, loss: Tensor, terms: dict[str, Tensor], batch_size: int) -> None:
         on_step = stage == "train"
-        batch_size = len(batch)
-        self.log(f"{stage}/loss", loss, prog_bar=True, on_step=on_step, on_epoch=not on_step,
+        self.log(f"{stage}/loss", loss.detach(), prog_bar=True, on_step=on_step, on_epoch=not on_step,
                  batch_size=batch_size, sync_dist=not on_step)
         for name, value in terms.items():
             self.log(f"{stage}/{name}", value.detach().float(), on_step=on_step, on_epoch=not on_step,
                      batch_size=batch_size, sync_dist=not on_step)
-        return loss
 
     def training_step(self, batch, batch_idx: int) -> Tensor:
-        return self._shared_step(batch, "train")
+        if self.grad_cache_token_budget is None:
+            return self._shared_step(batch, "train")
+        out = self.grad_cache_forward(batch)
+        self._log_terms("train", out.loss, out.terms, len(batch))
+        self.log("train/grad_cache_sub_batches", float(out.sub_batches), on_step=True)
+        return out.backward_loss  # its backward gives the whole batch's gradient; its value is not the loss
+
+    def grad_cache_forward(self, batch) -> GradCacheOutput:
+        """A training batch through GradCache: the whole-batch loss and terms, and the scalar whose single
+        ``backward()`` puts the whole batch's gradient into every parameter."""
+        cacheable = self.cacheable(batch)
+        rows = split_rows_by_token_budget(cacheable.costs, self.grad_cache_token_budget, sort_by_length=True)
+        return grad_cache_step([cacheable.take(index) for index in rows], cacheable.encode, cacheable.loss,
+                               [p for p in self.parameters() if p.requires_grad], rows=rows, total=self.total_loss)
 
     def validation_step(self, batch, batch_idx: int) -> Tensor:
         return self._shared_step(batch, "val")
@@ -115,6 +153,27 @@ class EmbeddingMethod(L.LightningModule, ABC):
 
     def predict_step(self, batch: DocumentBatch, batch_idx: int) -> dict:
         return {"ids": batch.ids, "embeddings": self.embed(batch).float().cpu()}
+
+    def setup(self, stage: str) -> None:
+        if stage == "fit" and self.grad_cache_token_budget is not None:
+            self._check_grad_cache()
+
+    def _check_grad_cache(self) -> None:
+        """Refuses, before training starts, the combinations in which GradCache would be wrong."""
+        key = "model.init_args.grad_cache_token_budget"
+        if type(self).cacheable is EmbeddingMethod.cacheable:
+            raise ValueError(f"{key} is set but {type(self).__name__} does not support GradCache: unset it")
+        if not self.automatic_optimization:
+            raise ValueError(f"{key} needs automatic optimisation (the returned loss is backpropagated once)")
+        if isinstance(self.trainer.strategy, DeepSpeedStrategy):
+            raise ValueError(f"{key} is not supported with DeepSpeed: ZeRO partitions parameters "
+                             f"and gradients, which GradCache's gradient buffer assumes whole. Use "
+                             f"strategy: ddp (GradCache already removes the activation memory limit), or unset "
+                             f"{key} and keep DeepSpeed.")
+        if str(self.trainer.precision) in ("16-mixed", "16"):
+            raise ValueError(f"{key} with precision {self.trainer.precision!r}: fp16 loss scaling does not reach "
+                             f"the sub-batches' backward passes, whose fp16 gradients may underflow. Use precision: "
+                             f"bf16-mixed or 32-true.")
 
     def on_train_batch_start(self, batch, batch_idx: int) -> None:
         self._step_started = time.perf_counter()

@@ -23,12 +23,13 @@ from lightning.pytorch.cli import LRSchedulerCallable, OptimizerCallable
 from torch import Tensor
 from transformers import AutoTokenizer
 
-from lit_docemb.data.batches import DocumentBatch, TokenBatch, ViewPairBatch
+from lit_docemb.data.batches import DocumentBatch, MaskedTokenBatch, TokenBatch, ViewPairBatch
 from lit_docemb.data.document import Document
 from lit_docemb.data.text import split_sentences, split_views
 from lit_docemb.losses import InfoNCELoss, MaskedLMLoss
 from lit_docemb.methods.base import EmbeddingMethod
 from lit_docemb.methods.collate import document_text, mask_tokens, tokenize
+from lit_docemb.methods.grad_cache import CacheableBatch, take_rows, token_lengths
 from lit_docemb.models import HFEncoder, resolve_model_path
 
 
@@ -117,6 +118,8 @@ class DocSplit(EmbeddingMethod):
         embed_with_title: Prefix the title to the body when embedding whole documents (predict/evaluate).
         optimizer: Optimizer factory; ``None`` is the paper's AdamW with lr 5e-5.
         scheduler: Optional learning-rate scheduler factory.
+        grad_cache_token_budget: GradCache sub-batch size in padded tokens (``None``: off); each view is a
+            row, and a first view's masked-LM copy counts towards its row's cost.
     """
 
     default_learning_rate = 5e-5
@@ -135,8 +138,9 @@ class DocSplit(EmbeddingMethod):
         embed_with_title: bool = True,
         optimizer: OptimizerCallable | None = None,
         scheduler: LRSchedulerCallable | None = None,
+        grad_cache_token_budget: int | None = None,
     ) -> None:
-        super().__init__(optimizer, scheduler)
+        super().__init__(optimizer, scheduler, grad_cache_token_budget)
         self.save_hyperparameters(ignore=["optimizer", "scheduler"])
         self.tokenizer = AutoTokenizer.from_pretrained(resolve_model_path(encoder))
         self.encoder = HFEncoder(encoder, pretrained=pretrained, pooling=pooling, with_mlm_head=mlm_weight > 0)
@@ -156,17 +160,49 @@ class DocSplit(EmbeddingMethod):
         return SentenceSplitCollator(self.tokenizer, hp.max_length, mlm_probability, deterministic=stage != "fit")
 
     def losses(self, batch: ViewPairBatch) -> dict[str, Tensor]:
-        n = len(batch)
         input_ids = torch.cat([batch.view_a.input_ids, batch.view_b.input_ids])  # (2B, T)
         attention_mask = torch.cat([batch.view_a.attention_mask, batch.view_b.attention_mask])
-        embeddings = self.encoder(input_ids, attention_mask)  # (2B, D)
-        terms = self.contrastive(embeddings[:n], embeddings[n:], batch.doc_index, batch.doc_index)
+        terms = self._contrastive_terms(self.encoder(input_ids, attention_mask), batch)  # (2B, D) embeddings
         if batch.mlm is not None:
-            masked = batch.mlm.labels != -100  # (B, T)
-            logits = self.encoder.mlm_logits(batch.mlm.input_ids, batch.mlm.attention_mask, masked)  # (K, V)
-            terms |= self.mlm(logits, batch.mlm.labels[masked])
+            terms |= self._mlm_terms(batch.mlm)
+        return terms
+
+    def _contrastive_terms(self, embeddings: Tensor, batch: ViewPairBatch) -> dict[str, Tensor]:
+        n = len(batch)
+        terms = self.contrastive(embeddings[:n], embeddings[n:], batch.doc_index, batch.doc_index)
         terms["skipped_documents"] = torch.tensor(float(batch.skipped), device=embeddings.device)
         return terms
+
+    def _mlm_terms(self, mlm: MaskedTokenBatch, share: Tensor | float = 1.0) -> dict[str, Tensor]:
+        masked = mlm.labels != -100  # (B, T)
+        logits = self.encoder.mlm_logits(mlm.input_ids, mlm.attention_mask, masked)  # (K, V)
+        return {"mlm_loss": self.mlm(logits, mlm.labels[masked])["mlm_loss"] * share}
+
+    def cacheable(self, batch: ViewPairBatch) -> CacheableBatch:
+        """Rows are the 2B views (first views, then second views); row i < B also carries its masked copy,
+        whose share of the MLM loss (its masked tokens / the batch's) is an additive term of the row."""
+        n = len(batch)
+        views = TokenBatch(torch.cat([batch.view_a.input_ids, batch.view_b.input_ids]),
+                           torch.cat([batch.view_a.attention_mask, batch.view_b.attention_mask]))  # (2B, T)
+        costs = token_lengths(views.attention_mask)  # (2B,)
+        mlm = batch.mlm
+        if mlm is not None:
+            costs[:n] += token_lengths(mlm.attention_mask)
+            masked_total = (mlm.labels != -100).sum().clamp(min=1)
+
+        def take(index: Tensor):
+            first = index[index < n]
+            return take_rows(views, index), None if mlm is None else take_rows(mlm, first)
+
+        def encode(sub) -> Tensor | tuple[Tensor, dict[str, Tensor]]:
+            tokens, sub_mlm = sub
+            embeddings = self.encoder(tokens.input_ids, tokens.attention_mask)  # (rows, D)
+            if sub_mlm is None or not torch.is_grad_enabled():
+                return embeddings
+            share = (sub_mlm.labels != -100).sum() / masked_total
+            return embeddings, self._mlm_terms(sub_mlm, share)
+
+        return CacheableBatch(costs, take, encode, lambda embeddings: self._contrastive_terms(embeddings, batch))
 
     def embed(self, batch: DocumentBatch) -> Tensor:
         return self.encoder(batch.tokens.input_ids, batch.tokens.attention_mask)

@@ -10,8 +10,10 @@ encoder only needs, per row, ``d loss / d embedding``. GradCache therefore
    and backpropagates ``sum(embedding * g)`` (in at least fp32), whose parameter gradient is that sub-batch's
    share of ``d loss / d theta``.
 
-Peak activation memory is that of one sub-batch plus the (N, D) embeddings, whatever N. Under DDP the
-gradient all-reduce should run once, on the last sub-batch: ``no_sync`` wraps the others.
+Peak activation memory is that of one sub-batch plus the (N, D) embeddings, whatever N, plus one buffer the
+size of the trainable parameters. Under DDP the gradient all-reduce runs once per step (see
+:func:`grad_cache_step` for how), and a method turns all of this on from config
+(``EmbeddingMethod(grad_cache_token_budget=...)``) by describing its batch as a :class:`CacheableBatch`.
 
 The unit is "rows of a batch": ``encode`` maps one sub-batch to (rows, D) embeddings, whatever it does inside
 (a flat transformer over tokens, or passages -> graph, chunks -> LSTM). :func:`split_rows_by_token_budget`
@@ -21,10 +23,9 @@ long documents gets small sub-batches and a batch of short ones large ones.
 
 from __future__ import annotations
 
-import contextlib
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
-from typing import Any, ContextManager
+from dataclasses import dataclass, fields
+from typing import Any
 
 import torch
 from torch import Tensor
@@ -51,77 +52,126 @@ class RandomState:
 
 
 @dataclass
-class GradCacheOutput:
-    """Result of :func:`grad_cache_backward`.
+class CacheableBatch:
+    """A batch as GradCache sees it: N rows, each encoded on its own into one embedding, then one loss.
+
+    A method that supports GradCache returns this from ``EmbeddingMethod.cacheable(batch)``.
 
     Attributes:
-        loss: The detached scalar loss of the whole batch.
-        embeddings: (N, D) detached embeddings in row order (for metrics).
+        costs: (N,) padded tokens each row costs to encode (a view's length; passages x passage length for a
+            document graph; chunks x chunk length for CoLDE), used to form sub-batches within a token budget.
+        take: Row indices (int64) -> a sub-batch, in whatever form ``encode`` accepts.
+        encode: Sub-batch -> (rows, D) embeddings, or ``(embeddings, terms)`` where ``terms`` are *additive*
+            loss terms of those rows (e.g. the sub-batch's share of the MLM loss: summed over sub-batches they
+            give the batch's term). Additive terms are read only from the pass with a graph; a method may
+            skip computing them when ``torch.is_grad_enabled()`` is false.
+        loss: (N, D) embeddings of the whole batch in row order -> named terms (``*_loss`` and metrics). It
+            may gather across ranks; it must not own trainable parameters.
     """
 
+    costs: Tensor
+    take: Callable[[Tensor], Any]
+    encode: Callable[[Any], Tensor | tuple[Tensor, dict[str, Tensor]]]
+    loss: Callable[[Tensor], dict[str, Tensor]]
+
+
+@dataclass
+class GradCacheOutput:
+    """Result of :func:`grad_cache_step`.
+
+    Attributes:
+        backward_loss: Scalar to call ``backward()`` on once (Lightning does it with the returned loss). Its
+            gradient with respect to every parameter is exactly ``d loss / d theta``; its *value* is
+            meaningless (log ``loss`` instead).
+        loss: The detached scalar loss of the whole batch (weighted ``*_loss`` sum, additive terms included).
+        terms: The detached named terms: those of the batch loss and the summed additive terms.
+        embeddings: (N, D) detached embeddings in row order.
+        sub_batches: How many sub-batches the batch was encoded in.
+    """
+
+    backward_loss: Tensor
     loss: Tensor
+    terms: dict[str, Tensor]
     embeddings: Tensor
+    sub_batches: int
 
 
 def _at_least_fp32(x: Tensor) -> Tensor:
     return x.to(torch.promote_types(x.dtype, torch.float32))
 
 
-def grad_cache_backward(
+def _split_output(out) -> tuple[Tensor, dict[str, Tensor]]:
+    return out if isinstance(out, tuple) else (out, {})
+
+
+def grad_cache_step(
     sub_batches: Sequence[Any],
-    encode: Callable[[Any], Tensor],
-    loss_fn: Callable[[Tensor], Tensor],
+    encode: Callable[[Any], Tensor | tuple[Tensor, dict[str, Tensor]]],
+    loss_fn: Callable[[Tensor], dict[str, Tensor]],
+    parameters: Sequence[Tensor],
     rows: Sequence[Tensor] | None = None,
-    no_sync: Callable[[], ContextManager] | None = None,
-    backward: Callable[[Tensor], None] | None = None,
+    total: Callable[[dict[str, Tensor]], Tensor] | None = None,
     replay_random_state: bool = True,
 ) -> GradCacheOutput:
-    """Accumulates into the encoder's ``.grad`` the gradient of ``loss_fn(encode(whole batch))``.
+    """GradCache for one batch: returns a scalar whose single ``backward()`` gives the full-batch gradient.
+
+    The sub-batches but the last are re-encoded and differentiated with ``torch.autograd.grad`` into a
+    buffer, which fires no backward hooks, so DDP's reducer stays untouched; the returned scalar is the last
+    sub-batch's surrogate plus ``sum(p * buffer_p)`` over the parameters, whose gradient is the buffer. One
+    ``backward()`` of it therefore reaches every parameter once: under DDP the all-reduce runs once per step
+    and sees every weight used; gradient accumulation, clipping and bf16 autocast work as for any loss.
 
     Args:
         sub_batches: The batch cut into sub-batches (any type ``encode`` accepts), encoded one at a time.
-        encode: Sub-batch -> (rows, D) embeddings, dim 0 being the sub-batch's rows.
-        loss_fn: (N, D) embeddings of the whole batch in row order -> scalar loss. It may gather across
-            ranks. It must not own trainable parameters: only the encoder's parameters receive gradients.
-        rows: Optional row indices of each sub-batch in the original batch (from
-            :func:`split_rows_by_token_budget` with ``sort_by_length=True``); the concatenated embeddings are
-            put back into row order before ``loss_fn``. ``None``: the sub-batches are consecutive rows.
-        no_sync: Context factory that suspends DDP gradient synchronisation (``ddp_model.no_sync``); it wraps
-            the forward and backward of every sub-batch but the last. ``None``: nothing to suspend.
-        backward: Runs a backward pass from a scalar (``LightningModule.manual_backward`` under Lightning);
-            default ``Tensor.backward``.
+        encode: Sub-batch -> (rows, D) embeddings, or ``(embeddings, additive terms)`` (see
+            :class:`CacheableBatch`).
+        loss_fn: (N, D) fp32 embeddings of the whole batch in row order -> named terms.
+        parameters: The trainable parameters (``requires_grad``) that receive gradients.
+        rows: Row indices of each sub-batch in the original batch (from :func:`split_rows_by_token_budget`
+            with ``sort_by_length=True``); embeddings are put back in row order before ``loss_fn``. ``None``:
+            the sub-batches are consecutive rows.
+        total: Named terms -> the scalar to differentiate (the method's weighted sum of ``*_loss`` terms);
+            default: the sum of the terms whose names end in ``_loss``.
         replay_random_state: Restore each sub-batch's random state before re-encoding it. Only tests turn
             this off, to show that dropout masks then differ and the gradient is wrong.
-
-    Returns:
-        The detached loss and embeddings.
     """
     if len(sub_batches) == 0:
-        raise ValueError("grad_cache_backward needs at least one sub-batch")
-    backward = backward or Tensor.backward
+        raise ValueError("grad_cache_step needs at least one sub-batch")
+    total = total or (lambda terms: sum(v for k, v in terms.items() if k.endswith("_loss")))
+    parameters = [p for p in parameters if p.requires_grad]
     states, cached = [], []
     with torch.no_grad():  # (1) embeddings without a graph
         for sub_batch in sub_batches:
             states.append(RandomState.capture())
-            cached.append(encode(sub_batch))
+            cached.append(_split_output(encode(sub_batch))[0])
     leaf = _at_least_fp32(torch.cat(cached)).requires_grad_()  # (N, D), in sub-batch order
     embeddings = leaf
     if rows is not None:  # back to row order
         embeddings = leaf[torch.argsort(torch.cat(list(rows))).to(leaf.device)]  # (N, D)
-    loss = loss_fn(embeddings)  # (2) the loss of the whole batch, once
-    (gradient,) = torch.autograd.grad(loss, leaf)  # (N, D)
+    terms = loss_fn(embeddings)  # (2) the loss of the whole batch, once
+    (gradient,) = torch.autograd.grad(total(terms), leaf)  # (N, D)
+    terms = {k: v.detach() for k, v in terms.items()}
+    buffer: list[Tensor | None] = [None] * len(parameters)
     offset = 0
     for i, (sub_batch, state) in enumerate(zip(sub_batches, states)):  # (3) replay with a graph
-        count = cached[i].shape[0]
-        last = i == len(sub_batches) - 1
-        with contextlib.nullcontext() if last or no_sync is None else no_sync():
-            if replay_random_state:
-                state.restore()
-            sub_embeddings = encode(sub_batch)  # (rows, D)
-            surrogate = (_at_least_fp32(sub_embeddings) * gradient[offset: offset + count]).sum()
-            backward(surrogate)
+        if replay_random_state:
+            state.restore()
+        sub_embeddings, additive = _split_output(encode(sub_batch))  # (rows, D)
+        count = sub_embeddings.shape[0]
+        surrogate = (_at_least_fp32(sub_embeddings) * gradient[offset: offset + count]).sum()
+        if additive:
+            surrogate = surrogate + total(additive)
+            for name, value in additive.items():
+                terms[name] = terms[name] + value.detach() if name in terms else value.detach()
         offset += count
-    return GradCacheOutput(loss.detach(), embeddings.detach())
+        if i < len(sub_batches) - 1:
+            grads = torch.autograd.grad(surrogate, parameters, allow_unused=True)
+            for j, g in enumerate(grads):
+                if g is not None:
+                    buffer[j] = g if buffer[j] is None else buffer[j].add_(g)
+    carried = [(p * b).sum() for p, b in zip(parameters, buffer) if b is not None]
+    backward_loss = surrogate + sum(carried) if carried else surrogate
+    return GradCacheOutput(backward_loss, total(terms).detach(), terms, embeddings.detach(), len(sub_batches))
 
 
 def split_rows_by_token_budget(lengths: Tensor, token_budget: int, sort_by_length: bool = False) -> list[Tensor]:
@@ -160,19 +210,21 @@ def token_lengths(attention_mask: Tensor) -> Tensor:
     return (attention_mask.long() * positions).amax(-1)
 
 
+def take_rows(tokens: TokenBatch, index: Tensor) -> TokenBatch:
+    """Rows ``index`` of a :class:`TokenBatch` (or subclass: every (N, T) field is taken), trimmed to the
+    longest of those rows (right padding only)."""
+    index = index.to(tokens.input_ids.device)
+    width = max(int(token_lengths(tokens.attention_mask[index]).max()), 1) if len(index) else 1
+    return type(tokens)(**{f.name: getattr(tokens, f.name)[index, :width] for f in fields(tokens)})
+
+
 def split_token_batch(
     tokens: TokenBatch, token_budget: int, sort_by_length: bool = False
 ) -> tuple[list[TokenBatch], list[Tensor]]:
     """A :class:`TokenBatch` cut into sub-batches within ``token_budget``, each trimmed to its own longest row.
 
     Returns:
-        The sub-batches and their row indices (pass both to :func:`grad_cache_backward`).
+        The sub-batches and their row indices (pass both to :func:`grad_cache_step`).
     """
-    lengths = token_lengths(tokens.attention_mask).cpu()  # (N,)
-    rows = split_rows_by_token_budget(lengths, token_budget, sort_by_length)
-    parts = []
-    for index in rows:
-        width = max(int(lengths[index].max()), 1) if len(index) else 1  # trim to the sub-batch's longest row
-        index = index.to(tokens.input_ids.device)
-        parts.append(TokenBatch(tokens.input_ids[index, :width], tokens.attention_mask[index, :width]))
-    return parts, rows
+    rows = split_rows_by_token_budget(token_lengths(tokens.attention_mask), token_budget, sort_by_length)
+    return [take_rows(tokens, index) for index in rows], rows
