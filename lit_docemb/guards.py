@@ -1,17 +1,28 @@
-"""Non-finite guard: a step whose loss or gradients are NaN/Inf is skipped, counted and logged, and the run
-stops with a clear error after ``max_consecutive`` such steps in a row; no checkpoint stores non-finite weights.
+"""Guards every run has.
 
-Every :class:`~lit_docemb.methods.base.EmbeddingMethod` adds one with the defaults (``configure_callbacks``)
-unless the trainer's callbacks already hold one, so ``--trainer.callbacks+=lit_docemb.guards.NonFiniteGuard
---trainer.callbacks.max_consecutive=3`` configures it.
+* :class:`NonFiniteGuard`: a step whose loss or gradients are NaN/Inf is skipped, counted and logged, and the
+  run stops with a clear error after ``max_consecutive`` such steps in a row; no checkpoint stores non-finite
+  weights.
+* :class:`FailFast`: an exception on one rank ends every rank within seconds, each printing which rank failed
+  and why, instead of the others waiting in a collective until its timeout (30 minutes by default; with NCCL
+  a dead peer is not noticed before that).
+
+Every :class:`~lit_docemb.methods.base.EmbeddingMethod` adds both with their defaults (``configure_callbacks``)
+unless the trainer's callbacks already hold one of the type, so ``--trainer.callbacks+=lit_docemb.guards.
+NonFiniteGuard --trainer.callbacks.max_consecutive=3`` configures it.
 """
 
 from __future__ import annotations
 
 import logging
+import os
+import sys
+import threading
+import time
 
 import lightning as L
 import torch
+import torch.distributed as dist
 from lightning.pytorch.callbacks import Callback
 
 log = logging.getLogger(__name__)
@@ -75,3 +86,56 @@ class NonFiniteGuard(Callback):
         self.skipped = int(state_dict["skipped"])
         self.consecutive = int(state_dict["consecutive"])
 
+
+
+class FailFast(Callback):
+    """Ends all ranks promptly when one raises: the failing rank writes its error into the process group's
+    key-value store (``on_exception``) and every other rank, watching that key from a daemon thread, prints it
+    and exits with status 1. With one process it does nothing.
+
+    Args:
+        poll_seconds: How often the other ranks look at the store.
+    """
+
+    KEY = "lit_docemb/failed"
+
+    def __init__(self, poll_seconds: float = 1.0) -> None:
+        self.poll_seconds = poll_seconds
+        self._store = None
+        self._done = threading.Event()
+
+    def setup(self, trainer: L.Trainer, pl_module: L.LightningModule, stage: str) -> None:
+        if self._store is not None or not (dist.is_available() and dist.is_initialized()):
+            return
+        if dist.get_world_size() == 1:
+            return
+        self._store = dist.distributed_c10d._get_default_store()
+        self._done.clear()
+        threading.Thread(target=self._watch, args=(dist.get_rank(),), name="lit_docemb-failfast",
+                         daemon=True).start()
+
+    def _watch(self, rank: int) -> None:
+        while not self._done.wait(self.poll_seconds):
+            try:
+                if not self._store.check([self.KEY]):
+                    continue
+                message = self._store.get(self.KEY).decode()
+            except Exception:  # the store's host (rank 0) has gone: its own error ends the job
+                return
+            if self._done.is_set():  # this rank is the one that failed, or it is finishing
+                return
+            print(f"[rank {rank}] stopping because {message}", file=sys.stderr, flush=True)
+            os._exit(1)
+
+    def on_exception(self, trainer: L.Trainer, pl_module: L.LightningModule, exception: BaseException) -> None:
+        if self._store is None:
+            return
+        self._done.set()
+        try:
+            self._store.set(self.KEY, f"rank {dist.get_rank()} failed: {type(exception).__name__}: {exception}")
+        except Exception:  # the store's host has gone already
+            return
+        time.sleep(2 * self.poll_seconds)  # rank 0 hosts the store: keep it up until the others have read it
+
+    def teardown(self, trainer: L.Trainer, pl_module: L.LightningModule, stage: str) -> None:
+        self._done.set()

@@ -25,7 +25,7 @@ from torch import Tensor
 from torch.optim.lr_scheduler import LambdaLR
 
 from lit_docemb.data.batches import DocumentBatch
-from lit_docemb.guards import NonFiniteGuard
+from lit_docemb.guards import FailFast, NonFiniteGuard
 from lit_docemb.methods.grad_cache import (CacheableBatch, GradCacheOutput, grad_cache_step,
                                            split_rows_by_token_budget)
 
@@ -156,10 +156,10 @@ class EmbeddingMethod(L.LightningModule, ABC):
         return {"ids": batch.ids, "embeddings": self.embed(batch).float().cpu()}
 
     def configure_callbacks(self):
-        """The non-finite guard with its defaults, unless the trainer's callbacks already configure one."""
-        if any(isinstance(c, NonFiniteGuard) for c in self.trainer.callbacks):
-            return []
-        return [NonFiniteGuard()]
+        """The guards of :mod:`lit_docemb.guards` with their defaults, unless the trainer's callbacks already
+        configure one of the type."""
+        return [guard() for guard in (NonFiniteGuard, FailFast)
+                if not any(isinstance(c, guard) for c in self.trainer.callbacks)]
 
     def setup(self, stage: str) -> None:
         if stage == "fit" and self.grad_cache_token_budget is not None:
