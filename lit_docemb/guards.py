@@ -135,7 +135,8 @@ class FailFast(Callback):
             self._store.set(self.KEY, f"rank {dist.get_rank()} failed: {type(exception).__name__}: {exception}")
         except Exception:  # the store's host has gone already
             return
-        time.sleep(2 * self.poll_seconds)  # rank 0 hosts the store: keep it up until the others have read it
+        if dist.get_rank() == 0:  # rank 0 hosts the store: keep it up until the others have read it
+            time.sleep(2 * self.poll_seconds)
 
     def teardown(self, trainer: L.Trainer, pl_module: L.LightningModule, stage: str) -> None:
         self._done.set()
