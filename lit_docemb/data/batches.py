@@ -75,3 +75,59 @@ class DocumentBatch:
 
     def __len__(self) -> int:
         return len(self.tokens)
+
+
+@dataclass
+class PassageGraphBatch:
+    """G document graphs over their passages (Graph-RoBERTa), the passages of all graphs flattened.
+
+    Attributes:
+        passages: (P, T) tokens of every passage, graph after graph, P = sum of ``passage_counts``.
+        passage_counts: (G,) int64 passages of each graph, each >= 1. A graph of one passage is a single node
+            (a query, or a one-passage document): its representation is that passage's node.
+        edges: G tensors (2, E_g) int64 of undirected edges (both directions listed) over each graph's local
+            nodes: 0 is the document node, 1..n its passages in order. Empty for one-passage graphs.
+    """
+
+    passages: TokenBatch
+    passage_counts: Tensor
+    edges: list[Tensor]
+
+    def __len__(self) -> int:
+        return len(self.passage_counts)
+
+
+@dataclass
+class SubDocumentPairBatch:
+    """Two sub-documents of each of B documents, a positive pair (Graph-RoBERTa pretraining, §2.2 / §3.3).
+
+    Attributes:
+        view_a: B graphs of the first sub-documents (one passage each in the retrieval variant).
+        view_b: B graphs of the second sub-documents.
+        doc_index: (B,) int64 stable identity of the source documents (masks the same document met twice).
+        skipped: documents of the incoming list that could not make two sub-documents (counted, not silent).
+    """
+
+    view_a: PassageGraphBatch
+    view_b: PassageGraphBatch
+    doc_index: Tensor
+    skipped: int = 0
+
+    def __len__(self) -> int:
+        return len(self.view_a)
+
+
+@dataclass
+class GraphDocumentBatch:
+    """Whole documents as passage graphs, to embed (prediction, evaluation).
+
+    Attributes:
+        graphs: one graph per document.
+        ids: the document ids, in order.
+    """
+
+    graphs: PassageGraphBatch
+    ids: list[str]
+
+    def __len__(self) -> int:
+        return len(self.graphs)

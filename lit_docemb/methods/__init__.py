@@ -1,4 +1,5 @@
 from lit_docemb.methods.base import EmbeddingMethod, LinearWarmupDecay
 from lit_docemb.methods.docsplit import DocSplit
+from lit_docemb.methods.graph_roberta import GraphRoBERTa
 
-__all__ = ["DocSplit", "EmbeddingMethod", "LinearWarmupDecay"]
+__all__ = ["DocSplit", "EmbeddingMethod", "GraphRoBERTa", "LinearWarmupDecay"]

@@ -39,21 +39,35 @@ class LinearWarmupDecay(LambdaLR):
         total_steps: Steps of the whole run; ``None`` lets the method fill in
             ``trainer.estimated_stepping_batches`` (so it follows max_epochs/max_steps/accumulation).
         final_fraction: Learning-rate multiplier reached at ``total_steps``.
+        warmup_fraction: Warm-up as a share of ``total_steps`` (the papers' "warm-up rate 0.1"); replaces
+            ``warmup_steps`` when set.
     """
 
     def __init__(self, optimizer, warmup_steps: int = 0, total_steps: int | None = None,
-                 final_fraction: float = 0.0) -> None:
+                 final_fraction: float = 0.0, warmup_fraction: float | None = None) -> None:
+        if warmup_fraction is not None and not 0 <= warmup_fraction < 1:
+            raise ValueError(f"warmup_fraction must be in [0, 1), got {warmup_fraction}")
         self.warmup_steps = warmup_steps
         self.total_steps = total_steps
         self.final_fraction = final_fraction
+        self.warmup_fraction = warmup_fraction
         super().__init__(optimizer, self.multiplier)
 
+    def set_total_steps(self, total_steps: int) -> None:
+        """Sets the run length once known and re-applies the current step's learning rate."""
+        self.total_steps = total_steps
+        for group, base in zip(self.optimizer.param_groups, self.base_lrs):
+            group["lr"] = base * self.multiplier(self.last_epoch)
+
     def multiplier(self, step: int) -> float:
-        if step < self.warmup_steps:
-            return (step + 1) / (self.warmup_steps + 1)
-        if not self.total_steps or self.total_steps <= self.warmup_steps:
+        warmup = self.warmup_steps
+        if self.warmup_fraction is not None:
+            warmup = round(self.warmup_fraction * self.total_steps) if self.total_steps else 0
+        if step < warmup:
+            return (step + 1) / (warmup + 1)
+        if not self.total_steps or self.total_steps <= warmup:
             return 1.0
-        progress = min(1.0, (step - self.warmup_steps) / (self.total_steps - self.warmup_steps))
+        progress = min(1.0, (step - warmup) / (self.total_steps - warmup))
         return 1.0 - (1.0 - self.final_fraction) * progress
 
 
@@ -200,5 +214,5 @@ class EmbeddingMethod(L.LightningModule, ABC):
             return optimizer
         scheduler = self.scheduler_factory(optimizer)
         if isinstance(scheduler, LinearWarmupDecay) and scheduler.total_steps is None:
-            scheduler.total_steps = int(self.trainer.estimated_stepping_batches)
+            scheduler.set_total_steps(int(self.trainer.estimated_stepping_batches))
         return {"optimizer": optimizer, "lr_scheduler": {"scheduler": scheduler, "interval": "step"}}

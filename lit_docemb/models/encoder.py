@@ -82,6 +82,8 @@ class HFEncoder(nn.Module):
             log.warning("%s; falling back to the default attention implementation", err)
             model = self._build(auto, name_or_path, config, pretrained, {})
         model.train()  # from_pretrained returns eval mode: dropout would silently stay off in training
+        if getattr(model, "pooler", None) is not None:  # BERT's pooler: never used here (we pool the states);
+            model.pooler = None  # an unused weight would also make DDP fail (find_unused_parameters=False)
         self.model: PreTrainedModel = model
         self.hidden_size: int = config.hidden_size
         self.max_positions: int | None = getattr(config, "max_position_embeddings", None)

@@ -1,0 +1,236 @@
+"""Graph-RoBERTa (seed paper 000): contrastive pretraining of a graph attention network over passages.
+
+§2.2: each document's passages (up to 50, about 100 words each, §3.1) are split at random into two halves,
+two sub-documents that are each other's positive; the loss is the symmetric InfoNCE of eq. 5-6 with the
+plain dot product over the batch gathered from all devices (``objective="halves"``). §3.3, the retrieval
+variant: one passage (the first one half of the time, a uniform one otherwise) against the rest, the passage
+being a single-node graph (its initial node) like a query, and the loss computed over the long
+sub-documents only (``objective="one_passage"``: the long side is the anchor, scored against every
+document's passage). The paper pretrains on OpenWebText, batch 1,536 (1,024 for retrieval), Adam 5e-5 with
+10% warm-up: turn on ``grad_cache_token_budget`` to reach such batches.
+
+Readings where the paper is silent: a document with fewer than 2 passages cannot make two sub-documents and
+is dropped from the pretraining batch and counted (``train/skipped_documents``); each sub-document keeps the
+graph type's structure restricted to its passages; passages are truncated to ``max_passage_tokens``.
+"""
+
+from __future__ import annotations
+
+import random
+from typing import Literal
+
+import torch
+from lightning.pytorch.cli import LRSchedulerCallable, OptimizerCallable
+from torch import Tensor
+from transformers import AutoTokenizer
+
+from lit_docemb.data.batches import GraphDocumentBatch, PassageGraphBatch, SubDocumentPairBatch, TokenBatch
+from lit_docemb.data.document import Document
+from lit_docemb.data.text import Passage, chunk_passages
+from lit_docemb.losses import InfoNCELoss
+from lit_docemb.methods.base import EmbeddingMethod
+from lit_docemb.methods.collate import tokenize
+from lit_docemb.methods.docsplit import doc_index
+from lit_docemb.methods.grad_cache import CacheableBatch, take_rows, token_lengths
+from lit_docemb.models import HFEncoder, resolve_model_path
+from lit_docemb.models.graph_document import GraphDocumentEncoder, fully_connected_edges, section_edges
+
+GraphType = Literal["full", "section"]
+Objective = Literal["halves", "one_passage"]
+
+
+def split_passages(num_passages: int, rng: random.Random, objective: Objective) -> tuple[list[int], list[int]]:
+    """Passage indices of the two sub-documents: disjoint, together all of ``range(num_passages)`` (>= 2)."""
+    if objective == "halves":
+        order = list(range(num_passages))
+        rng.shuffle(order)
+        half = num_passages // 2
+        return sorted(order[:half]), sorted(order[half:])
+    chosen = 0 if rng.random() < 0.5 else rng.randrange(num_passages)
+    return [chosen], [i for i in range(num_passages) if i != chosen]
+
+
+class PassageGraphBuilder:
+    """Lists of passages -> :class:`PassageGraphBatch` (tokenised, with the configured graph's edges)."""
+
+    def __init__(self, tokenizer, max_passage_tokens: int, graph: GraphType) -> None:
+        self.tokenizer = tokenizer
+        self.max_passage_tokens = max_passage_tokens
+        self.graph = graph
+
+    def edges(self, passages: list[Passage]) -> Tensor:
+        if self.graph == "full":
+            return fully_connected_edges(len(passages))
+        return section_edges([p.section_index for p in passages])
+
+    def __call__(self, graphs: list[list[Passage]]) -> PassageGraphBatch:
+        tokens = tokenize(self.tokenizer, [p.text for g in graphs for p in g], self.max_passage_tokens)  # (P, T)
+        counts = torch.tensor([len(g) for g in graphs], dtype=torch.long)
+        return PassageGraphBatch(tokens, counts, [self.edges(g) for g in graphs])
+
+
+class SubDocumentCollator:
+    """Documents -> :class:`SubDocumentPairBatch` (runs in dataloader workers). In training a fresh split is
+    drawn from torch's RNG (seeded per worker and epoch by Lightning); in validation it follows the id."""
+
+    def __init__(self, builder: PassageGraphBuilder, words_per_passage: int, max_passages: int,
+                 objective: Objective, deterministic: bool) -> None:
+        self.builder = builder
+        self.words_per_passage = words_per_passage
+        self.max_passages = max_passages
+        self.objective = objective
+        self.deterministic = deterministic
+
+    def __call__(self, documents: list[Document]) -> SubDocumentPairBatch:
+        seed = None if self.deterministic else int(torch.randint(2**62, (1,)))
+        views_a, views_b, kept = [], [], []
+        for doc in documents:
+            passages = chunk_passages(doc, self.words_per_passage, self.max_passages)
+            if len(passages) < 2:
+                continue
+            rng = random.Random(doc.id if seed is None else f"{seed}:{doc.id}")
+            a, b = split_passages(len(passages), rng, self.objective)
+            views_a.append([passages[i] for i in a])
+            views_b.append([passages[i] for i in b])
+            kept.append(doc)
+        ids = torch.tensor([doc_index(d.id) for d in kept], dtype=torch.long)
+        return SubDocumentPairBatch(self.builder(views_a), self.builder(views_b), ids, len(documents) - len(kept))
+
+
+class GraphDocumentCollator:
+    """Documents -> :class:`GraphDocumentBatch` of whole documents (up to ``max_passages`` passages each)."""
+
+    def __init__(self, builder: PassageGraphBuilder, words_per_passage: int, max_passages: int) -> None:
+        self.builder = builder
+        self.words_per_passage = words_per_passage
+        self.max_passages = max_passages
+
+    def __call__(self, documents: list[Document]) -> GraphDocumentBatch:
+        graphs = [chunk_passages(d, self.words_per_passage, self.max_passages) or [Passage(d.title, 0, "")]
+                  for d in documents]  # a document without words still gets one (empty) node
+        return GraphDocumentBatch(self.builder(graphs), [d.id for d in documents])
+
+
+def concat_graphs(first: PassageGraphBatch, second: PassageGraphBatch) -> PassageGraphBatch:
+    """The graphs of ``first`` then those of ``second``, passages padded to a common length."""
+    width = max(first.passages.input_ids.shape[1], second.passages.input_ids.shape[1])
+    pad = lambda x: torch.nn.functional.pad(x, (0, width - x.shape[1]))  # noqa: E731
+    tokens = TokenBatch(torch.cat([pad(first.passages.input_ids), pad(second.passages.input_ids)]),
+                        torch.cat([pad(first.passages.attention_mask), pad(second.passages.attention_mask)]))
+    return PassageGraphBatch(tokens, torch.cat([first.passage_counts, second.passage_counts]),
+                             first.edges + second.edges)
+
+
+def select_graphs(graphs: PassageGraphBatch, index: Tensor) -> PassageGraphBatch:
+    """Graphs ``index`` of a batch, in that order, their passages trimmed to the longest among them."""
+    counts = graphs.passage_counts.cpu()
+    starts = torch.cumsum(counts, 0) - counts
+    rows = [torch.arange(int(starts[g]), int(starts[g] + counts[g])) for g in index.tolist()]
+    passage_rows = torch.cat(rows) if rows else torch.zeros(0, dtype=torch.long)
+    return PassageGraphBatch(take_rows(graphs.passages, passage_rows),
+                             graphs.passage_counts[index.to(graphs.passage_counts.device)],
+                             [graphs.edges[g] for g in index.tolist()])
+
+
+class GraphRoBERTa(EmbeddingMethod):
+    """Graph-RoBERTa contrastive pretraining over any Hugging Face passage encoder.
+
+    Args:
+        encoder: Local folder, hub name or ``package:<module>`` of the passage encoder (paper: roberta-base).
+        pretrained: Start from the checkpoint's weights; ``False`` trains its architecture from scratch.
+        pooling: Passage vector from ``"cls"`` (the paper) or the ``"mean"`` of token states.
+        node_dim: Size of passage and document nodes (paper: 512).
+        num_graph_layers: Graph attention layers T (paper: 2).
+        num_heads: Attention heads per graph layer (paper: 2).
+        attention_dropout: Dropout on the graph attention coefficients.
+        graph: ``"full"``: all nodes connected (the paper's default); ``"section"``: passages of a section
+            connected, the document node with the first passage of each section.
+        objective: ``"halves"`` (§2.2, eq. 4-6) or ``"one_passage"`` (§3.3, the retrieval pretraining).
+        words_per_passage: Passage size in words (paper: about 100).
+        max_passage_tokens: Tokens kept per passage.
+        max_passages: Passages kept per document in training (paper: 50).
+        max_passages_inference: Passages kept per document when embedding (paper: 100).
+        temperature: Divides the dot products (paper: none, i.e. 1.0).
+        gather_across_devices: Use the sub-documents of all devices as negatives (exact gather with gradient).
+        passage_token_budget: Passages are encoded in sub-batches of at most this many padded tokens.
+        optimizer: Optimizer factory; ``None`` is AdamW at the paper's 5e-5.
+        scheduler: Optional learning-rate scheduler factory (paper: 10% warm-up).
+        grad_cache_token_budget: GradCache sub-batch size in padded tokens (``None``: off); each sub-document
+            graph is a row costing its passages x their longest length.
+    """
+
+    default_learning_rate = 5e-5
+
+    def __init__(
+        self,
+        encoder: str,
+        pretrained: bool = True,
+        pooling: Literal["cls", "mean"] = "cls",
+        node_dim: int = 512,
+        num_graph_layers: int = 2,
+        num_heads: int = 2,
+        attention_dropout: float = 0.1,
+        graph: GraphType = "full",
+        objective: Objective = "halves",
+        words_per_passage: int = 100,
+        max_passage_tokens: int = 192,
+        max_passages: int = 50,
+        max_passages_inference: int = 100,
+        temperature: float = 1.0,
+        gather_across_devices: bool = True,
+        passage_token_budget: int = 32768,
+        optimizer: OptimizerCallable | None = None,
+        scheduler: LRSchedulerCallable | None = None,
+        grad_cache_token_budget: int | None = None,
+    ) -> None:
+        super().__init__(optimizer, scheduler, grad_cache_token_budget)
+        self.save_hyperparameters(ignore=["optimizer", "scheduler"])
+        if graph not in ("full", "section") or objective not in ("halves", "one_passage"):
+            raise ValueError(f"graph must be 'full' or 'section' and objective 'halves' or 'one_passage', got "
+                             f"{graph!r}, {objective!r}")
+        if max_passages < 2:
+            raise ValueError(f"max_passages must be >= 2 to split documents in two, got {max_passages}")
+        self.tokenizer = AutoTokenizer.from_pretrained(resolve_model_path(encoder))
+        passage_encoder = HFEncoder(encoder, pretrained=pretrained, pooling=pooling)
+        if passage_encoder.max_positions is not None and max_passage_tokens > passage_encoder.max_positions:
+            raise ValueError(f"max_passage_tokens={max_passage_tokens} exceeds the {passage_encoder.max_positions} "
+                             f"positions of encoder {encoder!r}: lower model.init_args.max_passage_tokens")
+        self.model = GraphDocumentEncoder(passage_encoder, node_dim, num_graph_layers, num_heads,
+                                          attention_dropout, passage_token_budget)
+        self.contrastive = InfoNCELoss(temperature, similarity="dot", symmetric=objective == "halves",
+                                       gather_across_devices=gather_across_devices)
+
+    def collator(self, stage: str):
+        hp = self.hparams
+        builder = PassageGraphBuilder(self.tokenizer, hp.max_passage_tokens, hp.graph)
+        if stage == "predict":
+            return GraphDocumentCollator(builder, hp.words_per_passage, hp.max_passages_inference)
+        return SubDocumentCollator(builder, hp.words_per_passage, hp.max_passages, hp.objective,
+                                   deterministic=stage != "fit")
+
+    def losses(self, batch: SubDocumentPairBatch) -> dict[str, Tensor]:
+        return self._contrastive_terms(self.model(concat_graphs(batch.view_a, batch.view_b)), batch)
+
+    def _contrastive_terms(self, embeddings: Tensor, batch: SubDocumentPairBatch) -> dict[str, Tensor]:
+        n = len(batch)
+        first, second = embeddings[:n], embeddings[n:]  # (B, Dn) each
+        if self.hparams.objective == "halves":  # eq. 5-6: both directions
+            terms = self.contrastive(first, second, batch.doc_index, batch.doc_index)
+        else:  # §3.3: the long sub-documents are the anchors, every document's single passage a candidate
+            terms = self.contrastive(second, first, batch.doc_index, batch.doc_index)
+        terms["skipped_documents"] = torch.tensor(float(batch.skipped), device=embeddings.device)
+        return terms
+
+    def cacheable(self, batch: SubDocumentPairBatch) -> CacheableBatch:
+        """Rows are the 2B sub-document graphs (first sub-documents, then second ones)."""
+        graphs = concat_graphs(batch.view_a, batch.view_b)
+        counts = graphs.passage_counts
+        lengths = token_lengths(graphs.passages.attention_mask)  # (P,)
+        graph_of_passage = torch.repeat_interleave(torch.arange(len(counts), device=counts.device), counts)
+        longest = torch.zeros(len(counts), dtype=lengths.dtype, device=lengths.device).scatter_reduce(
+            0, graph_of_passage.to(lengths.device), lengths, "amax")  # (2B,)
+        return CacheableBatch(longest * counts.to(longest.device), lambda index: select_graphs(graphs, index),
+                              self.model, lambda embeddings: self._contrastive_terms(embeddings, batch))
+
+    def embed(self, batch: GraphDocumentBatch) -> Tensor:
+        return self.model(batch.graphs)

@@ -1,0 +1,116 @@
+"""Graph-RoBERTa's document model (seed paper 000, §2.1): a graph attention network over passage nodes.
+
+Each passage is encoded by a Hugging Face encoder; its [CLS] vector through ``tanh(W x + b)`` is the passage
+node (eq. 1); the document node starts as the mean of its passage nodes (eq. 2); T graph attention layers
+(Veličković et al. 2017, torch-geometric's ``GATConv``) with skip connections update all nodes (eq. 3); the
+final document node is the document embedding. A graph of a single passage is a single node -- the paper's
+query representation ("the initial node representation", §3.3) -- and is not passed through the layers.
+
+Readings where the paper is silent: each layer is ``v <- v + ELU(GAT(v))`` (the skip connection; no ELU
+after the last layer), heads are concatenated (2 heads of 256 give 512), and every node attends to itself
+(GATConv's self-loops).
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+from torch_geometric.nn import GATConv
+
+from lit_docemb.data.batches import PassageGraphBatch, TokenBatch
+from lit_docemb.methods.grad_cache import split_token_batch
+from lit_docemb.models.encoder import HFEncoder
+
+
+def fully_connected_edges(num_passages: int) -> Tensor:
+    """(2, E) every ordered pair of distinct nodes among the document node (0) and the passages (1..n)."""
+    if num_passages < 2:
+        return torch.zeros(2, 0, dtype=torch.long)
+    nodes = torch.arange(num_passages + 1)
+    source, target = torch.meshgrid(nodes, nodes, indexing="ij")
+    keep = source != target
+    return torch.stack([source[keep], target[keep]])
+
+
+def section_edges(passage_sections: list[int]) -> Tensor:
+    """(2, E) the section graph: passages of a section mutually connected, the document node connected with
+    the first passage of each section (both directions). ``passage_sections[i]`` is passage i's section."""
+    if len(passage_sections) < 2:
+        return torch.zeros(2, 0, dtype=torch.long)
+    pairs = []
+    first: dict[int, int] = {}
+    for i, section in enumerate(passage_sections, start=1):
+        first.setdefault(section, i)
+        for j, other in enumerate(passage_sections[: i - 1], start=1):
+            if other == section:
+                pairs += [(i, j), (j, i)]
+    for node in first.values():
+        pairs += [(0, node), (node, 0)]
+    return torch.tensor(pairs, dtype=torch.long).T
+
+
+class GraphDocumentEncoder(nn.Module):
+    """Passages -> passage nodes -> document graph -> document embedding.
+
+    Args:
+        encoder: Passage encoder (its ``cls`` pooling is the paper's; any pooling works).
+        node_dim: Size of passage and document nodes (paper: 512).
+        num_layers: Graph attention layers T (paper: 2).
+        num_heads: Attention heads per layer (paper: 2); must divide ``node_dim``.
+        attention_dropout: Dropout on the attention coefficients.
+        passage_token_budget: Passages are encoded in sub-batches of at most this many padded tokens.
+    """
+
+    def __init__(self, encoder: HFEncoder, node_dim: int = 512, num_layers: int = 2, num_heads: int = 2,
+                 attention_dropout: float = 0.1, passage_token_budget: int = 32768) -> None:
+        super().__init__()
+        if node_dim % num_heads:
+            raise ValueError(f"node_dim={node_dim} must be divisible by num_heads={num_heads}")
+        self.encoder = encoder
+        self.project = nn.Linear(encoder.hidden_size, node_dim)
+        self.layers = nn.ModuleList(GATConv(node_dim, node_dim // num_heads, heads=num_heads,
+                                            dropout=attention_dropout) for _ in range(num_layers))
+        self.passage_token_budget = passage_token_budget
+        self.node_dim = node_dim
+
+    def passage_nodes(self, passages: TokenBatch) -> Tensor:
+        """Eq. 1: (P, T) passage tokens -> (P, node_dim) initial passage nodes."""
+        parts, _ = split_token_batch(passages, self.passage_token_budget)  # consecutive rows, trimmed
+        cls = torch.cat([self.encoder(p.input_ids, p.attention_mask) for p in parts])  # (P, H)
+        return torch.tanh(self.project(cls))
+
+    def forward(self, graphs: PassageGraphBatch, return_attention: bool = False):
+        """(G, node_dim) document embeddings; with ``return_attention`` also the last layer's attention as
+        ``(edge_index (2, E'), weights (E', heads))`` over the batch's nodes (see :meth:`node_layout`)."""
+        passages = self.passage_nodes(graphs.passages)  # (P, Dn)
+        counts = graphs.passage_counts.to(passages.device)
+        graph_of_passage = torch.repeat_interleave(torch.arange(len(counts), device=passages.device), counts)
+        document = torch.zeros(len(counts), passages.shape[1], dtype=passages.dtype, device=passages.device)
+        document = document.index_add(0, graph_of_passage, passages) / counts.clamp(min=1)[:, None]  # eq. 2
+        doc_nodes, passage_positions = self.node_layout(counts)
+        nodes = passages.new_zeros(len(counts) + len(passages), passages.shape[1])
+        nodes = nodes.index_copy(0, doc_nodes, document).index_copy(0, passage_positions, passages)
+        edge_index = torch.cat([e.to(passages.device) + doc_nodes[g] for g, e in enumerate(graphs.edges)]
+                               + [torch.zeros(2, 0, dtype=torch.long, device=passages.device)], dim=1)
+        attention = None
+        for t, layer in enumerate(self.layers):  # eq. 3 with skip connections
+            last = t == len(self.layers) - 1
+            if last and return_attention:
+                update, attention = layer(nodes, edge_index, return_attention_weights=True)
+            else:
+                update = layer(nodes, edge_index)
+            nodes = nodes + (update if last else F.elu(update))
+        first = torch.cumsum(counts, 0) - counts  # (G,) each graph's first passage in `passages`
+        out = torch.where((counts == 1)[:, None], passages[first], nodes[doc_nodes])  # single node: eq. 1 only
+        return (out, attention) if return_attention else out
+
+    @staticmethod
+    def node_layout(counts: Tensor) -> tuple[Tensor, Tensor]:
+        """Positions in the batch's node list: (G,) of each document node, (P,) of each passage node. Graph g
+        occupies ``1 + counts[g]`` consecutive nodes, its document node first."""
+        sizes = counts + 1
+        doc_nodes = torch.cumsum(sizes, 0) - sizes  # (G,)
+        within = torch.arange(int(counts.sum()), device=counts.device) - torch.repeat_interleave(
+            torch.cumsum(counts, 0) - counts, counts)  # (P,) 0..n_g-1 inside each graph
+        return doc_nodes, torch.repeat_interleave(doc_nodes, counts) + 1 + within
