@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 from pathlib import Path
 
 import pytest
@@ -46,6 +47,17 @@ def tiny_encoder_dir(tmp_path_factory) -> str:
     path = tmp_path_factory.mktemp("tiny_bert")
     BertForMaskedLM(config).save_pretrained(path)
     tokenizer.save_pretrained(path)
+    return str(path)
+
+
+@pytest.fixture(scope="session")
+def no_dropout_encoder_dir(tiny_encoder_dir, tmp_path_factory) -> str:
+    """The tiny BERT with dropout off, so that a plain forward is an exact reference for split ones."""
+    path = tmp_path_factory.mktemp("tiny_bert_no_dropout")
+    shutil.copytree(tiny_encoder_dir, path, dirs_exist_ok=True)
+    config = json.loads((path / "config.json").read_text())
+    config.update(hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
+    (path / "config.json").write_text(json.dumps(config))
     return str(path)
 
 

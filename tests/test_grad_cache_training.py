@@ -10,8 +10,6 @@ reference; the dropout-mask replay itself is checked against a same-sub-batch re
 from __future__ import annotations
 
 import copy
-import json
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -27,16 +25,6 @@ from lit_docemb.methods.docsplit import DocSplit
 
 TOLERANCE = 1e-5
 SGD = '{"class_path": "torch.optim.SGD", "init_args": {"lr": 0.5}}'
-
-
-@pytest.fixture(scope="module")
-def no_dropout_encoder_dir(tiny_encoder_dir, tmp_path_factory) -> str:
-    path = tmp_path_factory.mktemp("tiny_bert_no_dropout")
-    shutil.copytree(tiny_encoder_dir, path, dirs_exist_ok=True)
-    config = json.loads((path / "config.json").read_text())
-    config.update(hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
-    (path / "config.json").write_text(json.dumps(config))
-    return str(path)
 
 
 def documents(n: int) -> list[Document]:

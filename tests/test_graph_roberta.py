@@ -3,9 +3,7 @@
 from __future__ import annotations
 
 import copy
-import json
 import random
-import shutil
 from collections import Counter
 from pathlib import Path
 
@@ -15,8 +13,8 @@ import torch
 from lit_docemb.cli import main
 from lit_docemb.data.batches import PassageGraphBatch, TokenBatch
 from lit_docemb.data.document import Document, Section
-from lit_docemb.methods import GraphRoBERTa, LinearWarmupDecay
 from lit_docemb.data.text import chunk_passages
+from lit_docemb.methods import GraphRoBERTa, LinearWarmupDecay
 from lit_docemb.methods.graph_roberta import (GraphDocumentCollator, PassageGraphBuilder, select_graphs,
                                               split_passages)
 from lit_docemb.models.graph_document import GraphDocumentEncoder, fully_connected_edges, section_edges
@@ -128,16 +126,6 @@ def test_training_step_reaches_every_weight(model):
     model.zero_grad()
     model.total_loss(terms).backward()
     assert all(p.grad is not None and p.grad.abs().sum() > 0 for p in model.parameters())
-
-
-@pytest.fixture(scope="module")
-def no_dropout_encoder_dir(tiny_encoder_dir, tmp_path_factory) -> str:
-    path = tmp_path_factory.mktemp("tiny_bert_no_dropout_graph")
-    shutil.copytree(tiny_encoder_dir, path, dirs_exist_ok=True)
-    config = json.loads((path / "config.json").read_text())
-    config.update(hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
-    (path / "config.json").write_text(json.dumps(config))
-    return str(path)
 
 
 @pytest.mark.parametrize("objective", ["halves", "one_passage"])

@@ -144,9 +144,7 @@ class DocSplit(EmbeddingMethod):
         self.save_hyperparameters(ignore=["optimizer", "scheduler"])
         self.tokenizer = AutoTokenizer.from_pretrained(resolve_model_path(encoder))
         self.encoder = HFEncoder(encoder, pretrained=pretrained, pooling=pooling, with_mlm_head=mlm_weight > 0)
-        if self.encoder.max_positions is not None and max_length > self.encoder.max_positions:
-            raise ValueError(f"max_length={max_length} exceeds the {self.encoder.max_positions} positions of "
-                             f"encoder {encoder!r}: lower model.init_args.max_length")
+        self.encoder.check_length(max_length, "max_length")
         self.contrastive = InfoNCELoss(temperature, similarity="cos", symmetric=symmetric,
                                        gather_across_devices=gather_across_devices)
         self.mlm = MaskedLMLoss()

@@ -192,9 +192,7 @@ class GraphRoBERTa(EmbeddingMethod):
             raise ValueError(f"max_passages must be >= 2 to split documents in two, got {max_passages}")
         self.tokenizer = AutoTokenizer.from_pretrained(resolve_model_path(encoder))
         passage_encoder = HFEncoder(encoder, pretrained=pretrained, pooling=pooling)
-        if passage_encoder.max_positions is not None and max_passage_tokens > passage_encoder.max_positions:
-            raise ValueError(f"max_passage_tokens={max_passage_tokens} exceeds the {passage_encoder.max_positions} "
-                             f"positions of encoder {encoder!r}: lower model.init_args.max_passage_tokens")
+        passage_encoder.check_length(max_passage_tokens, "max_passage_tokens")
         self.model = GraphDocumentEncoder(passage_encoder, node_dim, num_graph_layers, num_heads,
                                           attention_dropout, passage_token_budget)
         self.contrastive = InfoNCELoss(temperature, similarity="dot", symmetric=objective == "halves",

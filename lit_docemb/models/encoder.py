@@ -87,6 +87,13 @@ class HFEncoder(nn.Module):
         self.model: PreTrainedModel = model
         self.hidden_size: int = config.hidden_size
         self.max_positions: int | None = getattr(config, "max_position_embeddings", None)
+        self.name_or_path = name_or_path
+
+    def check_length(self, max_tokens: int, argument: str) -> None:
+        """Raises when ``max_tokens`` (the method's ``argument``) exceeds the encoder's position embeddings."""
+        if self.max_positions is not None and max_tokens > self.max_positions:
+            raise ValueError(f"{argument}={max_tokens} exceeds the {self.max_positions} positions of encoder "
+                             f"{self.name_or_path!r}: lower model.init_args.{argument}")
 
     @staticmethod
     def _build(auto, name_or_path: str, config, pretrained: bool, kwargs: dict) -> PreTrainedModel:
