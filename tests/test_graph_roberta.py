@@ -14,6 +14,7 @@ from lit_docemb.cli import main
 from lit_docemb.data.batches import PassageGraphBatch, TokenBatch
 from lit_docemb.data.document import Document, Section
 from lit_docemb.data.text import chunk_passages
+from lit_docemb.figures import attention_heatmap
 from lit_docemb.methods import GraphRoBERTa, LinearWarmupDecay
 from lit_docemb.methods.graph_roberta import (GraphDocumentCollator, PassageGraphBuilder, select_graphs,
                                               split_passages)
@@ -192,3 +193,24 @@ def test_every_graph_roberta_config_runs_fast_dev_run(config, tiny_encoder_dir, 
                 f"--trainer.default_root_dir={tmp_path}"])
     assert cli.trainer.global_step == 2
     assert cli.trainer.callback_metrics["train/grad_cache_sub_batches"].item() > 1
+
+
+def test_predict_returns_attention_rows_that_sum_to_one(model, tmp_path):
+    docs = [sectioned_document(), Document("one", sections=[Section("", "Just one passage.")])]
+    model.eval()
+    try:
+        with torch.no_grad():
+            out = model.predict_step(model.collator("predict")(docs), 0)
+            plain = model.embed(model.collator("predict")(docs))
+    finally:
+        model.train()
+    assert torch.allclose(out["embeddings"], plain, atol=1e-6)
+    n = model.collator("predict")(docs).graphs.passage_counts.tolist()
+    full, single = out["attention"]
+    assert full.shape == (2, n[0] + 1, n[0] + 1) and single.shape == (2, 2, 2)
+    assert torch.allclose(full.sum(-1), torch.ones(2, n[0] + 1), atol=1e-5)  # fully connected + self loops
+    assert (full > 0).all()
+    path = attention_heatmap(full, tmp_path / "fig6.png", title="doc")
+    assert path.stat().st_size > 1000 and path.read_bytes()[:4] == b"\x89PNG"
+    with pytest.raises(ValueError, match="need attention"):
+        attention_heatmap(full[0], tmp_path / "bad.png")

@@ -105,6 +105,20 @@ class GraphDocumentEncoder(nn.Module):
         out = torch.where((counts == 1)[:, None], passages[first], nodes[doc_nodes])  # single node: eq. 1 only
         return (out, attention) if return_attention else out
 
+    def attention_maps(self, graphs: PassageGraphBatch) -> tuple[Tensor, list[Tensor]]:
+        """Document embeddings (G, node_dim) and, per document, the last graph layer's attention as a
+        (heads, n+1, n+1) matrix: row i holds how node i weighs each node j (0 the document node, 1..n the
+        passages; zero where there is no edge; each row of a node with neighbours sums to 1)."""
+        out, (edge_index, weights) = self(graphs, return_attention=True)
+        counts = graphs.passage_counts.to(out.device)
+        doc_nodes, _ = self.node_layout(counts)
+        total = int(doc_nodes[-1] + counts[-1] + 1) if len(counts) else 0
+        dense = weights.new_zeros(weights.shape[1], total, total)  # (heads, N, N)
+        dense[:, edge_index[1], edge_index[0]] = weights.T  # GATConv: edge (j -> i) weighs j for target i
+        maps = [dense[:, start:start + n + 1, start:start + n + 1] for start, n in zip(doc_nodes.tolist(),
+                                                                                   counts.tolist())]
+        return out, maps
+
     @staticmethod
     def node_layout(counts: Tensor) -> tuple[Tensor, Tensor]:
         """Positions in the batch's node list: (G,) of each document node, (P,) of each passage node. Graph g
