@@ -21,7 +21,7 @@ from lit_docemb.methods.graph_roberta import (GraphDocumentCollator, PassageGrap
 from lit_docemb.models.graph_document import GraphDocumentEncoder, fully_connected_edges, section_edges
 
 ROOT = Path(__file__).resolve().parents[1]
-CONFIGS = sorted(str(p.relative_to(ROOT)) for p in (ROOT / "configs" / "graph_roberta").glob("*.yaml"))
+CONFIGS = sorted(str(p.relative_to(ROOT)) for p in (ROOT / "configs" / "graph_roberta").glob("pretrain_*.yaml"))
 
 
 def edge_set(edges: torch.Tensor) -> set[tuple[int, int]]:
@@ -182,7 +182,7 @@ def test_warmup_fraction_follows_the_run_length():
 
 
 @pytest.mark.parametrize("config", CONFIGS)
-def test_every_graph_roberta_config_runs_fast_dev_run(config, tiny_encoder_dir, corpus_jsonl, tmp_path):
+def test_every_pretraining_config_runs_fast_dev_run(config, tiny_encoder_dir, corpus_jsonl, tmp_path):
     cli = main(["fit", "--config", str(ROOT / config), f"--model.init_args.encoder={tiny_encoder_dir}",
                 "--model.init_args.node_dim=16", "--model.init_args.max_passage_tokens=64",
                 "--model.init_args.grad_cache_token_budget=256", "--data=lit_docemb.data.JSONLDataModule",

@@ -7,6 +7,7 @@ batches to the device field by field.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from torch import Tensor
 
@@ -131,3 +132,21 @@ class GraphDocumentBatch:
 
     def __len__(self) -> int:
         return len(self.graphs)
+
+
+@dataclass
+class LabelledBatch:
+    """A method's document batch with class targets (classification fine-tuning).
+
+    Attributes:
+        inputs: the backbone method's batch of whole documents (e.g. :class:`DocumentBatch`).
+        targets: (B,) int64 class indices.
+        skipped: documents of the incoming list left out for a missing or unknown label.
+    """
+
+    inputs: Any
+    targets: Tensor
+    skipped: int = 0
+
+    def __len__(self) -> int:
+        return len(self.targets)

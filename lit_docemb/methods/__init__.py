@@ -1,5 +1,6 @@
 from lit_docemb.methods.base import EmbeddingMethod, LinearWarmupDecay
+from lit_docemb.methods.classifier import DocumentClassifier
 from lit_docemb.methods.docsplit import DocSplit
 from lit_docemb.methods.graph_roberta import GraphRoBERTa
 
-__all__ = ["DocSplit", "EmbeddingMethod", "GraphRoBERTa", "LinearWarmupDecay"]
+__all__ = ["DocSplit", "DocumentClassifier", "EmbeddingMethod", "GraphRoBERTa", "LinearWarmupDecay"]

@@ -13,6 +13,7 @@ implementing ``cacheable(batch)`` (see :class:`~lit_docemb.methods.grad_cache.Ca
 
 from __future__ import annotations
 
+import inspect
 import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable
@@ -20,6 +21,7 @@ from collections.abc import Callable
 import lightning as L
 import torch
 from lightning.pytorch.cli import LRSchedulerCallable, OptimizerCallable
+from lightning.pytorch.core.mixins.hparams_mixin import _given_hyperparameters
 from lightning.pytorch.strategies import DeepSpeedStrategy
 from torch import Tensor
 from torch.optim.lr_scheduler import LambdaLR
@@ -102,6 +104,22 @@ class EmbeddingMethod(L.LightningModule, ABC):
         self.grad_cache_token_budget = grad_cache_token_budget
         self.loss_weights = {}
         self._step_started: float | None = None
+
+    def save_method_hyperparameters(self, ignore: list[str]) -> None:
+        """``save_hyperparameters`` from the calling ``__init__``'s own arguments.
+
+        LightningCLI hands every module it builds under ``--model`` the hyperparameters of that top-level
+        module; a method built inside another (a classifier's ``backbone``) would record the outer module's
+        arguments instead of its own, so those given hyperparameters are set aside when their class is not ours.
+        """
+        given = _given_hyperparameters.get()
+        ours = f"{type(self).__module__}.{type(self).__qualname__}"
+        token = _given_hyperparameters.set(None) if given and given.get("_class_path") != ours else None
+        try:
+            self.save_hyperparameters(ignore=ignore, frame=inspect.currentframe().f_back)
+        finally:
+            if token is not None:
+                _given_hyperparameters.reset(token)
 
     # --- what a method implements -------------------------------------------------------------------
     @abstractmethod

@@ -141,7 +141,7 @@ class DocSplit(EmbeddingMethod):
         grad_cache_token_budget: int | None = None,
     ) -> None:
         super().__init__(optimizer, scheduler, grad_cache_token_budget)
-        self.save_hyperparameters(ignore=["optimizer", "scheduler"])
+        self.save_method_hyperparameters(ignore=["optimizer", "scheduler"])
         self.tokenizer = AutoTokenizer.from_pretrained(resolve_model_path(encoder))
         self.encoder = HFEncoder(encoder, pretrained=pretrained, pooling=pooling, with_mlm_head=mlm_weight > 0)
         self.encoder.check_length(max_length, "max_length")

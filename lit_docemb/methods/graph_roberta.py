@@ -184,7 +184,7 @@ class GraphRoBERTa(EmbeddingMethod):
         grad_cache_token_budget: int | None = None,
     ) -> None:
         super().__init__(optimizer, scheduler, grad_cache_token_budget)
-        self.save_hyperparameters(ignore=["optimizer", "scheduler"])
+        self.save_method_hyperparameters(ignore=["optimizer", "scheduler"])
         if graph not in ("full", "section") or objective not in ("halves", "one_passage"):
             raise ValueError(f"graph must be 'full' or 'section' and objective 'halves' or 'one_passage', got "
                              f"{graph!r}, {objective!r}")

@@ -1,0 +1,145 @@
+"""Fine-tuning any method's document encoder for classification: a linear head on its document embedding.
+
+Graph-RoBERTa (seed 000, Table 2, Appendix A Table 6) fine-tunes its graph document model with a head on the
+document node; DocSplit (seed 001, Table 1) does the same with its encoder. The backbone is the pretraining
+method itself (same class, same arguments, optionally its checkpoint), so whatever it embeds -- tokens, a
+passage graph -- is what the head sees; its own pretraining losses are not used.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+
+import torch
+import torch.nn.functional as F
+from lightning.pytorch.cli import LRSchedulerCallable, OptimizerCallable
+from torch import Tensor, nn
+from torchmetrics import Metric
+from torchmetrics.classification import MulticlassF1Score
+
+from lit_docemb.data.batches import LabelledBatch
+from lit_docemb.data.document import Document
+from lit_docemb.methods.base import EmbeddingMethod
+
+log = logging.getLogger(__name__)
+
+
+class LabelledCollator:
+    """Documents -> :class:`LabelledBatch`: the backbone's document batch and the label indices. A document
+    whose label is missing or not among ``labels`` is left out and counted (``skipped``)."""
+
+    def __init__(self, collate: Callable, labels: list[str]) -> None:
+        self.collate = collate
+        self.index = {label: i for i, label in enumerate(labels)}
+
+    def __call__(self, documents: list[Document]) -> LabelledBatch:
+        kept = [d for d in documents if d.label in self.index]
+        targets = torch.tensor([self.index[d.label] for d in kept], dtype=torch.long)
+        return LabelledBatch(self.collate(kept), targets, skipped=len(documents) - len(kept))
+
+
+class DocumentClassifier(EmbeddingMethod):
+    """A linear classifier on a method's document embeddings, fine-tuned end to end with cross-entropy.
+
+    Logged: ``*/ce_loss``, ``*/accuracy``, ``*/skipped_documents`` (per step in training; in validation and
+    test the epoch's mean weighted by batch size, so ``test/accuracy`` is the accuracy over the split), and
+    ``val/macro_f1``, ``test/macro_f1`` computed over the whole epoch.
+
+    Args:
+        backbone: The pretraining method whose encoder is fine-tuned (``class_path`` + ``init_args`` in
+            YAML, e.g. ``GraphRoBERTa`` with the pretraining config's arguments). Switch its auxiliary heads
+            off (DocSplit: ``mlm_weight: 0``): unused weights make DDP fail.
+        labels: The class names, in the order of the head's outputs. Documents with other labels are skipped
+            and counted; a training set without any of these labels is an error at setup.
+        checkpoint: A Lightning checkpoint of the backbone method (its pretraining run) to start from.
+        dropout: Dropout on the embedding before the head.
+        optimizer: Optimizer factory; ``None`` is AdamW at 5e-5.
+        scheduler: Optional learning-rate scheduler factory (Table 6: 10% warm-up).
+    """
+
+    default_learning_rate = 5e-5
+
+    def __init__(self, backbone: EmbeddingMethod, labels: list[str], checkpoint: str | None = None,
+                 dropout: float = 0.1, optimizer: OptimizerCallable | None = None,
+                 scheduler: LRSchedulerCallable | None = None) -> None:
+        super().__init__(optimizer, scheduler)
+        if len(labels) < 2 or len(set(labels)) != len(labels):
+            raise ValueError(f"labels must name at least 2 distinct classes, got {labels}")
+        self.save_method_hyperparameters(ignore=["backbone", "optimizer", "scheduler"])
+        self.backbone = backbone
+        if checkpoint is not None:
+            state = torch.load(checkpoint, map_location="cpu", weights_only=True)["state_dict"]
+            try:
+                missing, unexpected = backbone.load_state_dict(state, strict=False)
+            except RuntimeError as err:  # shapes differ
+                raise ValueError(f"checkpoint {checkpoint} does not fit {type(backbone).__name__} as configured in "
+                                 f"model.init_args.backbone: {err}") from err
+            if missing:
+                raise ValueError(f"checkpoint {checkpoint} is not a {type(backbone).__name__} checkpoint of this "
+                                 f"architecture: {len(missing)} weights missing (first: {missing[0]})")
+            log.info("loaded %s (ignored %d extra weights)", checkpoint, len(unexpected))
+        backbone.eval()  # one empty document through the backbone gives the embedding size
+        with torch.no_grad():
+            dim = backbone.embed(backbone.collator("predict")([Document("probe", sections=[])])).shape[-1]
+        backbone.train()
+        self.head = nn.Sequential(nn.Dropout(dropout), nn.Linear(dim, len(labels)))
+        self.val_f1 = MulticlassF1Score(len(labels), average="macro")
+        self.test_f1 = MulticlassF1Score(len(labels), average="macro")
+
+    def setup(self, stage: str) -> None:
+        super().setup(stage)
+        datamodule = getattr(self.trainer, "datamodule", None)
+        known = getattr(datamodule, "labels", None)
+        if stage == "fit" and callable(known):
+            found = set(known())
+            if not found & set(self.hparams.labels):
+                raise ValueError(f"none of model.init_args.labels {self.hparams.labels} occurs in the training "
+                                 f"data, whose labels are {sorted(found)[:20]}: set labels to those")
+            if found - set(self.hparams.labels):
+                log.warning("training labels not in model.init_args.labels are skipped: %s",
+                            sorted(found - set(self.hparams.labels))[:20])
+
+    def collator(self, stage: str):
+        inner = self.backbone.collator("predict")
+        return inner if stage == "predict" else LabelledCollator(inner, self.hparams.labels)
+
+    def logits(self, inputs) -> Tensor:
+        return self.head(self.backbone.embed(inputs)).float()  # (B, classes)
+
+    def losses(self, batch: LabelledBatch) -> dict[str, Tensor]:
+        return self._terms(self.logits(batch.inputs), batch)
+
+    def _terms(self, logits: Tensor, batch: LabelledBatch) -> dict[str, Tensor]:
+        if len(batch) == 0:  # an exact 0 that keeps every weight in the graph (DDP)
+            ce, accuracy = logits.sum() * 0.0, logits.new_zeros(())
+        else:
+            ce = F.cross_entropy(logits, batch.targets)
+            accuracy = (logits.argmax(-1) == batch.targets).float().mean()
+        return {"ce_loss": ce, "accuracy": accuracy,
+                "skipped_documents": torch.tensor(float(batch.skipped), device=logits.device)}
+
+    def _evaluate(self, batch: LabelledBatch, stage: str, metrics: dict[str, Metric]) -> Tensor:
+        logits = self.logits(batch.inputs)
+        terms = self._terms(logits, batch)
+        loss = self.total_loss(terms)
+        self._log_terms(stage, loss, terms, len(batch))
+        for name, metric in metrics.items():  # over the whole epoch, not averaged per batch
+            metric.update(logits.argmax(-1), batch.targets)
+            self.log(f"{stage}/{name}", metric, on_epoch=True)
+        return loss
+
+    def validation_step(self, batch: LabelledBatch, batch_idx: int) -> Tensor:
+        return self._evaluate(batch, "val", {"macro_f1": self.val_f1})
+
+    def test_step(self, batch: LabelledBatch, batch_idx: int) -> Tensor:
+        return self._evaluate(batch, "test", {"macro_f1": self.test_f1})
+
+    def embed(self, batch) -> Tensor:
+        return self.backbone.embed(batch)
+
+    def predict_step(self, batch, batch_idx: int) -> dict:
+        embeddings = self.embed(batch)
+        probabilities = self.head(embeddings).float().softmax(-1)
+        return {"ids": batch.ids, "embeddings": embeddings.float().cpu(), "probabilities": probabilities.cpu(),
+                "labels": [self.hparams.labels[i] for i in probabilities.argmax(-1).tolist()]}
