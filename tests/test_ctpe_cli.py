@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import torch
 
 from lit_docemb.cli import main
 from lit_docemb.eval.candidates import CandidateRanking, evaluate_checkpoint, read_candidate_task
@@ -74,3 +75,19 @@ def test_checkpoint_reranks_like_the_callback(task_dir, tmp_path):
     again = evaluate_checkpoint(str(tmp_path / "checkpoints" / "last.ckpt"), str(task_dir))
     for key, value in again.items():
         assert value == pytest.approx(callback.results[key], abs=1e-6), key
+
+
+@pytest.mark.slow
+def test_two_process_ddp_fit_on_cpu(task_dir, tmp_path):
+    """CTPE under DDP (2 CPU processes, gloo): each rank builds the same vocabulary (and, with one word2vec
+    thread and stable hashing, the same vectors; DDP starts every rank from rank 0's weights anyway). 60
+    documents in batches of 8 per device for one epoch; the final checkpoint is finite."""
+    cmd = [sys.executable, "-m", "lit_docemb", "fit", *ctpe_args(tmp_path, task_dir), "--data.val_fraction=0",
+           "--trainer.devices=2", "--trainer.strategy=ddp", "--trainer.max_epochs=1",
+           "--trainer.callbacks+=lit_docemb.callbacks.RunCheckpoint"]
+    result = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr[-3000:]
+    checkpoint = torch.load(tmp_path / "checkpoints" / "last.ckpt", map_location="cpu", weights_only=False)
+    assert checkpoint["global_step"] == 4  # ceil(60 / (2 * 8))
+    assert all(torch.isfinite(v).all() for v in checkpoint["state_dict"].values() if v.is_floating_point())
+    assert len(checkpoint["ctpe_vocabulary"]) > 100

@@ -77,11 +77,13 @@ class CoupledPairCollator:
         return None
 
     def __call__(self, documents: list[Document]) -> CoupledPairBatch:
-        batch_generator = None if self.deterministic else torch.Generator().manual_seed(
-            int(torch.randint(2**62, (1,))))
+        batch_generator = None
+        if not self.deterministic:  # one draw from torch's RNG per batch, then a private generator
+            batch_generator = torch.Generator().manual_seed(int(torch.randint(2**62, (1,))))
         rows = []
         for doc in documents:
-            generator = batch_generator or torch.Generator().manual_seed(doc_index(doc.id))
+            generator = batch_generator if batch_generator is not None else \
+                torch.Generator().manual_seed(doc_index(doc.id))
             pair = self.splitter(doc)
             partner = None if pair is None else self._partner(doc, generator)
             if partner is None:
