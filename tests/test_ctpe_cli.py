@@ -8,11 +8,14 @@ import subprocess
 import sys
 from pathlib import Path
 
+import lightning as L
 import pytest
 import torch
 
 from lit_docemb.cli import main
+from lit_docemb.data import JSONLDataModule
 from lit_docemb.eval.candidates import CandidateRanking, evaluate_checkpoint, read_candidate_task
+from lit_docemb.methods import CTPE
 
 
 @pytest.fixture(scope="module")
@@ -67,14 +70,24 @@ def test_fast_dev_run_through_real_cli(task_dir, tmp_path):
 
 @pytest.mark.slow
 def test_checkpoint_reranks_like_the_callback(task_dir, tmp_path):
-    """The vocabulary travels in the checkpoint: re-ranking from last.ckpt gives the callback's figures."""
+    """The vocabulary travels in the checkpoint: re-ranking from last.ckpt gives the callback's figures, and
+    validate / predict work from the checkpoint alone."""
     cli = main(["fit", *ctpe_args(tmp_path, task_dir), "--trainer.max_steps=3", "--trainer.limit_val_batches=1",
                 "--trainer.callbacks+=lit_docemb.callbacks.RunCheckpoint"])
     callback = next(c for c in cli.trainer.callbacks if isinstance(c, CandidateRanking))
     assert cli.trainer.global_step == 3
-    again = evaluate_checkpoint(str(tmp_path / "checkpoints" / "last.ckpt"), str(task_dir))
+    last = tmp_path / "checkpoints" / "last.ckpt"
+    again = evaluate_checkpoint(str(last), str(task_dir))
     for key, value in again.items():
         assert value == pytest.approx(callback.results[key], abs=1e-6), key
+    validated = main(["validate", *ctpe_args(tmp_path, task_dir), f"--ckpt_path={last}"])
+    loss = validated.trainer.callback_metrics["val/coupled_margin_loss"]
+    assert torch.isfinite(loss) and loss >= 0
+    model = CTPE.load_from_checkpoint(last, map_location="cpu", weights_only=False)
+    data = JSONLDataModule([str(task_dir / "test.jsonl")], batch_size=8, num_workers=0)
+    outputs = L.Trainer(accelerator="cpu", logger=False, enable_progress_bar=False).predict(model, datamodule=data)
+    ids = [i for out in outputs for i in out["ids"]]
+    assert len(ids) == 30 and torch.cat([out["former"] for out in outputs]).shape == (30, 32)
 
 
 @pytest.mark.slow

@@ -40,6 +40,11 @@ def _documents(dataset: Sequence[Document]) -> list[Document]:
     return [dataset[i] for i in range(len(dataset))]
 
 
+def _sampler(dataset: Sequence[Document]) -> PartnerSampler:
+    """Uniform partners from ``dataset`` (validation pairs)."""
+    return PartnerSampler(dataset, [d.id for d in _documents(dataset)])
+
+
 class CTPE(EmbeddingMethod):
     """Coupled text pair embedding.
 
@@ -109,15 +114,19 @@ class CTPE(EmbeddingMethod):
         k = self.hparams.tfidf_neighbours
         neighbours = tfidf_neighbours(texts, k) if k is not None else None
         self.samplers = {"fit": PartnerSampler(train_documents, [d.id for d in train], neighbours),
-                         "validate": PartnerSampler(val_documents, [d.id for d in _documents(val_documents)])}
+                         "validate": _sampler(val_documents)}
 
     def setup(self, stage: str) -> None:
+        if stage == "predict":
+            return
+        datamodule = self.trainer.datamodule
+        if datamodule is None or getattr(datamodule, "train_set", None) is None:
+            raise RuntimeError("CTPE builds its vocabulary and partners from a lit_docemb DataModule's "
+                               "train_set: run it with --data")
         if stage == "fit":
-            datamodule = self.trainer.datamodule
-            if datamodule is None or getattr(datamodule, "train_set", None) is None:
-                raise RuntimeError("CTPE builds its vocabulary and partners from a lit_docemb DataModule's "
-                                   "train_set: fit it with --data")
             self.prepare(datamodule.train_set, datamodule.val_set or ())
+        else:  # validate / test: the vocabulary comes from the checkpoint, partners from the held-out split
+            self.samplers["validate"] = _sampler(datamodule.val_set)
 
     def collator(self, stage: str):
         if self.tokenizer is None:
