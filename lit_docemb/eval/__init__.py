@@ -1,4 +1,7 @@
 from lit_docemb.eval.callbacks import HeldOutRetrieval
+from lit_docemb.eval.candidates import CandidateRanking, evaluate_candidates, evaluate_checkpoint
 from lit_docemb.eval.heldout import evaluate_heldout
+from lit_docemb.eval.ranking import ranking_metrics, top_k_run
 
-__all__ = ["HeldOutRetrieval", "evaluate_heldout"]
+__all__ = ["CandidateRanking", "HeldOutRetrieval", "evaluate_candidates", "evaluate_checkpoint", "evaluate_heldout",
+           "ranking_metrics", "top_k_run"]

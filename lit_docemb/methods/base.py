@@ -141,6 +141,12 @@ class EmbeddingMethod(L.LightningModule, ABC):
         raise TypeError(f"{type(self).__name__} does not support GradCache: unset model.init_args."
                         f"grad_cache_token_budget")
 
+    def similarity(self, queries: Tensor, candidates: Tensor) -> Tensor:
+        """Ranking scores (Q, N) between ``embed`` outputs of queries and candidates: cosine, unless a method's
+        representation has its own similarity (CTPE's pairs)."""
+        queries = torch.nn.functional.normalize(queries.float(), dim=-1)
+        return queries @ torch.nn.functional.normalize(candidates.float(), dim=-1).T
+
     # --- the shared step skeleton ------------------------------------------------------------------
     def total_loss(self, terms: dict[str, Tensor]) -> Tensor:
         names = [k for k in terms if k.endswith("_loss")]

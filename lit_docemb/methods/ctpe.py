@@ -1,0 +1,173 @@
+"""CTPE, coupled text pair embedding (seed paper 004): a document is the pair (v_f, v_b) of its former and
+latter part, trained so that a coupled pair (f_i, b_i) beats an uncoupled one by a margin.
+
+§3.2: split at ``pos`` (:mod:`ctpe_text`); token vectors (word2vec trained on the corpus, random, or a frozen
+transformer); a former-part CNN and a latter-part CNN (widths 1, 2, 3, 5 x 1,024 filters, max-pool,
+concatenation) shared by positive and negative pairs (:class:`~lit_docemb.models.ctpe.CoupledPairEncoder`);
+the uncoupled pair is (f_i, b_j) or (f_j, b_i) at random, d_j drawn afresh every epoch, uniformly or by TF-IDF
+sampling (§4.7, :mod:`ctpe_sampling`); CoupledMarginLoss with M = 0.1; Adam, lr 0.001, batch 200 (§4.3).
+§3.3: documents are ranked by eq. 2, ``sim(d_i, d_j) = cos(v_f_i, v_b_j) + cos(v_f_j, v_b_i)``
+(:meth:`CTPE.similarity`); ``embed`` and ``predict`` give the pair.
+
+Reading chosen where the paper is silent: the word vocabulary, word2vec and the TF-IDF neighbours are built
+from the DataModule's training split at ``setup("fit")`` (the paper trains on all candidate and test
+documents: the configs hold nothing out) and the vocabulary is saved in the checkpoint; validation pairs take
+their partner from the validation split, drawn from the document id (stable across epochs). Unsplittable
+documents (no boundary, an empty part) are dropped and counted (``skipped_documents``).
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Sequence
+
+import torch
+from lightning.pytorch.cli import LRSchedulerCallable, OptimizerCallable
+from torch import Tensor
+
+from lit_docemb.data.document import Document
+from lit_docemb.losses import CoupledMarginLoss
+from lit_docemb.methods.base import EmbeddingMethod
+from lit_docemb.methods.ctpe_collate import (CoupledDocumentBatch, CoupledDocumentCollator, CoupledPairBatch,
+                                             CoupledPairCollator, PairSplitter)
+from lit_docemb.methods.ctpe_sampling import PartnerSampler, tfidf_neighbours
+from lit_docemb.methods.ctpe_text import (TransformerTokens, WordEmbeddings, WordTokenizer, check_pos,
+                                          document_fields)
+from lit_docemb.models.ctpe import CoupledPairEncoder, coupled_pair_similarity
+
+
+def _documents(dataset: Sequence[Document]) -> list[Document]:
+    return [dataset[i] for i in range(len(dataset))]
+
+
+def _sampler(dataset: Sequence[Document]) -> PartnerSampler:
+    """Uniform partners from ``dataset`` (validation pairs)."""
+    return PartnerSampler(dataset, [d.id for d in _documents(dataset)])
+
+
+class CTPE(EmbeddingMethod):
+    """Coupled text pair embedding.
+
+    Args:
+        embeddings: Token vectors: :class:`~lit_docemb.methods.ctpe_text.WordEmbeddings` (default: word2vec
+            on the training corpus, 100 dimensions, trainable) or
+            :class:`~lit_docemb.methods.ctpe_text.TransformerTokens` (a frozen pretrained encoder).
+        pos: Split position: ``"title"``, ``"before:<Section heading>"`` or a token ratio in (0, 1).
+        max_length: l_max, tokens kept per part (paper: 200).
+        n_filters: n_f, filters per kernel width (paper: 1,024).
+        kernel_widths: n_s (paper: 1, 2, 3, 5).
+        share_part_encoders: One CNN for former and latter parts (the paper has one each).
+        margin: M of the coupled margin loss (paper: 0.1).
+        tfidf_neighbours: ``None``: partners uniform over the corpus (CTPE); k: §4.7's TF-IDF sampling
+            from each document's k nearest TF-IDF neighbours half of the time (CTPE_T, k = 100).
+        optimizer: Optimizer factory; ``None`` is the paper's Adam with lr 0.001.
+        scheduler: Optional learning-rate scheduler factory.
+    """
+
+    default_learning_rate = 1e-3
+
+    def __init__(
+        self,
+        embeddings: WordEmbeddings | TransformerTokens | None = None,
+        pos: float | str = "title",
+        max_length: int = 200,
+        n_filters: int = 1024,
+        kernel_widths: list[int] | None = None,
+        share_part_encoders: bool = False,
+        margin: float = 0.1,
+        tfidf_neighbours: int | None = None,
+        optimizer: OptimizerCallable | None = None,
+        scheduler: LRSchedulerCallable | None = None,
+    ) -> None:
+        super().__init__(optimizer or functools.partial(torch.optim.Adam, lr=self.default_learning_rate), scheduler)
+        self.save_method_hyperparameters(ignore=["optimizer", "scheduler"])
+        if tfidf_neighbours is not None and tfidf_neighbours < 1:
+            raise ValueError(f"tfidf_neighbours must be None or >= 1, got {tfidf_neighbours}")
+        if max_length < 1:
+            raise ValueError(f"max_length must be >= 1, got {max_length}")
+        self.embeddings = embeddings or WordEmbeddings()
+        self.pos = check_pos(pos)
+        self.kernel_widths = kernel_widths or [1, 2, 3, 5]
+        self.loss = CoupledMarginLoss(margin)
+        self.tokenizer = None
+        self.encoder: CoupledPairEncoder | None = None
+        self.samplers: dict[str, PartnerSampler] = {}
+        if isinstance(self.embeddings, TransformerTokens):
+            self._install(*self.embeddings.build())
+
+    def _install(self, tokenizer, token_vectors) -> None:
+        max_positions = getattr(token_vectors, "max_positions", None)
+        if max_positions is not None and self.hparams.max_length > max_positions:
+            raise ValueError(f"max_length={self.hparams.max_length} exceeds the {max_positions} positions of the "
+                             "encoder: lower model.init_args.max_length")
+        self.tokenizer = tokenizer
+        self.encoder = CoupledPairEncoder(token_vectors, self.hparams.n_filters, self.kernel_widths,
+                                          self.hparams.share_part_encoders).to(self.device)
+
+    def prepare(self, train_documents: Sequence[Document], val_documents: Sequence[Document] = ()) -> None:
+        """Builds what training needs from the training documents: the vocabulary and word vectors (once),
+        the TF-IDF neighbours (with ``tfidf_neighbours``) and the partner samplers of fit and validation."""
+        train = _documents(train_documents)
+        texts = [" ".join(text for _, text in document_fields(d)) for d in train]
+        if self.encoder is None:
+            self._install(*self.embeddings.build(texts))
+        k = self.hparams.tfidf_neighbours
+        neighbours = tfidf_neighbours(texts, k) if k is not None else None
+        self.samplers = {"fit": PartnerSampler(train_documents, [d.id for d in train], neighbours),
+                         "validate": _sampler(val_documents)}
+
+    def setup(self, stage: str) -> None:
+        if stage == "predict":
+            return
+        datamodule = self.trainer.datamodule
+        if datamodule is None or getattr(datamodule, "train_set", None) is None:
+            raise RuntimeError("CTPE builds its vocabulary and partners from a lit_docemb DataModule's "
+                               "train_set: run it with --data")
+        if stage == "fit":
+            self.prepare(datamodule.train_set, datamodule.val_set or ())
+        else:  # validate / test: the vocabulary comes from the checkpoint, partners from the held-out split
+            self.samplers["validate"] = _sampler(datamodule.val_set)
+
+    def collator(self, stage: str):
+        if self.tokenizer is None:
+            raise RuntimeError("CTPE has no vocabulary yet: fit it first, or load a checkpoint (--ckpt_path)")
+        splitter = PairSplitter(self.tokenizer, self.pos, self.hparams.max_length)
+        if stage == "predict":
+            return CoupledDocumentCollator(splitter, self.tokenizer.pad_id)
+        sampler = self.samplers.get("fit" if stage == "fit" else "validate")
+        if sampler is None:
+            raise RuntimeError("CTPE has no partner documents: call prepare(train_documents) or fit with --data")
+        return CoupledPairCollator(splitter, sampler, self.tokenizer.pad_id, deterministic=stage != "fit")
+
+    def losses(self, batch: CoupledPairBatch) -> dict[str, Tensor]:
+        encode = self.encoder.encode
+        v_f = encode(batch.former.input_ids, batch.former.attention_mask, "former")  # (B, D)
+        v_b = encode(batch.latter.input_ids, batch.latter.attention_mask, "latter")  # (B, D)
+        n_f = encode(batch.negative_former.input_ids, batch.negative_former.attention_mask, "former")  # (B, D)
+        n_b = encode(batch.negative_latter.input_ids, batch.negative_latter.attention_mask, "latter")  # (B, D)
+        terms = self.loss(v_f, v_b, n_f, n_b)
+        terms["skipped_documents"] = torch.tensor(float(batch.skipped), device=v_f.device)
+        return terms
+
+    def embed(self, batch: CoupledDocumentBatch) -> Tensor:
+        """The pairs (B, 2, D): ``[:, 0]`` is v_f, ``[:, 1]`` is v_b. Score them with :meth:`similarity`."""
+        v_f, v_b = self.encoder(batch.former.input_ids, batch.former.attention_mask, batch.latter.input_ids,
+                                batch.latter.attention_mask)
+        return torch.stack([v_f, v_b], dim=1)  # (B, 2, D)
+
+    def similarity(self, queries: Tensor, candidates: Tensor) -> Tensor:
+        """Eq. 2 between (Q, 2, D) and (N, 2, D) pairs → (Q, N)."""
+        return coupled_pair_similarity(queries[:, 0], queries[:, 1], candidates[:, 0], candidates[:, 1])
+
+    def predict_step(self, batch: CoupledDocumentBatch, batch_idx: int) -> dict:
+        pairs = self.embed(batch).float().cpu()
+        return {"ids": batch.ids, "former": pairs[:, 0], "latter": pairs[:, 1], "skipped": batch.skipped}
+
+    def on_save_checkpoint(self, checkpoint: dict) -> None:
+        if isinstance(self.tokenizer, WordTokenizer):
+            checkpoint["ctpe_vocabulary"] = self.tokenizer.words[2:]
+
+    def on_load_checkpoint(self, checkpoint: dict) -> None:
+        words = checkpoint.get("ctpe_vocabulary")
+        if words is not None and (self.tokenizer is None or self.tokenizer.words[2:] != list(words)):
+            self._install(*self.embeddings.restore(words))
