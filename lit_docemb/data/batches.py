@@ -150,3 +150,25 @@ class LabelledBatch:
 
     def __len__(self) -> int:
         return len(self.targets)
+
+
+@dataclass
+class QueryDocumentBatch:
+    """Retrieval fine-tuning: B queries, their relevant documents and k sampled negatives each.
+
+    Attributes:
+        queries: the backbone's batch of B queries (each a one-section document).
+        documents: the backbone's batch of B*(1+k) documents: the B positives in query order, then the
+            negatives.
+        query_ids: (B,) int64 identity of each query.
+        candidate_ids: (B*(1+k),) int64: a positive carries its query's id (two examples of one query do not
+            count each other's positive as a negative), a negative its document's.
+    """
+
+    queries: Any
+    documents: Any
+    query_ids: Tensor
+    candidate_ids: Tensor
+
+    def __len__(self) -> int:
+        return len(self.query_ids)

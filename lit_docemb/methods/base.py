@@ -14,6 +14,7 @@ implementing ``cacheable(batch)`` (see :class:`~lit_docemb.methods.grad_cache.Ca
 from __future__ import annotations
 
 import inspect
+import logging
 import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable
@@ -30,6 +31,8 @@ from lit_docemb.data.batches import DocumentBatch
 from lit_docemb.guards import FailFast, NonFiniteGuard
 from lit_docemb.methods.grad_cache import (CacheableBatch, GradCacheOutput, grad_cache_step,
                                            split_rows_by_token_budget)
+
+log = logging.getLogger(__name__)
 
 
 class LinearWarmupDecay(LambdaLR):
@@ -71,6 +74,24 @@ class LinearWarmupDecay(LambdaLR):
             return 1.0
         progress = min(1.0, (step - warmup) / (self.total_steps - warmup))
         return 1.0 - (1.0 - self.final_fraction) * progress
+
+
+def load_backbone_checkpoint(backbone: L.LightningModule, checkpoint: str) -> None:
+    """Loads a method's weights from a Lightning checkpoint of that method, or of a fine-tuning wrapper around
+    it (its ``backbone.*`` weights), weights only (no pickled code); extra weights (e.g. a pretraining head)
+    are ignored, missing ones are an error."""
+    state = torch.load(checkpoint, map_location="cpu", weights_only=True)["state_dict"]
+    if any(k.startswith("backbone.") for k in state):  # a fine-tuning wrapper's checkpoint: its backbone
+        state = {k[len("backbone."):]: v for k, v in state.items() if k.startswith("backbone.")}
+    try:
+        missing, unexpected = backbone.load_state_dict(state, strict=False)
+    except RuntimeError as err:  # shapes differ
+        raise ValueError(f"checkpoint {checkpoint} does not fit {type(backbone).__name__} as configured in "
+                         f"model.init_args.backbone: {err}") from err
+    if missing:
+        raise ValueError(f"checkpoint {checkpoint} is not a {type(backbone).__name__} checkpoint of this "
+                         f"architecture: {len(missing)} weights missing (first: {missing[0]})")
+    log.info("loaded %s (ignored %d extra weights)", checkpoint, len(unexpected))
 
 
 class EmbeddingMethod(L.LightningModule, ABC):

@@ -20,7 +20,7 @@ from torchmetrics.classification import MulticlassF1Score
 
 from lit_docemb.data.batches import LabelledBatch
 from lit_docemb.data.document import Document
-from lit_docemb.methods.base import EmbeddingMethod
+from lit_docemb.methods.base import EmbeddingMethod, load_backbone_checkpoint
 
 log = logging.getLogger(__name__)
 
@@ -69,16 +69,7 @@ class DocumentClassifier(EmbeddingMethod):
         self.save_method_hyperparameters(ignore=["backbone", "optimizer", "scheduler"])
         self.backbone = backbone
         if checkpoint is not None:
-            state = torch.load(checkpoint, map_location="cpu", weights_only=True)["state_dict"]
-            try:
-                missing, unexpected = backbone.load_state_dict(state, strict=False)
-            except RuntimeError as err:  # shapes differ
-                raise ValueError(f"checkpoint {checkpoint} does not fit {type(backbone).__name__} as configured in "
-                                 f"model.init_args.backbone: {err}") from err
-            if missing:
-                raise ValueError(f"checkpoint {checkpoint} is not a {type(backbone).__name__} checkpoint of this "
-                                 f"architecture: {len(missing)} weights missing (first: {missing[0]})")
-            log.info("loaded %s (ignored %d extra weights)", checkpoint, len(unexpected))
+            load_backbone_checkpoint(backbone, checkpoint)
         backbone.eval()  # one empty document through the backbone gives the embedding size
         with torch.no_grad():
             dim = backbone.embed(backbone.collator("predict")([Document("probe", sections=[])])).shape[-1]
