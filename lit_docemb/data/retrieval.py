@@ -327,6 +327,11 @@ class RetrievalDataModule(DocumentDataModule):
         """Adds ``stats`` to ``self.stats`` under ``"<prefix>/<key>"``."""
         self.stats.update({f"{prefix}/{key}": n for key, n in stats.items() if n})
 
+    def query_split(self, name: Literal["train", "val", "test"]) -> QuerySplit | None:
+        """The queries and judgements of split ``name`` as training and evaluation use them (the validation
+        queries held out of training when ``val_queries_from_train`` is set); None when there is no such split."""
+        return self._query_splits()[name]
+
     def _query_splits(self) -> dict[str, QuerySplit | None]:
         train = self.load_split(self.train_split)
         if self.val_queries_from_train:

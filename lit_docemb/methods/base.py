@@ -76,18 +76,19 @@ class LinearWarmupDecay(LambdaLR):
         return 1.0 - (1.0 - self.final_fraction) * progress
 
 
-def load_backbone_checkpoint(backbone: L.LightningModule, checkpoint: str) -> None:
-    """Loads a method's weights from a Lightning checkpoint of that method, or of a fine-tuning wrapper around
-    it (its ``backbone.*`` weights), weights only (no pickled code); extra weights (e.g. a pretraining head)
-    are ignored, missing ones are an error."""
+def load_method_checkpoint(backbone: L.LightningModule, checkpoint: str) -> None:
+    """Loads a method's weights from a Lightning checkpoint of that method, or from a fine-tuning wrapper's
+    checkpoint around it (its ``backbone.*`` weights), weights only (no pickled code). Extra weights (e.g. a
+    pretraining head) are ignored; missing ones are an error."""
     state = torch.load(checkpoint, map_location="cpu", weights_only=True)["state_dict"]
-    if any(k.startswith("backbone.") for k in state):  # a fine-tuning wrapper's checkpoint: its backbone
+    wrapper = any(k.startswith("backbone.") for k in state)
+    if wrapper and not any(k.startswith("backbone.") for k in backbone.state_dict()):  # a wrapper's backbone
         state = {k[len("backbone."):]: v for k, v in state.items() if k.startswith("backbone.")}
     try:
         missing, unexpected = backbone.load_state_dict(state, strict=False)
     except RuntimeError as err:  # shapes differ
         raise ValueError(f"checkpoint {checkpoint} does not fit {type(backbone).__name__} as configured in "
-                         f"model.init_args.backbone: {err}") from err
+                         f"the config: {err}") from err
     if missing:
         raise ValueError(f"checkpoint {checkpoint} is not a {type(backbone).__name__} checkpoint of this "
                          f"architecture: {len(missing)} weights missing (first: {missing[0]})")

@@ -20,7 +20,7 @@ from torchmetrics.classification import MulticlassF1Score
 
 from lit_docemb.data.batches import LabelledBatch
 from lit_docemb.data.document import Document
-from lit_docemb.methods.base import EmbeddingMethod, load_backbone_checkpoint
+from lit_docemb.methods.base import EmbeddingMethod, load_method_checkpoint
 
 log = logging.getLogger(__name__)
 
@@ -69,7 +69,7 @@ class DocumentClassifier(EmbeddingMethod):
         self.save_method_hyperparameters(ignore=["backbone", "optimizer", "scheduler"])
         self.backbone = backbone
         if checkpoint is not None:
-            load_backbone_checkpoint(backbone, checkpoint)
+            load_method_checkpoint(backbone, checkpoint)
         backbone.eval()  # one empty document through the backbone gives the embedding size
         with torch.no_grad():
             dim = backbone.embed(backbone.collator("predict")([Document("probe", sections=[])])).shape[-1]

@@ -21,7 +21,7 @@ from lit_docemb.data.batches import QueryDocumentBatch
 from lit_docemb.data.document import Document, Section
 from lit_docemb.data.retrieval import RetrievalExample
 from lit_docemb.losses import InfoNCELoss
-from lit_docemb.methods.base import EmbeddingMethod, load_backbone_checkpoint
+from lit_docemb.methods.base import EmbeddingMethod, load_method_checkpoint
 from lit_docemb.methods.docsplit import doc_index
 
 log = logging.getLogger(__name__)
@@ -74,7 +74,7 @@ class DenseRetrieval(EmbeddingMethod):
         self.save_method_hyperparameters(ignore=["backbone", "optimizer", "scheduler"])
         self.backbone = backbone
         if checkpoint is not None:
-            load_backbone_checkpoint(backbone, checkpoint)
+            load_method_checkpoint(backbone, checkpoint)
         self.contrastive = InfoNCELoss(temperature, similarity=similarity, gather_across_devices=gather_across_devices)
 
     def collator(self, stage: str):
