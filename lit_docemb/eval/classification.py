@@ -1,0 +1,81 @@
+"""Evaluations of frozen document embeddings with labels: k-means clustering, a linear probe, few-shot probes.
+
+As the papers compute them: clustering (Graph-RoBERTa Table 1, DECA Table 4) fits k-means on the training
+embeddings and assigns the test embeddings to its centroids, scored by NMI and purity against the labels;
+the linear probe (DECA Tables 3/5, DocSplit Table 1) is a logistic regression on the training embeddings,
+scored on the test set by accuracy, error rate and macro-F1; few-shot (DocSplit Appendix A) repeats the probe
+on k training examples per class, 10 draws, and reports mean and standard deviation.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+from sklearn.cluster import KMeans
+from sklearn.linear_model import LogisticRegression
+from sklearn.metrics import accuracy_score, f1_score, normalized_mutual_info_score
+from sklearn.preprocessing import LabelEncoder
+
+
+def _as_array(embeddings) -> np.ndarray:
+    array = embeddings.detach().float().cpu().numpy() if hasattr(embeddings, "detach") else np.asarray(embeddings)
+    if array.ndim != 2 or len(array) == 0:
+        raise ValueError(f"need (N, D) embeddings with N > 0, got shape {array.shape}")
+    return array.astype(np.float64)
+
+
+def purity(labels: Sequence, clusters: Sequence[int]) -> float:
+    """Share of items whose cluster's majority label is their own label."""
+    labels, clusters = np.asarray(labels), np.asarray(clusters)
+    total = 0
+    for cluster in np.unique(clusters):
+        _, counts = np.unique(labels[clusters == cluster], return_counts=True)
+        total += counts.max()
+    return total / len(labels)
+
+
+def kmeans_clustering(train, train_labels: Sequence, test, test_labels: Sequence, num_clusters: int | None = None,
+                      seed: int = 0, n_init: int = 10) -> dict[str, float]:
+    """k-means (k = number of training labels unless given) fitted on ``train``, applied to ``test``:
+    ``{"nmi", "purity"}`` of the test assignments."""
+    train, test = _as_array(train), _as_array(test)
+    k = num_clusters or len(set(train_labels))
+    model = KMeans(n_clusters=k, random_state=seed, n_init=n_init).fit(train)
+    clusters = model.predict(test)
+    return {"nmi": float(normalized_mutual_info_score(test_labels, clusters)),
+            "purity": float(purity(test_labels, clusters))}
+
+
+def linear_probe(train, train_labels: Sequence, test, test_labels: Sequence, c: float = 1.0,
+                 max_iter: int = 2000) -> dict[str, float]:
+    """Logistic regression on frozen embeddings: ``{"accuracy", "error_rate", "macro_f1"}`` on the test set.
+    Test labels unseen in training count as errors."""
+    train, test = _as_array(train), _as_array(test)
+    encoder = LabelEncoder().fit(list(train_labels))
+    model = LogisticRegression(C=c, max_iter=max_iter).fit(train, encoder.transform(list(train_labels)))
+    predicted = encoder.inverse_transform(model.predict(test))
+    accuracy = float(accuracy_score(list(test_labels), predicted))
+    return {"accuracy": accuracy, "error_rate": 1.0 - accuracy,
+            "macro_f1": float(f1_score(list(test_labels), predicted, average="macro"))}
+
+
+def few_shot_probe(train, train_labels: Sequence, test, test_labels: Sequence, shots: int, repetitions: int = 10,
+                   seed: int = 0) -> dict[str, float]:
+    """The linear probe on ``shots`` training examples per class, drawn ``repetitions`` times:
+    ``{"accuracy_mean", "accuracy_std", "macro_f1_mean", "macro_f1_std"}``."""
+    train, labels = _as_array(train), np.asarray(list(train_labels))
+    rng = np.random.default_rng(seed)
+    classes = np.unique(labels)
+    short = [c for c in classes if (labels == c).sum() < shots]
+    if short:
+        raise ValueError(f"{shots}-shot needs {shots} training examples of every class; too few for {short[:5]}")
+    runs = []
+    for _ in range(repetitions):
+        rows = np.concatenate([rng.choice(np.flatnonzero(labels == c), shots, replace=False) for c in classes])
+        runs.append(linear_probe(train[rows], labels[rows], test, test_labels))
+    out = {}
+    for name in ("accuracy", "macro_f1"):
+        values = np.array([r[name] for r in runs])
+        out[f"{name}_mean"], out[f"{name}_std"] = float(values.mean()), float(values.std())
+    return out
