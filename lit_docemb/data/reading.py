@@ -269,6 +269,20 @@ def _merge_saved_counts(counts_dir: str, num_shards: int, context: ReadContext, 
     return documents
 
 
+def table_from_generator(generator: Callable[..., Iterator[dict[str, Any]]], **kwargs):
+    """``datasets.Dataset.from_generator(generator, **kwargs)``, raising the generator's own error (strict mode, a
+    missing file...) rather than the ``DatasetGenerationError`` that wraps it."""
+    import datasets
+    from datasets.exceptions import DatasetGenerationError
+
+    try:
+        return datasets.Dataset.from_generator(generator, **kwargs)
+    except DatasetGenerationError as err:
+        if err.__cause__ is None:
+            raise
+        raise err.__cause__ from None
+
+
 def cached_documents(reader: Callable[..., Iterable[Document]], reader_kwargs: dict[str, Any], *,
                      inputs: Sequence[str | Path], context: ReadContext, cache_dir: str | None = None,
                      identity: Sequence[str] = (), description: str | None = None, num_proc: int | None = None,
@@ -292,7 +306,6 @@ def cached_documents(reader: Callable[..., Iterable[Document]], reader_kwargs: d
         shard_over: The reader argument split among the processes (e.g. ``"sources"``).
     """
     import datasets
-    from datasets.exceptions import DatasetGenerationError
 
     shards = _shards(reader_kwargs, shard_over, num_proc)
     policy = {"strict": context.strict, "encoding": context.encoding, "fallback_encoding": context.fallback_encoding}
@@ -304,13 +317,9 @@ def cached_documents(reader: Callable[..., Iterable[Document]], reader_kwargs: d
     description = description or ", ".join(str(p) for p in inputs) or ", ".join(identity)
     gen_kwargs = {"shards": list(enumerate(shards)), "reader": reader, "policy": policy, "counts_dir": counts_dir}
     try:
-        table = datasets.Dataset.from_generator(_document_rows, features=_row_features(), cache_dir=cache_dir,
-                                                gen_kwargs=gen_kwargs, fingerprint=fingerprint,
-                                                num_proc=len(shards) if len(shards) > 1 else None)
-    except DatasetGenerationError as err:  # show the reader's own error (strict mode, missing file)
-        if err.__cause__ is None:
-            raise
-        raise err.__cause__ from None
+        table = table_from_generator(_document_rows, features=_row_features(), cache_dir=cache_dir,
+                                     gen_kwargs=gen_kwargs, fingerprint=fingerprint,
+                                     num_proc=len(shards) if len(shards) > 1 else None)
     except ValueError as err:  # datasets refuses a table without rows
         if _merge_saved_counts(counts_dir, len(shards), context, description) != 0:
             raise
