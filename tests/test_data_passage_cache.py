@@ -6,15 +6,17 @@ from __future__ import annotations
 import copy
 import os
 import pickle
+from collections import Counter
 
 import datasets
+import lightning as L
 import numpy as np
 import pytest
 from transformers import AutoTokenizer
 
 from conftest import write_corpus_jsonl
 from lit_docemb.data.document import Document, Section
-from lit_docemb.data.jsonl import read_jsonl
+from lit_docemb.data.jsonl import JSONLDataModule, read_jsonl
 from lit_docemb.data.openwebtext_formats import iter_openwebtext
 from lit_docemb.data.passage_cache import PassageCache, TokenizedPassages, corpus_fingerprint, tokenizer_fingerprint
 from lit_docemb.data.reading import ReadContext, cached_documents
@@ -156,3 +158,50 @@ def test_parallel_build_equals_serial_and_rows_pickle_as_paths(tmp_path, tokeniz
     assert restored[-1].passage_ids() == serial[len(serial) - 1].passage_ids()
     with pytest.raises(IndexError):
         serial[len(serial)]
+
+
+class PassageMethod(L.LightningModule):
+    """What a hierarchical method shows the DataModule: a ``passage_cache`` and a collator over its rows."""
+
+    def __init__(self, passage_cache: PassageCache) -> None:
+        super().__init__()
+        self.passage_cache = passage_cache
+
+    def collator(self, stage: str):
+        return list
+
+
+def attached(datamodule, module):
+    trainer = L.Trainer(accelerator="cpu", devices=1, logger=False)
+    trainer.strategy.connect(module)
+    datamodule.trainer = trainer
+    return datamodule
+
+
+def test_datamodule_hands_the_methods_collator_cached_passages(tmp_path, tokenizer, monkeypatch):
+    corpus = str(write_corpus_jsonl(tmp_path / "docs.jsonl", n_documents=30))
+    kwargs = {"paths": [corpus], "batch_size": 4, "num_workers": 2, "val_fraction": 0.2, "seed": 1}
+    plain = JSONLDataModule(**kwargs)
+    plain.setup("fit")
+    train_ids = [d.id for d in plain.train_set]
+    by_id = {d.id: d for d in read_jsonl(corpus)}
+
+    cache = PassageCache(tokenizer, 60, max_length=64, cache_dir=str(tmp_path / "hf"))
+    datamodule = attached(JSONLDataModule(**kwargs), PassageMethod(cache))
+    datamodule.setup("fit")
+    assert [row.id for row in datamodule.train_set] == train_ids
+    assert [row.id for row in datamodule.val_set] == [d.id for d in plain.val_set]
+    seen = [row for batch in datamodule.train_dataloader() for row in batch]  # read in 2 worker processes
+    assert isinstance(seen[0], TokenizedPassages) and Counter(row.id for row in seen) == Counter(train_ids)
+    for row in seen:
+        assert row.passage_ids() == reference(by_id[row.id], tokenizer, 60, None, 64, True)
+
+    def no_tokenizing(self, passages):
+        raise AssertionError("the second run tokenized again")
+
+    monkeypatch.setattr(PassageCache, "_encode", no_tokenizing)
+    second = attached(JSONLDataModule(**kwargs), PassageMethod(PassageCache(tokenizer, 60, max_length=64,
+                                                                             cache_dir=str(tmp_path / "hf"))))
+    second.setup("fit")
+    assert second.train_set.documents.table.cache_files == datamodule.train_set.documents.table.cache_files
+    assert [row.passage_ids() for row in second.train_set] == [row.passage_ids() for row in datamodule.train_set]
