@@ -320,6 +320,8 @@ def cached_documents(reader: Callable[..., Iterable[Document]], reader_kwargs: d
         table = table_from_generator(_document_rows, features=_row_features(), cache_dir=cache_dir,
                                      gen_kwargs=gen_kwargs, fingerprint=fingerprint,
                                      num_proc=len(shards) if len(shards) > 1 else None)
+    except MalformedInputError:  # strict mode: the reader's error as it is
+        raise
     except ValueError as err:  # datasets refuses a table without rows
         if _merge_saved_counts(counts_dir, len(shards), context, description) != 0:
             raise
