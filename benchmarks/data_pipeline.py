@@ -182,7 +182,8 @@ def build_stages(tokenizer, documents: list[Document], jsonl: Path, cache_dir: d
         "rust": Stage("  same, Rust `encode_batch` alone (no transformers wrapper)", rust_only),
         "pipeline": Stage("pipeline: read JSONL → split → tokenize",
                           lambda count: split_and_tokenize(read_jsonl(jsonl), tokenizer, count)),
-        "epoch1": Stage("cache epoch 1: JSONL → Arrow documents → split → tokenize → Arrow passages → ids", epoch),
+        "epoch1": Stage("cache epoch 1: JSONL → Arrow documents → split → tokenize → Arrow passages → ids",
+                        epoch),
         "epoch2": Stage("cache epoch 2: Arrow passages (cached) → ids", epoch),
         "cache_read": Stage("  for comparison: Arrow documents (cached) → Document, not tokenized", cache_read_only),
     }
@@ -196,7 +197,8 @@ def rate(count: int, seconds: list[float]) -> str:
 
 def print_report(stages: dict[str, Stage], args, documents: list[Document], load_before, load_after) -> None:
     raw, pipeline, epoch1, epoch2 = (stages[k] for k in ("raw", "pipeline", "epoch1", "epoch2"))
-    produced = {name: (stage.count.tokens, stage.count.documents) for name, stage in stages.items() if stage.count.tokens}
+    produced = {name: (stage.count.tokens, stage.count.documents)
+                for name, stage in stages.items() if stage.count.tokens}
     if len(set(produced.values())) != 1:
         raise RuntimeError(f"the stages produced different (tokens, documents): {produced}")
     tokens_per_doc = raw.count.tokens / raw.count.documents

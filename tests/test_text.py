@@ -283,7 +283,8 @@ def _reference_candidates(text: str) -> list[tuple[int, int, str | None]]:
 
 
 @settings(max_examples=500, deadline=None)
-@given(st.text(alphabet=st.sampled_from(list(_TERMINALS + _CJK_TERMINALS + "\"')]\u201d\u300d a\n\u00a0\t")), max_size=60))
+@given(st.text(alphabet=st.sampled_from(list(_TERMINALS + _CJK_TERMINALS + "\"')]\u201d\u300d a\n\u00a0\t")),
+               max_size=60))
 def test_boundary_regex_matches_a_plain_scan(text: str) -> None:
     """The character-class-first boundary regex (a speed-up) finds exactly the candidates of the definition."""
     found = [(m.start(), m.end(), m.group("terminal")) for m in text_module._BOUNDARY.finditer(text)]
