@@ -51,7 +51,8 @@ CACHE_VERSION = "1"  # bump when the layout of the rows changes
 
 @dataclass
 class TokenizedPassages:
-    """One document's passages as token ids (a row of the cache).
+    """One document's passages as token ids (a row of the cache). The arrays are read-only views of the
+    memory-mapped file: copy them (``torch.tensor``, ``np.array``) before writing into them.
 
     Attributes:
         id: The document id.
@@ -182,7 +183,9 @@ class PassageCache:
             ``False`` gives bare ids, e.g. to cut a section's tokens into windows.
         cache_dir: Folder of the ``datasets`` cache; None uses its default.
         batch_documents: Documents whose passages are tokenized in one tokenizer call while building.
-        num_proc: Processes building the cache, each over a contiguous range of the corpus (None: one).
+        num_proc: Processes building the cache, each over a contiguous range of the corpus (None: one). Each
+            receives the corpus pickled: memory-mapped file paths for a corpus read through ``datasets``, every
+            document for an in-memory list.
     """
 
     def __init__(self, tokenizer, words_per_passage: int = 100, max_passages: int | None = None,
