@@ -422,3 +422,15 @@ def test_truncated_or_malformed_dump_is_counted_or_raises_when_strict(dump_path,
     with pytest.raises(MalformedInputError, match=rf"articles3\.xml:{broken_line}: corrupt or truncated dump "
                                                   r"\(mismatched tag.*expected a MediaWiki XML export"):
         WikipediaDataModule(str(folder), cache_dir=str(tmp_path / "cache"), strict=True).setup()
+
+
+def test_undecodable_bytes_in_a_dump_are_replaced_and_counted(tmp_path):
+    pages = [page_xml("Caf\u00e9 page", 501, "First caf\u00e9 words."), page_xml("Next page", 502, "Next words.")]
+    data = export_xml(pages).encode().replace("First caf\u00e9".encode(), b"First caf\xe9")  # a latin-1 byte
+    path = tmp_path / "enwiki-pages-articles.xml"
+    path.write_bytes(data)
+    stats = Counter()
+    documents = {d.title: d for d in iter_wikipedia_xml(str(path), stats=stats)}
+    assert documents["Caf\u00e9 page"].sections[0].text == "First caf\ufffd words."
+    assert documents["Next page"].sections[0].text == "Next words."
+    assert stats == Counter(document=2, undecodable_sequence=1)

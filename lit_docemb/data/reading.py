@@ -26,6 +26,7 @@ of the conversion are stored beside it and merged into ``context.stats`` on ever
 from __future__ import annotations
 
 import bz2
+import codecs
 import gzip
 import hashlib
 import io
@@ -129,6 +130,42 @@ def open_binary(path: str | os.PathLike) -> BinaryIO:
         raise ValueError(f"{path} is unix-compress (.Z) data: see lit_docemb.data.robust04.open_trec_file, or run "
                          "`uncompress` (or `gzip -d`) on it first")
     return open(path, "rb", buffering=_BUFFER_SIZE)
+
+
+class Utf8Repair(io.RawIOBase):
+    """A binary UTF-8 stream with every undecodable byte sequence replaced by U+FFFD (re-encoded as UTF-8) and
+    counted as ``stats["undecodable_<unit>"]``: for parsers that read bytes and would stop at the first bad one
+    (``ElementTree.iterparse``). A character split between two reads is decoded whole.
+
+    Args:
+        stream: The binary stream.
+        stats: Receives the counts.
+        unit: What a count is called (``"undecodable_<unit>"``).
+    """
+
+    _REPLACEMENT = "\ufffd".encode()  # a U+FFFD that was in the input, not a replacement
+
+    def __init__(self, stream: BinaryIO, stats: Counter, unit: str = "sequence") -> None:
+        super().__init__()
+        self.stream, self.stats, self.key = stream, stats, f"undecodable_{unit}"
+        self.decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+        self.tail = b""  # the last 2 bytes read: a U+FFFD of the input may be split between reads
+
+    def readable(self) -> bool:
+        return True
+
+    def read(self, size: int | None = -1) -> bytes:
+        if size == 0:
+            return b""
+        text, data = "", b"-"
+        while not text and data:  # an incomplete character decodes to nothing yet: read on
+            data = self.stream.read(-1 if size is None else size)
+            text = self.decoder.decode(data, final=not data)
+            genuine = (self.tail + data).count(self._REPLACEMENT)
+            self.tail = (self.tail + data)[-2:]
+            if text.count("\ufffd") > genuine:
+                self.stats[self.key] += text.count("\ufffd") - genuine
+        return text.encode("utf-8")
 
 
 def read_lines(path: str | os.PathLike, context: ReadContext, keepends: bool = False, unit: str = "record",
