@@ -73,6 +73,12 @@ def test_cached_passages_equal_uncached_tokenization(tmp_path, tokenizer, docume
                    for row in cached for ids in row.passage_ids())
     else:
         assert tokenizer.cls_token_id not in cached[0].input_ids
+        for document, row in zip(documents, cached, strict=True):  # a section's tokens, for CoLDE's windows
+            for section in range(len(document.sections)):
+                own = [ids for ids, passage in zip(row.passage_ids(), chunk_passages(document, words), strict=True)
+                       if passage.section_index == section]
+                assert row.section_ids(section).tolist() == [i for ids in own for i in ids]
+        assert cached[-1].section_ids(1).tolist() == [] and len(cached[-1].section_ids(2)) > 0
 
 
 def test_second_open_reads_the_cache_without_tokenizing(tmp_path, tiny_encoder_dir, tokenizer, documents,

@@ -76,6 +76,16 @@ class TokenizedPassages:
         """(T,) the token ids of passage ``index`` (a view, no copy)."""
         return self.input_ids[self.passage_offsets[index] : self.passage_offsets[index + 1]]
 
+    def section_ids(self, section: int) -> np.ndarray:
+        """(T,) the ids of the passages of section ``section`` one after the other (a view; empty when it has no
+        passage). Built with ``add_special_tokens=False`` and no ``max_length``, these are the section's tokens
+        (its passages tokenized one by one) to cut into CoLDE's windows with
+        :func:`~lit_docemb.data.text.token_windows`."""
+        passages = np.flatnonzero(self.section_index == section)  # contiguous: passages follow the sections
+        if not len(passages):
+            return self.input_ids[:0]
+        return self.input_ids[self.passage_offsets[passages[0]] : self.passage_offsets[passages[-1] + 1]]
+
     def passage_ids(self) -> list[list[int]]:
         """The P passages' token ids as lists, as the tokenizer returns them."""
         return [self.passage(index).tolist() for index in range(len(self))]
