@@ -151,3 +151,28 @@ def test_local_hugging_face_copy_is_read_without_conversion(tmp_path):
     assert dm.train_set.documents[1].text == KETTLE
     assert not os.path.exists(tmp_path / "cache" / "lit_docemb_stats")  # memory-mapped as is, nothing converted
     assert sorted(d.id for d in next(iter(dm.train_dataloader()))) == ["owt:0", "owt:1", "owt:2"]
+
+
+def test_save_to_disk_copy_and_hub_name_go_through_datasets(tmp_path, monkeypatch):
+    import datasets
+
+    table = datasets.Dataset.from_dict({"text": [GULLS, "", BRIDGE]})
+    datasets.DatasetDict({"train": table}).save_to_disk(str(tmp_path / "owt_saved"))
+    dm = OpenWebTextDataModule(source=str(tmp_path / "owt_saved"), cache_dir=str(tmp_path / "cache"),
+                               val_fraction=0.0)
+    dm.setup("fit")
+    assert dm.all_set.documents.ids == ["owt:0", "owt:1", "owt:2"] and dm.all_set.documents[2].text == BRIDGE
+
+    calls = []
+
+    def load_dataset(name, subset=None, cache_dir=None):  # the hub, which these tests cannot reach
+        calls.append((name, subset, cache_dir))
+        return datasets.DatasetDict({"train": table})
+
+    monkeypatch.setattr(datasets, "load_dataset", load_dataset)
+    hub = OpenWebTextDataModule(source="Skylion007/openwebtext", cache_dir=str(tmp_path / "cache"), val_fraction=0.0)
+    hub.setup("fit")
+    assert calls == [("Skylion007/openwebtext", None, str(tmp_path / "cache"))]
+    assert hub.all_set.documents[0].text == dm.all_set.documents[0].text
+    with pytest.raises(ValueError, match="no split 'validation'"):
+        OpenWebTextDataModule(source="Skylion007/openwebtext", split="validation").setup("fit")

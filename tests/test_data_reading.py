@@ -3,15 +3,25 @@
 from __future__ import annotations
 
 import gzip
+import io
 import lzma
 import os
 from collections import Counter
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from lit_docemb.data.document import Document, Section
-from lit_docemb.data.reading import MalformedInputError, ReadContext, cached_documents, read_lines, require_path
+from lit_docemb.data.reading import (
+    MalformedInputError,
+    ReadContext,
+    Utf8Repair,
+    cached_documents,
+    read_lines,
+    require_path,
+)
 
 
 def _marker_reader(sources: list[str], marker: str, *, context: ReadContext):
@@ -91,3 +101,21 @@ def test_bad_input_policy_lines_and_missing_paths(tmp_path):
 
     with pytest.raises(FileNotFoundError, match=r"(?s)qrels file not found: .*nothing does not exist; expected TREC"):
         require_path(tmp_path / "nothing", "qrels file", "TREC qrels lines")
+
+
+_UTF8_PIECES = ["a", " ", "\u00e9", "\u20ac", "\U0001f600", "\ufffd"]  # 1- to 4-byte characters, a real U+FFFD
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.one_of(st.sampled_from(_UTF8_PIECES).map(str.encode), st.binary(max_size=3)), max_size=30),
+       st.integers(1, 7))
+def test_utf8_repair_replaces_and_counts_like_a_whole_decode(pieces: list[bytes], read_size: int) -> None:
+    """Read in small pieces (characters split between reads), the stream equals decoding the whole input with
+    errors="replace"; the count is the replacements made, not the U+FFFD already in the input."""
+    data = b"".join(pieces)
+    stats = Counter()
+    stream = Utf8Repair(io.BytesIO(data), stats)
+    out = b"".join(iter(lambda: stream.read(read_size), b""))
+    decoded = data.decode("utf-8", errors="replace")
+    assert out == decoded.encode("utf-8")
+    assert stats["undecodable_sequence"] == decoded.count("\ufffd") - data.count("\ufffd".encode())

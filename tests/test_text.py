@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import random
+import re
 import time
 
 import pytest
@@ -10,6 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from lit_docemb.data.document import Document, Section
+from lit_docemb.data import text as text_module
 from lit_docemb.data.text import Passage, chunk_passages, split_sentences, split_views, token_windows
 
 
@@ -248,3 +250,54 @@ def test_split_views_random_and_uniform() -> None:
     for index in range(3):
         for view in range(3):
             assert 0.28 < sum(index in views[view] for views in triples) / len(triples) < 0.39
+
+
+_TERMINALS, _CJK_TERMINALS = ".!?\u2026\u203d", "\u3002\uff01\uff1f"
+
+
+def _reference_candidates(text: str) -> list[tuple[int, int, str | None]]:
+    """Boundary candidates found by a plain scan (the definition the module docstring gives): a whole run of
+    terminal punctuation, then closing quotes/brackets, then whitespace (required after ``.!?…‽``, optional
+    after CJK stops); scanning resumes after the candidate. (start, end, terminal run or None for CJK)."""
+    candidates, i = [], 0
+    closers = "\"'\u201d\u2019\u00bb\u203a)\\]}\u300d\u300f\uff09"
+    while i < len(text):
+        terminals = _TERMINALS if text[i] in _TERMINALS else _CJK_TERMINALS if text[i] in _CJK_TERMINALS else ""
+        if not terminals or (i > 0 and text[i - 1] in terminals):
+            i += 1
+            continue
+        run_end = i
+        while run_end < len(text) and text[run_end] in terminals:
+            run_end += 1
+        end = run_end
+        while end < len(text) and text[end] in closers:
+            end += 1
+        space_end = end
+        while space_end < len(text) and text[space_end].isspace():
+            space_end += 1
+        if terminals is _CJK_TERMINALS or space_end > end:
+            candidates.append((i, space_end, text[i:run_end] if terminals is _TERMINALS else None))
+            i = space_end
+        else:
+            i = run_end
+    return candidates
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.text(alphabet=st.sampled_from(list(_TERMINALS + _CJK_TERMINALS + "\"')]\u201d\u300d a\n\u00a0\t")),
+               max_size=60))
+def test_boundary_regex_matches_a_plain_scan(text: str) -> None:
+    """The character-class-first boundary regex (a speed-up) finds exactly the candidates of the definition."""
+    found = [(m.start(), m.end(), m.group("terminal")) for m in text_module._BOUNDARY.finditer(text)]
+    assert found == _reference_candidates(text)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.text(alphabet=st.sampled_from(list("ab \n\r\t\u2028")), max_size=30))
+def test_line_spans_match_the_newline_regex(text: str) -> None:
+    """The str.split fast path for text without carriage returns gives the lines the regex gives."""
+    expected, start = [], 0
+    for newline in re.finditer(r"\r\n|\r|\n", text):
+        expected.append((start, newline.start()))
+        start = newline.end()
+    assert list(text_module._line_spans(text)) == [*expected, (start, len(text))]

@@ -386,3 +386,51 @@ def test_parquet_random_access_through_datasets(parquet_path, tmp_path):
     assert len(table) == 3
     streamed = next(iter_wikipedia_parquet(parquet_path))
     assert wikipedia_record_to_document(table[0]) == streamed
+
+
+def test_missing_source_describes_the_layouts(tmp_path):
+    from lit_docemb.data.wikipedia import WikipediaDataModule
+
+    for source in (str(tmp_path / "dumps" / "enwiki"), str(tmp_path)):  # missing local path; folder without files
+        with pytest.raises(FileNotFoundError, match=r"(?s)Wikipedia.*parquet.*pages-articles\[N\]\.xml\.bz2"):
+            WikipediaDataModule(source, cache_dir=str(tmp_path / "cache")).setup()
+
+
+def test_truncated_or_malformed_dump_is_counted_or_raises_when_strict(dump_path, tmp_path):
+    from lit_docemb.data.reading import MalformedInputError
+    from lit_docemb.data.wikipedia import WikipediaDataModule
+
+    folder = tmp_path / "dumps"
+    folder.mkdir()
+    (folder / "enwiki-pages-articles1.xml.bz2").write_bytes(open(dump_path, "rb").read())
+    pages = [page_xml(f"Plain page {i}", 300 + i, f"Plain words number {i}.") for i in range(50)]
+    whole = bz2.compress(export_xml(pages).encode())
+    (folder / "enwiki-pages-articles2.xml.bz2").write_bytes(whole[: len(whole) * 3 // 4])  # truncated stream
+    broken = export_xml([page_xml("Fine page", 401, "Fine words."), "  <page><title>Broken</titel>\n"])
+    (folder / "enwiki-pages-articles3.xml").write_text(broken)  # not well-formed XML
+    dm = WikipediaDataModule(str(folder), cache_dir=str(tmp_path / "cache"), val_fraction=0.0)
+    dm.setup()
+    ids = dm.all_set.documents.ids
+    assert dm.stats["corrupt_dump"] == 2
+    assert {"wiki:101", "wiki:104", "wiki:401"} <= set(ids)  # what came before the damage is kept
+    assert dm.stats["document"] == len(ids) and "wiki:349" not in ids
+    with pytest.raises(MalformedInputError, match=r"articles2\.xml\.bz2: corrupt or truncated dump \(Compressed "
+                                                  r"file ended.*expected a MediaWiki XML export"):
+        WikipediaDataModule(str(folder), cache_dir=str(tmp_path / "cache"), strict=True).setup()
+    (folder / "enwiki-pages-articles2.xml.bz2").unlink()
+    broken_line = broken.splitlines().index("  <page><title>Broken</titel>") + 1
+    with pytest.raises(MalformedInputError, match=rf"articles3\.xml:{broken_line}: corrupt or truncated dump "
+                                                  r"\(mismatched tag.*expected a MediaWiki XML export"):
+        WikipediaDataModule(str(folder), cache_dir=str(tmp_path / "cache"), strict=True).setup()
+
+
+def test_undecodable_bytes_in_a_dump_are_replaced_and_counted(tmp_path):
+    pages = [page_xml("Caf\u00e9 page", 501, "First caf\u00e9 words."), page_xml("Next page", 502, "Next words.")]
+    data = export_xml(pages).encode().replace("First caf\u00e9".encode(), b"First caf\xe9")  # a latin-1 byte
+    path = tmp_path / "enwiki-pages-articles.xml"
+    path.write_bytes(data)
+    stats = Counter()
+    documents = {d.title: d for d in iter_wikipedia_xml(str(path), stats=stats)}
+    assert documents["Caf\u00e9 page"].sections[0].text == "First caf\ufffd words."
+    assert documents["Next page"].sections[0].text == "Next words."
+    assert stats == Counter(document=2, undecodable_sequence=1)

@@ -7,6 +7,7 @@ from lit_docemb.data.jsonl import JSONLDataModule
 from lit_docemb.data.labelled import LabelledTextDataModule
 from lit_docemb.data.msmarco import MSMARCODataModule
 from lit_docemb.data.openwebtext import OpenWebTextDataModule
+from lit_docemb.data.passage_cache import PassageCache, TokenizedPassages
 from lit_docemb.data.retrieval import Query, RetrievalExample
 from lit_docemb.data.robust04 import Robust04DataModule
 from lit_docemb.data.wikipedia import WikipediaDataModule
@@ -14,5 +15,5 @@ from lit_docemb.data.wikir import WIKIRDataModule
 
 __all__ = ["AANDataModule", "ArxivDataModule", "Document", "DocumentDataModule", "DocumentPair",
            "InstalledDocsDataModule", "JSONLDataModule", "LabelledTextDataModule", "MSMARCODataModule",
-           "OpenWebTextDataModule", "Query", "RetrievalExample", "Robust04DataModule", "Section",
-           "WIKIRDataModule", "WikipediaDataModule"]
+           "OpenWebTextDataModule", "PassageCache", "Query", "RetrievalExample", "Robust04DataModule", "Section",
+           "TokenizedPassages", "WIKIRDataModule", "WikipediaDataModule"]

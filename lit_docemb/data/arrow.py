@@ -39,6 +39,12 @@ class ArrowDocuments(Sequence):
             yield self.to_document(row)
 
     @property
+    def fingerprint(self) -> str:
+        """The table's ``datasets`` fingerprint: the same for every opening of the same cache files (and for the
+        same slice of them), different for another conversion. Keys caches derived from this corpus."""
+        return self.table._fingerprint
+
+    @property
     def ids(self) -> list[str]:
         """The id column, read through Arrow (3.2M MSMARCO ids in about a second, where formatting them row by
         row through ``datasets`` takes half a minute)."""

@@ -4,7 +4,11 @@ A corpus DataModule only says how to read its documents (:meth:`DocumentDataModu
 base splits them into train/validation by a stable hash of the document id (independent of order and size,
 so the same document is always held out), drops empty documents with a count, and builds the dataloaders.
 The *method* decides what a batch is: the dataloaders use the collator of the LightningModule being trained
-(``lightning_module.collator(stage)``), so DataModules stay method-agnostic.
+(``lightning_module.collator(stage)``), so DataModules stay method-agnostic. A method that reads tokenized
+passages rather than documents (hierarchical encoders) says so with a ``passage_cache`` attribute, a
+:class:`~lit_docemb.data.passage_cache.PassageCache` built with its tokenizer: ``setup`` then opens that cache
+over the corpus (splitting and tokenizing once, on the first run) and the collator receives
+:class:`~lit_docemb.data.passage_cache.TokenizedPassages`, in the same splits and order.
 
 Training, validation and test batches come from a :class:`~lit_docemb.data.sampling.ResumableLoader`: under
 DDP every rank gets as many batches as the others (no hang on an uneven tail), every document is seen once per
@@ -41,7 +45,8 @@ def stable_fraction(doc_id: str, seed: int = 0) -> float:
 
 
 class DocumentDataset(Dataset):
-    """A map-style dataset over a sequence of documents (a list, or a lazily indexed corpus).
+    """A map-style dataset over a sequence of documents (a list, or a lazily indexed corpus), or of any items
+    aligned with them (their cached tokenized passages).
 
     The indices are one numpy array (8 bytes a document), not a list of Python ints: forked dataloader
     workers would copy a list page by page as they touch its reference counts.
@@ -122,10 +127,20 @@ class DocumentDataModule(L.LightningDataModule, ABC):
             val = val[: self.max_val_documents]
         if not len(train):
             raise ValueError(f"{type(self).__name__}: no non-empty training documents (read {len(documents)})")
-        self.train_set, self.val_set = DocumentDataset(documents, train), DocumentDataset(documents, val)
-        self.all_set = DocumentDataset(documents, np.sort(np.concatenate([train, val])))
+        items = self._items(documents)
+        self.train_set, self.val_set = DocumentDataset(items, train), DocumentDataset(items, val)
+        self.all_set = DocumentDataset(items, np.sort(np.concatenate([train, val])))
         log.info("%s: %d train / %d validation documents, skipped %s", type(self).__name__, len(train), len(val),
                  dict(self.stats) or "none")
+
+    def _items(self, documents: Sequence[Document]) -> Sequence:
+        """What the datasets hold: the documents, or their tokenized passages when the trained method has a
+        ``passage_cache`` (see the module docstring)."""
+        module = self.trainer.lightning_module if self.trainer is not None else None
+        passage_cache = getattr(module, "passage_cache", None)
+        if passage_cache is None:
+            return documents
+        return passage_cache.open(documents)
 
     def _usable_ids(self, documents: Sequence[Document]) -> list[str | None]:
         """Ids of the documents, ``None`` for empty ones (counted). Lazy corpora expose an ``ids`` column, read

@@ -2,51 +2,54 @@
 
 from __future__ import annotations
 
-import gzip
 import json
-import logging
 from pathlib import Path
 
 from lit_docemb.data.datamodule import DocumentDataModule
 from lit_docemb.data.document import Document
+from lit_docemb.data.reading import ReadContext, read_lines, require_path
 
-log = logging.getLogger(__name__)
+EXPECTED = ('one JSON object per line: {"id", "title", "sections": [{"heading", "text"}, ...] or "text", "label", '
+            '"metadata"}; only "id" is required (plain, .gz, .bz2 or .xz file)')
 
 
-def read_jsonl(path: str | Path, stats=None) -> list[Document]:
+def read_jsonl(path: str | Path, context: ReadContext | None = None) -> list[Document]:
     """Reads ``{"id", "title", "sections": [{"heading", "text"}] | "text", "label", "metadata"}`` lines.
 
-    Lines that are not valid JSON or lack an ``id`` are skipped and counted in ``stats["bad_line"]``.
+    Bad input follows :mod:`lit_docemb.data.reading`: a line that is not a JSON object with an ``id`` is skipped
+    and counted as ``"malformed_record"`` (with ``context.strict``, a :class:`~lit_docemb.data.reading.
+    MalformedInputError` names the file, the line and this format); undecodable bytes are replaced and counted
+    (``"undecodable_record"``); blank lines are not records. Empty documents are returned (the DataModule counts
+    and drops them). Compressed files are recognised by their content.
     """
-    path = Path(path)
-    if not path.exists():
-        raise FileNotFoundError(f"JSONL corpus not found: {path}")
-    opener = gzip.open if path.suffix == ".gz" else open
+    context = ReadContext() if context is None else context
+    path = require_path(path, "JSONL corpus", EXPECTED)
     documents = []
-    with opener(path, "rt", encoding="utf-8", errors="replace") as f:
-        for line_no, line in enumerate(f, 1):
-            if not line.strip():
-                continue
-            try:
-                documents.append(Document.from_dict(json.loads(line)))
-            except (json.JSONDecodeError, KeyError, TypeError, AttributeError) as err:
-                if stats is not None:
-                    stats["bad_line"] += 1
-                log.warning("%s:%d: skipped (%s)", path, line_no, err)
+    for line_no, line in read_lines(path, context):
+        if not line.strip():
+            continue
+        try:
+            documents.append(Document.from_dict(json.loads(line)))
+        except (json.JSONDecodeError, KeyError, TypeError, AttributeError) as err:
+            context.malformed(f"{path}:{line_no}", f"{type(err).__name__}: {err}", EXPECTED)
     return documents
 
 
 class JSONLDataModule(DocumentDataModule):
-    """Any corpus converted to lit_docemb JSONL (``.jsonl`` or ``.jsonl.gz``; one or several files).
+    """Any corpus converted to lit_docemb JSONL (``.jsonl``, or compressed ``.jsonl.gz`` / ``.bz2`` / ``.xz``; one or
+    several files).
 
     Args:
         paths: JSONL files; their documents are concatenated in order.
+        strict: Raise on a malformed line (naming file and line) instead of skipping and counting it.
         **kwargs: see :class:`DocumentDataModule`.
     """
 
-    def __init__(self, paths: list[str], **kwargs) -> None:
+    def __init__(self, paths: list[str], strict: bool = False, **kwargs) -> None:
         super().__init__(**kwargs)
         self.paths = paths
+        self.strict = strict
 
     def load_documents(self) -> list[Document]:
-        return [doc for path in self.paths for doc in read_jsonl(path, self.stats)]
+        context = ReadContext(strict=self.strict, stats=self.stats)
+        return [doc for path in self.paths for doc in read_jsonl(path, context)]

@@ -52,6 +52,13 @@ class TableTextDocuments(Sequence):
     def ids(self) -> list[str]:
         return [f"{self.id_prefix}{row}" for row in self.rows]
 
+    @property
+    def fingerprint(self) -> str:
+        """The table's ``datasets`` fingerprint with the column, id prefix and rows read (see
+        :attr:`~lit_docemb.data.arrow.ArrowDocuments.fingerprint`)."""
+        rows = (self.rows.start, self.rows.stop, self.rows.step)
+        return f"{self.table._fingerprint}:{self.text_column}:{self.id_prefix}:{rows}"
+
 
 class OpenWebTextDataModule(DocumentDataModule):
     """OpenWebText web pages (about 8M documents, one untitled section each, paragraphs kept).

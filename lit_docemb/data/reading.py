@@ -26,6 +26,7 @@ of the conversion are stored beside it and merged into ``context.stats`` on ever
 from __future__ import annotations
 
 import bz2
+import codecs
 import gzip
 import hashlib
 import io
@@ -129,6 +130,42 @@ def open_binary(path: str | os.PathLike) -> BinaryIO:
         raise ValueError(f"{path} is unix-compress (.Z) data: see lit_docemb.data.robust04.open_trec_file, or run "
                          "`uncompress` (or `gzip -d`) on it first")
     return open(path, "rb", buffering=_BUFFER_SIZE)
+
+
+class Utf8Repair(io.RawIOBase):
+    """A binary UTF-8 stream with every undecodable byte sequence replaced by U+FFFD (re-encoded as UTF-8) and
+    counted as ``stats["undecodable_<unit>"]``: for parsers that read bytes and would stop at the first bad one
+    (``ElementTree.iterparse``). A character split between two reads is decoded whole.
+
+    Args:
+        stream: The binary stream.
+        stats: Receives the counts.
+        unit: What a count is called (``"undecodable_<unit>"``).
+    """
+
+    _REPLACEMENT = "\ufffd".encode()  # a U+FFFD that was in the input, not a replacement
+
+    def __init__(self, stream: BinaryIO, stats: Counter, unit: str = "sequence") -> None:
+        super().__init__()
+        self.stream, self.stats, self.key = stream, stats, f"undecodable_{unit}"
+        self.decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+        self.tail = b""  # the last 2 bytes read: a U+FFFD of the input may be split between reads
+
+    def readable(self) -> bool:
+        return True
+
+    def read(self, size: int | None = -1) -> bytes:
+        if size == 0:
+            return b""
+        text, data = "", b"-"
+        while not text and data:  # an incomplete character decodes to nothing yet: read on
+            data = self.stream.read(-1 if size is None else size)
+            text = self.decoder.decode(data, final=not data)
+            genuine = (self.tail + data).count(self._REPLACEMENT)
+            self.tail = (self.tail + data)[-2:]
+            if text.count("\ufffd") > genuine:
+                self.stats[self.key] += text.count("\ufffd") - genuine
+        return text.encode("utf-8")
 
 
 def read_lines(path: str | os.PathLike, context: ReadContext, keepends: bool = False, unit: str = "record",
@@ -269,6 +306,20 @@ def _merge_saved_counts(counts_dir: str, num_shards: int, context: ReadContext, 
     return documents
 
 
+def table_from_generator(generator: Callable[..., Iterator[dict[str, Any]]], **kwargs):
+    """``datasets.Dataset.from_generator(generator, **kwargs)``, raising the generator's own error (strict mode, a
+    missing file...) rather than the ``DatasetGenerationError`` that wraps it."""
+    import datasets
+    from datasets.exceptions import DatasetGenerationError
+
+    try:
+        return datasets.Dataset.from_generator(generator, **kwargs)
+    except DatasetGenerationError as err:
+        if err.__cause__ is None:
+            raise
+        raise err.__cause__ from None
+
+
 def cached_documents(reader: Callable[..., Iterable[Document]], reader_kwargs: dict[str, Any], *,
                      inputs: Sequence[str | Path], context: ReadContext, cache_dir: str | None = None,
                      identity: Sequence[str] = (), description: str | None = None, num_proc: int | None = None,
@@ -292,7 +343,6 @@ def cached_documents(reader: Callable[..., Iterable[Document]], reader_kwargs: d
         shard_over: The reader argument split among the processes (e.g. ``"sources"``).
     """
     import datasets
-    from datasets.exceptions import DatasetGenerationError
 
     shards = _shards(reader_kwargs, shard_over, num_proc)
     policy = {"strict": context.strict, "encoding": context.encoding, "fallback_encoding": context.fallback_encoding}
@@ -304,13 +354,11 @@ def cached_documents(reader: Callable[..., Iterable[Document]], reader_kwargs: d
     description = description or ", ".join(str(p) for p in inputs) or ", ".join(identity)
     gen_kwargs = {"shards": list(enumerate(shards)), "reader": reader, "policy": policy, "counts_dir": counts_dir}
     try:
-        table = datasets.Dataset.from_generator(_document_rows, features=_row_features(), cache_dir=cache_dir,
-                                                gen_kwargs=gen_kwargs, fingerprint=fingerprint,
-                                                num_proc=len(shards) if len(shards) > 1 else None)
-    except DatasetGenerationError as err:  # show the reader's own error (strict mode, missing file)
-        if err.__cause__ is None:
-            raise
-        raise err.__cause__ from None
+        table = table_from_generator(_document_rows, features=_row_features(), cache_dir=cache_dir,
+                                     gen_kwargs=gen_kwargs, fingerprint=fingerprint,
+                                     num_proc=len(shards) if len(shards) > 1 else None)
+    except MalformedInputError:  # strict mode: the reader's error as it is
+        raise
     except ValueError as err:  # datasets refuses a table without rows
         if _merge_saved_counts(counts_dir, len(shards), context, description) != 0:
             raise

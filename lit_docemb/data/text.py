@@ -60,10 +60,14 @@ _SENTENCE_STARTERS = frozenset(
 _OPENERS = "\"'“‘„«‹([{¿¡"
 _TRAILING = ",;:\"'”’»›)]}"
 _CLOSERS = "\"'”’»›)\\]}」』）"
-# A match must start at the first character of a terminal run (lookbehind), so a long run of dots is tried
-# once and backtracked linearly instead of being retried from each of its positions.
+# A match must start at the first character of a terminal run, so a long run of dots is tried once and
+# backtracked linearly instead of being retried from each of its positions. Each branch starts with a character
+# class and checks "the previous character is not a terminal" with a two-character lookbehind *after* it: a
+# pattern that starts with a character class lets ``re`` skip to the next terminal character in C instead of
+# trying a match (lookbehind first) at every position, which makes ``finditer`` about 2.5x faster on prose.
 _BOUNDARY = re.compile(
-    rf"(?<![.!?…‽])(?P<terminal>[.!?…‽]+)[{_CLOSERS}]*\s+|(?<![。！？])[。！？]+[{_CLOSERS}]*\s*"
+    rf"(?P<terminal>[.!?…‽](?<![.!?…‽][.!?…‽])[.!?…‽]*)[{_CLOSERS}]*\s+"
+    rf"|[。！？](?<![。！？][。！？])[。！？]*[{_CLOSERS}]*\s*"
 )
 _NEWLINE = re.compile(r"\r\n|\r|\n")
 _ROMAN = r"(?:x{0,3}(?:ix|iv|v?i{1,3}|v)|x{1,3}|X{0,3}(?:IX|IV|V?I{1,3}|V)|X{1,3})"
@@ -92,8 +96,13 @@ def split_sentences(text: str) -> list[str]:
 
 
 def _line_spans(text: str) -> Iterator[tuple[int, int]]:
-    """(start, end) of every line, newline characters excluded."""
+    """(start, end) of every line, newline characters (``\r\n``, ``\r``, ``\n``) excluded."""
     start = 0
+    if "\r" not in text:  # the common case: str.split finds the lines 3x faster than the regex
+        for line in text.split("\n"):
+            yield start, start + len(line)
+            start += len(line) + 1
+        return
     for newline in _NEWLINE.finditer(text):
         yield start, newline.start()
         start = newline.end()

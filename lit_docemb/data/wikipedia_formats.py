@@ -65,7 +65,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from lit_docemb.data.document import Document, Section
-from lit_docemb.data.reading import open_binary
+from lit_docemb.data.reading import Utf8Repair, open_binary
 
 DEFAULT_BOILERPLATE_HEADINGS: tuple[str, ...] = (
     "See also", "References", "External links", "Further reading", "Notes", "Notes and references",
@@ -201,10 +201,12 @@ def _read_page(page: ET.Element, namespace_keys: dict[str, int]) -> WikiPage:
     return WikiPage(fields["title"], int(namespace), fields["id"], fields["text"], fields["redirect"])
 
 
-def iter_xml_pages(path: str) -> Iterator[WikiPage]:
-    """Streams every ``<page>`` of a MediaWiki export in constant memory (any schema version)."""
+def iter_xml_pages(path: str, stats: Counter | None = None) -> Iterator[WikiPage]:
+    """Streams every ``<page>`` of a MediaWiki export in constant memory (any schema version). Exports are UTF-8:
+    undecodable bytes are replaced by U+FFFD, each run counted as ``stats["undecodable_sequence"]``."""
     namespace_keys: dict[str, int] = {}
-    with open_binary(path) as stream:  # .bz2 (multistream too), .gz, .xz or plain XML
+    with open_binary(path) as raw:  # .bz2 (multistream too), .gz, .xz or plain XML
+        stream = Utf8Repair(raw, Counter() if stats is None else stats)
         root = None
         for event, element in ET.iterparse(stream, events=("start", "end")):
             if event == "start":
@@ -236,11 +238,11 @@ def iter_wikipedia_xml(
         skip_redirects: Skip redirect pages; if False they are yielded without sections, with
             ``metadata["redirect"]`` set to the normalised target.
         stats: Incremented with ``"non_article_namespace"``, ``"redirect"``, ``"empty"`` (nothing left after
-            markup removal) and ``"document"`` (yielded).
+            markup removal), ``"undecodable_sequence"`` (bytes replaced by U+FFFD) and ``"document"`` (yielded).
         boilerplate_headings: Sections to drop, see :data:`DEFAULT_BOILERPLATE_HEADINGS`.
     """
     stats = Counter() if stats is None else stats
-    for page in iter_xml_pages(path):
+    for page in iter_xml_pages(path, stats):
         if namespaces is not None and page.namespace not in namespaces:
             stats["non_article_namespace"] += 1
             continue
