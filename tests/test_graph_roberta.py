@@ -54,7 +54,7 @@ def test_section_graph_edges():
 
 def test_collated_section_graph_follows_the_document(model):
     doc = sectioned_document()
-    batch = GraphDocumentCollator(PassageGraphBuilder(model.tokenizer, 32, "section"), 8, 100)([doc])
+    batch = GraphDocumentCollator(PassageGraphBuilder(model.tokenizer, 8, 32, "section"), 100)([doc])
     sections = [p.section_index for p in chunk_passages(doc, 8)]
     assert batch.graphs.passage_counts.tolist() == [len(sections)]
     assert len(sections) >= 6 and sorted(set(sections)) == [0, 1, 2]  # 3 sections, several passages each
@@ -214,3 +214,27 @@ def test_predict_returns_attention_rows_that_sum_to_one(model, tmp_path):
     assert path.stat().st_size > 1000 and path.read_bytes()[:4] == b"\x89PNG"
     with pytest.raises(ValueError, match="need attention"):
         attention_heatmap(full[0], tmp_path / "bad.png")
+
+
+@pytest.mark.parametrize("stage", ["fit", "validate", "predict"])
+def test_cached_passages_collate_exactly_like_documents(model, stage, tmp_path):
+    docs = [sectioned_document(2 + i % 2, 3 + i) for i in range(4)] + [Document("short", sections=[
+        Section("", "Too short.")])]
+    for i, d in enumerate(docs[:4]):
+        d.id = f"d{i}"
+    cached = model.passage_cache
+    cached.cache_dir = str(tmp_path)
+    items = list(cached.open(docs))
+    torch.manual_seed(3)
+    from_documents = model.collator(stage)(docs)
+    torch.manual_seed(3)
+    from_cache = model.collator(stage)(items)
+    graphs = [("graphs",)] if stage == "predict" else [("view_a",), ("view_b",)]
+    for (field,) in graphs:
+        a, b = getattr(from_documents, field), getattr(from_cache, field)
+        assert torch.equal(a.passages.input_ids, b.passages.input_ids)
+        assert torch.equal(a.passages.attention_mask, b.passages.attention_mask)
+        assert torch.equal(a.passage_counts, b.passage_counts)
+        assert all(torch.equal(x, y) for x, y in zip(a.edges, b.edges))
+    if stage != "predict":
+        assert from_cache.skipped == from_documents.skipped == 1

@@ -17,6 +17,7 @@ graph type's structure restricted to its passages; passages are truncated to ``m
 from __future__ import annotations
 
 import random
+from dataclasses import dataclass
 from typing import Literal
 
 import torch
@@ -26,10 +27,10 @@ from transformers import AutoTokenizer
 
 from lit_docemb.data.batches import GraphDocumentBatch, PassageGraphBatch, SubDocumentPairBatch, TokenBatch
 from lit_docemb.data.document import Document
+from lit_docemb.data.passage_cache import PassageCache
 from lit_docemb.data.text import Passage, chunk_passages
 from lit_docemb.losses import InfoNCELoss
 from lit_docemb.methods.base import EmbeddingMethod
-from lit_docemb.methods.collate import tokenize
 from lit_docemb.methods.docsplit import doc_index
 from lit_docemb.methods.grad_cache import CacheableBatch, take_rows, token_lengths
 from lit_docemb.models import HFEncoder, resolve_model_path
@@ -50,65 +51,104 @@ def split_passages(num_passages: int, rng: random.Random, objective: Objective) 
     return [chosen], [i for i in range(num_passages) if i != chosen]
 
 
-class PassageGraphBuilder:
-    """Lists of passages -> :class:`PassageGraphBatch` (tokenised, with the configured graph's edges)."""
+@dataclass
+class TokenPassage:
+    """A passage as its token ids (special tokens included) and the index of its section."""
 
-    def __init__(self, tokenizer, max_passage_tokens: int, graph: GraphType) -> None:
+    ids: list[int]
+    section: int
+
+
+class PassageGraphBuilder:
+    """Documents -> passages as token ids -> :class:`PassageGraphBatch` with the configured graph's edges.
+
+    Items are :class:`~lit_docemb.data.document.Document` (split with
+    :func:`~lit_docemb.data.text.chunk_passages` and tokenized here) or
+    :class:`~lit_docemb.data.passage_cache.TokenizedPassages` (the DataModule's passage cache: split and
+    tokenized once, with the same parameters); both give the same ids. A document without words gets one
+    passage of its title (possibly empty), so it still has a node.
+    """
+
+    def __init__(self, tokenizer, words_per_passage: int, max_passage_tokens: int, graph: GraphType) -> None:
         self.tokenizer = tokenizer
+        self.words_per_passage = words_per_passage
         self.max_passage_tokens = max_passage_tokens
         self.graph = graph
 
-    def edges(self, passages: list[Passage]) -> Tensor:
+    def passages(self, items: list, max_passages: int) -> list[list[TokenPassage]]:
+        texts, out = [], []
+        for item in items:
+            if isinstance(item, Document):
+                split = chunk_passages(item, self.words_per_passage, max_passages) or [Passage(item.title, 0, "")]
+                out.append([TokenPassage([], p.section_index) for p in split])
+                texts += [p.text for p in split]
+            else:  # TokenizedPassages from the passage cache
+                count = min(len(item), max_passages)
+                out.append([TokenPassage(item.passage(i).tolist(), int(item.section_index[i])) for i in range(count)]
+                           or [TokenPassage([], 0)])
+                texts += [""] if count == 0 else []
+        pending = iter(self.tokenizer(texts, truncation=True, max_length=self.max_passage_tokens)["input_ids"]
+                       if texts else [])
+        for graph in out:
+            for passage in graph:
+                if not passage.ids:
+                    passage.ids = next(pending)
+        return out
+
+    def edges(self, passages: list[TokenPassage]) -> Tensor:
         if self.graph == "full":
             return fully_connected_edges(len(passages))
-        return section_edges([p.section_index for p in passages])
+        return section_edges([p.section for p in passages])
 
-    def __call__(self, graphs: list[list[Passage]]) -> PassageGraphBatch:
-        tokens = tokenize(self.tokenizer, [p.text for g in graphs for p in g], self.max_passage_tokens)  # (P, T)
+    def __call__(self, graphs: list[list[TokenPassage]]) -> PassageGraphBatch:
+        flat = [p.ids for g in graphs for p in g]
+        width = max(map(len, flat), default=1)
+        input_ids = torch.full((len(flat), width), self.tokenizer.pad_token_id or 0, dtype=torch.long)  # (P, T)
+        attention_mask = torch.zeros(len(flat), width, dtype=torch.long)
+        for row, ids in enumerate(flat):
+            input_ids[row, :len(ids)] = torch.tensor(ids, dtype=torch.long)
+            attention_mask[row, :len(ids)] = 1
         counts = torch.tensor([len(g) for g in graphs], dtype=torch.long)
-        return PassageGraphBatch(tokens, counts, [self.edges(g) for g in graphs])
+        return PassageGraphBatch(TokenBatch(input_ids, attention_mask), counts, [self.edges(g) for g in graphs])
 
 
 class SubDocumentCollator:
-    """Documents -> :class:`SubDocumentPairBatch` (runs in dataloader workers). In training a fresh split is
-    drawn from torch's RNG (seeded per worker and epoch by Lightning); in validation it follows the id."""
+    """Documents (or their cached passages) -> :class:`SubDocumentPairBatch` (runs in dataloader workers). In
+    training a fresh split is drawn from torch's RNG (seeded per worker and epoch by Lightning); in validation
+    it follows the id."""
 
-    def __init__(self, builder: PassageGraphBuilder, words_per_passage: int, max_passages: int,
-                 objective: Objective, deterministic: bool) -> None:
+    def __init__(self, builder: PassageGraphBuilder, max_passages: int, objective: Objective,
+                 deterministic: bool) -> None:
         self.builder = builder
-        self.words_per_passage = words_per_passage
         self.max_passages = max_passages
         self.objective = objective
         self.deterministic = deterministic
 
-    def __call__(self, documents: list[Document]) -> SubDocumentPairBatch:
+    def __call__(self, items: list) -> SubDocumentPairBatch:
         seed = None if self.deterministic else int(torch.randint(2**62, (1,)))
         views_a, views_b, kept = [], [], []
-        for doc in documents:
-            passages = chunk_passages(doc, self.words_per_passage, self.max_passages)
+        for item, passages in zip(items, self.builder.passages(items, self.max_passages)):
             if len(passages) < 2:
                 continue
-            rng = random.Random(doc.id if seed is None else f"{seed}:{doc.id}")
+            rng = random.Random(item.id if seed is None else f"{seed}:{item.id}")
             a, b = split_passages(len(passages), rng, self.objective)
             views_a.append([passages[i] for i in a])
             views_b.append([passages[i] for i in b])
-            kept.append(doc)
-        ids = torch.tensor([doc_index(d.id) for d in kept], dtype=torch.long)
-        return SubDocumentPairBatch(self.builder(views_a), self.builder(views_b), ids, len(documents) - len(kept))
+            kept.append(item.id)
+        ids = torch.tensor([doc_index(i) for i in kept], dtype=torch.long)
+        return SubDocumentPairBatch(self.builder(views_a), self.builder(views_b), ids, len(items) - len(kept))
 
 
 class GraphDocumentCollator:
-    """Documents -> :class:`GraphDocumentBatch` of whole documents (up to ``max_passages`` passages each)."""
+    """Documents (or their cached passages) -> :class:`GraphDocumentBatch` (up to ``max_passages`` each)."""
 
-    def __init__(self, builder: PassageGraphBuilder, words_per_passage: int, max_passages: int) -> None:
+    def __init__(self, builder: PassageGraphBuilder, max_passages: int) -> None:
         self.builder = builder
-        self.words_per_passage = words_per_passage
         self.max_passages = max_passages
 
-    def __call__(self, documents: list[Document]) -> GraphDocumentBatch:
-        graphs = [chunk_passages(d, self.words_per_passage, self.max_passages) or [Passage(d.title, 0, "")]
-                  for d in documents]  # a document without words still gets one (empty) node
-        return GraphDocumentBatch(self.builder(graphs), [d.id for d in documents])
+    def __call__(self, items: list) -> GraphDocumentBatch:
+        return GraphDocumentBatch(self.builder(self.builder.passages(items, self.max_passages)),
+                                  [item.id for item in items])
 
 
 def concat_graphs(first: PassageGraphBatch, second: PassageGraphBatch) -> PassageGraphBatch:
@@ -153,6 +193,9 @@ class GraphRoBERTa(EmbeddingMethod):
         temperature: Divides the dot products (paper: none, i.e. 1.0).
         gather_across_devices: Use the sub-documents of all devices as negatives (exact gather with gradient).
         passage_token_budget: Passages are encoded in sub-batches of at most this many padded tokens.
+        cache_passages: Have the DataModule split and tokenize the corpus's passages once into an on-disk
+            cache (:class:`~lit_docemb.data.passage_cache.PassageCache`), read by every later epoch and run.
+        passage_cache_dir: Folder of that cache (``None``: the ``datasets`` cache folder).
         optimizer: Optimizer factory; ``None`` is AdamW at the paper's 5e-5.
         scheduler: Optional learning-rate scheduler factory (paper: 10% warm-up).
         grad_cache_token_budget: GradCache sub-batch size in padded tokens (``None``: off); each sub-document
@@ -179,6 +222,8 @@ class GraphRoBERTa(EmbeddingMethod):
         temperature: float = 1.0,
         gather_across_devices: bool = True,
         passage_token_budget: int = 32768,
+        cache_passages: bool = True,
+        passage_cache_dir: str | None = None,
         optimizer: OptimizerCallable | None = None,
         scheduler: LRSchedulerCallable | None = None,
         grad_cache_token_budget: int | None = None,
@@ -197,14 +242,16 @@ class GraphRoBERTa(EmbeddingMethod):
                                           attention_dropout, passage_token_budget)
         self.contrastive = InfoNCELoss(temperature, similarity="dot", symmetric=objective == "halves",
                                        gather_across_devices=gather_across_devices)
+        # the DataModule splits and tokenizes the corpus's passages once, on disk, and hands us those
+        self.passage_cache = PassageCache(self.tokenizer, words_per_passage, max(max_passages, max_passages_inference),
+                                          max_passage_tokens, cache_dir=passage_cache_dir) if cache_passages else None
 
     def collator(self, stage: str):
         hp = self.hparams
-        builder = PassageGraphBuilder(self.tokenizer, hp.max_passage_tokens, hp.graph)
+        builder = PassageGraphBuilder(self.tokenizer, hp.words_per_passage, hp.max_passage_tokens, hp.graph)
         if stage == "predict":
-            return GraphDocumentCollator(builder, hp.words_per_passage, hp.max_passages_inference)
-        return SubDocumentCollator(builder, hp.words_per_passage, hp.max_passages, hp.objective,
-                                   deterministic=stage != "fit")
+            return GraphDocumentCollator(builder, hp.max_passages_inference)
+        return SubDocumentCollator(builder, hp.max_passages, hp.objective, deterministic=stage != "fit")
 
     def losses(self, batch: SubDocumentPairBatch) -> dict[str, Tensor]:
         return self._contrastive_terms(self.model(concat_graphs(batch.view_a, batch.view_b)), batch)
