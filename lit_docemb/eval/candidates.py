@@ -36,6 +36,7 @@ from torch import Tensor
 
 from lit_docemb.data.document import Document
 from lit_docemb.data.jsonl import read_jsonl
+from lit_docemb.data.reading import ReadContext
 from lit_docemb.data.reading import require_path
 from lit_docemb.data.trec import Qrels, read_qrels
 from lit_docemb.eval.ranking import rank_and_score
@@ -57,7 +58,7 @@ class CandidateTask:
 
 def _jsonl(root: Path, name: str, stats: Counter) -> list[Document]:
     path = root / name if (root / name).exists() or not (root / f"{name}.gz").exists() else root / f"{name}.gz"
-    return read_jsonl(require_path(path, name, LAYOUT), stats)
+    return read_jsonl(require_path(path, name, LAYOUT), ReadContext(stats=stats))
 
 
 def read_candidate_task(root: str | Path) -> CandidateTask:

@@ -13,6 +13,7 @@ implementing ``cacheable(batch)`` (see :class:`~lit_docemb.methods.grad_cache.Ca
 
 from __future__ import annotations
 
+import importlib
 import inspect
 import logging
 import time
@@ -76,6 +77,17 @@ class LinearWarmupDecay(LambdaLR):
         return 1.0 - (1.0 - self.final_fraction) * progress
 
 
+def _class_at(path: str | None):
+    """The class an import path such as ``lit_docemb.methods.DocSplit`` names (None if it names none)."""
+    if not path or "." not in path:
+        return None
+    module, _, name = path.rpartition(".")
+    try:
+        return getattr(importlib.import_module(module), name, None)
+    except ImportError:
+        return None
+
+
 def load_method_checkpoint(backbone: L.LightningModule, checkpoint: str) -> None:
     """Loads a method's weights from a Lightning checkpoint of that method, or from a fine-tuning wrapper's
     checkpoint around it (its ``backbone.*`` weights), weights only (no pickled code). Extra weights (e.g. a
@@ -135,8 +147,8 @@ class EmbeddingMethod(L.LightningModule, ABC):
         arguments instead of its own, so those given hyperparameters are set aside when their class is not ours.
         """
         given = _given_hyperparameters.get()
-        ours = f"{type(self).__module__}.{type(self).__qualname__}"
-        token = _given_hyperparameters.set(None) if given and given.get("_class_path") != ours else None
+        token = _given_hyperparameters.set(None) if given and _class_at(given.get("_class_path")) is not type(
+            self) else None
         try:
             self.save_hyperparameters(ignore=ignore, frame=inspect.currentframe().f_back)
         finally:
