@@ -6,6 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+import torch
 
 from lit_docemb.augment import (BackTranslator, DocumentAugmenter, Vocabulary, antonym_table, frequent_synonym_table,
                                 load_wordnet, ppdb_table, replace_uninformative, replace_words, synonym_table, words_of)
@@ -155,7 +156,7 @@ def tiny_translation_models(tmp_path_factory) -> tuple[str, str]:
     tokenizer = PreTrainedTokenizerFast(tokenizer_object=tok, unk_token="[UNK]", pad_token="[PAD]", eos_token="[SEP]")
     config = MarianConfig(vocab_size=len(tokenizer), d_model=16, encoder_layers=1, decoder_layers=1,
                           encoder_attention_heads=2, decoder_attention_heads=2, encoder_ffn_dim=32, decoder_ffn_dim=32,
-                          max_position_embeddings=64, pad_token_id=0, eos_token_id=sep, decoder_start_token_id=0)
+                          max_position_embeddings=128, pad_token_id=0, eos_token_id=sep, decoder_start_token_id=0)
     root = tmp_path_factory.mktemp("marian")
     for name in ("en-de", "de-en"):
         MarianMTModel(config).save_pretrained(root / name)
@@ -182,3 +183,25 @@ def test_back_translation_round_trip_is_cached_on_disk(tiny_translation_models, 
 def test_back_translation_needs_checkpoints(tmp_path):
     with pytest.raises(FileNotFoundError, match="forward_model: no seq2seq checkpoint"):
         BackTranslator(str(tmp_path), str(tmp_path), str(tmp_path / "c.sqlite"))
+
+
+def test_deca_trains_on_back_translated_views(tiny_translation_models, tiny_encoder_dir, tmp_path):
+    from types import SimpleNamespace
+
+    from lit_docemb.data.document import Document, Section
+    from lit_docemb.methods import DECA
+    from lit_docemb.methods.collate import tokenize
+
+    cache = tmp_path / "bt.sqlite"
+    model = DECA(augmentation="back_translation", back_translation_models=list(tiny_translation_models),
+                 back_translation_cache=str(cache), back_translation_max_length=12,
+                 encoder=tiny_encoder_dir, max_length=32)
+    docs = [Document(str(i), sections=[Section("", text)]) for i, text in enumerate(TEXTS)]
+    model._trainer = SimpleNamespace(datamodule=SimpleNamespace(train_set=docs), world_size=1)
+    model.setup("fit")
+    batch = model.collator("fit")(docs[:2])
+    translator = BackTranslator(*tiny_translation_models, cache_path=str(cache), max_length=12)
+    translator._load = lambda: pytest.fail("the collator must have cached every sentence")
+    expected = tokenize(model.tokenizer, [" ".join(words_of(translator(d.text))) for d in docs[:2]], 32)
+    assert torch.equal(batch.view_b.input_ids, expected.input_ids)
+    assert model.losses(batch)["ntxent_loss"].isfinite()

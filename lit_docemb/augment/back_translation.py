@@ -83,8 +83,13 @@ class BackTranslator:
         if self._models is None:
             from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
 
-            self._models = [(AutoTokenizer.from_pretrained(p), AutoModelForSeq2SeqLM.from_pretrained(p).eval())
-                            for p in self.paths]
+            models = [(AutoTokenizer.from_pretrained(p), AutoModelForSeq2SeqLM.from_pretrained(p).eval())
+                      for p in self.paths]
+            for path, (_, model) in zip(self.paths, models):
+                positions = getattr(model.config, "max_position_embeddings", None)
+                if positions is not None and self.max_length > positions:
+                    raise ValueError(f"max_length={self.max_length} exceeds the {positions} positions of {path!r}")
+            self._models = models
         return self._models
 
     @torch.no_grad()

@@ -68,6 +68,7 @@ class DECA(EmbeddingMethod):
         ppdb_path: PPDB lexical file (``ppdb`` only).
         back_translation_models: Folders of the forward and backward seq2seq models (``back_translation`` only).
         back_translation_cache: SQLite file caching the translations (``back_translation`` only).
+        back_translation_max_length: Tokens of a sentence and of its translations (``back_translation`` only).
         predictor_hidden: Hidden units of SimSiam's predictor (paper 64).
         gather_across_devices: NT-Xent negatives from all devices.
         optimizer: Optimizer factory; ``None`` is AdamW at lr 1e-3.
@@ -100,6 +101,7 @@ class DECA(EmbeddingMethod):
         ppdb_path: str | None = None,
         back_translation_models: list[str] | None = None,
         back_translation_cache: str | None = None,
+        back_translation_max_length: int = 128,
         predictor_hidden: int = 64,
         gather_across_devices: bool = True,
         optimizer: OptimizerCallable | None = None,
@@ -153,9 +155,12 @@ class DECA(EmbeddingMethod):
         if bt != (hp.back_translation_models is not None) or bt != (hp.back_translation_cache is not None):
             raise ValueError("back_translation_models and back_translation_cache are needed by, and only by, "
                              "augmentation 'back_translation'")
+        if not bt and hp.back_translation_max_length != 128:
+            raise ValueError("back_translation_max_length is for augmentation 'back_translation' only")
         if bt and len(hp.back_translation_models) != 2:
             raise ValueError("back_translation_models: give the forward and the backward model folders")
-        for name in ("min_word_count", "max_vocabulary", "max_words", "replacement_min_count", "predictor_hidden"):
+        for name in ("min_word_count", "max_vocabulary", "max_words", "replacement_min_count", "predictor_hidden",
+                     "back_translation_max_length"):
             if hp[name] < 1:
                 raise ValueError(f"{name} must be >= 1, got {hp[name]}")
 
@@ -199,7 +204,8 @@ class DECA(EmbeddingMethod):
                 probability = 0.3 if hp.augmentation == "uninformative" else 1.0
             translator = None
             if hp.augmentation == "back_translation":
-                translator = BackTranslator(*hp.back_translation_models, cache_path=hp.back_translation_cache)
+                translator = BackTranslator(*hp.back_translation_models, cache_path=hp.back_translation_cache,
+                                            max_length=hp.back_translation_max_length)
             self._augmenter = DocumentAugmenter(hp.augmentation, self.vocabulary, hp.replacement_min_count,
                                                 probability, hp.wordnet_dir, hp.ppdb_path, translator)
         return self._augmenter

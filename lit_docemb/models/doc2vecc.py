@@ -11,6 +11,7 @@ unigram distribution to the 3/4 power (word2vec). At inference, eq. 1 exactly: t
 from __future__ import annotations
 
 import torch
+import torch.nn.functional as F
 from torch import Tensor, nn
 
 
@@ -58,7 +59,10 @@ class Doc2VecC(nn.Module):
         return self._mean(words, kept) / (1.0 - self.corruption)
 
     def _mean(self, words: Tensor, kept: Tensor) -> Tensor:
-        total = (self.word_embeddings(words) * kept.unsqueeze(-1)).sum(1)  # (B, D)
+        """Sum of the kept words' embeddings over the document's length, without materialising (B, T, D)."""
+        weight = self.word_embeddings.weight
+        total = F.embedding_bag(words, weight, mode="sum", per_sample_weights=kept.to(weight.dtype),
+                                padding_idx=0)  # (B, D)
         return total / (words != 0).sum(1, keepdim=True).clamp(min=1)
 
     def hidden(self, document: Tensor, contexts: Tensor) -> Tensor:
