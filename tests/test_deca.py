@@ -116,17 +116,22 @@ def test_simsiam_passes_no_gradient_through_the_stop_gradient_branch():
     assert z.grad.abs().sum() > 0
 
 
-def fake_trainer(documents: list[Document], world_size: int = 1):
-    return SimpleNamespace(datamodule=SimpleNamespace(train_set=documents), world_size=world_size)
+def fake_trainer(documents: list[Document], world_size: int = 1, device: str = "cpu"):
+    return SimpleNamespace(datamodule=SimpleNamespace(train_set=documents), world_size=world_size,
+                           strategy=SimpleNamespace(root_device=torch.device(device)))
 
 
 @needs_wordnet
 def test_vocabulary_from_training_documents_survives_a_checkpoint():
     docs = topic_documents(20)
     model = DECA(augmentation="wordnet", framework="simsiam", min_word_count=2)
-    model._trainer = fake_trainer(docs, world_size=2)
+    model._trainer = fake_trainer(docs, world_size=2, device="cuda")
     model.setup("fit")
-    assert isinstance(model.predictor[1], torch.nn.SyncBatchNorm)  # DDP: BatchNorm synchronised
+    assert isinstance(model.predictor[1], torch.nn.SyncBatchNorm)  # DDP on GPUs: BatchNorm synchronised
+    on_cpus = DECA(augmentation="wordnet", framework="simsiam", min_word_count=2)
+    on_cpus._trainer = fake_trainer(docs, world_size=2)
+    on_cpus.setup("fit")
+    assert type(on_cpus.predictor[1]) is torch.nn.BatchNorm1d  # torch's SyncBatchNorm refuses CPU modules
     assert model.backbone.word_embeddings.num_embeddings == len(model.index) + 1
     checkpoint = {"state_dict": model.state_dict()}
     model.on_save_checkpoint(checkpoint)

@@ -14,6 +14,7 @@ document vectors as the CBOW loss (eq. 1's mean in expectation); eq. 3 is estima
 
 from __future__ import annotations
 
+import logging
 from typing import Literal
 
 import torch
@@ -30,6 +31,8 @@ from lit_docemb.methods.deca_collate import (AugmentedTextCollator, Doc2VecCPair
 from lit_docemb.methods.docsplit import DocumentCollator
 from lit_docemb.losses import NegativeSamplingLoss, NTXentLoss, SimSiamLoss
 from lit_docemb.models import Doc2VecC, HFEncoder, resolve_model_path
+
+log = logging.getLogger(__name__)
 
 #: Doc2VecC arguments and their paper defaults (Appendix A.3.2, Table 2's most common values).
 DOC2VECC_DEFAULTS = {"embedding_dim": 100, "window_size": 10, "negative_samples": 5, "targets_per_document": 5,
@@ -170,8 +173,11 @@ class DECA(EmbeddingMethod):
             documents = self.trainer.datamodule.train_set
             self._set_vocabulary(Vocabulary.from_texts(
                 document_text(documents[i], True)[:self.hparams.max_words * 12] for i in range(len(documents))))
-        if self.trainer is not None and self.trainer.world_size > 1 and hasattr(self, "predictor"):
-            self.predictor = nn.SyncBatchNorm.convert_sync_batchnorm(self.predictor)
+        if self.trainer.world_size > 1 and hasattr(self, "predictor"):
+            if self.trainer.strategy.root_device.type == "cuda":  # BatchNorm statistics over the global batch
+                self.predictor = nn.SyncBatchNorm.convert_sync_batchnorm(self.predictor)
+            else:  # torch's SyncBatchNorm is GPU-only
+                log.warning("SimSiam's predictor keeps per-device BatchNorm statistics: SyncBatchNorm needs GPUs")
         super().setup(stage)
 
     def _set_vocabulary(self, vocabulary: Vocabulary) -> None:
