@@ -193,3 +193,24 @@ def test_every_deca_config_runs_fast_dev_run(config, tiny_encoder_dir, tmp_path)
     contrastive = "simsiam_loss" if cli.model.hparams.framework == "simsiam" else "ntxent_loss"
     assert f"train/{contrastive}" in cli.trainer.callback_metrics
     assert ("train/doc2vecc_loss" in cli.trainer.callback_metrics) == ("_dc_" in config)
+
+
+@needs_wordnet
+def test_predict_from_a_checkpoint_through_the_cli(tmp_path):
+    folder = write_labelled_tsv(tmp_path / "set")
+    args = ["--config", str(ROOT / "configs/deca/r8_dc_sc.yaml"), f"--data.source={folder}", "--data.batch_size=8",
+            "--data.num_workers=0", "--model.init_args.min_word_count=1", "--model.init_args.replacement_min_count=1",
+            "--trainer.accelerator=cpu", "--trainer.devices=1", "--trainer.logger=false",
+            "--trainer.enable_progress_bar=false", f"--trainer.default_root_dir={tmp_path}"]
+    fitted = main(["fit", *args, "--trainer.max_steps=2", "--trainer.limit_val_batches=1"])
+    last = tmp_path / "checkpoints" / "last.ckpt"
+    predicted = main(["predict", *args, f"--ckpt_path={last}"])  # a fresh model: vocabulary from the checkpoint
+    assert predicted.model.index == fitted.model.index
+    outputs = predicted.trainer.predict_loop.predictions
+    embeddings = torch.cat([o["embeddings"] for o in outputs])
+    documents = [fitted.datamodule.all_set[i] for i in range(len(fitted.datamodule.all_set))]
+    fitted.model.eval()
+    with torch.no_grad():
+        expected = fitted.model.embed(fitted.model.collator("predict")(documents))
+    assert [i for o in outputs for i in o["ids"]] == [d.id for d in documents]
+    assert torch.allclose(embeddings, expected) and embeddings.abs().sum() > 0
