@@ -214,3 +214,29 @@ def test_predict_from_a_checkpoint_through_the_cli(tmp_path):
         expected = fitted.model.embed(fitted.model.collator("predict")(documents))
     assert [i for o in outputs for i in o["ids"]] == [d.id for d in documents]
     assert torch.allclose(embeddings, expected) and embeddings.abs().sum() > 0
+
+
+def test_labelled_evaluation_scores_embeddings_and_refuses_bad_input():
+    from lit_docemb.eval.labelled_probe import LabelledEmbeddingEvaluation, evaluate_labelled
+
+    class Marker(torch.nn.Module):  # embeds a document by whether it mentions the sea
+        def collator(self, stage):
+            return lambda docs: torch.tensor([[float("tide" in d.text), float("bug" in d.text)] for d in docs])
+
+        def embed(self, batch):
+            return batch
+
+        def transfer_batch_to_device(self, batch, device, index):
+            return batch
+
+        device = torch.device("cpu")
+
+    docs = labelled_docs(16)
+    metrics = evaluate_labelled(Marker(), docs[:12], docs[12:], batch_size=5)
+    assert metrics["probe/error_rate"] == 0.0 and metrics["cluster/nmi"] == pytest.approx(1.0)
+    with pytest.raises(ValueError, match="must be labelled"):
+        evaluate_labelled(Marker(), docs[:12], [Document("x", sections=[Section("", "tide")])])
+    callback = LabelledEmbeddingEvaluation()
+    trainer = SimpleNamespace(datamodule=SimpleNamespace(train_set=docs, val_set=None), loggers=[], global_step=0)
+    with pytest.raises(ValueError, match="labelled test split"):
+        callback.on_train_end(trainer, Marker())
