@@ -9,8 +9,9 @@ micro-batch's loss sees only that micro-batch); GradCache does, since the whole 
 from lit_docemb.losses.coupled_margin import CoupledMarginLoss
 from lit_docemb.losses.info_nce import InfoNCELoss
 from lit_docemb.losses.masked_lm import MaskedLMLoss
+from lit_docemb.losses.negative_sampling import NegativeSamplingLoss
 from lit_docemb.losses.nt_xent import NTXentLoss
 from lit_docemb.losses.sim_siam import SimSiamLoss
 from lit_docemb.losses.sup_con import SupConLoss
 
-__all__ = ["CoupledMarginLoss", "InfoNCELoss", "MaskedLMLoss", "NTXentLoss", "SimSiamLoss", "SupConLoss"]
+__all__ = ["CoupledMarginLoss", "InfoNCELoss", "MaskedLMLoss", "NegativeSamplingLoss", "NTXentLoss", "SimSiamLoss", "SupConLoss"]

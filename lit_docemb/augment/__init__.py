@@ -1,0 +1,67 @@
+"""DECA's document augmentations (§3.3): thesaurus replacements and back-translation.
+
+:class:`DocumentAugmenter` turns one configured augmentation into the picklable callable
+``(text, seed) → words`` that a collator runs in dataloader workers.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from lit_docemb.augment.back_translation import BackTranslator, TranslationCache
+from lit_docemb.augment.thesaurus import (ReplacementTable, Vocabulary, antonym_table, frequent_synonym_table,
+                                          ppdb_table, replace_uninformative, replace_words, synonym_table, words_of)
+from lit_docemb.augment.wordnet import WordNet, load_wordnet
+
+AugmentationName = Literal["wordnet", "antonym", "uninformative", "ppdb", "back_translation"]
+
+__all__ = ["AugmentationName", "BackTranslator", "DocumentAugmenter", "ReplacementTable", "TranslationCache",
+           "Vocabulary", "WordNet", "antonym_table", "frequent_synonym_table", "load_wordnet", "ppdb_table",
+           "replace_uninformative", "replace_words", "synonym_table", "words_of"]
+
+
+class DocumentAugmenter:
+    """One augmentation over a corpus vocabulary: ``augmenter(text, seed)`` → the augmented document's words.
+
+    Args:
+        name: ``"wordnet"`` (synonyms), ``"antonym"`` (negated antonyms of adjectives and verbs),
+            ``"uninformative"`` (TF-IDF-chosen words to more frequent synonyms), ``"ppdb"`` or
+            ``"back_translation"``.
+        vocabulary: Corpus statistics that filter the candidates and give TF-IDF.
+        min_count: Corpus count a replacement needs.
+        probability: Chance that a word with candidates is resampled (``wordnet``, ``antonym``, ``ppdb``; the
+            paper resamples every word, 1.0, its original among the candidates), or UDA's mean replacement rate
+            (``uninformative``). Back-translation has no rate: it must be 1.0.
+        wordnet_dir: WordNet database folder (``None``: ``$LIT_DOCEMB_WORDNET`` or ``/usr/share/wordnet``).
+        ppdb_path: PPDB lexical file (``ppdb`` only).
+        translator: The back-translator (``back_translation`` only).
+    """
+
+    def __init__(self, name: AugmentationName, vocabulary: Vocabulary, min_count: int = 5, probability: float = 1.0,
+                 wordnet_dir: str | None = None, ppdb_path: str | None = None,
+                 translator: BackTranslator | None = None) -> None:
+        if not 0.0 <= probability <= 1.0:
+            raise ValueError(f"probability must be in [0, 1], got {probability}")
+        if (name == "ppdb") != (ppdb_path is not None):
+            raise ValueError("ppdb_path is needed by, and only by, the 'ppdb' augmentation")
+        if (name == "back_translation") != (translator is not None):
+            raise ValueError("a translator is needed by, and only by, the 'back_translation' augmentation")
+        if name == "back_translation" and probability != 1.0:
+            raise ValueError("back_translation translates whole documents: probability must be 1.0")
+        self.name, self.vocabulary, self.probability, self.translator = name, vocabulary, probability, translator
+        self.table: ReplacementTable = {}
+        if name == "ppdb":
+            self.table = ppdb_table(ppdb_path, vocabulary, min_count)
+        elif name in ("wordnet", "antonym", "uninformative"):
+            build = {"wordnet": synonym_table, "antonym": antonym_table, "uninformative": frequent_synonym_table}
+            self.table = build[name](vocabulary, load_wordnet(wordnet_dir), min_count)
+        elif name != "back_translation":
+            raise ValueError(f"unknown augmentation {name!r}; choose one of {AugmentationName.__args__}")
+
+    def __call__(self, text: str, seed: int | str) -> list[str]:
+        if self.name == "back_translation":
+            return words_of(self.translator(text))
+        words = words_of(text)
+        if self.name == "uninformative":
+            return replace_uninformative(words, self.table, self.vocabulary, seed, self.probability)
+        return replace_words(words, self.table, seed, self.probability)

@@ -1,0 +1,121 @@
+"""Back-translation (DECA §3.3) through two local seq2seq checkpoints, translations cached on disk.
+
+A document is split into sentences; each sentence goes source → pivot language with the forward model and
+back with the backward model (beam search, deterministic), e.g. Marian's ``opus-mt-en-de`` and
+``opus-mt-de-en`` saved with ``save_pretrained``. Every round trip is stored in a SQLite file keyed by the two
+checkpoints and the sentence, so a corpus is translated once and later epochs, runs and dataloader workers
+read the cache (SQLite serialises concurrent writers).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import sqlite3
+from pathlib import Path
+
+import torch
+
+from lit_docemb.data.text import split_sentences
+
+
+class TranslationCache:
+    """A ``key → translation`` table in one SQLite file (created with its folder on first use)."""
+
+    def __init__(self, path: str | Path) -> None:
+        self.path = Path(path).expanduser()
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        with self._connect() as db:
+            db.execute("CREATE TABLE IF NOT EXISTS translations (key TEXT PRIMARY KEY, text TEXT NOT NULL)")
+
+    def _connect(self) -> sqlite3.Connection:
+        return sqlite3.connect(self.path, timeout=60)
+
+    def get_many(self, keys: list[str]) -> dict[str, str]:
+        with self._connect() as db:
+            found = {}
+            for start in range(0, len(keys), 500):
+                part = keys[start:start + 500]
+                rows = db.execute(f"SELECT key, text FROM translations WHERE key IN ({','.join('?' * len(part))})",
+                                  part)
+                found.update(rows.fetchall())
+        return found
+
+    def put_many(self, items: dict[str, str]) -> None:
+        with self._connect() as db:
+            db.executemany("INSERT OR REPLACE INTO translations VALUES (?, ?)", list(items.items()))
+
+    def __len__(self) -> int:
+        with self._connect() as db:
+            return db.execute("SELECT COUNT(*) FROM translations").fetchone()[0]
+
+
+class BackTranslator:
+    """Round-trip translation of texts, sentence by sentence, with a disk cache.
+
+    Args:
+        forward_model: Local folder of the source → pivot seq2seq model and its tokenizer.
+        backward_model: Local folder of the pivot → source model and its tokenizer.
+        cache_path: SQLite file of the cached round trips.
+        max_length: Token limit of a sentence and of a generated translation.
+        num_beams: Beam width of generation.
+        batch_size: Sentences translated per forward pass.
+    """
+
+    def __init__(self, forward_model: str, backward_model: str, cache_path: str, max_length: int = 128,
+                 num_beams: int = 4, batch_size: int = 16) -> None:
+        for name, path in (("forward_model", forward_model), ("backward_model", backward_model)):
+            if not (Path(path).expanduser() / "config.json").is_file():
+                raise FileNotFoundError(f"{name}: no seq2seq checkpoint (config.json) at {path!r}; save one with "
+                                        f"save_pretrained, e.g. Helsinki-NLP/opus-mt-en-de and opus-mt-de-en")
+        self.paths = (str(Path(forward_model).expanduser()), str(Path(backward_model).expanduser()))
+        self.cache = TranslationCache(cache_path)
+        self.max_length, self.num_beams, self.batch_size = max_length, num_beams, batch_size
+        self.identity = f"{self.paths[0]}|{self.paths[1]}|{max_length}|{num_beams}"
+        self._models = None  # loaded on first use, in the process that translates (not pickled to workers)
+
+    def __getstate__(self) -> dict:
+        return {**self.__dict__, "_models": None}
+
+    def key(self, sentence: str) -> str:
+        return hashlib.sha256(f"{self.identity}\n{sentence}".encode()).hexdigest()
+
+    def _load(self):
+        if self._models is None:
+            from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
+
+            models = [(AutoTokenizer.from_pretrained(p), AutoModelForSeq2SeqLM.from_pretrained(p).eval())
+                      for p in self.paths]
+            for path, (_, model) in zip(self.paths, models):
+                positions = getattr(model.config, "max_position_embeddings", None)
+                if positions is not None and self.max_length > positions:
+                    raise ValueError(f"max_length={self.max_length} exceeds the {positions} positions of {path!r}")
+            self._models = models
+        return self._models
+
+    @torch.no_grad()
+    def _translate(self, sentences: list[str], tokenizer, model) -> list[str]:
+        out = []
+        for start in range(0, len(sentences), self.batch_size):
+            inputs = tokenizer(sentences[start:start + self.batch_size], return_tensors="pt", padding=True,
+                               truncation=True, max_length=self.max_length)
+            generated = model.generate(**inputs, max_length=self.max_length, num_beams=self.num_beams)
+            out += tokenizer.batch_decode(generated, skip_special_tokens=True)
+        return out
+
+    def round_trip(self, sentences: list[str]) -> list[str]:
+        """Back-translations of ``sentences``, from the cache where present; new ones are added to it."""
+        keys = [self.key(s) for s in sentences]
+        cached = self.cache.get_many(list(set(keys)))
+        todo = sorted({s for s, k in zip(sentences, keys) if k not in cached})
+        if todo:
+            (src_tok, src_model), (back_tok, back_model) = self._load()
+            back = self._translate(self._translate(todo, src_tok, src_model), back_tok, back_model)
+            new = {self.key(s): t for s, t in zip(todo, back)}
+            self.cache.put_many(new)
+            cached.update(new)
+        return [cached[k] for k in keys]
+
+    def __call__(self, text: str) -> str:
+        """The back-translation of a document: its sentences translated and joined by spaces."""
+        sentences = split_sentences(text)
+        return " ".join(self.round_trip(sentences)) if sentences else ""

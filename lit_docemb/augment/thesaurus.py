@@ -1,0 +1,175 @@
+"""DECA's word-level augmentations (§3.3) as seeded pure functions over a corpus vocabulary.
+
+Each augmentation is a *replacement table*, word → candidate replacements, built once from the corpus and a
+thesaurus, and a pure function ``(words, table, seed) → words`` that draws from it with ``random.Random(seed)``:
+the same words, table and seed give the same output in every process.
+
+* Synonyms (WordNet): a word's candidates are itself plus its WordNet synonyms that occur in the corpus at
+  least ``min_count`` times; every word is replaced by a uniform draw from its candidates (the paper keeps the
+  original among them "for efficient computation").
+* Negated antonyms: an adjective or verb becomes "not <antonym>" ("strong" → "not impotent"). Part of speech
+  is WordNet's own (a word is an adjective / verb when it has an adjective / verb synset): context-free,
+  because a tagger model (NLTK's perceptron) would need a download. Antonyms are those of the word and of its
+  synonyms in those synsets, kept when in the corpus vocabulary; the original stays among the candidates.
+* PPDB: candidates from a user-supplied PPDB lexical file (``LHS ||| phrase ||| paraphrase ||| ...``).
+* Uninformative words: UDA's TF-IDF scheme (Xie et al. 2020): in each document a word is replaced with
+  probability ``min(1, p * (C - s_w) * n / sum_j (C - s_j))``, ``s`` its TF-IDF in the document, ``C`` the
+  document's largest, so that informative (high TF-IDF) words are kept and the mean rate is about ``p``; the
+  replacement is a WordNet synonym that is more frequent in the corpus than the word (DECA: "substitute these
+  low frequent words with synonyms with high frequencies").
+"""
+
+from __future__ import annotations
+
+import math
+import random
+import re
+from collections import Counter
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+
+from lit_docemb.augment.wordnet import WordNet
+
+WORD = re.compile(r"[a-z0-9]+(?:'[a-z]+)?")
+ReplacementTable = dict[str, tuple[str, ...]]
+
+
+def words_of(text: str) -> list[str]:
+    """Lower-cased word tokens of a text (letters and digits, with an inner apostrophe)."""
+    return WORD.findall(text.lower())
+
+
+@dataclass(frozen=True)
+class Vocabulary:
+    """Corpus word statistics.
+
+    Attributes:
+        counts: word → occurrences in the corpus.
+        document_frequency: word → documents containing it.
+        num_documents: documents counted.
+    """
+
+    counts: dict[str, int]
+    document_frequency: dict[str, int]
+    num_documents: int
+
+    @classmethod
+    def from_texts(cls, texts: Iterable[str]) -> Vocabulary:
+        counts, frequency, n = Counter(), Counter(), 0
+        for text in texts:
+            words = words_of(text)
+            counts.update(words)
+            frequency.update(set(words))
+            n += 1
+        if not counts:
+            raise ValueError("cannot build a vocabulary: the corpus has no words")
+        return cls(dict(counts), dict(frequency), n)
+
+    def frequent(self, word: str, min_count: int) -> bool:
+        return self.counts.get(word, 0) >= min_count
+
+    def idf(self, word: str) -> float:
+        return math.log((1 + self.num_documents) / (1 + self.document_frequency.get(word, 0))) + 1.0
+
+
+def _check_min_count(min_count: int) -> None:
+    if min_count < 1:
+        raise ValueError(f"min_count must be >= 1, got {min_count}")
+
+
+def synonym_table(vocabulary: Vocabulary, wordnet: WordNet, min_count: int = 5) -> ReplacementTable:
+    """word → (word, its in-vocabulary WordNet synonyms seen at least ``min_count`` times...), for the words
+    that have at least one such synonym."""
+    _check_min_count(min_count)
+    table = {}
+    for word in vocabulary.counts:
+        found = sorted(s for s in wordnet.synonyms(word) if vocabulary.frequent(s, min_count))
+        if found:
+            table[word] = (word, *found)
+    return table
+
+
+def antonym_table(vocabulary: Vocabulary, wordnet: WordNet, min_count: int = 5,
+                  negation: str = "not") -> ReplacementTable:
+    """adjective or verb → (itself, "<negation> <antonym>"...), antonyms in the vocabulary (``min_count``)."""
+    _check_min_count(min_count)
+    table = {}
+    for word in vocabulary.counts:
+        antonyms = {a for pos in wordnet.pos_of(word) & {"a", "v"} for a in wordnet.negatable_antonyms(word, pos)}
+        found = sorted(f"{negation} {a}" for a in antonyms if vocabulary.frequent(a, min_count))
+        if found:
+            table[word] = (word, *found)
+    return table
+
+
+def ppdb_table(path: str | Path, vocabulary: Vocabulary, min_count: int = 5) -> ReplacementTable:
+    """word → (word, its single-word PPDB paraphrases in the vocabulary...) from a PPDB file whose lines are
+    ``[LHS] ||| phrase ||| paraphrase ||| features [||| alignment [||| entailment]]`` (PPDB 1.0 and 2.0 lexical
+    packs). Multi-word phrases and paraphrases are skipped; malformed lines are an error with their number."""
+    _check_min_count(min_count)
+    path = Path(path).expanduser()
+    if not path.is_file():
+        raise FileNotFoundError(f"PPDB file not found: {str(path)!r} (download a lexical pack, e.g. "
+                                f"ppdb-2.0-s-lexical, from paraphrase.org and pass its path)")
+    found: dict[str, set[str]] = {}
+    with open(path, encoding="utf-8") as f:
+        for number, line in enumerate(f, 1):
+            if not line.strip():
+                continue
+            fields = [x.strip() for x in line.split("|||")]
+            if len(fields) < 4:
+                raise ValueError(f"{path}:{number}: not a PPDB line (need 'LHS ||| phrase ||| paraphrase ||| "
+                                 f"features'): {line.strip()[:120]!r}")
+            phrase, paraphrase = fields[1].lower(), fields[2].lower()
+            if (" " not in phrase and " " not in paraphrase and phrase != paraphrase
+                    and phrase in vocabulary.counts and vocabulary.frequent(paraphrase, min_count)):
+                found.setdefault(phrase, set()).add(paraphrase)
+    return {word: (word, *sorted(candidates)) for word, candidates in found.items()}
+
+
+def frequent_synonym_table(vocabulary: Vocabulary, wordnet: WordNet, min_count: int = 5) -> ReplacementTable:
+    """word → its WordNet synonyms that are more frequent than it in the corpus and seen ``min_count`` times."""
+    _check_min_count(min_count)
+    table = {}
+    for word, count in vocabulary.counts.items():
+        found = sorted(s for s in wordnet.synonyms(word)
+                       if vocabulary.counts.get(s, 0) > count and vocabulary.frequent(s, min_count))
+        if found:
+            table[word] = tuple(found)
+    return table
+
+
+def replace_words(words: list[str], table: ReplacementTable, seed: int | str,
+                  probability: float = 1.0) -> list[str]:
+    """Each word with candidates is, with ``probability``, replaced by a uniform draw among them (a multi-word
+    candidate such as "not weak" adds several words). Pure: same inputs and seed, same output."""
+    if not 0.0 <= probability <= 1.0:
+        raise ValueError(f"probability must be in [0, 1], got {probability}")
+    rng, out = random.Random(seed), []
+    for word in words:
+        candidates = table.get(word)
+        if candidates and rng.random() < probability:
+            out.extend(rng.choice(candidates).split())
+        else:
+            out.append(word)
+    return out
+
+
+def replace_uninformative(words: list[str], table: ReplacementTable, vocabulary: Vocabulary, seed: int | str,
+                          probability: float = 0.3) -> list[str]:
+    """UDA's TF-IDF word replacement with ``table``'s more frequent synonyms (see the module docstring)."""
+    if not 0.0 <= probability <= 1.0:
+        raise ValueError(f"probability must be in [0, 1], got {probability}")
+    if not words:
+        return []
+    tf = Counter(words)
+    scores = [tf[w] / len(words) * vocabulary.idf(w) for w in words]
+    top = max(scores)
+    total = sum(top - s for s in scores)
+    rng, out = random.Random(seed), []
+    for word, score in zip(words, scores):
+        p = min(1.0, probability * (top - score) * len(words) / total) if total > 0 else probability
+        candidates = table.get(word)
+        out.append(rng.choice(candidates) if candidates and rng.random() < p else word)
+    return out

@@ -1,0 +1,166 @@
+"""DECA's batches: a document and its augmentation, as word ids (Doc2VecC) or tokens (a Hugging Face encoder).
+
+Augmentations run here, in dataloader workers. In training each document's augmentation seed is drawn from
+torch's RNG (seeded per worker and epoch by Lightning) joined with its id, so every pass sees a new
+augmentation and ``seed_everything`` makes runs repeatable; in validation the seed is the document id, so
+validation losses are comparable across epochs.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import torch
+from torch import Tensor
+
+from lit_docemb.augment import Vocabulary, words_of
+from lit_docemb.data.batches import TokenBatch, ViewPairBatch
+from lit_docemb.data.document import Document
+from lit_docemb.methods.collate import document_text, tokenize
+from lit_docemb.methods.docsplit import doc_index
+
+#: Characters read per word of budget before splitting a document into words.
+CHARS_PER_WORD = 12
+
+Augment = Callable[[str, "int | str"], list[str]]
+
+
+@dataclass
+class WordDocumentBatch:
+    """Whole documents as word ids, for embedding.
+
+    Attributes:
+        words: (B, T) word ids, 0-padded (out-of-vocabulary words dropped).
+        ids: the B document ids.
+    """
+
+    words: Tensor
+    ids: list[str]
+
+    def __len__(self) -> int:
+        return self.words.shape[0]
+
+
+@dataclass
+class Doc2VecCPairBatch:
+    """B documents, their augmentations and the CBOW targets of the documents (Doc2VecC backbone).
+
+    Attributes:
+        words: (B, T) word ids of the documents, 0-padded.
+        augmented: (B, T') word ids of their augmentations, 0-padded.
+        targets: (B, S) sampled target word ids, 0 where a document has fewer than S words.
+        contexts: (B, S, C) ids of each target's window (C = 2 x window_size), 0-padded.
+        doc_index: (B,) int64 stable hashes of the document ids (masks repeats among negatives).
+        skipped: documents of the incoming list with fewer than two in-vocabulary words (or an empty augmentation).
+    """
+
+    words: Tensor
+    augmented: Tensor
+    targets: Tensor
+    contexts: Tensor
+    doc_index: Tensor
+    skipped: int = 0
+
+    def __len__(self) -> int:
+        return self.words.shape[0]
+
+
+def word_index(vocabulary: Vocabulary, min_count: int, max_vocabulary: int) -> dict[str, int]:
+    """word → id in 1..V for the ``max_vocabulary`` most frequent words seen ``min_count`` times (ties by word)."""
+    kept = sorted((w for w, c in vocabulary.counts.items() if c >= min_count),
+                  key=lambda w: (-vocabulary.counts[w], w))[:max_vocabulary]
+    if not kept:
+        raise ValueError(f"no word occurs min_word_count={min_count} times in the corpus: lower min_word_count")
+    return {w: i for i, w in enumerate(kept, 1)}
+
+
+def pad(rows: list[list[int]]) -> Tensor:
+    out = torch.zeros(len(rows), max((len(r) for r in rows), default=1) or 1, dtype=torch.long)
+    for i, row in enumerate(rows):
+        out[i, :len(row)] = torch.tensor(row, dtype=torch.long)
+    return out
+
+
+def sample_targets(ids: list[int], count: int, window_size: int, rng: random.Random) -> tuple[list[int], list[list[int]]]:
+    """``count`` distinct target positions (all when shorter) and each one's ``window_size`` words on either side."""
+    positions = sorted(rng.sample(range(len(ids)), min(count, len(ids))))
+    contexts = [ids[max(0, p - window_size):p] + ids[p + 1:p + 1 + window_size] for p in positions]
+    return [ids[p] for p in positions], contexts
+
+
+def _seeds(documents: list[Document], deterministic: bool) -> list[str]:
+    draw = None if deterministic else int(torch.randint(2**62, (1,)))
+    return [doc.id if draw is None else f"{draw}:{doc.id}" for doc in documents]
+
+
+class Doc2VecCPairCollator:
+    """Documents → :class:`Doc2VecCPairBatch` (see the module docstring for the augmentation seeds)."""
+
+    def __init__(self, index: dict[str, int], augment: Augment, window_size: int, targets_per_document: int,
+                 max_words: int, deterministic: bool) -> None:
+        self.index, self.augment = index, augment
+        self.window_size, self.targets_per_document = window_size, targets_per_document
+        self.max_words, self.deterministic = max_words, deterministic
+
+    def ids(self, words: list[str]) -> list[int]:
+        return [self.index[w] for w in words if w in self.index][:self.max_words]
+
+    def __call__(self, documents: list[Document]) -> Doc2VecCPairBatch:
+        words, augmented, targets, contexts, kept = [], [], [], [], []
+        for doc, seed in zip(documents, _seeds(documents, self.deterministic)):
+            text = document_text(doc, with_title=True)[:self.max_words * CHARS_PER_WORD]
+            ids, aug = self.ids(words_of(text)), self.ids(self.augment(text, seed))
+            if len(ids) < 2 or not aug:
+                continue
+            target, context = sample_targets(ids, self.targets_per_document, self.window_size,
+                                             random.Random(f"targets:{seed}"))
+            words.append(ids), augmented.append(aug), kept.append(doc)
+            targets.append(target), contexts.append(context)
+        width = 2 * self.window_size
+        context_ids = torch.zeros(len(kept), self.targets_per_document, width, dtype=torch.long)  # (B, S, C)
+        for i, rows in enumerate(contexts):
+            for j, row in enumerate(rows):
+                context_ids[i, j, :len(row)] = torch.tensor(row, dtype=torch.long)
+        target_ids = torch.zeros(len(kept), self.targets_per_document, dtype=torch.long)  # (B, S)
+        for i, row in enumerate(targets):
+            target_ids[i, :len(row)] = torch.tensor(row, dtype=torch.long)
+        return Doc2VecCPairBatch(pad(words), pad(augmented), target_ids, context_ids,
+                                 torch.tensor([doc_index(d.id) for d in kept], dtype=torch.long),
+                                 skipped=len(documents) - len(kept))
+
+
+class WordDocumentCollator:
+    """Documents → :class:`WordDocumentBatch` of their in-vocabulary word ids (for ``embed``)."""
+
+    def __init__(self, index: dict[str, int], max_words: int) -> None:
+        self.index, self.max_words = index, max_words
+
+    def __call__(self, documents: list[Document]) -> WordDocumentBatch:
+        rows = [[self.index[w] for w in words_of(document_text(d, True)[:self.max_words * CHARS_PER_WORD])
+                 if w in self.index][:self.max_words] for d in documents]
+        return WordDocumentBatch(pad(rows), [d.id for d in documents])
+
+
+class AugmentedTextCollator:
+    """Documents → :class:`ViewPairBatch` of (document, augmentation) tokens for a Hugging Face encoder; the
+    augmentation's words are joined by spaces (the word augmentations lower-case and drop punctuation)."""
+
+    def __init__(self, tokenizer, augment: Augment, max_length: int, deterministic: bool) -> None:
+        self.tokenizer, self.augment = tokenizer, augment
+        self.max_length, self.deterministic = max_length, deterministic
+
+    def __call__(self, documents: list[Document]) -> ViewPairBatch:
+        originals, augmented, kept = [], [], []
+        for doc, seed in zip(documents, _seeds(documents, self.deterministic)):
+            text = document_text(doc, with_title=True)[:self.max_length * CHARS_PER_WORD]
+            words = self.augment(text, seed)
+            if words and text.strip():
+                originals.append(text), augmented.append(" ".join(words)), kept.append(doc)
+        tokens = tokenize(self.tokenizer, originals + augmented, self.max_length)  # (2B, T)
+        n = len(kept)
+        return ViewPairBatch(TokenBatch(tokens.input_ids[:n], tokens.attention_mask[:n]),
+                             TokenBatch(tokens.input_ids[n:], tokens.attention_mask[n:]),
+                             torch.tensor([doc_index(d.id) for d in kept], dtype=torch.long),
+                             skipped=len(documents) - n)
