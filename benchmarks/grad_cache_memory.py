@@ -1,7 +1,10 @@
 """Peak memory and step time of a contrastive training step, with and without GradCache (issue 3, item 7).
 
-Prints a Markdown table. Every row is one configuration run in a fresh child process (so peak RSS is that
-configuration's alone, interpreter and model included), on the CPU:
+Prints two Markdown tables, on the CPU. **Memory**: every row is one configuration run in a fresh child
+process (one step; peak RSS is that configuration's alone, interpreter and model included). **Step time**: for
+each batch size where the plain step fits, one child builds one model and alternates plain and cached steps
+(``--repeats`` pairs after a warm-up pair) and reports the median of the per-pair ratios, so machine load
+that drifts during the run affects both sides of each ratio alike. The configurations:
 
 * **lit_docemb plain**: ``DocSplit.losses`` on the whole batch (InfoNCE, cosine, τ 0.05; MLM off), backward,
   AdamW step;
@@ -20,8 +23,8 @@ where both fit; at least as good as sentence-transformers' cached loss measured 
 
 Usage::
 
-    python benchmarks/grad_cache_memory.py                       # batches 32 128 512 2048, about 15 minutes
-    python benchmarks/grad_cache_memory.py --batches 32 128 --steps 2
+    python benchmarks/grad_cache_memory.py                       # batches 32 128 512 2048, about 25 minutes
+    python benchmarks/grad_cache_memory.py --batches 32 128 --repeats 2
     python benchmarks/grad_cache_memory.py --largest             # also search the largest batch that fits
 """
 
@@ -82,35 +85,34 @@ def peak_rss_gib() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20  # ru_maxrss is in KiB on Linux
 
 
-def lit_docemb_step(folder: str, batch_size: int, cached: bool):
+def lit_docemb_steps(folder: str, batch_size: int) -> dict:
+    """The plain and the GradCache step of one DocSplit model (InfoNCE, cosine, tau 0.05; MLM off), AdamW."""
     import torch
 
     from lit_docemb.data.batches import ViewPairBatch
     from lit_docemb.methods.docsplit import DocSplit
 
-    budget = ROWS_PER_SUB_BATCH * SEQUENCE_LENGTH if cached else None
     model = DocSplit(folder, pooling="mean", max_length=SEQUENCE_LENGTH, mlm_weight=0.0,
-                     grad_cache_token_budget=budget)
+                     grad_cache_token_budget=ROWS_PER_SUB_BATCH * SEQUENCE_LENGTH)
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-5)
     view_a, view_b = (token_batch(model.tokenizer, batch_size, seed) for seed in (1, 2))
     batch = ViewPairBatch(view_a, view_b, torch.arange(batch_size))
 
-    def step() -> float:
-        optimizer.zero_grad(set_to_none=True)
-        if cached:
-            out = model.grad_cache_forward(batch)
-            out.backward_loss.backward()
-            loss = out.loss
-        else:
-            loss = model.total_loss(model.losses(batch))
-            loss.backward()
-        optimizer.step()
+    def plain() -> float:
+        loss = model.total_loss(model.losses(batch))
+        loss.backward()
         return float(loss)
 
-    return step
+    def cached() -> float:
+        out = model.grad_cache_forward(batch)
+        out.backward_loss.backward()
+        return float(out.loss)
+
+    return {"plain": with_optimizer(plain, optimizer), "cached": with_optimizer(cached, optimizer)}
 
 
-def sentence_transformers_step(folder: str, batch_size: int, cached: bool):
+def sentence_transformers_steps(folder: str, batch_size: int) -> dict:
+    """MultipleNegativesRankingLoss and CachedMultipleNegativesRankingLoss on one model and the same ids."""
     import torch
     from sentence_transformers import SentenceTransformer
     from sentence_transformers.sentence_transformer.losses import (CachedMultipleNegativesRankingLoss,
@@ -120,8 +122,8 @@ def sentence_transformers_step(folder: str, batch_size: int, cached: bool):
     transformer = Transformer(folder, max_seq_length=SEQUENCE_LENGTH)
     model = SentenceTransformer(modules=[transformer, Pooling(128, pooling_mode="mean")], device="cpu")
     model.train()
-    loss_fn = (CachedMultipleNegativesRankingLoss(model, mini_batch_size=ROWS_PER_SUB_BATCH) if cached
-               else MultipleNegativesRankingLoss(model))
+    losses = {"plain": MultipleNegativesRankingLoss(model),
+              "cached": CachedMultipleNegativesRankingLoss(model, mini_batch_size=ROWS_PER_SUB_BATCH)}
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-5)
     features = []
     for seed in (1, 2):
@@ -129,30 +131,59 @@ def sentence_transformers_step(folder: str, batch_size: int, cached: bool):
         features.append({"input_ids": tokens.input_ids, "attention_mask": tokens.attention_mask,
                          "token_type_ids": torch.zeros_like(tokens.input_ids)})
 
+    def run(loss_fn):
+        def step() -> float:
+            loss = loss_fn(features, None)
+            loss.backward()
+            return float(loss)
+        return step
+
+    return {name: with_optimizer(run(loss_fn), optimizer) for name, loss_fn in losses.items()}
+
+
+def with_optimizer(backward, optimizer):
     def step() -> float:
         optimizer.zero_grad(set_to_none=True)
-        loss = loss_fn(features, None)
-        loss.backward()
+        loss = backward()
         optimizer.step()
-        return float(loss)
-
+        return loss
     return step
 
 
-def child(implementation: str, folder: str, batch_size: int, steps: int) -> None:
+FAMILIES = {"lit_docemb": lit_docemb_steps, "sentence-transformers": sentence_transformers_steps}
+
+
+def memory_child(implementation: str, folder: str, batch_size: int) -> None:
+    """One step of one configuration; prints its peak RSS and the step's wall time."""
     import torch
 
     torch.manual_seed(0)
-    make = lit_docemb_step if implementation.startswith("lit_docemb") else sentence_transformers_step
-    step = make(folder, batch_size, cached=not implementation.endswith("plain"))
-    step()  # warm-up
-    seconds = []
-    for _ in range(steps):
-        start = time.perf_counter()
-        loss = step()
-        seconds.append(time.perf_counter() - start)
-    print(json.dumps({"peak_rss_gib": peak_rss_gib(), "step_seconds": statistics.median(seconds),
-                      "loss": loss}))
+    family, kind = implementation.rsplit(" ", 1)
+    step = FAMILIES[family](folder, batch_size)["cached" if kind in ("GradCache", "cached") else "plain"]
+    start = time.perf_counter()
+    loss = step()
+    print(json.dumps({"peak_rss_gib": peak_rss_gib(), "step_seconds": time.perf_counter() - start, "loss": loss}))
+
+
+def timing_child(family: str, folder: str, batch_size: int, repeats: int) -> None:
+    """Plain and cached steps alternated on one model; prints the median per-pair time ratio."""
+    import torch
+
+    torch.manual_seed(0)
+    steps = FAMILIES[family](folder, batch_size)
+    steps["plain"](), steps["cached"]()  # warm-up pair
+    ratios, plain_times, cached_times = [], [], []
+    for _ in range(repeats):
+        times = {}
+        for name in ("plain", "cached"):
+            start = time.perf_counter()
+            steps[name]()
+            times[name] = time.perf_counter() - start
+        plain_times.append(times["plain"])
+        cached_times.append(times["cached"])
+        ratios.append(times["cached"] / times["plain"])
+    print(json.dumps({"ratio": statistics.median(ratios), "plain_seconds": statistics.median(plain_times),
+                      "cached_seconds": statistics.median(cached_times)}))
 
 
 def rss_gib(pid: int) -> float:
@@ -166,10 +197,10 @@ def rss_gib(pid: int) -> float:
     return 0.0
 
 
-def run_child(implementation: str, folder: Path, batch_size: int, steps: int, limit_gib: float) -> dict:
-    cmd = [sys.executable, __file__, "--child", implementation, "--folder", str(folder),
-           "--batches", str(batch_size), "--steps", str(steps)]
-    process = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+def run_child(args: list[str], limit_gib: float) -> dict:
+    """Runs this script as a child with ``args``; stops it above ``limit_gib`` of RSS (``{"fit": False}``)."""
+    process = subprocess.Popen([sys.executable, __file__, *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                               text=True)
     seen = 0.0
     while process.poll() is None:
         seen = max(seen, rss_gib(process.pid))
@@ -180,69 +211,84 @@ def run_child(implementation: str, folder: Path, batch_size: int, steps: int, li
         time.sleep(0.05)
     out, err = process.communicate()
     if process.returncode != 0:
-        raise RuntimeError(f"{implementation} at batch {batch_size} failed:\n{err[-3000:]}")
+        raise RuntimeError(f"child {args} failed:\n{err[-3000:]}")
     return {"fit": True, **json.loads(out.strip().splitlines()[-1])}
-
-
-def largest_that_fits(implementation: str, folder: Path, start: int, limit_gib: float) -> int:
-    """Doubles the batch from ``start`` until a step exceeds the limit (one timed step each)."""
-    batch, fitted = start, 0
-    while batch <= 65536:
-        if not run_child(implementation, folder, batch, 1, limit_gib)["fit"]:
-            break
-        fitted, batch = batch, batch * 2
-    return fitted
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--batches", type=int, nargs="+", default=[32, 128, 512, 2048])
-    parser.add_argument("--steps", type=int, default=3, help="timed steps per configuration (after 1 warm-up)")
+    parser.add_argument("--repeats", type=int, default=3, help="timed plain/cached pairs (after 1 warm-up pair)")
     parser.add_argument("--memory-limit-gib", type=float, default=22.0)
-    parser.add_argument("--largest", action="store_true", help="also find the largest batch that fits")
-    parser.add_argument("--child", choices=IMPLEMENTATIONS, help=argparse.SUPPRESS)
+    parser.add_argument("--largest", action="store_true", help="also double the batch until each one stops fitting")
+    parser.add_argument("--child", choices=["memory", "timing"], help=argparse.SUPPRESS)
+    parser.add_argument("--what", help=argparse.SUPPRESS)
     parser.add_argument("--folder", help=argparse.SUPPRESS)
     args = parser.parse_args()
-    if args.child:
-        return child(args.child, args.folder, args.batches[0], args.steps)
+    if args.child == "memory":
+        return memory_child(args.what, args.folder, args.batches[0])
+    if args.child == "timing":
+        return timing_child(args.what, args.folder, args.batches[0], args.repeats)
 
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp)
         build_encoder(folder)
-        results = {}
+        memory, timing, largest = {}, {}, {}
         for batch_size in args.batches:
             for implementation in IMPLEMENTATIONS:
-                results[implementation, batch_size] = run_child(implementation, folder, batch_size, args.steps,
-                                                                args.memory_limit_gib)
-                print(f"# {implementation} @ {batch_size}: {results[implementation, batch_size]}", flush=True)
-        largest = {}
+                memory[implementation, batch_size] = run_child(
+                    ["--child", "memory", "--what", implementation, "--folder", str(folder), "--batches",
+                     str(batch_size)], args.memory_limit_gib)
+                print(f"# memory {implementation} @ {batch_size}: {memory[implementation, batch_size]}", flush=True)
+        for batch_size in args.batches:
+            for family in FAMILIES:
+                if not memory[f"{family} plain", batch_size]["fit"]:
+                    continue
+                timing[family, batch_size] = run_child(
+                    ["--child", "timing", "--what", family, "--folder", str(folder), "--batches", str(batch_size),
+                     "--repeats", str(args.repeats)], args.memory_limit_gib)
+                print(f"# timing {family} @ {batch_size}: {timing[family, batch_size]}", flush=True)
         if args.largest:
             for implementation in IMPLEMENTATIONS:
-                largest[implementation] = largest_that_fits(implementation, folder, max(args.batches), 
+                largest[implementation] = largest_that_fits(implementation, folder, max(args.batches),
                                                             args.memory_limit_gib)
-    print_table(args, results, largest)
+    print_tables(args, memory, timing, largest)
 
 
-def print_table(args, results: dict, largest: dict) -> None:
-    print(f"\nmachine: {platform.processor() or platform.machine()}, {os.cpu_count()} cores, load average "
-          f"{os.getloadavg()[0]:.2f} at the end; {args.steps} timed steps per row (median); 4-layer 128-dim "
-          f"BERT, pairs of {SEQUENCE_LENGTH}-token texts, sub-batches of {ROWS_PER_SUB_BATCH} rows\n")
-    print("| implementation | batch | peak RSS (GiB) | step (s) | step / plain | peak / own peak at "
-          f"{args.batches[0]} |")
-    print("|---|---:|---:|---:|---:|---:|")
+def largest_that_fits(implementation: str, folder: Path, start: int, limit_gib: float) -> int:
+    """Doubles the batch from ``start`` until a step exceeds the limit; the last batch that fitted."""
+    batch, fitted = start, 0
+    while batch <= 65536:
+        result = run_child(["--child", "memory", "--what", implementation, "--folder", str(folder), "--batches",
+                            str(batch)], limit_gib)
+        if not result["fit"]:
+            break
+        fitted, batch = batch, batch * 2
+    return fitted
+
+
+def print_tables(args, memory: dict, timing: dict, largest: dict) -> None:
+    print(f"\nmachine: {platform.machine()}, {os.cpu_count()} cores, load average {os.getloadavg()[0]:.2f} at the "
+          f"end; 4-layer 128-dim BERT, pairs of {SEQUENCE_LENGTH}-token texts, sub-batches of {ROWS_PER_SUB_BATCH} "
+          f"rows; memory limit {args.memory_limit_gib:g} GiB\n")
+    print(f"| implementation | batch | peak RSS (GiB) | peak / own peak at {args.batches[0]} | one step (s) |")
+    print("|---|---:|---:|---:|---:|")
     for implementation in IMPLEMENTATIONS:
-        family = implementation.rsplit(" ", 1)[0]
-        first = results[implementation, args.batches[0]]
+        first = memory[implementation, args.batches[0]]
         for batch_size in args.batches:
-            r = results[implementation, batch_size]
+            r = memory[implementation, batch_size]
             if not r["fit"]:
-                print(f"| {implementation} | {batch_size} | > {args.memory_limit_gib:.0f} (did not fit) | — | — | — |")
+                print(f"| {implementation} | {batch_size} | > {args.memory_limit_gib:g} (did not fit) | — | — |")
                 continue
-            plain = results[f"{family} plain", batch_size]
-            ratio = f"{r['step_seconds'] / plain['step_seconds']:.2f}" if plain["fit"] else "—"
             relative = f"{r['peak_rss_gib'] / first['peak_rss_gib']:.2f}" if first["fit"] else "—"
-            print(f"| {implementation} | {batch_size} | {r['peak_rss_gib']:.2f} | {r['step_seconds']:.2f} | "
-                  f"{ratio} | {relative} |")
+            print(f"| {implementation} | {batch_size} | {r['peak_rss_gib']:.2f} | {relative} | "
+                  f"{r['step_seconds']:.2f} |")
+    print(f"\n| family | batch | plain step (s) | cached step (s) | cached / plain (median of {args.repeats} "
+          "alternated pairs) |")
+    print("|---|---:|---:|---:|---:|")
+    for (family, batch_size), r in timing.items():
+        print(f"| {family} | {batch_size} | {r['plain_seconds']:.2f} | {r['cached_seconds']:.2f} | "
+              f"{r['ratio']:.2f} |")
     if largest:
         print("\n| implementation | largest batch that fit (doubling) |\n|---|---:|")
         for implementation, batch_size in largest.items():

@@ -198,6 +198,24 @@ def test_without_random_state_replay_the_gradient_is_wrong(make_case):
     assert max_diff(grads, ref_grads) > 1e-3
 
 
+@pytest.mark.parametrize("make_case", [mlp_case, hierarchical_case], ids=["flat-mlp", "hierarchical"])
+def test_one_sub_batch_takes_the_plain_path_with_the_same_result(make_case):
+    encoder, subs, index, encode = make_case()
+    whole = torch.cat(index)
+    if isinstance(subs[0], tuple):  # hierarchical: pad every sub-batch to the longest, then stack
+        width = max(s[0].shape[1] for s in subs)
+        pad = lambda x: torch.nn.functional.pad(x, (0, 0, 0, width - x.shape[1]) if x.ndim == 3 else  # noqa: E731
+                                                (0, width - x.shape[1]))
+        one = (torch.cat([pad(s[0]) for s in subs]), torch.cat([pad(s[1]) for s in subs]))
+    else:
+        one = torch.cat(subs)
+    ref_encoder = copy.deepcopy(encoder)
+    ref_encoder.eval(), encoder.eval()  # no dropout: the plain path draws its masks in another order
+    ref_loss, ref_grads = reference(ref_encoder, [one], [whole], encode)
+    loss, grads = cached(encoder, [one], [whole], encode)
+    assert abs(loss.item() - ref_loss.item()) <= TOLERANCE and max_diff(grads, ref_grads) <= TOLERANCE
+
+
 def test_low_precision_embeddings_reach_the_loss_and_surrogate_in_fp32():
     encoder = MLPEncoder().bfloat16()
     seen = []

@@ -138,6 +138,8 @@ def grad_cache_step(
     if len(sub_batches) == 0:
         raise ValueError("grad_cache_step needs at least one sub-batch")
     total = total or (lambda terms: sum(v for k, v in terms.items() if k.endswith("_loss")))
+    if len(sub_batches) == 1:  # the batch fits in one sub-batch: nothing to cache, one forward with a graph
+        return _single_sub_batch(sub_batches[0], encode, loss_fn, rows, total)
     parameters = [p for p in parameters if p.requires_grad]
     states, cached = [], []
     with torch.no_grad():  # (1) embeddings without a graph
@@ -172,6 +174,18 @@ def grad_cache_step(
     carried = [(p * b).sum() for p, b in zip(parameters, buffer) if b is not None]
     backward_loss = surrogate + sum(carried) if carried else surrogate
     return GradCacheOutput(backward_loss, total(terms).detach(), terms, embeddings.detach(), len(sub_batches))
+
+
+def _single_sub_batch(sub_batch, encode, loss_fn, rows, total) -> GradCacheOutput:
+    """What :func:`grad_cache_step` computes when there is one sub-batch, without the no-grad pass."""
+    sub_embeddings, additive = _split_output(encode(sub_batch))
+    embeddings = _at_least_fp32(sub_embeddings)  # (N, D)
+    if rows is not None:
+        embeddings = embeddings[torch.argsort(rows[0]).to(embeddings.device)]
+    terms = loss_fn(embeddings)
+    backward_loss = total(terms) + total(additive) if additive else total(terms)
+    terms = {k: v.detach() for k, v in {**terms, **additive}.items()}
+    return GradCacheOutput(backward_loss, total(terms).detach(), terms, embeddings.detach(), 1)
 
 
 def split_rows_by_token_budget(lengths: Tensor, token_budget: int, sort_by_length: bool = False) -> list[Tensor]:
