@@ -115,3 +115,203 @@ def test_config_that_cannot_resume_is_refused(tiny_encoder_dir, corpus_jsonl, tm
         submit_main(["--config", str(tmp_path / "missing.yaml"), "--gpus-per-node", "1"])
     assert "--config: no such file" in capsys.readouterr().err
     assert not (tmp_path / "run").exists()
+
+
+# --- a real one-node Slurm cluster ------------------------------------------------------------------------------
+
+SLURM_CONF = """\
+ClusterName=lit-docemb-test
+SlurmctldHost={host}(127.0.0.1)
+SlurmctldPort={ctld_port}
+SlurmdPort={slurmd_port}
+SlurmUser=root
+SlurmdUser=root
+AuthType=auth/munge
+CredType=cred/munge
+ProctrackType=proctrack/linuxproc
+TaskPlugin=task/none
+JobAcctGatherType=jobacct_gather/none
+AccountingStorageType=accounting_storage/none
+SchedulerType=sched/builtin
+SelectType=select/cons_tres
+SelectTypeParameters=CR_CPU
+ReturnToService=2
+StateSaveLocation={state}/slurmctld
+SlurmdSpoolDir={state}/slurmd
+SlurmctldPidFile={state}/slurmctld.pid
+SlurmdPidFile={state}/slurmd.pid
+SlurmctldLogFile={state}/slurmctld.log
+SlurmdLogFile={state}/slurmd.log
+NodeName={host} NodeAddr=127.0.0.1 CPUs={cpus} RealMemory=1000 State=UNKNOWN
+PartitionName=debug Nodes={host} Default=YES MaxTime=INFINITE State=UP
+"""
+
+
+def free_ports(n: int) -> list[int]:
+    sockets = [socket.socket() for _ in range(n)]
+    for s in sockets:
+        s.bind(("127.0.0.1", 0))
+    ports = [s.getsockname()[1] for s in sockets]
+    for s in sockets:
+        s.close()
+    return ports
+
+
+def munge_answers() -> bool:
+    cred = subprocess.run(["munge", "-n"], capture_output=True)
+    return cred.returncode == 0 and subprocess.run(["unmunge"], input=cred.stdout, capture_output=True).returncode == 0
+
+
+def wait_for(condition, timeout_s: float, what: str, log: Path | None = None):
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if value := condition():
+            return value
+        time.sleep(0.5)
+    tail = log.read_text()[-3000:] if log is not None and log.exists() else ""
+    raise TimeoutError(f"{what}: not within {timeout_s} s\n{tail}")
+
+
+@pytest.fixture(scope="module")
+def slurm_cluster(tmp_path_factory):
+    """munged (unless one answers already), slurmctld and slurmd on this machine; yields the environment that
+    points Slurm's commands at the cluster's slurm.conf. Stops exactly the processes it started."""
+    if shutil.which("sbatch") is None:
+        pytest.skip("sbatch is not installed (apt-get install slurm-wlm munge; .ci/run does)")
+    cpus = os.cpu_count() or 1
+    if cpus < 2:
+        raise RuntimeError(f"the cluster tests run 2 tasks and need 2 CPUs; this machine has {cpus}")
+    state = tmp_path_factory.mktemp("slurm")
+    ctld_port, slurmd_port = free_ports(2)
+    conf = state / "slurm.conf"
+    conf.write_text(SLURM_CONF.format(host=socket.gethostname(), ctld_port=ctld_port, slurmd_port=slurmd_port,
+                                      state=state, cpus=cpus))
+    env = {**os.environ, "SLURM_CONF": str(conf)}
+    started: list[subprocess.Popen] = []
+    try:
+        if not munge_answers():
+            os.makedirs("/run/munge", exist_ok=True)
+            shutil.chown("/run/munge", "munge", "munge")
+            started.append(subprocess.Popen(["munged", "--foreground"], user="munge", group="munge",
+                                            stdout=subprocess.DEVNULL, stderr=open(state / "munged.log", "w")))
+            wait_for(munge_answers, 20, "munged answering", state / "munged.log")
+        started.append(subprocess.Popen(["slurmctld", "-D", "-f", str(conf)], env=env, stdout=subprocess.DEVNULL,
+                                        stderr=subprocess.STDOUT))
+        started.append(subprocess.Popen(["slurmd", "-D", "-f", str(conf)], env=env, stdout=subprocess.DEVNULL,
+                                        stderr=subprocess.STDOUT))
+
+        def node_idle():
+            result = subprocess.run(["sinfo", "-h", "-o", "%t"], env=env, capture_output=True, text=True)
+            return result.stdout.strip() == "idle"
+
+        wait_for(node_idle, 60, "slurm node idle", state / "slurmctld.log")
+        yield env
+    finally:
+        for proc in reversed(started):
+            proc.terminate()
+            try:
+                proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+
+
+def job_state(job_id: str, env: dict) -> dict[str, str]:
+    shown = subprocess.run(["scontrol", "show", "job", "-o", job_id], env=env, capture_output=True, text=True)
+    return dict(re.findall(r"(\w+)=(\S*)", shown.stdout))
+
+
+def submit(config: Path, env: dict, cwd: Path) -> tuple[str, Path]:
+    """Submits ``config`` as a 2-task CPU job through the real CLI; returns the job id and its output folder."""
+    result = subprocess.run([sys.executable, "-m", "lit_docemb", "slurm", "--config", str(config),
+                             "--cpu-tasks-per-node", "2"], env=env, cwd=cwd, capture_output=True, text=True,
+                            timeout=300)
+    assert result.returncode == 0, result.stderr[-3000:]
+    job_id, log_dir = re.search(r"submitted job (\d+): \S+; output in (\S+)", result.stdout).groups()
+    return job_id, Path(log_dir)
+
+
+def wait_until_done(job_id: str, env: dict, log_dir: Path, timeout_s: float) -> dict[str, str]:
+    done = ("COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "OUT_OF_MEMORY", "BOOT_FAIL")
+    output = next(iter(log_dir.glob("*.out")), None)
+    return wait_for(lambda: (s := job_state(job_id, env)).get("JobState") in done and s, timeout_s,
+                    f"job {job_id} finishing", output)
+
+
+def job_output(log_dir: Path) -> str:
+    return "".join(p.read_text() for p in log_dir.glob("*.out"))
+
+
+@pytest.mark.slow
+def test_two_task_cpu_ddp_job_completes_and_checkpoints(slurm_cluster, tiny_encoder_dir, corpus_jsonl, tmp_path):
+    root = tmp_path / "run"
+    config = write_config(tmp_path / "tiny.yaml", tiny_encoder_dir, corpus_jsonl, root, max_steps=3)
+    job_id, log_dir = submit(config, slurm_cluster, tmp_path)
+    state = wait_until_done(job_id, slurm_cluster, log_dir, 300)
+    output = job_output(log_dir)
+    assert state["JobState"] == "COMPLETED", output[-4000:]
+    assert state["NumTasks"] == "2"
+    assert "GLOBAL_RANK: 1, MEMBER: 2/2" in output  # two DDP processes, rank and world from SLURM
+    checkpoint = torch.load(root / "checkpoints" / "last.ckpt", map_location="cpu", weights_only=True)
+    assert checkpoint["global_step"] == 3
+    assert all(torch.isfinite(v).all() for v in checkpoint["state_dict"].values() if v.is_floating_point())
+    run_id = (root / "wandb_id").read_text().strip()
+    assert [p.name.endswith(f"-{run_id}") for p in (root / "wandb").glob("offline-run-*")] == [True]
+
+
+STEP_REPORT = '''\
+import os
+from lightning.pytorch.callbacks import Callback
+
+
+class FirstStepReport(Callback):
+    """Prints the global step at which each start of the job trains its first batch."""
+
+    def __init__(self):
+        self.reported = False
+
+    def on_train_batch_start(self, trainer, pl_module, batch, batch_idx):
+        if not self.reported and trainer.is_global_zero:
+            restart = os.environ.get("SLURM_RESTART_COUNT", "0")
+            print(f"first step {trainer.global_step} restart {restart}", flush=True)
+        self.reported = True
+'''
+
+
+@pytest.mark.slow
+def test_requeued_job_resumes_from_its_checkpoint_into_the_same_wandb_run(slurm_cluster, tiny_encoder_dir,
+                                                                          corpus_jsonl, tmp_path):
+    (tmp_path / "step_report.py").write_text(STEP_REPORT)
+    env = {**slurm_cluster, "PYTHONPATH": os.pathsep.join([str(tmp_path), slurm_cluster.get("PYTHONPATH", "")])}
+    root = tmp_path / "run"
+    max_steps = 60
+    config = write_config(tmp_path / "tiny.yaml", tiny_encoder_dir, corpus_jsonl, root, max_steps,
+                          callbacks=("step_report.FirstStepReport",))
+    job_id, log_dir = submit(config, env, tmp_path)
+    last = root / "checkpoints" / "last.ckpt"
+
+    def step_before_requeue() -> int:  # last.ckpt is replaced atomically: reading it while training is safe
+        return last.exists() and torch.load(last, map_location="cpu", weights_only=True)["global_step"] >= 3
+
+    wait_for(step_before_requeue, 300, "3 steps checkpointed", next(iter(log_dir.glob("*.out")), None))
+    assert job_state(job_id, env)["JobState"] == "RUNNING"
+    requeue = subprocess.run(["scontrol", "requeue", job_id], env=env, capture_output=True, text=True)
+    assert requeue.returncode == 0, requeue.stderr
+    # Slurm 22.05 holds a requeued job for about 2 minutes (Reason=BeginTime); start it as soon as it is pending
+    pending = wait_for(lambda: (s := job_state(job_id, env)).get("JobState") == "PENDING" and s, 120, "pending")
+    assert pending["Reason"] == "BeginTime"
+    subprocess.run(["scontrol", "update", f"JobId={job_id}", "StartTime=now"], env=env, check=True)
+
+    state = wait_until_done(job_id, env, log_dir, 400)
+    output = job_output(log_dir)
+    assert state["JobState"] == "COMPLETED", output[-4000:]
+    assert state["Restarts"] == "1"
+    starts = [(int(step), int(restart)) for step, restart in re.findall(r"first step (\d+) restart (\d+)", output)]
+    assert [restart for _, restart in starts] == [0, 1], output[-4000:]
+    assert starts[0][0] == 0 and 3 <= starts[1][0] < max_steps  # the requeued start continued, not from 0
+    assert "Restoring states from the checkpoint path at" in output
+    assert torch.load(last, map_location="cpu", weights_only=True)["global_step"] == max_steps
+    run_id = (root / "wandb_id").read_text().strip()
+    runs = sorted((root / "wandb").glob("offline-run-*"))
+    assert len(runs) == 2 and all(p.name.endswith(f"-{run_id}") for p in runs)  # one wandb run, two starts
+    assert (root / "config.yaml").exists()
