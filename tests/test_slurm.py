@@ -279,8 +279,12 @@ class FirstStepReport(Callback):
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize("preemption", ["scontrol requeue", "SIGUSR1"])
 def test_requeued_job_resumes_from_its_checkpoint_into_the_same_wandb_run(slurm_cluster, tiny_encoder_dir,
-                                                                          corpus_jsonl, tmp_path):
+                                                                          corpus_jsonl, tmp_path, preemption):
+    """``scontrol requeue``: Slurm kills and requeues the job, which resumes from ``last.ckpt``. SIGUSR1 (what
+    ``--signal=SIGUSR1@90`` sends before the time limit): Lightning saves ``hpc_ckpt_1.ckpt`` and requeues the
+    job itself, which resumes from that checkpoint, the newer one."""
     (tmp_path / "step_report.py").write_text(STEP_REPORT)
     env = {**slurm_cluster, "PYTHONPATH": os.pathsep.join([str(tmp_path), slurm_cluster.get("PYTHONPATH", "")])}
     root = tmp_path / "run"
@@ -295,7 +299,9 @@ def test_requeued_job_resumes_from_its_checkpoint_into_the_same_wandb_run(slurm_
 
     wait_for(step_before_requeue, 300, "3 steps checkpointed", next(iter(log_dir.glob("*.out")), None))
     assert job_state(job_id, env)["JobState"] == "RUNNING"
-    requeue = subprocess.run(["scontrol", "requeue", job_id], env=env, capture_output=True, text=True)
+    command = ["scontrol", "requeue", job_id] if preemption == "scontrol requeue" else [
+        "scancel", "--signal=USR1", job_id]  # to the job steps' tasks, as --signal does
+    requeue = subprocess.run(command, env=env, capture_output=True, text=True)
     assert requeue.returncode == 0, requeue.stderr
     # Slurm 22.05 holds a requeued job for about 2 minutes (Reason=BeginTime); start it as soon as it is pending
     pending = wait_for(lambda: (s := job_state(job_id, env)).get("JobState") == "PENDING" and s, 120, "pending")
@@ -309,7 +315,8 @@ def test_requeued_job_resumes_from_its_checkpoint_into_the_same_wandb_run(slurm_
     starts = [(int(step), int(restart)) for step, restart in re.findall(r"first step (\d+) restart (\d+)", output)]
     assert [restart for _, restart in starts] == [0, 1], output[-4000:]
     assert starts[0][0] == 0 and 3 <= starts[1][0] < max_steps  # the requeued start continued, not from 0
-    assert "Restoring states from the checkpoint path at" in output
+    resumed_from = root / ("checkpoints/last.ckpt" if preemption == "scontrol requeue" else "hpc_ckpt_1.ckpt")
+    assert f"Restoring states from the checkpoint path at {resumed_from}" in output
     assert torch.load(last, map_location="cpu", weights_only=True)["global_step"] == max_steps
     run_id = (root / "wandb_id").read_text().strip()
     runs = sorted((root / "wandb").glob("offline-run-*"))
