@@ -11,6 +11,7 @@ from typing import Any
 
 import lightning as L
 import torch
+import yaml
 from fsspec.implementations.local import LocalFileSystem
 from lightning.fabric.utilities.cloud_io import get_filesystem
 from lightning.pytorch.callbacks import ModelCheckpoint
@@ -95,5 +96,6 @@ class SaveRunConfig(SaveConfigCallback):
         else:
             os.makedirs(run_dir(trainer), exist_ok=True)
             self.parser.save(self.config, path, skip_none=False, overwrite=True, multifile=False)
+        resolved = yaml.safe_load(self.parser.dump(self.config, skip_none=False))  # what config.yaml holds
         for logger in trainer.loggers:
-            logger.log_hyperparams({"config": self.config.clone().as_dict()})
+            logger.log_hyperparams({"config": resolved})

@@ -7,6 +7,7 @@ import os
 
 import pytest
 import torch
+import yaml
 from jsonargparse import Namespace
 
 from lit_docemb.callbacks import AtomicCheckpointIO
@@ -103,3 +104,13 @@ def test_ckpt_path_last_starts_cleanly_then_resumes_the_newest_checkpoint(tiny_e
     second = main(["fit", *base, "--trainer.max_steps=3"])
     assert second.trainer.ckpt_path == str(tmp_path / "hpc_ckpt_1.ckpt")
     assert second.trainer.global_step == 3
+
+
+def test_resolved_config_is_handed_to_the_loggers(tiny_encoder_dir, corpus_jsonl, tmp_path):
+    main(["fit", *tiny_args(tiny_encoder_dir, corpus_jsonl, tmp_path), "--trainer.max_steps=1",
+          "--trainer.limit_val_batches=0", "--trainer.logger=lightning.pytorch.loggers.CSVLogger",
+          f"--trainer.logger.save_dir={tmp_path}"])
+    [hparams] = tmp_path.glob("lightning_logs/version_0/hparams.yaml")
+    logged = yaml.safe_load(hparams.read_text())["config"]
+    assert logged["trainer"]["max_steps"] == 1 and logged["model"]["class_path"] == "lit_docemb.methods.DocSplit"
+    assert logged == yaml.safe_load((tmp_path / "config.yaml").read_text())
