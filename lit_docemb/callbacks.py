@@ -6,6 +6,9 @@ from __future__ import annotations
 import glob
 import logging
 import os
+import re
+import signal
+import subprocess
 import tempfile
 from typing import Any
 
@@ -14,7 +17,7 @@ import torch
 import yaml
 from fsspec.implementations.local import LocalFileSystem
 from lightning.fabric.utilities.cloud_io import get_filesystem
-from lightning.pytorch.callbacks import ModelCheckpoint
+from lightning.pytorch.callbacks import Callback, ModelCheckpoint
 from lightning.pytorch.cli import SaveConfigCallback
 from lightning.pytorch.plugins.io import TorchCheckpointIO
 
@@ -99,3 +102,54 @@ class SaveRunConfig(SaveConfigCallback):
         resolved = yaml.safe_load(self.parser.dump(self.config, skip_none=False))  # what config.yaml holds
         for logger in trainer.loggers:
             logger.log_hyperparams({"config": resolved})
+
+
+class SlurmRequeue(Callback):
+    """Checkpoint and requeue on SLURM's warning signal, with no work inside the signal handler.
+
+    ``--signal=SIGUSR1@90`` makes SLURM send SIGUSR1 before the time limit; the handler only records it. At the
+    next batch end the ranks agree (one boolean all-reduce per step), save ``<default_root_dir>/hpc_ckpt_<n>.ckpt``
+    together, rank 0 runs ``scontrol requeue <job>``, and training stops; the requeued job resumes from that
+    checkpoint (``--ckpt_path last``, see :class:`RunCheckpoint`). Lightning's own auto-requeue saves inside the
+    signal handler, where the save can stop and never finish (Lightning issue #21406); the CLI turns it off under
+    SLURM and adds this callback instead.
+
+    Args:
+        signum: The signal that announces the preemption.
+    """
+
+    def __init__(self, signum: int = signal.SIGUSR1) -> None:
+        self.signum = signum
+        self.signalled = False
+        self._previous_handler = None
+
+    def _record(self, signum, frame) -> None:
+        self.signalled = True
+
+    def on_fit_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        self._previous_handler = signal.signal(self.signum, self._record)
+
+    def teardown(self, trainer: L.Trainer, pl_module: L.LightningModule, stage: str) -> None:
+        if self._previous_handler is not None:
+            signal.signal(self.signum, self._previous_handler)
+            self._previous_handler = None
+
+    def on_train_batch_end(self, trainer: L.Trainer, pl_module: L.LightningModule, outputs, batch,
+                           batch_idx: int) -> None:
+        if not trainer.strategy.reduce_boolean_decision(self.signalled, all=False):
+            return
+        folder = run_dir(trainer)
+        numbers = [int(m.group(1)) for p in glob.glob(os.path.join(glob.escape(folder), "hpc_ckpt_*.ckpt"))
+                   if (m := re.search(r"hpc_ckpt_(\d+)\.ckpt$", p))]
+        trainer.save_checkpoint(os.path.join(folder, f"hpc_ckpt_{max(numbers, default=0) + 1}.ckpt"))
+        if trainer.is_global_zero:
+            job = os.environ.get("SLURM_JOB_ID")
+            if os.environ.get("SLURM_ARRAY_JOB_ID"):
+                job = f"{os.environ['SLURM_ARRAY_JOB_ID']}_{os.environ['SLURM_ARRAY_TASK_ID']}"
+            result = subprocess.run(["scontrol", "requeue", job], capture_output=True, text=True)
+            if result.returncode == 0:
+                log.warning("preemption signal: checkpoint saved, SLURM job %s requeued", job)
+            else:
+                log.error("preemption signal: checkpoint saved, but `scontrol requeue %s` failed: %s", job,
+                          result.stderr.strip())
+        trainer.should_stop = True

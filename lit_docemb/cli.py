@@ -14,11 +14,12 @@ import sys
 
 import lightning as L
 from lightning.pytorch.cli import LightningCLI
+from lightning.fabric.plugins.environments import ClusterEnvironment, SLURMEnvironment
 from lightning.pytorch.plugins.io import CheckpointIO
 
 import lit_docemb.data  # noqa: F401  (registers the DataModules as known subclasses)
 import lit_docemb.methods  # noqa: F401  (registers the methods)
-from lit_docemb.callbacks import AtomicCheckpointIO, SaveRunConfig
+from lit_docemb.callbacks import AtomicCheckpointIO, SaveRunConfig, SlurmRequeue
 from lit_docemb.data.datamodule import DocumentDataModule
 from lit_docemb.loggers import configure_wandb_loggers
 from lit_docemb.methods.base import EmbeddingMethod
@@ -40,7 +41,13 @@ class DocEmbCLI(LightningCLI):
         plugins = [] if plugins is None else list(plugins) if isinstance(plugins, list) else [plugins]
         if not any(isinstance(plugin, CheckpointIO) for plugin in plugins):
             plugins.append(AtomicCheckpointIO())
-        return super().instantiate_trainer(plugins=plugins, **kwargs)
+        requeue = SLURMEnvironment.detect() and not any(isinstance(p, ClusterEnvironment) for p in plugins)
+        if requeue:  # preemption handled by SlurmRequeue at a batch end, not inside Lightning's signal handler
+            plugins.append(SLURMEnvironment(auto_requeue=False))
+        trainer = super().instantiate_trainer(plugins=plugins, **kwargs)
+        if requeue:
+            trainer.callbacks.append(SlurmRequeue())
+        return trainer
 
 
 def main(args: list[str] | None = None) -> DocEmbCLI | None:

@@ -47,7 +47,8 @@ def persistent_run_id(run_dir: str | os.PathLike) -> str:
 
 def _is_wandb(class_path: str) -> bool:
     module, _, name = class_path.rpartition(".")
-    return isinstance(cls := getattr(importlib.import_module(module), name, None), type) and issubclass(cls, WandbLogger)
+    cls = getattr(importlib.import_module(module), name, None)
+    return isinstance(cls, type) and issubclass(cls, WandbLogger)
 
 
 def configure_wandb_loggers(trainer_config: Namespace, environ: Mapping[str, str] = os.environ) -> None:

@@ -48,7 +48,8 @@ def test_corrupt_id_file_is_an_error(tmp_path):
 
 def wandb_logger(**init_args) -> Namespace:
     defaults = {"id": None, "version": None, "resume": None, "group": None, "offline": True}
-    return Namespace(class_path="lightning.pytorch.loggers.WandbLogger", init_args=Namespace(**{**defaults, **init_args}))
+    return Namespace(class_path="lightning.pytorch.loggers.WandbLogger",
+                     init_args=Namespace(**{**defaults, **init_args}))
 
 
 def test_wandb_logger_gets_the_run_id_resume_and_slurm_group(tmp_path):

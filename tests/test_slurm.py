@@ -71,8 +71,9 @@ def test_dry_run_writes_the_job_script_into_the_run_folder(tiny_encoder_dir, cor
         "partition": "gpu", "time": "1:00:00", "account": "lab", "signal": "SIGUSR1@90", "requeue": "",
         "open-mode": "append", "output": f"{script_path.parent}/%x-%j.out", "chdir": str(tmp_path)}
     [srun] = [line for line in script.splitlines() if line.startswith("srun ")]
-    assert srun == (f"srun {sys.executable} -m lit_docemb fit --config {config} --data.init_args.batch_size=8 "
-                    f"--trainer.num_nodes 2 --trainer.devices 4 --trainer.accelerator gpu --ckpt_path last")
+    assert srun == (f"srun --kill-on-bad-exit=1 {sys.executable} -m lit_docemb fit --config {config} "
+                    f"--data.init_args.batch_size=8 --trainer.num_nodes 2 --trainer.devices 4 "
+                    f"--trainer.accelerator gpu --ckpt_path last")
     assert subprocess.run(["bash", "-n", str(script_path)]).returncode == 0  # valid bash
 
 
@@ -206,6 +207,7 @@ def slurm_cluster(tmp_path_factory):
 
         wait_for(node_idle, 60, "slurm node idle", state / "slurmctld.log")
         yield env
+        cancel_all_jobs(env)
     finally:
         for proc in reversed(started):
             proc.terminate()
@@ -214,6 +216,16 @@ def slurm_cluster(tmp_path_factory):
             except subprocess.TimeoutExpired:
                 proc.kill()
                 proc.wait()
+
+
+def cancel_all_jobs(env: dict) -> None:
+    """Cancels the cluster's jobs and waits until their processes are gone: stopping slurmd does not end the
+    job steps it launched (proctrack/linuxproc), and a step left running would hold its port and CPUs."""
+    queued = subprocess.run(["squeue", "-h", "-o", "%i"], env=env, capture_output=True, text=True).stdout.split()
+    if queued:
+        subprocess.run(["scancel", "--full", *queued], env=env, check=True)
+        wait_for(lambda: not subprocess.run(["squeue", "-h", "-o", "%i"], env=env, capture_output=True,
+                                            text=True).stdout.split(), 120, f"jobs {queued} ending")
 
 
 def job_state(job_id: str, env: dict) -> dict[str, str]:
@@ -283,8 +295,8 @@ class FirstStepReport(Callback):
 def test_requeued_job_resumes_from_its_checkpoint_into_the_same_wandb_run(slurm_cluster, tiny_encoder_dir,
                                                                           corpus_jsonl, tmp_path, preemption):
     """``scontrol requeue``: Slurm kills and requeues the job, which resumes from ``last.ckpt``. SIGUSR1 (what
-    ``--signal=SIGUSR1@90`` sends before the time limit): Lightning saves ``hpc_ckpt_1.ckpt`` and requeues the
-    job itself, which resumes from that checkpoint, the newer one."""
+    ``--signal=SIGUSR1@90`` sends before the time limit): SlurmRequeue saves ``hpc_ckpt_1.ckpt`` at the next batch
+    end and requeues the job itself, which resumes from that checkpoint, the newer one."""
     (tmp_path / "step_report.py").write_text(STEP_REPORT)
     env = {**slurm_cluster, "PYTHONPATH": os.pathsep.join([str(tmp_path), slurm_cluster.get("PYTHONPATH", "")])}
     root = tmp_path / "run"
@@ -304,7 +316,8 @@ def test_requeued_job_resumes_from_its_checkpoint_into_the_same_wandb_run(slurm_
     requeue = subprocess.run(command, env=env, capture_output=True, text=True)
     assert requeue.returncode == 0, requeue.stderr
     # Slurm 22.05 holds a requeued job for about 2 minutes (Reason=BeginTime); start it as soon as it is pending
-    pending = wait_for(lambda: (s := job_state(job_id, env)).get("JobState") == "PENDING" and s, 120, "pending")
+    pending = wait_for(lambda: (s := job_state(job_id, env)).get("JobState") == "PENDING" and s, 120,
+                       "job requeued", next(iter(log_dir.glob("*.out")), None))
     assert pending["Reason"] == "BeginTime"
     subprocess.run(["scontrol", "update", f"JobId={job_id}", "StartTime=now"], env=env, check=True)
 
@@ -315,8 +328,15 @@ def test_requeued_job_resumes_from_its_checkpoint_into_the_same_wandb_run(slurm_
     starts = [(int(step), int(restart)) for step, restart in re.findall(r"first step (\d+) restart (\d+)", output)]
     assert [restart for _, restart in starts] == [0, 1], output[-4000:]
     assert starts[0][0] == 0 and 3 <= starts[1][0] < max_steps  # the requeued start continued, not from 0
-    resumed_from = root / ("checkpoints/last.ckpt" if preemption == "scontrol requeue" else "hpc_ckpt_1.ckpt")
-    assert f"Restoring states from the checkpoint path at {resumed_from}" in output
+    [resumed_from] = re.findall(r"Restoring states from the checkpoint path at (\S+)", output)
+    if preemption == "scontrol requeue":
+        assert resumed_from == str(root / "checkpoints" / "last.ckpt")
+    else:  # the preemption checkpoint, or a last.ckpt of the same or a later step: the newest one
+        preempted_at = torch.load(root / "hpc_ckpt_1.ckpt", map_location="cpu", weights_only=True)["global_step"]
+        assert resumed_from in (str(root / "hpc_ckpt_1.ckpt"), str(root / "checkpoints" / "last.ckpt"))
+        assert starts[1][0] >= preempted_at
+        assert f"checkpoint saved, SLURM job {job_id} requeued" in output  # by SlurmRequeue, at a batch end
+        assert "Handling auto-requeue signal" not in output  # Lightning's in-handler save is off under SLURM
     assert torch.load(last, map_location="cpu", weights_only=True)["global_step"] == max_steps
     run_id = (root / "wandb_id").read_text().strip()
     runs = sorted((root / "wandb").glob("offline-run-*"))
