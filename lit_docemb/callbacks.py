@@ -1,13 +1,25 @@
-"""Callbacks every run uses: checkpoints in a fixed run folder, and the resolved config saved beside them."""
+"""What every run uses: checkpoints in a fixed run folder written atomically, and the resolved config saved
+beside them (and handed to the loggers)."""
 
 from __future__ import annotations
 
+import glob
 import logging
 import os
+import re
+import signal
+import subprocess
+import tempfile
+from typing import Any
 
 import lightning as L
-from lightning.pytorch.callbacks import ModelCheckpoint
+import torch
+import yaml
+from fsspec.implementations.local import LocalFileSystem
+from lightning.fabric.utilities.cloud_io import get_filesystem
+from lightning.pytorch.callbacks import Callback, ModelCheckpoint
 from lightning.pytorch.cli import SaveConfigCallback
+from lightning.pytorch.plugins.io import TorchCheckpointIO
 
 log = logging.getLogger(__name__)
 
@@ -20,27 +32,124 @@ class RunCheckpoint(ModelCheckpoint):
     """A ModelCheckpoint whose folder defaults to ``<trainer.default_root_dir>/checkpoints``.
 
     Lightning's default folder contains the logger's version (a new wandb id per run), so a requeued job
-    could not find its own ``last.ckpt``; a fixed folder per run makes ``--ckpt_path last`` work.
-    Arguments are those of :class:`~lightning.pytorch.callbacks.ModelCheckpoint` (``save_last`` defaults on).
+    could not find its own ``last.ckpt``; a fixed folder per run makes ``--ckpt_path last`` work. With
+    ``--ckpt_path last`` the newest of ``checkpoints/last.ckpt`` and the checkpoints Lightning writes into
+    ``<default_root_dir>`` when SLURM signals a preemption (``hpc_ckpt_<n>.ckpt``) is resumed; with none, the
+    run starts from scratch. Arguments are those of :class:`~lightning.pytorch.callbacks.ModelCheckpoint`
+    (``save_last`` defaults on).
     """
 
     def __init__(self, *args, save_last: bool | None = True, **kwargs) -> None:
         super().__init__(*args, save_last=save_last, **kwargs)
 
-    def setup(self, trainer: L.Trainer, pl_module: L.LightningModule, stage: str) -> None:
+    def _default_dirpath(self, trainer: L.Trainer) -> None:
         if self.dirpath is None:
             self.dirpath = os.path.join(run_dir(trainer), "checkpoints")
+
+    def setup(self, trainer: L.Trainer, pl_module: L.LightningModule, stage: str) -> None:
+        self._default_dirpath(trainer)
         super().setup(trainer, pl_module, stage)
+
+    def _find_last_checkpoints(self, trainer: L.Trainer) -> set[str]:
+        self._default_dirpath(trainer)  # ckpt_path="last" is resolved before the callbacks' setup
+        preempted = glob.glob(os.path.join(glob.escape(run_dir(trainer)), "hpc_ckpt_*.ckpt"))
+        return super()._find_last_checkpoints(trainer) | {os.path.normpath(p) for p in preempted}
+
+
+class AtomicCheckpointIO(TorchCheckpointIO):
+    """Writes each checkpoint to a temporary file in its own folder, flushes it to disk and renames it over
+    the target, so that ``last.ckpt`` is always either the previous or the new complete checkpoint, also when
+    the job is killed while saving. (Lightning's own save stages the file in the system's temporary folder and
+    moves it, which is a copy — not atomic — when the checkpoint folder is on another file system, as on
+    clusters.) Remote paths (``s3://`` ...) keep Lightning's write. The DeepSpeed strategy writes its sharded
+    checkpoint folders itself and does not use this.
+    """
+
+    def save_checkpoint(self, checkpoint: dict[str, Any], path, storage_options: Any | None = None) -> None:
+        if storage_options is not None:
+            raise TypeError(f"{type(self).__name__} takes no storage_options, got {storage_options!r}")
+        if not isinstance(get_filesystem(path), LocalFileSystem):
+            return super().save_checkpoint(checkpoint, path)
+        path = os.fspath(path)
+        folder = os.path.dirname(os.path.abspath(path))
+        os.makedirs(folder, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=f".{os.path.basename(path)}.", suffix=".tmp", dir=folder)
+        try:
+            with os.fdopen(fd, "wb") as f:
+                torch.save(checkpoint, f)
+                f.flush()
+                os.fsync(f.fileno())
+            os.chmod(tmp, 0o644)  # mkstemp's files are private (0o600)
+            os.replace(tmp, path)
+        except BaseException:
+            os.unlink(tmp)
+            raise
 
 
 class SaveRunConfig(SaveConfigCallback):
     """Writes the resolved config of a run to ``<trainer.default_root_dir>/config.yaml``, beside the
-    ``checkpoints`` folder, once: a resumed or requeued run keeps the file its first start wrote."""
+    ``checkpoints`` folder, once: a resumed or requeued run keeps the file its first start wrote. Every start
+    also hands the resolved config it runs with to the loggers (``log_hyperparams({"config": ...})``: the
+    wandb run's config, TensorBoard's hparams, the CSV logger's ``hparams.yaml``)."""
 
     def save_config(self, trainer: L.Trainer, pl_module: L.LightningModule, stage: str) -> None:
         path = os.path.join(run_dir(trainer), "config.yaml")
         if os.path.exists(path):
             log.info("config already saved at %s (resumed run): kept", path)
+        else:
+            os.makedirs(run_dir(trainer), exist_ok=True)
+            self.parser.save(self.config, path, skip_none=False, overwrite=True, multifile=False)
+        resolved = yaml.safe_load(self.parser.dump(self.config, skip_none=False))  # what config.yaml holds
+        for logger in trainer.loggers:
+            logger.log_hyperparams({"config": resolved})
+
+
+class SlurmRequeue(Callback):
+    """Checkpoint and requeue on SLURM's warning signal, with no work inside the signal handler.
+
+    ``--signal=SIGUSR1@90`` makes SLURM send SIGUSR1 before the time limit; the handler only records it. At the
+    next batch end the ranks agree (one boolean all-reduce per step), save ``<default_root_dir>/hpc_ckpt_<n>.ckpt``
+    together, rank 0 runs ``scontrol requeue <job>``, and training stops; the requeued job resumes from that
+    checkpoint (``--ckpt_path last``, see :class:`RunCheckpoint`). Lightning's own auto-requeue saves inside the
+    signal handler, where the save can stop and never finish (Lightning issue #21406); the CLI turns it off under
+    SLURM and adds this callback instead.
+
+    Args:
+        signum: The signal that announces the preemption.
+    """
+
+    def __init__(self, signum: int = signal.SIGUSR1) -> None:
+        self.signum = signum
+        self.signalled = False
+        self._previous_handler = None
+
+    def _record(self, signum, frame) -> None:
+        self.signalled = True
+
+    def on_fit_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        self._previous_handler = signal.signal(self.signum, self._record)
+
+    def teardown(self, trainer: L.Trainer, pl_module: L.LightningModule, stage: str) -> None:
+        if self._previous_handler is not None:
+            signal.signal(self.signum, self._previous_handler)
+            self._previous_handler = None
+
+    def on_train_batch_end(self, trainer: L.Trainer, pl_module: L.LightningModule, outputs, batch,
+                           batch_idx: int) -> None:
+        if not trainer.strategy.reduce_boolean_decision(self.signalled, all=False):
             return
-        os.makedirs(run_dir(trainer), exist_ok=True)
-        self.parser.save(self.config, path, skip_none=False, overwrite=True, multifile=False)
+        folder = run_dir(trainer)
+        numbers = [int(m.group(1)) for p in glob.glob(os.path.join(glob.escape(folder), "hpc_ckpt_*.ckpt"))
+                   if (m := re.search(r"hpc_ckpt_(\d+)\.ckpt$", p))]
+        trainer.save_checkpoint(os.path.join(folder, f"hpc_ckpt_{max(numbers, default=0) + 1}.ckpt"))
+        if trainer.is_global_zero:
+            job = os.environ.get("SLURM_JOB_ID")
+            if os.environ.get("SLURM_ARRAY_JOB_ID"):
+                job = f"{os.environ['SLURM_ARRAY_JOB_ID']}_{os.environ['SLURM_ARRAY_TASK_ID']}"
+            result = subprocess.run(["scontrol", "requeue", job], capture_output=True, text=True)
+            if result.returncode == 0:
+                log.warning("preemption signal: checkpoint saved, SLURM job %s requeued", job)
+            else:
+                log.error("preemption signal: checkpoint saved, but `scontrol requeue %s` failed: %s", job,
+                          result.stderr.strip())
+        trainer.should_stop = True
