@@ -177,8 +177,8 @@ def write_labelled_tsv(folder: Path) -> Path:
 def test_every_deca_config_runs_fast_dev_run(config, tiny_encoder_dir, tmp_path):
     folder = write_labelled_tsv(tmp_path / "set")
     args = ["fit", "--config", str(ROOT / config), f"--data.source={folder}", "--data.column_names=[label,text]",
-            "--data.batch_size=8", "--data.num_workers=0", "--trainer.accelerator=cpu", "--trainer.devices=1", "--trainer.logger=false",
-            "--trainer.fast_dev_run=2", f"--trainer.default_root_dir={tmp_path}"]
+            "--data.batch_size=8", "--data.num_workers=0", "--trainer.accelerator=cpu", "--trainer.devices=1",
+            "--trainer.logger=false", "--trainer.fast_dev_run=2", f"--trainer.default_root_dir={tmp_path}"]
     init_args = yaml.safe_load((ROOT / config).read_text())["model"]["init_args"]
     if init_args.get("dictionary_constraint", True):
         args += ["--model.init_args.replacement_min_count=1"]

@@ -18,8 +18,8 @@ AugmentationName = Literal["wordnet", "antonym", "uninformative", "ppdb", "back_
 UNCONSTRAINABLE = ("wordnet", "antonym", "ppdb")
 
 __all__ = ["AugmentationName", "BackTranslator", "DocumentAugmenter", "ReplacementTable", "TranslationCache",
-           "UNCONSTRAINABLE", "Vocabulary", "WordNet", "antonym_table", "frequent_synonym_table", "load_wordnet", "ppdb_table",
-           "replace_uninformative", "replace_words", "synonym_table", "words_of"]
+           "UNCONSTRAINABLE", "Vocabulary", "WordNet", "antonym_table", "frequent_synonym_table", "load_wordnet",
+           "ppdb_table", "replace_uninformative", "replace_words", "synonym_table", "words_of"]
 
 
 class DocumentAugmenter:
