@@ -9,6 +9,7 @@ from types import SimpleNamespace
 import pytest
 import torch
 import torch.nn.functional as F
+import yaml
 
 from conftest import _topic_texts
 from lit_docemb.augment import Vocabulary, words_of
@@ -16,7 +17,9 @@ from lit_docemb.cli import main
 from lit_docemb.data.document import Document, Section
 from lit_docemb.losses import NegativeSamplingLoss
 from lit_docemb.methods import DECA
-from lit_docemb.methods.deca_collate import Doc2VecCPairCollator, WordDocumentCollator, word_index
+from lit_docemb.methods.collate import document_text
+from lit_docemb.methods.deca_collate import (AppendedAugmentationCollator, Doc2VecCPairCollator, WordDocumentCollator,
+                                             word_index)
 from lit_docemb.models import Doc2VecC
 from test_classifier import labelled_docs
 
@@ -174,14 +177,16 @@ def write_labelled_tsv(folder: Path) -> Path:
 def test_every_deca_config_runs_fast_dev_run(config, tiny_encoder_dir, tmp_path):
     folder = write_labelled_tsv(tmp_path / "set")
     args = ["fit", "--config", str(ROOT / config), f"--data.source={folder}", "--data.column_names=[label,text]",
-            "--data.batch_size=8", "--data.num_workers=0", "--model.init_args.replacement_min_count=1",
-            "--trainer.accelerator=cpu", "--trainer.devices=1", "--trainer.logger=false",
-            "--trainer.fast_dev_run=2", f"--trainer.default_root_dir={tmp_path}"]
+            "--data.batch_size=8", "--data.num_workers=0", "--trainer.accelerator=cpu", "--trainer.devices=1",
+            "--trainer.logger=false", "--trainer.fast_dev_run=2", f"--trainer.default_root_dir={tmp_path}"]
+    init_args = yaml.safe_load((ROOT / config).read_text())["model"]["init_args"]
+    if init_args.get("dictionary_constraint", True):
+        args += ["--model.init_args.replacement_min_count=1"]
     if "_bt_" in config:
         args += [f"--model.init_args.encoder={tiny_encoder_dir}", "--model.init_args.max_length=64"]
     else:
         args += ["--model.init_args.min_word_count=1"]
-    if "ppdb" in (ROOT / config).read_text():
+    if init_args["augmentation"] == "ppdb":
         ppdb = tmp_path / "ppdb"
         ppdb.write_text("[NN] ||| boat ||| ship ||| PPDB2.0Score=3 ||| 0-0 ||| Equivalence\n"
                         "[NN] ||| tide ||| wave ||| PPDB2.0Score=3 ||| 0-0 ||| Equivalence\n")
@@ -190,8 +195,9 @@ def test_every_deca_config_runs_fast_dev_run(config, tiny_encoder_dir, tmp_path)
     assert cli.trainer.global_step == 2
     evaluation = next(c for c in cli.trainer.callbacks if type(c).__name__ == "LabelledEmbeddingEvaluation")
     assert 0.0 <= evaluation.metrics["probe/error_rate"] <= 1.0 and 0.0 <= evaluation.metrics["cluster/nmi"] <= 1.0
-    contrastive = "simsiam_loss" if cli.model.hparams.framework == "simsiam" else "ntxent_loss"
-    assert f"train/{contrastive}" in cli.trainer.callback_metrics
+    losses = {k for k in cli.trainer.callback_metrics if k.startswith("train/") and k.endswith("_loss")}
+    contrastive = {"simclr": {"train/ntxent_loss"}, "simsiam": {"train/simsiam_loss"}, "append": set()}
+    assert losses - {"train/doc2vecc_loss"} == contrastive[cli.model.hparams.framework]
     assert ("train/doc2vecc_loss" in cli.trainer.callback_metrics) == ("_dc_" in config)
 
 
@@ -240,3 +246,76 @@ def test_labelled_evaluation_scores_embeddings_and_refuses_bad_input():
     trainer = SimpleNamespace(datamodule=SimpleNamespace(train_set=docs, val_set=None), loggers=[], global_step=0)
     with pytest.raises(ValueError, match="labelled test split"):
         callback.on_train_end(trainer, Marker())
+
+
+def reversed_words(text: str, seed) -> list[str]:
+    return words_of(text)[::-1]
+
+
+def test_appended_batch_is_the_document_then_its_augmentation():
+    index = {w: i for i, w in enumerate("a b c d e f".split(), 1)}
+    doc = Document("d", sections=[Section("", "a b c x d")])  # x: out of vocabulary
+    batch = AppendedAugmentationCollator(index, reversed_words, window_size=1, targets_per_document=8,
+                                         max_words=100, deterministic=True)([doc])
+    assert batch.words.tolist() == [[1, 2, 3, 4, 4, 3, 2, 1]]
+    assert batch.targets.tolist() == [[1, 2, 3, 4, 4, 3, 2, 1]]  # targets over the merged words
+    assert batch.contexts[0, 3].tolist() == [3, 4] and batch.contexts[0, 4].tolist() == [4, 3]  # across the seam
+
+
+def appending_deca(**kwargs) -> DECA:
+    model = DECA(framework="append", augmentation="wordnet", min_word_count=1, corruption=0.0, **kwargs)
+    model._trainer = fake_trainer(topic_documents(20))
+    model.setup("fit")
+    return model
+
+
+@needs_wordnet
+def test_append_mode_trains_doc2vecc_on_each_document_followed_by_its_augmentation():
+    model, docs = appending_deca(replacement_min_count=1), topic_documents(20)
+    collate = model.collator("validate")  # deterministic: the augmentation seed is the document id
+    batch, changed = collate(docs), 0
+    for row, doc in zip(batch.words.tolist(), docs):
+        text = document_text(doc, True)
+        original, augmented = collate.ids(words_of(text)), collate.ids(model.augmenter()(text, doc.id))
+        assert row[:len(original) + len(augmented)] == original + augmented
+        assert not any(row[len(original) + len(augmented):])
+        changed += augmented != original
+    assert changed > len(docs) // 2  # the appended half is an augmentation, not a copy
+    assert isinstance(model.collator("fit"), AppendedAugmentationCollator)
+
+
+@needs_wordnet
+def test_append_mode_loss_is_doc2vecc_alone_and_a_step_updates_the_weights():
+    model = appending_deca()
+    assert not hasattr(model, "contrastive") and not hasattr(model, "predictor")
+    with torch.no_grad():  # word2vec starts V at zero, where U gets no gradient: give it a value
+        model.backbone.output_embeddings.weight[1:].normal_(std=0.1)
+    batch = model.collator("fit")(topic_documents(20)[:8])
+    terms = model.losses(batch)
+    assert {k for k in terms if k.endswith("_loss")} == {"doc2vecc_loss"}
+    assert torch.equal(model.total_loss(terms), terms["doc2vecc_loss"])
+    before = {k: v.clone() for k, v in model.state_dict().items()}
+    optimizer = torch.optim.Adam(model.parameters(), lr=0.01)
+    model.total_loss(terms).backward()
+    grad = model.backbone.word_embeddings.weight.grad
+    assert (grad[batch.words[batch.words != 0].unique()].abs().sum(1) > 0).all()  # every merged word is trained
+    optimizer.step()
+    for name in ("backbone.word_embeddings.weight", "backbone.output_embeddings.weight"):
+        assert not torch.equal(before[name], model.state_dict()[name]), name
+
+
+def test_invalid_ablation_combinations_are_errors(tiny_encoder_dir):
+    with pytest.raises(ValueError, match="encoder has no loss"):
+        DECA(framework="append", encoder=tiny_encoder_dir)
+    with pytest.raises(ValueError, match="no contrastive loss"):
+        DECA(framework="append", contrastive_weight=0.5)
+    with pytest.raises(ValueError, match="NT-Xent's"):
+        DECA(framework="append", gather_across_devices=False)
+    with pytest.raises(ValueError, match="SimSiam's"):
+        DECA(framework="append", predictor_hidden=32)
+    with pytest.raises(ValueError, match="unset it"):
+        DECA(dictionary_constraint=False, replacement_min_count=2)
+    with pytest.raises(ValueError, match="no thesaurus candidates"):
+        DECA(augmentation="uninformative", dictionary_constraint=False)
+    with pytest.raises(ValueError, match="unknown framework"):
+        DECA(framework="none")

@@ -205,3 +205,37 @@ def test_deca_trains_on_back_translated_views(tiny_translation_models, tiny_enco
     expected = tokenize(model.tokenizer, [" ".join(words_of(translator(d.text))) for d in docs[:2]], 32)
     assert torch.equal(batch.view_b.input_ids, expected.input_ids)
     assert model.losses(batch)["ntxent_loss"].isfinite()
+
+
+@needs_wordnet
+@pytest.mark.parametrize("name", ["wordnet", "antonym"])
+def test_without_the_dictionary_constraint_replacements_leave_the_corpus(name, vocabulary, wordnet):
+    text = " ".join(TEXTS)
+
+    def replacements(augment) -> set[str]:
+        return {w for seed in range(20) for w in augment(text, seed)} - set(words_of(text))
+
+    constrained = DocumentAugmenter(name, vocabulary, min_count=1, wordnet_dir=str(WORDNET))
+    free = DocumentAugmenter(name, vocabulary, wordnet_dir=str(WORDNET), dictionary_constraint=False)
+    assert replacements(constrained) <= set(vocabulary.counts)  # with the constraint: corpus words only
+    outside = replacements(free) - set(vocabulary.counts) - {"not"}
+    assert outside, "without the constraint some replacement must be a word the corpus does not have"
+    known = {w for lemma in set().union(*(wordnet.synonyms(x) for x in vocabulary.counts),
+                                       *(wordnet.negatable_antonyms(x, p) for x in vocabulary.counts for p in "av"))
+             for w in lemma.split("_")}
+    assert outside <= known  # ... and still a WordNet candidate, not noise
+    assert "automobile" in synonym_table(vocabulary, wordnet, None)["car"]
+    assert "motorcar" in synonym_table(vocabulary, wordnet, None)["car"]
+    assert "motorcar" not in synonym_table(vocabulary, wordnet, 1)["car"]
+
+
+def test_the_dictionary_constraint_is_lifted_only_where_it_exists(vocabulary, tmp_path):
+    table = ppdb_table(write_ppdb(tmp_path / "ppdb-lexical"), vocabulary, min_count=None)
+    assert table["car"] == ("car", "zeppelin")  # not a corpus word: dropped only with the constraint
+    with pytest.raises(ValueError, match="has none to lift"):
+        DocumentAugmenter("uninformative", vocabulary, dictionary_constraint=False)
+    with pytest.raises(ValueError, match="unset it"):
+        DocumentAugmenter("ppdb", vocabulary, min_count=2, ppdb_path=str(tmp_path / "ppdb-lexical"),
+                          dictionary_constraint=False)
+    with pytest.raises(ValueError, match="needs the dictionary constraint"):
+        frequent_synonym_table(vocabulary, None, None)

@@ -14,10 +14,12 @@ from lit_docemb.augment.thesaurus import (ReplacementTable, Vocabulary, antonym_
 from lit_docemb.augment.wordnet import WordNet, load_wordnet
 
 AugmentationName = Literal["wordnet", "antonym", "uninformative", "ppdb", "back_translation"]
+#: The augmentations whose candidates can be drawn without the dictionary constraint.
+UNCONSTRAINABLE = ("wordnet", "antonym", "ppdb")
 
 __all__ = ["AugmentationName", "BackTranslator", "DocumentAugmenter", "ReplacementTable", "TranslationCache",
-           "Vocabulary", "WordNet", "antonym_table", "frequent_synonym_table", "load_wordnet", "ppdb_table",
-           "replace_uninformative", "replace_words", "synonym_table", "words_of"]
+           "UNCONSTRAINABLE", "Vocabulary", "WordNet", "antonym_table", "frequent_synonym_table", "load_wordnet",
+           "ppdb_table", "replace_uninformative", "replace_words", "synonym_table", "words_of"]
 
 
 class DocumentAugmenter:
@@ -28,18 +30,20 @@ class DocumentAugmenter:
             ``"uninformative"`` (TF-IDF-chosen words to more frequent synonyms), ``"ppdb"`` or
             ``"back_translation"``.
         vocabulary: Corpus statistics that filter the candidates and give TF-IDF.
-        min_count: Corpus count a replacement needs.
+        min_count: Corpus count a replacement needs (``None``: 5; dictionary constraint only).
         probability: Chance that a word with candidates is resampled (``wordnet``, ``antonym``, ``ppdb``; the
             paper resamples every word, 1.0, its original among the candidates), or UDA's mean replacement rate
             (``uninformative``). Back-translation has no rate: it must be 1.0.
         wordnet_dir: WordNet database folder (``None``: ``$LIT_DOCEMB_WORDNET`` or ``/usr/share/wordnet``).
         ppdb_path: PPDB lexical file (``ppdb`` only).
         translator: The back-translator (``back_translation`` only).
+        dictionary_constraint: Replacements must be corpus words (DECA §4.5); ``False`` (Table 5's last row,
+            ``wordnet``, ``antonym`` and ``ppdb`` only) draws from every thesaurus candidate.
     """
 
-    def __init__(self, name: AugmentationName, vocabulary: Vocabulary, min_count: int = 5, probability: float = 1.0,
-                 wordnet_dir: str | None = None, ppdb_path: str | None = None,
-                 translator: BackTranslator | None = None) -> None:
+    def __init__(self, name: AugmentationName, vocabulary: Vocabulary, min_count: int | None = None,
+                 probability: float = 1.0, wordnet_dir: str | None = None, ppdb_path: str | None = None,
+                 translator: BackTranslator | None = None, dictionary_constraint: bool = True) -> None:
         if not 0.0 <= probability <= 1.0:
             raise ValueError(f"probability must be in [0, 1], got {probability}")
         if (name == "ppdb") != (ppdb_path is not None):
@@ -48,6 +52,15 @@ class DocumentAugmenter:
             raise ValueError("a translator is needed by, and only by, the 'back_translation' augmentation")
         if name == "back_translation" and probability != 1.0:
             raise ValueError("back_translation translates whole documents: probability must be 1.0")
+        if not dictionary_constraint:
+            if name not in UNCONSTRAINABLE:
+                raise ValueError(f"dictionary_constraint=False is for {UNCONSTRAINABLE} (candidates from a "
+                                 f"thesaurus); {name!r} has none to lift (Table 5: '-')")
+            if min_count is not None:
+                raise ValueError("min_count is the dictionary constraint's corpus count: unset it with "
+                                 "dictionary_constraint=False")
+        elif min_count is None:
+            min_count = 5
         self.name, self.vocabulary, self.probability, self.translator = name, vocabulary, probability, translator
         self.table: ReplacementTable = {}
         if name == "ppdb":

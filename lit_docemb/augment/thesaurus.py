@@ -17,6 +17,11 @@ the same words, table and seed give the same output in every process.
   document's largest, so that informative (high TF-IDF) words are kept and the mean rate is about ``p``; the
   replacement is a WordNet synonym that is more frequent in the corpus than the word (DECA: "substitute these
   low frequent words with synonyms with high frequencies").
+
+The *dictionary constraint* (DECA §4.5, Table 5's last row) is ``min_count``: a replacement must occur in the
+corpus that often. ``min_count=None`` lifts it for synonyms, antonyms and PPDB: every WordNet (or PPDB)
+candidate is kept, in the corpus or not (WordNet's multi-word lemmas become several words, ``motor vehicle``).
+The uninformative-word scheme compares corpus frequencies, so it has no unconstrained form.
 """
 
 from __future__ import annotations
@@ -73,38 +78,49 @@ class Vocabulary:
         return math.log((1 + self.num_documents) / (1 + self.document_frequency.get(word, 0))) + 1.0
 
 
-def _check_min_count(min_count: int) -> None:
-    if min_count < 1:
-        raise ValueError(f"min_count must be >= 1, got {min_count}")
+def _check_min_count(min_count: int | None) -> None:
+    if min_count is not None and min_count < 1:
+        raise ValueError(f"min_count must be >= 1 or None (no dictionary constraint), got {min_count}")
 
 
-def synonym_table(vocabulary: Vocabulary, wordnet: WordNet, min_count: int = 5) -> ReplacementTable:
+def _allowed(candidate: str, vocabulary: Vocabulary, min_count: int | None) -> bool:
+    """The dictionary constraint: in the corpus ``min_count`` times, or anything with ``min_count=None``."""
+    return min_count is None or vocabulary.frequent(candidate, min_count)
+
+
+def _lemma_words(lemma: str) -> str:
+    return lemma.replace("_", " ")
+
+
+def synonym_table(vocabulary: Vocabulary, wordnet: WordNet, min_count: int | None = 5) -> ReplacementTable:
     """word → (word, its in-vocabulary WordNet synonyms seen at least ``min_count`` times...), for the words
-    that have at least one such synonym."""
+    that have at least one such synonym; ``min_count=None``: all its WordNet synonyms."""
     _check_min_count(min_count)
     table = {}
     for word in vocabulary.counts:
-        found = sorted(s for s in wordnet.synonyms(word) if vocabulary.frequent(s, min_count))
+        found = sorted(_lemma_words(s) for s in wordnet.synonyms(word) if _allowed(s, vocabulary, min_count))
         if found:
             table[word] = (word, *found)
     return table
 
 
-def antonym_table(vocabulary: Vocabulary, wordnet: WordNet, min_count: int = 5,
+def antonym_table(vocabulary: Vocabulary, wordnet: WordNet, min_count: int | None = 5,
                   negation: str = "not") -> ReplacementTable:
-    """adjective or verb → (itself, "<negation> <antonym>"...), antonyms in the vocabulary (``min_count``)."""
+    """adjective or verb → (itself, "<negation> <antonym>"...), antonyms in the vocabulary (``min_count``; all
+    of them with ``None``)."""
     _check_min_count(min_count)
     table = {}
     for word in vocabulary.counts:
         antonyms = {a for pos in wordnet.pos_of(word) & {"a", "v"} for a in wordnet.negatable_antonyms(word, pos)}
-        found = sorted(f"{negation} {a}" for a in antonyms if vocabulary.frequent(a, min_count))
+        found = sorted(f"{negation} {_lemma_words(a)}" for a in antonyms if _allowed(a, vocabulary, min_count))
         if found:
             table[word] = (word, *found)
     return table
 
 
-def ppdb_table(path: str | Path, vocabulary: Vocabulary, min_count: int = 5) -> ReplacementTable:
-    """word → (word, its single-word PPDB paraphrases in the vocabulary...) from a PPDB file whose lines are
+def ppdb_table(path: str | Path, vocabulary: Vocabulary, min_count: int | None = 5) -> ReplacementTable:
+    """word → (word, its single-word PPDB paraphrases in the vocabulary (``min_count``; all with ``None``)...)
+    from a PPDB file whose lines are
     ``[LHS] ||| phrase ||| paraphrase ||| features [||| alignment [||| entailment]]`` (PPDB 1.0 and 2.0 lexical
     packs). Multi-word phrases and paraphrases are skipped; malformed lines are an error with their number."""
     _check_min_count(min_count)
@@ -123,13 +139,16 @@ def ppdb_table(path: str | Path, vocabulary: Vocabulary, min_count: int = 5) -> 
                                  f"features'): {line.strip()[:120]!r}")
             phrase, paraphrase = fields[1].lower(), fields[2].lower()
             if (" " not in phrase and " " not in paraphrase and phrase != paraphrase
-                    and phrase in vocabulary.counts and vocabulary.frequent(paraphrase, min_count)):
+                    and phrase in vocabulary.counts and _allowed(paraphrase, vocabulary, min_count)):
                 found.setdefault(phrase, set()).add(paraphrase)
     return {word: (word, *sorted(candidates)) for word, candidates in found.items()}
 
 
 def frequent_synonym_table(vocabulary: Vocabulary, wordnet: WordNet, min_count: int = 5) -> ReplacementTable:
     """word → its WordNet synonyms that are more frequent than it in the corpus and seen ``min_count`` times."""
+    if min_count is None:
+        raise ValueError("uninformative-word replacement picks more frequent corpus words: it needs the "
+                         "dictionary constraint (a min_count)")
     _check_min_count(min_count)
     table = {}
     for word, count in vocabulary.counts.items():

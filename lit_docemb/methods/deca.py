@@ -6,6 +6,13 @@ loss, SimCLR's NT-Xent (eq. 4) or SimSiam's (eq. 5, predictor MLP 2 layers x 64 
 pair together; the total is ``l_d + lambda * l_c`` (eq. 6), the contrastive loss alone for an encoder. Appendix
 A.3.2: Adam, lr 1e-3, batch 4,096, tau 1.0, dimension 100 (Doc2VecC); BERT lr 3e-6, batch 2, 512 tokens, 1 epoch.
 
+Table 5's ablations on R8 are two independent switches. ``framework: append`` ("-Contrastive", §4.5) has no
+contrastive loss: each document is followed by one randomly drawn augmentation and Doc2VecC trains on that
+merged document with l_d alone (a new augmentation each epoch; embeddings are of the original documents).
+``dictionary_constraint: false`` (the last row, used with ``append`` in the paper) lets replacements be
+thesaurus words outside the corpus; the Doc2VecC vocabulary stays the training split's, so such a word enters
+the Doc2VecC document only when that vocabulary has it, as for any out-of-vocabulary word.
+
 Reading chosen where the paper is silent: the Doc2VecC vocabulary, the replacement candidates and TF-IDF come
 from the training split (built in ``setup``, stored in checkpoints); the contrastive loss sees the same corrupted
 document vectors as the CBOW loss (eq. 1's mean in expectation); eq. 3 is estimated on
@@ -22,12 +29,13 @@ from lightning.pytorch.cli import LRSchedulerCallable, OptimizerCallable
 from torch import Tensor, nn
 from transformers import AutoTokenizer
 
-from lit_docemb.augment import AugmentationName, BackTranslator, DocumentAugmenter, Vocabulary
+from lit_docemb.augment import UNCONSTRAINABLE, AugmentationName, BackTranslator, DocumentAugmenter, Vocabulary
 from lit_docemb.data.batches import ViewPairBatch
 from lit_docemb.methods.base import EmbeddingMethod
 from lit_docemb.methods.collate import document_text
-from lit_docemb.methods.deca_collate import (AugmentedTextCollator, Doc2VecCPairBatch, Doc2VecCPairCollator,
-                                             WordDocumentCollator, word_index)
+from lit_docemb.methods.deca_collate import (AppendedAugmentationCollator, AugmentedTextCollator, Doc2VecCBatch,
+                                             Doc2VecCPairBatch, Doc2VecCPairCollator, WordDocumentCollator,
+                                             word_index)
 from lit_docemb.methods.docsplit import DocumentCollator
 from lit_docemb.losses import NegativeSamplingLoss, NTXentLoss, SimSiamLoss
 from lit_docemb.models import Doc2VecC, HFEncoder, resolve_model_path
@@ -50,8 +58,10 @@ class DECA(EmbeddingMethod):
 
     Args:
         augmentation: ``wordnet``, ``antonym``, ``uninformative``, ``ppdb`` or ``back_translation`` (§3.3).
-        framework: ``simclr`` (NT-Xent, eq. 4) or ``simsiam`` (eq. 5).
-        contrastive_weight: lambda of eq. 6 (Doc2VecC only; an encoder trains on the contrastive loss alone).
+        framework: ``simclr`` (NT-Xent, eq. 4), ``simsiam`` (eq. 5) or ``append``: no contrastive loss, the
+            augmentation appended to its document and Doc2VecC's l_d alone (Table 5 "-Contrastive"; Doc2VecC only).
+        contrastive_weight: lambda of eq. 6 (Doc2VecC with a contrastive framework; an encoder trains on the
+            contrastive loss alone).
         temperature: tau of NT-Xent (paper 1.0).
         denominator: NT-Xent's ``paper`` (eq. 4) or ``simclr`` form, see :class:`NTXentLoss`.
         encoder: Hugging Face encoder folder or name; ``None`` uses Doc2VecC.
@@ -64,7 +74,10 @@ class DECA(EmbeddingMethod):
         min_word_count: Corpus count a word needs to be in the Doc2VecC vocabulary.
         max_vocabulary: Most frequent words kept in the Doc2VecC vocabulary.
         max_words: Words read per document.
-        replacement_min_count: Corpus count a replacement (synonym, antonym, paraphrase) needs.
+        replacement_min_count: Corpus count a replacement (synonym, antonym, paraphrase) needs (``None``: 5;
+            with the dictionary constraint only).
+        dictionary_constraint: Replacements must be corpus words (§4.5); ``False`` is Table 5's last row
+            (``wordnet``, ``antonym``, ``ppdb``).
         replacement_probability: See :class:`~lit_docemb.augment.DocumentAugmenter` (``None``: 1.0, or 0.3 for
             ``uninformative``).
         wordnet_dir: WordNet database folder (``None``: ``$LIT_DOCEMB_WORDNET`` or ``/usr/share/wordnet``).
@@ -83,7 +96,7 @@ class DECA(EmbeddingMethod):
     def __init__(
         self,
         augmentation: AugmentationName = "wordnet",
-        framework: Literal["simclr", "simsiam"] = "simclr",
+        framework: Literal["simclr", "simsiam", "append"] = "simclr",
         contrastive_weight: float = 1.0,
         temperature: float = 1.0,
         denominator: Literal["paper", "simclr"] = "paper",
@@ -98,7 +111,8 @@ class DECA(EmbeddingMethod):
         min_word_count: int = 10,
         max_vocabulary: int = 100_000,
         max_words: int = 10_000,
-        replacement_min_count: int = 5,
+        replacement_min_count: int | None = None,
+        dictionary_constraint: bool = True,
         replacement_probability: float | None = None,
         wordnet_dir: str | None = None,
         ppdb_path: str | None = None,
@@ -127,7 +141,7 @@ class DECA(EmbeddingMethod):
         if framework == "simclr":
             self.contrastive = NTXentLoss(temperature, denominator, gather_across_devices)
             self.loss_weights = {"ntxent_loss": contrastive_weight}
-        else:
+        elif framework == "simsiam":
             self.predictor = predictor(dim, predictor_hidden)
             self.contrastive = SimSiamLoss()
             self.loss_weights = {"simsiam_loss": contrastive_weight}
@@ -150,10 +164,27 @@ class DECA(EmbeddingMethod):
                                  "an encoder DECA trains on the contrastive loss alone: leave it at 1.0")
         elif hp.pretrained is not None or hp.max_length is not None:
             raise ValueError("pretrained and max_length are encoder arguments: set encoder or unset them")
-        if hp.framework == "simclr" and hp.predictor_hidden != 64:
-            raise ValueError("predictor_hidden is SimSiam's: it has no effect with framework 'simclr'")
-        if hp.framework == "simsiam" and (hp.temperature != 1.0 or hp.denominator != "paper"):
-            raise ValueError("temperature and denominator are NT-Xent's: they have no effect with 'simsiam'")
+        if hp.framework not in ("simclr", "simsiam", "append"):
+            raise ValueError(f"unknown framework {hp.framework!r}: choose 'simclr', 'simsiam' or 'append'")
+        if hp.framework == "append":
+            if hp.encoder is not None:
+                raise ValueError("framework 'append' trains Doc2VecC on documents with their augmentation appended "
+                                 "(Table 5 '-Contrastive'): an encoder has no loss without a contrastive one")
+            if hp.contrastive_weight != 1.0:
+                raise ValueError("contrastive_weight (lambda) has no effect with framework 'append': no "
+                                 "contrastive loss")
+        if hp.framework != "simsiam" and hp.predictor_hidden != 64:
+            raise ValueError(f"predictor_hidden is SimSiam's: it has no effect with framework {hp.framework!r}")
+        if hp.framework != "simclr" and (hp.temperature != 1.0 or hp.denominator != "paper"
+                                         or not hp.gather_across_devices):
+            raise ValueError("temperature, denominator and gather_across_devices are NT-Xent's: they have no "
+                             f"effect with framework {hp.framework!r}")
+        if not hp.dictionary_constraint and hp.augmentation not in UNCONSTRAINABLE:
+            raise ValueError(f"dictionary_constraint: false is for augmentations {UNCONSTRAINABLE}; "
+                             f"{hp.augmentation!r} has no thesaurus candidates (Table 5: '-')")
+        if not hp.dictionary_constraint and hp.replacement_min_count is not None:
+            raise ValueError("replacement_min_count is the dictionary constraint's corpus count: unset it with "
+                             "dictionary_constraint: false")
         bt = hp.augmentation == "back_translation"
         if bt != (hp.back_translation_models is not None) or bt != (hp.back_translation_cache is not None):
             raise ValueError("back_translation_models and back_translation_cache are needed by, and only by, "
@@ -164,7 +195,7 @@ class DECA(EmbeddingMethod):
             raise ValueError("back_translation_models: give the forward and the backward model folders")
         for name in ("min_word_count", "max_vocabulary", "max_words", "replacement_min_count", "predictor_hidden",
                      "back_translation_max_length"):
-            if hp[name] < 1:
+            if hp[name] is not None and hp[name] < 1:
                 raise ValueError(f"{name} must be >= 1, got {hp[name]}")
 
     # --- vocabulary: from the training documents, or from a checkpoint ----------------------------------
@@ -213,7 +244,8 @@ class DECA(EmbeddingMethod):
                 translator = BackTranslator(*hp.back_translation_models, cache_path=hp.back_translation_cache,
                                             max_length=hp.back_translation_max_length)
             self._augmenter = DocumentAugmenter(hp.augmentation, self.vocabulary, hp.replacement_min_count,
-                                                probability, hp.wordnet_dir, hp.ppdb_path, translator)
+                                                probability, hp.wordnet_dir, hp.ppdb_path, translator,
+                                                dictionary_constraint=hp.dictionary_constraint)
         return self._augmenter
 
     # --- the method -------------------------------------------------------------------------------------
@@ -228,10 +260,16 @@ class DECA(EmbeddingMethod):
         if stage == "predict":
             return WordDocumentCollator(self.index, hp.max_words)
         s = self.settings
-        return Doc2VecCPairCollator(self.index, self.augmenter(), s["window_size"], s["targets_per_document"],
+        collator = AppendedAugmentationCollator if hp.framework == "append" else Doc2VecCPairCollator
+        return collator(self.index, self.augmenter(), s["window_size"], s["targets_per_document"],
                                     hp.max_words, deterministic=stage != "fit")
 
-    def losses(self, batch: Doc2VecCPairBatch | ViewPairBatch) -> dict[str, Tensor]:
+    def losses(self, batch: Doc2VecCBatch | Doc2VecCPairBatch | ViewPairBatch) -> dict[str, Tensor]:
+        if isinstance(batch, Doc2VecCBatch):  # framework 'append': l_d on the merged documents alone
+            h = self.backbone.corrupted(batch.words)  # (B, D)
+            terms = self.cbow(self.backbone.hidden(h, batch.contexts), *self.backbone.output_vectors(batch.targets),
+                              batch.targets != 0)
+            return terms | {"skipped_documents": torch.tensor(float(batch.skipped), device=h.device)}
         terms = {}
         if isinstance(batch, Doc2VecCPairBatch):
             h, h_aug = self.backbone.corrupted(batch.words), self.backbone.corrupted(batch.augmented)  # (B, D)

@@ -67,6 +67,29 @@ class Doc2VecCPairBatch:
         return self.words.shape[0]
 
 
+@dataclass
+class Doc2VecCBatch:
+    """B documents, each followed by one of its augmentations, and their CBOW targets (Table 5's "-Contrastive":
+    Doc2VecC on the merged corpus, no contrastive pair).
+
+    Attributes:
+        words: (B, T) word ids of each document then of its augmentation, 0-padded.
+        targets: (B, S) target word ids sampled from the merged document, 0 where it has fewer than S words.
+        contexts: (B, S, C) ids of each target's window in the merged document (C = 2 x window_size), 0-padded.
+        doc_index: (B,) int64 stable hashes of the document ids.
+        skipped: documents of the incoming list with fewer than two in-vocabulary words (or an empty augmentation).
+    """
+
+    words: Tensor
+    targets: Tensor
+    contexts: Tensor
+    doc_index: Tensor
+    skipped: int = 0
+
+    def __len__(self) -> int:
+        return self.words.shape[0]
+
+
 def word_index(vocabulary: Vocabulary, min_count: int, max_vocabulary: int) -> dict[str, int]:
     """word → id in 1..V for the ``max_vocabulary`` most frequent words seen ``min_count`` times (ties by word)."""
     kept = sorted((w for w, c in vocabulary.counts.items() if c >= min_count),
@@ -107,28 +130,51 @@ class Doc2VecCPairCollator:
     def ids(self, words: list[str]) -> list[int]:
         return [self.index[w] for w in words if w in self.index][:self.max_words]
 
-    def __call__(self, documents: list[Document]) -> Doc2VecCPairBatch:
-        words, augmented, targets, contexts, kept = [], [], [], [], []
+    def pairs(self, documents: list[Document]) -> list[tuple[Document, list[int], list[int], str]]:
+        """(document, its word ids, its augmentation's word ids, seed) of the documents that are kept."""
+        out = []
         for doc, seed in zip(documents, _seeds(documents, self.deterministic)):
             text = document_text(doc, with_title=True)[:self.max_words * CHARS_PER_WORD]
             ids, aug = self.ids(words_of(text)), self.ids(self.augment(text, seed))
-            if len(ids) < 2 or not aug:
-                continue
+            if len(ids) >= 2 and aug:
+                out.append((doc, ids, aug, seed))
+        return out
+
+    def cbow(self, rows: list[tuple[list[int], str]]) -> tuple[Tensor, Tensor]:
+        """(word ids, seed) per document → its sampled targets (B, S) and their contexts (B, S, C)."""
+        context_ids = torch.zeros(len(rows), self.targets_per_document, 2 * self.window_size, dtype=torch.long)
+        target_ids = torch.zeros(len(rows), self.targets_per_document, dtype=torch.long)
+        for i, (ids, seed) in enumerate(rows):
             target, context = sample_targets(ids, self.targets_per_document, self.window_size,
                                              random.Random(f"targets:{seed}"))
-            words.append(ids), augmented.append(aug), kept.append(doc)
-            targets.append(target), contexts.append(context)
-        width = 2 * self.window_size
-        context_ids = torch.zeros(len(kept), self.targets_per_document, width, dtype=torch.long)  # (B, S, C)
-        for i, rows in enumerate(contexts):
-            for j, row in enumerate(rows):
+            target_ids[i, :len(target)] = torch.tensor(target, dtype=torch.long)
+            for j, row in enumerate(context):
                 context_ids[i, j, :len(row)] = torch.tensor(row, dtype=torch.long)
-        target_ids = torch.zeros(len(kept), self.targets_per_document, dtype=torch.long)  # (B, S)
-        for i, row in enumerate(targets):
-            target_ids[i, :len(row)] = torch.tensor(row, dtype=torch.long)
-        return Doc2VecCPairBatch(pad(words), pad(augmented), target_ids, context_ids,
-                                 torch.tensor([doc_index(d.id) for d in kept], dtype=torch.long),
-                                 skipped=len(documents) - len(kept))
+        return target_ids, context_ids
+
+    def __call__(self, documents: list[Document]) -> Doc2VecCPairBatch:
+        pairs = self.pairs(documents)
+        targets, contexts = self.cbow([(ids, seed) for _, ids, _, seed in pairs])
+        return Doc2VecCPairBatch(pad([ids for _, ids, _, _ in pairs]), pad([aug for _, _, aug, _ in pairs]),
+                                 targets, contexts, _doc_index([doc for doc, *_ in pairs]),
+                                 skipped=len(documents) - len(pairs))
+
+
+class AppendedAugmentationCollator(Doc2VecCPairCollator):
+    """Documents → :class:`Doc2VecCBatch`: each document's words followed by those of one augmentation (drawn
+    as in the module docstring, so a new one every epoch), CBOW targets and windows over the merged words.
+    The document and the augmentation are each cut at ``max_words``."""
+
+    def __call__(self, documents: list[Document]) -> Doc2VecCBatch:
+        pairs = self.pairs(documents)
+        merged = [ids + aug for _, ids, aug, _ in pairs]
+        targets, contexts = self.cbow([(words, seed) for words, (*_, seed) in zip(merged, pairs)])
+        return Doc2VecCBatch(pad(merged), targets, contexts, _doc_index([doc for doc, *_ in pairs]),
+                             skipped=len(documents) - len(pairs))
+
+
+def _doc_index(documents: list[Document]) -> Tensor:
+    return torch.tensor([doc_index(d.id) for d in documents], dtype=torch.long)
 
 
 class WordDocumentCollator:
@@ -161,6 +207,5 @@ class AugmentedTextCollator:
         tokens = tokenize(self.tokenizer, originals + augmented, self.max_length)  # (2B, T)
         n = len(kept)
         return ViewPairBatch(TokenBatch(tokens.input_ids[:n], tokens.attention_mask[:n]),
-                             TokenBatch(tokens.input_ids[n:], tokens.attention_mask[n:]),
-                             torch.tensor([doc_index(d.id) for d in kept], dtype=torch.long),
+                             TokenBatch(tokens.input_ids[n:], tokens.attention_mask[n:]), _doc_index(kept),
                              skipped=len(documents) - n)
