@@ -172,17 +172,34 @@ def test_split_token_batch_trims_padding_and_keeps_tokens():
 # ---------------------------------------------------------------- one process
 
 
+@pytest.mark.parametrize("in_place", [False, True], ids=["buffer", "in-place"])
 @pytest.mark.parametrize("make_case", [mlp_case, hierarchical_case], ids=["flat-mlp", "hierarchical"])
-def test_matches_non_cached_with_dropout(make_case):
+def test_matches_non_cached_with_dropout(make_case, in_place):
     encoder, subs, index, encode = make_case()
     ref_encoder = copy.deepcopy(encoder)
     torch.manual_seed(123)
     ref_loss, ref_grads = reference(ref_encoder, subs, index, encode)
     torch.manual_seed(123)
-    loss, grads = cached(encoder, subs, index, encode)
+    loss, grads = cached(encoder, subs, index, encode, accumulate_in_place=in_place)
     assert abs(loss.item() - ref_loss.item()) <= TOLERANCE
     assert max_diff(grads, ref_grads) <= TOLERANCE
     assert all(g.abs().sum() > 0 for g in grads)  # every parameter got a gradient
+
+
+@pytest.mark.parametrize("in_place", [False, True], ids=["buffer", "in-place"])
+def test_gradients_already_accumulated_are_kept_once(in_place):
+    """Under gradient accumulation .grad holds earlier micro-batches when the step runs: they must end up
+    there once, with this batch's gradient added."""
+    encoder, subs, index, encode = mlp_case()
+    ref_encoder = copy.deepcopy(encoder)
+    earlier = [torch.full_like(p, 0.5) for p in encoder.parameters()]
+    for p, g in zip(encoder.parameters(), earlier):
+        p.grad = g.clone()
+    torch.manual_seed(7)
+    _, ref_grads = reference(ref_encoder, subs, index, encode)
+    torch.manual_seed(7)
+    _, grads = cached(encoder, subs, index, encode, accumulate_in_place=in_place)
+    assert max_diff(grads, [r + e for r, e in zip(ref_grads, earlier)]) <= TOLERANCE
 
 
 @pytest.mark.parametrize("make_case", [mlp_case, hierarchical_case], ids=["flat-mlp", "hierarchical"])

@@ -26,6 +26,7 @@ from lightning.pytorch.cli import LRSchedulerCallable, OptimizerCallable
 from lightning.pytorch.core.mixins.hparams_mixin import _given_hyperparameters
 from lightning.pytorch.strategies import DeepSpeedStrategy
 from torch import Tensor
+from torch.nn.parallel import DistributedDataParallel
 from torch.optim.lr_scheduler import LambdaLR
 
 from lit_docemb.data.batches import DocumentBatch
@@ -215,8 +216,11 @@ class EmbeddingMethod(L.LightningModule, ABC):
         ``backward()`` puts the whole batch's gradient into every parameter."""
         cacheable = self.cacheable(batch)
         rows = split_rows_by_token_budget(cacheable.costs, self.grad_cache_token_budget, sort_by_length=True)
+        trainer = self._trainer
+        ddp = trainer is not None and isinstance(trainer.strategy.model, DistributedDataParallel)
         return grad_cache_step([cacheable.take(index) for index in rows], cacheable.encode, cacheable.loss,
-                               [p for p in self.parameters() if p.requires_grad], rows=rows, total=self.total_loss)
+                               [p for p in self.parameters() if p.requires_grad], rows=rows, total=self.total_loss,
+                               accumulate_in_place=not ddp)
 
     def validation_step(self, batch, batch_idx: int) -> Tensor:
         return self._shared_step(batch, "val")

@@ -112,6 +112,7 @@ def grad_cache_step(
     rows: Sequence[Tensor] | None = None,
     total: Callable[[dict[str, Tensor]], Tensor] | None = None,
     replay_random_state: bool = True,
+    accumulate_in_place: bool = False,
 ) -> GradCacheOutput:
     """GradCache for one batch: returns a scalar whose single ``backward()`` gives the full-batch gradient.
 
@@ -134,6 +135,10 @@ def grad_cache_step(
             default: the sum of the terms whose names end in ``_loss``.
         replay_random_state: Restore each sub-batch's random state before re-encoding it. Only tests turn
             this off, to show that dropout masks then differ and the gradient is wrong.
+        accumulate_in_place: Gather the buffer by backpropagating the sub-batches but the last into ``.grad``
+            (set aside before and restored after) instead of with ``torch.autograd.grad``. Right only where
+            nothing hooks the backward pass (no DDP); it allocates no fresh parameter-sized gradient per
+            sub-batch, a churn that makes glibc's heap grow with the number of sub-batches on CPU.
     """
     if len(sub_batches) == 0:
         raise ValueError("grad_cache_step needs at least one sub-batch")
@@ -154,6 +159,10 @@ def grad_cache_step(
     (gradient,) = torch.autograd.grad(total(terms), leaf)  # (N, D)
     terms = {k: v.detach() for k, v in terms.items()}
     buffer: list[Tensor | None] = [None] * len(parameters)
+    if accumulate_in_place:  # .grad collects this batch's sub-batches; what it held comes back at the end
+        previous = [p.grad for p in parameters]
+        for p in parameters:
+            p.grad = None
     offset = 0
     for i, (sub_batch, state) in enumerate(zip(sub_batches, states)):  # (3) replay with a graph
         if replay_random_state:
@@ -166,11 +175,17 @@ def grad_cache_step(
             for name, value in additive.items():
                 terms[name] = terms[name] + value.detach() if name in terms else value.detach()
         offset += count
-        if i < len(sub_batches) - 1:
+        if i < len(sub_batches) - 1 and accumulate_in_place:
+            surrogate.backward()
+        elif i < len(sub_batches) - 1:
             grads = torch.autograd.grad(surrogate, parameters, allow_unused=True)
             for j, g in enumerate(grads):
                 if g is not None:
                     buffer[j] = g if buffer[j] is None else buffer[j].add_(g)
+    if accumulate_in_place:
+        buffer = [p.grad for p in parameters]
+        for p, grad in zip(parameters, previous):
+            p.grad = grad
     carried = [(p * b).sum() for p, b in zip(parameters, buffer) if b is not None]
     backward_loss = surrogate + sum(carried) if carried else surrogate
     return GradCacheOutput(backward_loss, total(terms).detach(), terms, embeddings.detach(), len(sub_batches))
