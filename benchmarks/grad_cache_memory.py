@@ -21,7 +21,7 @@ child's RSS and stops it above ``--memory-limit-gib`` (reported as "did not fit"
 Goals (issue 3): GradCache peak at batch 2,048 <= 1.25 x its peak at 32; GradCache step time <= 1.5 x plain
 where both fit; at least as good as sentence-transformers' cached loss measured in the same run.
 
-Usage::
+Usage (sentence-transformers comes with ``pip install -e ".[benchmarks]"``)::
 
     python benchmarks/grad_cache_memory.py                       # batches 32 128 512 2048, about 25 minutes
     python benchmarks/grad_cache_memory.py --batches 32 128 --repeats 2
