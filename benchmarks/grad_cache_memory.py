@@ -192,8 +192,8 @@ def rss_gib(pid: int) -> float:
             for line in f:
                 if line.startswith("VmRSS:"):
                     return int(line.split()[1]) / 2**20
-    except FileNotFoundError:
-        pass
+    except FileNotFoundError:  # the child has just exited
+        return 0.0
     return 0.0
 
 
