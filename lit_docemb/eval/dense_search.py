@@ -17,7 +17,6 @@ import logging
 from collections.abc import Sequence
 
 import torch
-from lightning.fabric.utilities.apply_func import move_data_to_device
 from torch import Tensor
 
 from lit_docemb.data.document import Document, Section
@@ -29,15 +28,19 @@ log = logging.getLogger(__name__)
 
 @torch.no_grad()
 def embed_documents(method: EmbeddingMethod, documents: Sequence[Document], batch_size: int = 64) -> Tensor:
-    """(N, D) embeddings in document order; documents are batched by length (less padding)."""
+    """(N, D) fp32 embeddings in document order, through the method's predict collator and ``embed`` in eval
+    mode (its mode is restored after); documents are batched by length (less padding)."""
     if len(documents) == 0:
         raise ValueError("no documents to embed")
-    collate = method.collator("predict")
+    collate, was_training = method.collator("predict"), method.training
     order = sorted(range(len(documents)), key=lambda i: len(documents[i].text))
-    parts = []
-    for start in range(0, len(order), batch_size):
-        batch = collate([documents[i] for i in order[start:start + batch_size]])
-        parts.append(method.embed(move_data_to_device(batch, method.device)).float())
+    method.eval()
+    try:
+        parts = [method.embed(method.transfer_batch_to_device(
+            collate([documents[i] for i in order[start:start + batch_size]]), method.device, 0)).float()
+            for start in range(0, len(order), batch_size)]
+    finally:
+        method.train(was_training)
     embeddings = torch.cat(parts)
     return embeddings[torch.argsort(torch.tensor(order, device=embeddings.device))]
 

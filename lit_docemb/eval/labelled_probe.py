@@ -3,25 +3,11 @@
 from __future__ import annotations
 
 import lightning as L
-import torch
 from lightning.pytorch.utilities import rank_zero_only
-from torch import Tensor
 
 from lit_docemb.data.document import Document
 from lit_docemb.eval.classification import kmeans_clustering, linear_probe
-
-
-@torch.no_grad()
-def embed_documents(module: L.LightningModule, documents: list[Document], batch_size: int) -> Tensor:
-    """(N, D) embeddings of ``documents`` through the module's predict collator and ``embed``, in eval mode."""
-    collate, was_training = module.collator("predict"), module.training
-    module.eval()
-    try:
-        parts = [module.embed(module.transfer_batch_to_device(collate(documents[i:i + batch_size]), module.device, 0))
-                 .float().cpu() for i in range(0, len(documents), batch_size)]
-    finally:
-        module.train(was_training)
-    return torch.cat(parts)
+from lit_docemb.eval.dense_search import embed_documents
 
 
 def evaluate_labelled(module: L.LightningModule, train: list[Document], test: list[Document], batch_size: int = 256,
