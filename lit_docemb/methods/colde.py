@@ -161,7 +161,9 @@ class CoLDE(EmbeddingMethod):
                                   chunk_token_budget)
         self.contrastive = SupConLoss(temperature, gather_across_devices=gather_across_devices)
         self.cosine = CosineSimilarityLoss(gather_across_devices)
-        self.register_buffer("matching_threshold", torch.tensor(float("nan")))
+        # the cosine threshold chosen on the last validation's pairs, saved with the checkpoint for test
+        self.register_buffer("matching_threshold", torch.tensor(0.0))
+        self.register_buffer("matching_threshold_chosen", torch.tensor(False))
         self._matching: dict[str, list[Tensor]] = {}
 
     def _collator(self, num_sections: int) -> SectionChunkCollator:
@@ -239,7 +241,8 @@ class CoLDE(EmbeddingMethod):
         if stage == "val":
             threshold = best_threshold(scored[:, 0], scored[:, 1], self.hparams.matching_criterion)
             self.matching_threshold.fill_(threshold)
-        elif torch.isnan(self.matching_threshold):
+            self.matching_threshold_chosen.fill_(True)
+        elif not self.matching_threshold_chosen:
             raise RuntimeError("test matching needs the threshold chosen on validation pairs: validate first, or "
                                "test a checkpoint saved after a validation")
         metrics = binary_metrics(scored[:, 0] >= float(self.matching_threshold), scored[:, 1])
