@@ -231,7 +231,7 @@ def test_citation_groups_with_as_many_random_irrelevant_papers():
     assert groups["a"] == groups["b"] == groups["c"] == "cites:a"  # b's group would be {b, c}: c is taken
     assert "d" not in groups or groups["d"].startswith("single:")  # d cites a, already grouped: alone
     singles = [i for i, g in groups.items() if g.startswith("single:")]
-    assert len(singles) == 3 and len(set(groups[i] for i in singles)) == 3
+    assert len(singles) == 3 and len({groups[i] for i in singles}) == 3
 
 
 def test_link_jaccard_groups_strictly_above_threshold_and_two_similar():
