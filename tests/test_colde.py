@@ -310,3 +310,26 @@ def test_every_colde_config_runs_fast_dev_run(config, tiny_encoder_dir, tmp_path
     if data["init_args"].get("mode") == "pairs":
         assert 0.0 <= float(metrics["val/matching_f1"]) <= 1.0 and 0 <= float(metrics["val/matching_accuracy"]) <= 1
         assert cli.model.matching_threshold_chosen
+
+
+def test_fit_then_test_reuses_the_validation_threshold_and_matching_cli(tiny_encoder_dir, tmp_path):
+    from lit_docemb.eval.matching import main as matching_main
+
+    common = ["--config", str(ROOT / "configs/colde/aan.yaml"), f"--model.init_args.encoder={tiny_encoder_dir}",
+              "--model.init_args.chunk_tokens=32", "--model.init_args.lstm_output_size=16",
+              "--model.init_args.projection_size=8", "--model.init_args.num_heads=2",
+              f"--data.init_args.source={write_lra(tmp_path / 'lra')}", "--data.init_args.batch_size=4",
+              "--data.init_args.num_workers=0"]
+    trainer = ["--trainer.accelerator=cpu", "--trainer.devices=1", "--trainer.precision=32-true",
+               "--trainer.logger=false", "--trainer.enable_progress_bar=false", f"--trainer.default_root_dir={tmp_path}"]
+    fitted = main(["fit", *common, *trainer, "--trainer.max_steps=2", "--trainer.limit_val_batches=1"])
+    threshold = float(fitted.model.matching_threshold)
+    assert fitted.trainer.callback_metrics["val/matching_threshold"] == pytest.approx(threshold)
+    last = tmp_path / "checkpoints" / "last.ckpt"
+    tested = main(["test", *common, *trainer, f"--ckpt_path={last}"])
+    metrics = tested.trainer.callback_metrics
+    assert metrics["test/matching_threshold"] == pytest.approx(threshold)  # chosen on validation, not on test
+    assert {f"test/matching_{m}" for m in ("precision", "recall", "f1", "accuracy")} <= set(metrics)
+    out = matching_main([*common, "--ckpt", str(last), "--device", "cpu"])
+    assert set(out) >= {"threshold/f1", "threshold/threshold", "classifier/accuracy", "classifier/validation_accuracy"}
+    assert all(0.0 <= out[k] <= 1.0 for k in out if not k.endswith("threshold"))

@@ -11,18 +11,30 @@ test (and optionally train). Two protocols:
   fitted on the train pairs (the validation pairs when there are none), same metrics on the test pairs.
 
 Metrics are of the positive class (label 1); a metric whose denominator is 0 is 0.
+
+Command line, for any method and a DataModule of labelled pairs (``AANDataModule`` in ``mode: pairs``, whose
+``eval`` file is the validation split): both protocols on the checkpoint's embeddings, printed as JSON::
+
+    python -m lit_docemb.eval.matching --config configs/colde/aan.yaml \
+        --ckpt runs/colde_aan/checkpoints/last.ckpt --data.init_args.source /data/lra_release/tsv_data
 """
 
 from __future__ import annotations
 
+import argparse
+import json
 from collections.abc import Mapping, Sequence
 from typing import Literal
 
 import numpy as np
+import torch
 from torch import Tensor
 
 Pair = tuple[str, str, int]
 Criterion = Literal["f1", "accuracy"]
+
+__all__ = ["best_threshold", "binary_metrics", "classifier_matching", "cosine_scores", "dataset_pairs",
+           "embeddings_by_id", "evaluate_pairs", "pair_features", "threshold_matching"]
 
 
 def binary_metrics(predicted: Sequence[int] | np.ndarray, labels: Sequence[int] | np.ndarray) -> dict[str, float]:
@@ -132,5 +144,53 @@ def embeddings_by_id(ids: Sequence[str], vectors: Tensor | np.ndarray) -> dict[s
     return dict(zip(ids, vectors))
 
 
-__all__ = ["best_threshold", "binary_metrics", "classifier_matching", "cosine_scores", "embeddings_by_id",
-           "pair_features", "threshold_matching"]
+def dataset_pairs(dataset) -> list[Pair]:
+    """``(id1, id2, label)`` of a :class:`~lit_docemb.data.aan.PairDataset`."""
+    docs = dataset.documents
+    return [(docs[a].id, docs[b].id, label) for a, b, label in dataset.pairs]
+
+
+def evaluate_pairs(method, data, batch_size: int = 32, classifier: Literal["logistic", "mlp"] = "logistic",
+                   criterion: Criterion = "f1") -> dict[str, float]:
+    """Both protocols for ``method`` (an :class:`~lit_docemb.methods.base.EmbeddingMethod`) on the train /
+    validation / test pairs of ``data`` (set up), every paper embedded once with its predict collator."""
+    from lit_docemb.eval.dense_search import embed_documents
+
+    splits = {"train": data.train_set, "val": data.val_set, "test": data.test_set}
+    if splits["test"] is None or not len(splits["val"]):
+        raise ValueError(f"{type(data).__name__} needs validation and test pairs (AANDataModule mode: pairs)")
+    pairs = {name: dataset_pairs(dataset) for name, dataset in splits.items()}
+    wanted = {i for rows in pairs.values() for a, b, _ in rows for i in (a, b)}
+    corpus = splits["val"].documents
+    documents = [corpus[i] for i in range(len(corpus)) if corpus[i].id in wanted]
+    embeddings = embeddings_by_id([d.id for d in documents], embed_documents(method, documents, batch_size))
+    threshold = threshold_matching(embeddings, pairs["val"], pairs["test"], criterion)
+    learned = classifier_matching(embeddings, pairs["val"], pairs["test"], pairs["train"], classifier)
+    return {f"threshold/{k}": v for k, v in threshold.items()} | {f"classifier/{k}": v for k, v in learned.items()}
+
+
+def main(args: list[str] | None = None) -> dict[str, float]:
+    from lit_docemb.cli import DocEmbCLI
+    from lit_docemb.methods.base import load_method_checkpoint
+
+    parser = argparse.ArgumentParser(description="Document matching (threshold and pair classifier) of a method.")
+    parser.add_argument("--config", required=True, help="the run's config (method and a pairs DataModule)")
+    parser.add_argument("--ckpt", help="a checkpoint of the config's method (default: its initial weights)")
+    parser.add_argument("--classifier", choices=["logistic", "mlp"], default="logistic")
+    parser.add_argument("--criterion", choices=["f1", "accuracy"], default="f1")
+    parser.add_argument("--batch-size", type=int, default=32)
+    parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    options, overrides = parser.parse_known_args(args)  # the rest: config overrides
+    cli = DocEmbCLI(args=["--config", options.config, *overrides], run=False)
+    method, data = cli.model, cli.datamodule
+    if options.ckpt:
+        load_method_checkpoint(method, options.ckpt)
+    method.to(options.device).eval()
+    data.setup("fit")
+    metrics = evaluate_pairs(method, data, options.batch_size, options.classifier, options.criterion)
+    print(json.dumps(metrics, indent=2))
+    return metrics
+
+
+if __name__ == "__main__":
+    main()
