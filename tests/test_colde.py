@@ -19,8 +19,13 @@ from lit_docemb.data.similarity_groups import citation_groups, link_jaccard_grou
 from lit_docemb.figures import similarity_heatmaps
 from lit_docemb.losses import CosineSimilarityLoss
 from lit_docemb.methods import CoLDE
-from lit_docemb.methods.colde import select_documents, similarity_matrices
-from lit_docemb.methods.colde_collate import group_sections, pair_groups, split_sections
+from lit_docemb.methods.colde import similarity_matrices
+from lit_docemb.methods.colde_collate import (
+    group_sections,
+    pair_groups,
+    select_documents,
+    split_sections,
+)
 
 ROOT = Path(__file__).resolve().parents[1]
 SMALL = {"chunk_tokens": 24, "num_heads": 2, "lstm_output_size": 16, "projection_size": 8, "chunk_embeddings": 16}

@@ -237,3 +237,19 @@ class PairMatchingBatch:
 
     def __len__(self) -> int:
         return len(self.labels)
+
+
+@dataclass
+class DocumentSectionsBatch:
+    """CoLDE prediction: each document whole (its embedding) and cut into sections (section and chunk levels).
+
+    Attributes:
+        whole: the B documents unsplit (one section each).
+        split: the same documents in n sections (documents too short for n sections left out and counted).
+    """
+
+    whole: SectionChunkBatch
+    split: SectionChunkBatch
+
+    def __len__(self) -> int:
+        return len(self.whole)

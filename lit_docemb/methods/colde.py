@@ -15,7 +15,6 @@ no projection, cosine similarity regressed onto "same group"; implies −Aug). A
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Literal
 
 import torch
@@ -24,66 +23,26 @@ from lightning.pytorch.cli import LRSchedulerCallable, OptimizerCallable
 from torch import Tensor
 from transformers import AutoTokenizer
 
-from lit_docemb.data.aan import DocumentPair
-from lit_docemb.data.batches import PairMatchingBatch, SectionChunkBatch, SectionChunks
+from lit_docemb.data.batches import (
+    DocumentSectionsBatch,
+    PairMatchingBatch,
+    SectionChunkBatch,
+)
 from lit_docemb.data.document import Document
 from lit_docemb.eval.matching import best_threshold, binary_metrics
 from lit_docemb.losses import CosineSimilarityLoss, SupConLoss
 from lit_docemb.losses.distributed import gather_no_grad
 from lit_docemb.methods.base import EmbeddingMethod
-from lit_docemb.methods.colde_collate import PairMatchingCollator, SectionChunkCollator
-from lit_docemb.methods.grad_cache import CacheableBatch, take_rows
+from lit_docemb.methods.colde_collate import (
+    EvaluationCollator,
+    PairMatchingCollator,
+    PredictCollator,
+    SectionChunkCollator,
+    select_documents,
+)
+from lit_docemb.methods.grad_cache import CacheableBatch
 from lit_docemb.models import HFEncoder, resolve_model_path
 from lit_docemb.models.colde import Aggregation, CoLDEEncoder
-
-
-@dataclass
-class DocumentSectionsBatch:
-    """Prediction: each document whole (its embedding) and cut into sections (section and chunk levels)."""
-
-    whole: SectionChunkBatch
-    split: SectionChunkBatch
-
-    def __len__(self) -> int:
-        return len(self.whole)
-
-
-class PredictCollator:
-    def __init__(self, whole: SectionChunkCollator, split: SectionChunkCollator) -> None:
-        self.whole, self.split = whole, split
-
-    def __call__(self, documents: list[Document]) -> DocumentSectionsBatch:
-        tokens = self.whole.section_tokens(documents)
-        labels = [0] * len(documents)
-        return DocumentSectionsBatch(self.whole.batch(documents, labels, tokens),
-                                     self.split.batch(documents, labels, tokens))
-
-
-class EvaluationCollator:
-    """AAN pairs → :class:`PairMatchingBatch` (matching metrics); documents → the training batch (loss)."""
-
-    def __init__(self, pairs: PairMatchingCollator, documents: SectionChunkCollator) -> None:
-        self.pairs, self.documents = pairs, documents
-
-    def __call__(self, items: list):
-        return self.pairs(items) if items and isinstance(items[0], DocumentPair) else self.documents(items)
-
-
-def select_documents(batch: SectionChunkBatch, index: Tensor) -> SectionChunkBatch:
-    """Documents ``index`` of a batch, in that order, with their sections and chunks."""
-    n, counts = batch.sections_per_document, batch.sections.chunks_per_section.cpu()
-    starts = torch.cumsum(counts, 0) - counts
-    section_rows = (index.cpu()[:, None] * n + torch.arange(n)).flatten()  # (k*n,)
-    chunk_rows = [torch.arange(int(starts[s]), int(starts[s] + counts[s])) for s in section_rows.tolist()]
-    chunk_rows = torch.cat(chunk_rows) if chunk_rows else torch.zeros(0, dtype=torch.long)
-    device = batch.labels.device
-    sections = batch.sections
-    chunk_rows_d, index_d = chunk_rows.to(device), index.to(device)
-    return SectionChunkBatch(
-        SectionChunks(take_rows(sections.chunks, chunk_rows_d), sections.section_ids[chunk_rows_d],
-                      sections.chunk_ids[chunk_rows_d], sections.chunks_per_section[section_rows.to(device)]),
-        n, batch.labels[index_d], batch.doc_index[index_d], [batch.ids[i] for i in index.tolist()],
-        batch.skipped, batch.truncated_chunks)
 
 
 class CoLDE(EmbeddingMethod):
@@ -110,7 +69,6 @@ class CoLDE(EmbeddingMethod):
         gather_across_devices: Contrast with the sections of all devices (exact gather with gradient).
         chunk_token_budget: Chunks of a batch are encoded in sub-batches of at most this many padded tokens.
         matching_criterion: What the validation threshold of pair matching maximises.
-        max_characters: Characters of a section read before tokenising (``None``: all).
         optimizer: Optimizer factory; ``None`` is AdamW at the paper's 5e-5 (weight decay 0.01).
         scheduler: Optional learning-rate scheduler factory.
         grad_cache_token_budget: GradCache sub-batch size in padded tokens (``None``: off); each document is a
@@ -138,7 +96,6 @@ class CoLDE(EmbeddingMethod):
         gather_across_devices: bool = True,
         chunk_token_budget: int = 16384,
         matching_criterion: Literal["f1", "accuracy"] = "f1",
-        max_characters: int | None = None,
         optimizer: OptimizerCallable | None = None,
         scheduler: LRSchedulerCallable | None = None,
         grad_cache_token_budget: int | None = None,
@@ -168,8 +125,7 @@ class CoLDE(EmbeddingMethod):
 
     def _collator(self, num_sections: int) -> SectionChunkCollator:
         hp = self.hparams
-        return SectionChunkCollator(self.tokenizer, num_sections, hp.chunk_tokens, hp.max_chunks_per_section,
-                                    hp.max_characters)
+        return SectionChunkCollator(self.tokenizer, num_sections, hp.chunk_tokens, hp.max_chunks_per_section)
 
     def collator(self, stage: str):
         training = self._collator(self.hparams.num_sections if self.hparams.augmentation else 1)

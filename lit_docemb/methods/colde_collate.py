@@ -18,9 +18,11 @@ import logging
 from itertools import pairwise
 
 import torch
+from torch import Tensor
 
 from lit_docemb.data.aan import DocumentPair
 from lit_docemb.data.batches import (
+    DocumentSectionsBatch,
     PairMatchingBatch,
     SectionChunkBatch,
     SectionChunks,
@@ -29,6 +31,7 @@ from lit_docemb.data.batches import (
 from lit_docemb.data.document import Document
 from lit_docemb.data.text import token_windows
 from lit_docemb.methods.docsplit import doc_index
+from lit_docemb.methods.grad_cache import take_rows
 
 log = logging.getLogger(__name__)
 
@@ -86,11 +89,9 @@ class SectionChunkCollator:
         num_sections: Sections n per document (1: unsplit).
         chunk_tokens: Tokens per chunk, special tokens included (paper: 512).
         max_chunks_per_section: Keep at most this many chunks of a section (counted); None keeps all.
-        max_characters: Characters of a document read before tokenising (None: all).
     """
 
-    def __init__(self, tokenizer, num_sections: int, chunk_tokens: int, max_chunks_per_section: int | None,
-                 max_characters: int | None = None) -> None:
+    def __init__(self, tokenizer, num_sections: int, chunk_tokens: int, max_chunks_per_section: int | None) -> None:
         self.tokenizer = tokenizer
         self.num_sections = num_sections
         self.prefix, self.suffix = special_tokens(tokenizer)
@@ -98,11 +99,10 @@ class SectionChunkCollator:
         if self.body_tokens < 1:
             raise ValueError(f"chunk_tokens={chunk_tokens} leaves no room besides the special tokens")
         self.max_chunks_per_section = max_chunks_per_section
-        self.max_characters = max_characters
 
     def section_tokens(self, documents: list[Document]) -> list[list[list[int]]]:
         """Each document's real sections as token ids (no special tokens), in one tokenizer call."""
-        texts = [s.text[:self.max_characters] for d in documents for s in d.sections]
+        texts = [s.text for d in documents for s in d.sections]
         encoded = self.tokenizer(texts, add_special_tokens=False)["input_ids"] if texts else []
         out, start = [], 0
         for doc in documents:
@@ -196,3 +196,43 @@ class PairMatchingCollator:
         second = self.collator.batch([pairs[i].second for i in usable], zeros, [tokens[2 * i + 1] for i in usable])
         first.skipped = second.skipped = len(pairs) - len(usable)
         return PairMatchingBatch(first, second, torch.tensor([pairs[i].label for i in usable], dtype=torch.long))
+
+
+class PredictCollator:
+    """Documents → :class:`DocumentSectionsBatch` (each tokenized once for both views)."""
+
+    def __init__(self, whole: SectionChunkCollator, split: SectionChunkCollator) -> None:
+        self.whole, self.split = whole, split
+
+    def __call__(self, documents: list[Document]) -> DocumentSectionsBatch:
+        tokens = self.whole.section_tokens(documents)
+        labels = [0] * len(documents)
+        return DocumentSectionsBatch(self.whole.batch(documents, labels, tokens),
+                                     self.split.batch(documents, labels, tokens))
+
+
+class EvaluationCollator:
+    """AAN pairs → :class:`PairMatchingBatch` (matching metrics); documents → the training batch (loss)."""
+
+    def __init__(self, pairs: PairMatchingCollator, documents: SectionChunkCollator) -> None:
+        self.pairs, self.documents = pairs, documents
+
+    def __call__(self, items: list):
+        return self.pairs(items) if items and isinstance(items[0], DocumentPair) else self.documents(items)
+
+
+def select_documents(batch: SectionChunkBatch, index: Tensor) -> SectionChunkBatch:
+    """Documents ``index`` of a batch, in that order, with their sections and chunks."""
+    n, counts = batch.sections_per_document, batch.sections.chunks_per_section.cpu()
+    starts = torch.cumsum(counts, 0) - counts
+    section_rows = (index.cpu()[:, None] * n + torch.arange(n)).flatten()  # (k*n,)
+    chunk_rows = [torch.arange(int(starts[s]), int(starts[s] + counts[s])) for s in section_rows.tolist()]
+    chunk_rows = torch.cat(chunk_rows) if chunk_rows else torch.zeros(0, dtype=torch.long)
+    device = batch.labels.device
+    sections = batch.sections
+    chunk_rows_d, index_d = chunk_rows.to(device), index.to(device)
+    return SectionChunkBatch(
+        SectionChunks(take_rows(sections.chunks, chunk_rows_d), sections.section_ids[chunk_rows_d],
+                      sections.chunk_ids[chunk_rows_d], sections.chunks_per_section[section_rows.to(device)]),
+        n, batch.labels[index_d], batch.doc_index[index_d], [batch.ids[i] for i in index.tolist()],
+        batch.skipped, batch.truncated_chunks)
