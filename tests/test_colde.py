@@ -338,3 +338,22 @@ def test_fit_then_test_reuses_the_validation_threshold_and_matching_cli(tiny_enc
     out = matching_main([*common, "--ckpt", str(last), "--device", "cpu"])
     assert set(out) >= {"threshold/f1", "threshold/threshold", "classifier/accuracy", "classifier/validation_accuracy"}
     assert all(0.0 <= out[k] <= 1.0 for k in out if not k.endswith("threshold"))
+
+
+def test_evaluation_collator_keeps_the_batch_kind_of_its_dataset_for_empty_batches(colde):
+    from lit_docemb.data.batches import PairMatchingBatch, SectionChunkBatch
+    from lit_docemb.methods.colde_collate import (
+        EvaluationCollator,
+        PairMatchingCollator,
+    )
+
+    pairs = EvaluationCollator(PairMatchingCollator(colde._collator(1)), colde._collator(2), pair_items=True)
+    assert isinstance(pairs([]), PairMatchingBatch) and len(pairs([])) == 0
+    docs = documents(2)
+    short = Document("short", "", [Section("", "")])
+    batch = pairs([DocumentPair(docs[0], docs[1], 1), DocumentPair(docs[0], short, 0)])
+    assert len(batch) == 1 and batch.first.skipped == 1 and batch.labels.tolist() == [1]
+    automatic = EvaluationCollator(PairMatchingCollator(colde._collator(1)), colde._collator(2))
+    assert isinstance(automatic(docs), SectionChunkBatch) and automatic(docs).sections_per_document == 2
+    with pytest.raises(TypeError, match="DocumentPair"):
+        pairs(docs)

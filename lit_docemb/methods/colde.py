@@ -23,6 +23,7 @@ from lightning.pytorch.cli import LRSchedulerCallable, OptimizerCallable
 from torch import Tensor
 from transformers import AutoTokenizer
 
+from lit_docemb.data.aan import PairDataset
 from lit_docemb.data.batches import (
     DocumentSectionsBatch,
     PairMatchingBatch,
@@ -133,7 +134,10 @@ class CoLDE(EmbeddingMethod):
             return training
         if stage == "predict":
             return PredictCollator(self._collator(1), training)
-        return EvaluationCollator(PairMatchingCollator(self._collator(1)), training)
+        data = self._trainer.datamodule if self._trainer is not None else None
+        evaluated = getattr(data, "val_set", None)  # DataModules load test sets with the "validate" collator too
+        pair_items = None if evaluated is None else isinstance(evaluated, PairDataset)
+        return EvaluationCollator(PairMatchingCollator(self._collator(1)), training, pair_items)
 
     # --- training ------------------------------------------------------------------------------------
     def _encode(self, batch: SectionChunkBatch):
@@ -179,6 +183,8 @@ class CoLDE(EmbeddingMethod):
     def _evaluation_step(self, batch, stage: str) -> Tensor | None:
         if not isinstance(batch, PairMatchingBatch):
             return self._shared_step(batch, stage)
+        self.log(f"{stage}/matching_skipped_pairs", float(batch.first.skipped), reduce_fx="sum", on_epoch=True,
+                 batch_size=max(len(batch), 1), sync_dist=True)
         scores = F.cosine_similarity(self.embed(batch.first).float(), self.embed(batch.second).float(), dim=-1)
         self._matching.setdefault(stage, []).append(torch.stack([scores, batch.labels.to(scores.dtype)], 1))
         return None

@@ -99,6 +99,7 @@ class SectionChunkCollator:
         if self.body_tokens < 1:
             raise ValueError(f"chunk_tokens={chunk_tokens} leaves no room besides the special tokens")
         self.max_chunks_per_section = max_chunks_per_section
+        self._warned = False
 
     def section_tokens(self, documents: list[Document]) -> list[list[list[int]]]:
         """Each document's real sections as token ids (no special tokens), in one tokenizer call."""
@@ -138,8 +139,10 @@ class SectionChunkCollator:
                 section_ids += [p] * len(windows)
                 chunk_ids += list(range(len(windows)))
                 per_section.append(len(windows))
-        if truncated:
-            log.debug("max_chunks_per_section=%s dropped %d chunks", self.max_chunks_per_section, truncated)
+        if truncated and not self._warned:
+            log.warning("max_chunks_per_section=%s drops chunks (%d in this batch; counted as truncated_chunks)",
+                        self.max_chunks_per_section, truncated)
+            self._warned = True
         width = max(map(len, chunks), default=1)
         input_ids = torch.full((len(chunks), width), self.tokenizer.pad_token_id or 0, dtype=torch.long)  # (C, T)
         attention_mask = torch.zeros(len(chunks), width, dtype=torch.long)
@@ -212,13 +215,21 @@ class PredictCollator:
 
 
 class EvaluationCollator:
-    """AAN pairs → :class:`PairMatchingBatch` (matching metrics); documents → the training batch (loss)."""
+    """AAN pairs → :class:`PairMatchingBatch` (matching metrics); documents → the training batch (loss).
 
-    def __init__(self, pairs: PairMatchingCollator, documents: SectionChunkCollator) -> None:
-        self.pairs, self.documents = pairs, documents
+    ``pair_items`` says which the dataset holds (``None``: decided by each batch's first item). Knowing it
+    matters under DDP: a device whose last batch is empty must still produce the same kind of batch as the
+    others, or their logged metrics (and collectives) would differ."""
+
+    def __init__(self, pairs: PairMatchingCollator, documents: SectionChunkCollator,
+                 pair_items: bool | None = None) -> None:
+        self.pairs, self.documents, self.pair_items = pairs, documents, pair_items
 
     def __call__(self, items: list):
-        return self.pairs(items) if items and isinstance(items[0], DocumentPair) else self.documents(items)
+        pair_items = self.pair_items
+        if pair_items is None:
+            pair_items = bool(items) and isinstance(items[0], DocumentPair)
+        return self.pairs(items) if pair_items else self.documents(items)
 
 
 def select_documents(batch: SectionChunkBatch, index: Tensor) -> SectionChunkBatch:
