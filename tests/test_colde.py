@@ -357,3 +357,19 @@ def test_evaluation_collator_keeps_the_batch_kind_of_its_dataset_for_empty_batch
     assert isinstance(automatic(docs), SectionChunkBatch) and automatic(docs).sections_per_document == 2
     with pytest.raises(TypeError, match="DocumentPair"):
         pairs(docs)
+
+
+def test_similarity_group_datamodule_labels_aan_network_papers(tmp_path):
+    from lit_docemb.data import AANDataModule, SimilarityGroupDataModule
+
+    corpus = AANDataModule(str(write_network(tmp_path / "aan")), layout="network", citations_file="acl.txt",
+                           cache_dir=str(tmp_path / "cache"))
+    data = SimilarityGroupDataModule(corpus, rule="citations", val_fraction=0.0, num_workers=0)
+    data.setup("fit")
+    labels = {doc.id: doc.label for doc in data.train_set}
+    assert labels["aan:P0"] == labels["aan:P1"] == labels["aan:P2"] != labels["aan:P3"] == labels["aan:P4"]
+    assert labels["aan:P5"] == labels["aan:P6"] and len(labels) == 10  # 7 grouped + 3 random (all there is)
+    assert sum(label.startswith("single:") for label in labels.values()) == 3
+    wiki = SimilarityGroupDataModule(corpus, rule="link_jaccard")
+    with pytest.raises(ValueError, match="no similarity group"):  # AAN papers keep no links
+        wiki.setup("fit")
