@@ -373,3 +373,14 @@ def test_similarity_group_datamodule_labels_aan_network_papers(tmp_path):
     wiki = SimilarityGroupDataModule(corpus, rule="link_jaccard")
     with pytest.raises(ValueError, match="no similarity group"):  # AAN papers keep no links
         wiki.setup("fit")
+
+
+def test_predict_without_similarities_gives_the_same_embeddings(colde):
+    docs = documents(3)
+    colde.eval()
+    full = colde.predict_step(colde.collator("predict")(docs), 0)
+    colde.hparams.predict_similarities = False
+    light = colde.predict_step(colde.collator("predict")(docs), 0)
+    assert set(light) == {"ids", "embeddings"} and light["ids"] == full["ids"] == ["d0", "d1", "d2"]
+    assert torch.allclose(light["embeddings"], full["embeddings"], atol=1e-6)
+    assert similarity_matrices(colde, docs)["section_similarity"].shape == (6, 6)  # the API still splits

@@ -70,6 +70,8 @@ class CoLDE(EmbeddingMethod):
         gather_across_devices: Contrast with the sections of all devices (exact gather with gradient).
         chunk_token_budget: Chunks of a batch are encoded in sub-batches of at most this many padded tokens.
         matching_criterion: What the validation threshold of pair matching maximises.
+        predict_similarities: ``predict`` also returns the three levels of similarity between each batch's
+            documents (one more forward pass over them, split); ``False``: ids and embeddings only.
         optimizer: Optimizer factory; ``None`` is AdamW at the paper's 5e-5 (weight decay 0.01).
         scheduler: Optional learning-rate scheduler factory.
         grad_cache_token_budget: GradCache sub-batch size in padded tokens (``None``: off); each document is a
@@ -97,6 +99,7 @@ class CoLDE(EmbeddingMethod):
         gather_across_devices: bool = True,
         chunk_token_budget: int = 16384,
         matching_criterion: Literal["f1", "accuracy"] = "f1",
+        predict_similarities: bool = True,
         optimizer: OptimizerCallable | None = None,
         scheduler: LRSchedulerCallable | None = None,
         grad_cache_token_budget: int | None = None,
@@ -133,7 +136,7 @@ class CoLDE(EmbeddingMethod):
         if stage == "fit":
             return training
         if stage == "predict":
-            return PredictCollator(self._collator(1), training)
+            return PredictCollator(self._collator(1), training if self.hparams.predict_similarities else None)
         data = self._trainer.datamodule if self._trainer is not None else None
         evaluated = getattr(data, "val_set", None)  # DataModules load test sets with the "validate" collator too
         pair_items = None if evaluated is None else isinstance(evaluated, PairDataset)
@@ -219,11 +222,14 @@ class CoLDE(EmbeddingMethod):
         self._log_matching("test")
 
     # --- interpretability (§4.3, Fig. 4) -----------------------------------------------------------------
-    def predict_step(self, batch: DocumentSectionsBatch, batch_idx: int) -> dict:
+    def predict_step(self, batch: DocumentSectionsBatch | SectionChunkBatch, batch_idx: int) -> dict:
         """Embeddings, and the three levels of cosine similarity between the batch's documents: document
         (B, B), section (S, S) over the sections of the split documents, chunk (C, C) over their chunks, with
-        labels ``"<id>/S<p>"`` and ``"<id>/S<p>C<q>"``, and each section's chunkwise attention."""
+        labels ``"<id>/S<p>"`` and ``"<id>/S<p>C<q>"``, and each section's chunkwise attention (ids and
+        embeddings only with ``predict_similarities: false``)."""
         embeddings = self.embed(batch)
+        if not isinstance(batch, DocumentSectionsBatch):
+            return {"ids": batch.ids, "embeddings": embeddings.float().cpu()}
         split = batch.split
         encoded = self._encode(split)
         n = split.sections_per_document
@@ -258,7 +264,8 @@ def similarity_matrices(method: CoLDE, documents: list[Document]) -> dict:
     was_training = method.training
     method.eval()
     try:
-        batch = method.transfer_batch_to_device(method.collator("predict")(documents), method.device, 0)
+        collate = PredictCollator(method._collator(1), method.collator("fit"))  # whatever predict_similarities says
+        batch = method.transfer_batch_to_device(collate(documents), method.device, 0)
         if len(batch.split) < len(batch.whole):
             missing = sorted(set(batch.whole.ids) - set(batch.split.ids))
             raise ValueError(f"documents too short for {batch.split.sections_per_document} sections: {missing}")

@@ -202,16 +202,17 @@ class PairMatchingCollator:
 
 
 class PredictCollator:
-    """Documents → :class:`DocumentSectionsBatch` (each tokenized once for both views)."""
+    """Documents → :class:`DocumentSectionsBatch` (each tokenized once for both views); without ``split``
+    the unsplit documents alone (:class:`SectionChunkBatch`, embeddings only)."""
 
-    def __init__(self, whole: SectionChunkCollator, split: SectionChunkCollator) -> None:
+    def __init__(self, whole: SectionChunkCollator, split: SectionChunkCollator | None) -> None:
         self.whole, self.split = whole, split
 
-    def __call__(self, documents: list[Document]) -> DocumentSectionsBatch:
+    def __call__(self, documents: list[Document]) -> DocumentSectionsBatch | SectionChunkBatch:
         tokens = self.whole.section_tokens(documents)
         labels = [0] * len(documents)
-        return DocumentSectionsBatch(self.whole.batch(documents, labels, tokens),
-                                     self.split.batch(documents, labels, tokens))
+        whole = self.whole.batch(documents, labels, tokens)
+        return whole if self.split is None else DocumentSectionsBatch(whole, self.split.batch(documents, labels, tokens))
 
 
 class EvaluationCollator:
