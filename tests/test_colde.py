@@ -295,8 +295,10 @@ def test_every_colde_config_runs_fast_dev_run(config, tiny_encoder_dir, tmp_path
             "--model.init_args.chunk_tokens=32", "--model.init_args.lstm_output_size=16",
             "--model.init_args.projection_size=8", "--model.init_args.num_heads=2", "--data.init_args.batch_size=4",
             "--data.init_args.num_workers=0", "--trainer.accelerator=cpu", "--trainer.devices=1",
-            "--trainer.precision=32-true", "--trainer.logger=false", "--trainer.fast_dev_run=2",
-            f"--trainer.default_root_dir={tmp_path}"]
+            "--trainer.logger=false", "--trainer.fast_dev_run=2", f"--trainer.default_root_dir={tmp_path}"]
+    grad_cache = config.endswith("colde/aan.yaml")  # the paper's setting also through GradCache, in bf16 autocast
+    args += ["--trainer.precision=bf16-mixed", "--model.init_args.grad_cache_token_budget=64"] if grad_cache else [
+        "--trainer.precision=32-true"]
     corpus = data["init_args"].get("corpus", {}).get("class_path", "")
     if data["class_path"].endswith("AANDataModule"):
         args.append(f"--data.init_args.source={write_lra(tmp_path / 'lra')}")
@@ -312,6 +314,7 @@ def test_every_colde_config_runs_fast_dev_run(config, tiny_encoder_dir, tmp_path
     assert cli.trainer.global_step == 2
     loss = "train/cosine_loss" if cli.model.hparams.objective == "cosine" else "train/supcon_loss"
     assert torch.isfinite(metrics[loss])
+    assert (metrics.get("train/grad_cache_sub_batches", 0) > 1) == grad_cache
     if data["init_args"].get("mode") == "pairs":
         assert 0.0 <= float(metrics["val/matching_f1"]) <= 1.0 and 0 <= float(metrics["val/matching_accuracy"]) <= 1
         assert cli.model.matching_threshold_chosen

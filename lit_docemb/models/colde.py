@@ -173,8 +173,10 @@ class CoLDEEncoder(nn.Module):
             return EncodedSections(sections, self.projection(sections), vectors, [])
         attended, maps = self.chunk_attention(per_section, sections_per_document)
         inputs = pad_sequence([torch.cat([c, a], -1) for c, a in zip(per_section, attended)], batch_first=True)
-        packed = pack_padded_sequence(inputs, batch.chunks_per_section.cpu(), batch_first=True, enforce_sorted=False)
-        outputs, (final, _) = self.lstm(packed)  # final: (2, S, D_f/2)
+        packed = pack_padded_sequence(inputs.float(), batch.chunks_per_section.cpu(), batch_first=True,
+                                      enforce_sorted=False)  # (S, Cmax, 2D)
+        with torch.autocast(inputs.device.type, enabled=False):  # fp32: tiny next to the encoder, and CPU
+            outputs, (final, _) = self.lstm(packed)  # bf16 LSTMs fail without a graph; final: (2, S, D_f/2)
         sections = torch.cat([final[0], final[1]], -1)  # (S, D_f)
         padded, _ = pad_packed_sequence(outputs, batch_first=True)  # (S, Cmax, D_f)
         chunks = torch.cat([padded[s, :n] for s, n in enumerate(batch.chunks_per_section.tolist())])  # (C, D_f)
