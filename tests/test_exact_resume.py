@@ -1,0 +1,111 @@
+"""Exact resume: a CPU fit through the real CLI, killed with SIGKILL inside a random mid-epoch step and resumed
+from its ``last.ckpt`` (``--ckpt_path last``), ends with parameters bitwise equal to those of an uninterrupted
+run with the same config and checkpoint cadence, after the same per-step losses.
+
+What has to come back for that: the data order and position in the epoch (the loader's state), every batch's
+views and masks (seeded per batch, so also with a dataloader worker), the dropout random state
+(``RandomStateCheckpoint``), AdamW's moments and the warm-up/decay schedule's step. The run validates mid-epoch
+and crosses an epoch boundary, with dropout on and one dataloader worker.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import torch
+
+SUPPORT = Path(__file__).parent / "support"
+CHECKPOINT_EVERY = 3
+
+
+def fit_command(encoder: str, corpus: str, root: Path, *extra: str) -> list[str]:
+    """A tiny DocSplit fit (dropout 0.1, MLM on) of two epochs with a checkpoint every CHECKPOINT_EVERY steps."""
+    return [
+        sys.executable, "-m", "lit_docemb", "fit", "--seed_everything=7",
+        "--model=lit_docemb.methods.DocSplit", f"--model.encoder={encoder}", "--model.max_length=48",
+        "--model.scheduler=lit_docemb.methods.base.LinearWarmupDecay", "--model.scheduler.warmup_steps=3",
+        "--data=lit_docemb.data.JSONLDataModule", f"--data.paths=[{corpus}]", "--data.batch_size=4",
+        "--data.num_workers=1", "--data.val_fraction=0.2", "--data.max_documents=40", "--trainer.accelerator=cpu", "--trainer.devices=1",
+        "--trainer.max_epochs=2", "--trainer.val_check_interval=5", "--trainer.limit_val_batches=2",
+        "--trainer.logger=false", "--trainer.enable_progress_bar=false", "--trainer.enable_model_summary=false",
+        f"--trainer.default_root_dir={root}",
+        "--trainer.callbacks+=lit_docemb.callbacks.RunCheckpoint",
+        f"--trainer.callbacks.every_n_train_steps={CHECKPOINT_EVERY}",
+        "--trainer.callbacks+=resume_probe.StepProbe", *extra,
+    ]
+
+
+def environment() -> dict[str, str]:
+    return {**os.environ, "OMP_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false",
+            "PYTHONPATH": os.pathsep.join([str(SUPPORT), os.environ.get("PYTHONPATH", "")])}
+
+
+def run_to_end(command: list[str]) -> None:
+    result = subprocess.run(command, check=False, capture_output=True, text=True, timeout=300, env=environment())
+    assert result.returncode == 0, result.stderr[-4000:]
+
+
+def run_and_kill(command: list[str], root: Path, timeout_s: float = 180) -> None:
+    """Starts the fit in its own process group and SIGKILLs the group (trainer and dataloader worker) once the
+    probe reports that it is blocked inside the chosen step."""
+    process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                               env=environment(), start_new_session=True)
+    deadline = time.monotonic() + timeout_s
+    try:
+        while not (root / "paused").exists():
+            if process.poll() is not None:
+                pytest.fail(f"the run ended before the kill point:\n{process.stderr.read()[-4000:]}")
+            if time.monotonic() > deadline:
+                pytest.fail("the run did not reach the kill point in time")
+            time.sleep(0.05)
+    finally:
+        os.killpg(process.pid, signal.SIGKILL)
+        process.wait()
+        process.stderr.close()
+    assert process.returncode == -signal.SIGKILL
+
+
+def steps(root: Path) -> list[tuple[int, int, int]]:
+    """(epoch, global step, loss bits) of every training step the probe recorded."""
+    return [tuple(map(int, line.split())) for line in (root / "steps.txt").read_text().splitlines()]
+
+
+@pytest.mark.slow
+def test_sigkilled_run_resumed_from_last_checkpoint_ends_bitwise_equal(tiny_encoder_dir, corpus_jsonl, tmp_path):
+    reference_root, resumed_root = tmp_path / "uninterrupted", tmp_path / "killed"
+    run_to_end(fit_command(tiny_encoder_dir, corpus_jsonl, reference_root))
+    reference = steps(reference_root)
+    total, per_epoch = len(reference), sum(epoch == 0 for epoch, _, _ in reference)
+    assert [step for _, step, _ in reference] == list(range(1, total + 1)) and total == 2 * per_epoch
+
+    # a random step of either epoch, after the first checkpoint, neither an epoch's first nor its last step
+    candidates = [k for k in range(CHECKPOINT_EVERY + 1, total) if k % per_epoch not in (0, 1)]
+    kill_at = random.Random().choice(candidates)
+    print(f"killed inside step {kill_at} of {total} ({per_epoch} per epoch)")
+    run_and_kill(fit_command(tiny_encoder_dir, corpus_jsonl, resumed_root, f"--trainer.callbacks.pause_at_step="
+                             f"{kill_at}"), resumed_root)
+    checkpointed = (kill_at - 1) // CHECKPOINT_EVERY * CHECKPOINT_EVERY
+    last = torch.load(resumed_root / "checkpoints" / "last.ckpt", weights_only=False)
+    assert last["global_step"] == checkpointed
+    assert not (resumed_root / "final.pt").exists()
+
+    run_to_end(fit_command(tiny_encoder_dir, corpus_jsonl, resumed_root, "--ckpt_path=last"))
+    interrupted = steps(resumed_root)
+    assert [step for _, step, _ in interrupted] == list(range(1, kill_at)) + list(range(checkpointed + 1, total + 1))
+    assert interrupted[:kill_at - 1] == reference[:kill_at - 1]
+    # the same batches, dropout and learning rates after the resume: the same losses, bit for bit
+    assert interrupted[kill_at - 1:] == reference[checkpointed:], f"killed in step {kill_at}"
+
+    expected = torch.load(reference_root / "final.pt")
+    actual = torch.load(resumed_root / "final.pt")
+    assert expected.keys() == actual.keys()
+    different = [name for name in expected if not torch.equal(expected[name], actual[name])]
+    assert not different, f"killed in step {kill_at}: {len(different)} of {len(expected)} tensors differ, first: " \
+                          f"{different[0]}"
