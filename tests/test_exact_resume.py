@@ -18,13 +18,80 @@ import sys
 import time
 from pathlib import Path
 
+import numpy as np
 import pytest
 import torch
+
+from lit_docemb.callbacks import RandomStateCheckpoint
+from lit_docemb.data.sampling import DistributedBatchSampler, ResumableLoader
 
 SUPPORT = Path(__file__).parent / "support"
 CHECKPOINT_EVERY = 3
 
 
+# --- the pieces, in one process ---------------------------------------------------------------------------------
+def draws(items: list[int]) -> tuple:
+    """A collator that is nothing but randomness: the batch's items and one draw from each global generator."""
+    return tuple(items), torch.rand(2).tolist(), random.random(), float(np.random.rand())
+
+
+def loader_batches(num_workers: int = 0, epoch: int = 0, resume_after: int | None = None) -> list[tuple]:
+    loader = ResumableLoader(list(range(10)), DistributedBatchSampler(10, 3, seed=5), collate_fn=draws,
+                             num_workers=num_workers)
+    loader.sampler.set_epoch(epoch)
+    if resume_after is not None:
+        loader.load_state_dict({"epoch": epoch, "documents": resume_after, "num_documents": 10, "seed": 5,
+                                "documents_per_step": 3})
+    return list(loader)
+
+
+def global_states() -> tuple:
+    return torch.get_rng_state(), random.getstate(), np.random.get_state()[1].tolist()
+
+
+def test_batch_randomness_depends_on_seed_epoch_and_position_only():
+    torch.manual_seed(0)
+    before = global_states()
+    batches = loader_batches()
+    after = global_states()
+    assert torch.equal(before[0], after[0]) and before[1:] == after[1:]  # the caller's generators untouched
+    torch.manual_seed(1), random.seed(1), np.random.seed(1)
+    assert loader_batches() == batches  # not the caller's random state
+    assert loader_batches(num_workers=2) == batches  # nor the worker that builds a batch
+    assert loader_batches(resume_after=6) == batches[2:]  # a resumed epoch: the interrupted one's batches
+    assert len({str(b[1:]) for b in batches}) == len(batches)  # every batch its own draws
+    next_epoch = loader_batches(epoch=1)
+    assert not {str(b[1:]) for b in batches} & {str(b[1:]) for b in next_epoch}  # new draws every epoch
+
+
+def test_random_states_survive_a_weights_only_checkpoint_and_apply_at_the_first_training_batch(tmp_path):
+    callback = RandomStateCheckpoint()
+    torch.manual_seed(3), random.seed(3), np.random.seed(3)
+    torch.save({"callbacks": {"RandomStateCheckpoint": callback.state_dict()}}, tmp_path / "c.ckpt")
+    expected = torch.rand(3), random.random(), np.random.rand()
+    state = torch.load(tmp_path / "c.ckpt", weights_only=True)["callbacks"]["RandomStateCheckpoint"]
+
+    torch.manual_seed(4), random.seed(4), np.random.seed(4)
+    callback.load_state_dict(state)
+    torch.rand(5)  # what start-up draws before the first batch (model construction, sanity check) is overwritten
+    callback.on_train_batch_start(None, None, None, 0)
+    actual = torch.rand(3), random.random(), np.random.rand()
+    assert torch.equal(actual[0], expected[0]) and actual[1:] == expected[1:]
+    callback.on_train_batch_start(None, None, None, 1)  # once only: later batches continue the stream
+    assert not torch.equal(torch.rand(3), expected[0])
+
+
+def test_random_states_of_another_number_of_processes_are_not_applied(caplog):
+    callback = RandomStateCheckpoint()
+    state = callback.state_dict()
+    callback.load_state_dict({"ranks": state["ranks"] * 2})
+    assert "random states of 2 processes, this run has 1" in caplog.text
+    before = torch.get_rng_state()
+    callback.on_train_batch_start(None, None, None, 0)
+    assert torch.equal(torch.get_rng_state(), before)
+
+
+# --- the whole run, killed and resumed ----------------------------------------------------------------------------
 def fit_command(encoder: str, corpus: str, root: Path, *extra: str) -> list[str]:
     """A tiny DocSplit fit (dropout 0.1, MLM on) of two epochs with a checkpoint every CHECKPOINT_EVERY steps."""
     return [
