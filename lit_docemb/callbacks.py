@@ -92,14 +92,14 @@ class AtomicCheckpointIO(TorchCheckpointIO):
 
 
 def random_state() -> dict[str, Any]:
-    """This process's global random states (torch CPU and CUDA, Python, numpy) as tensors and plain Python
+    """This process's global random states (torch CPU and current CUDA device, Python, numpy) as tensors and plain Python
     values, so that a checkpoint holding them still loads with ``torch.load(weights_only=True)``."""
     version, mt, gauss = random.getstate()
     kind, keys, position, has_gauss, cached = np.random.get_state()
     state = {"torch": torch.get_rng_state(), "python": [version, list(mt), gauss],
              "numpy": [kind, keys.tolist(), int(position), int(has_gauss), float(cached)]}
     if torch.cuda.is_available() and torch.cuda.is_initialized():
-        state["cuda"] = torch.cuda.get_rng_state_all()
+        state["cuda"] = torch.cuda.get_rng_state()  # this process's device (one per process)
     return state
 
 
@@ -111,7 +111,7 @@ def set_random_state(state: dict[str, Any]) -> None:
     kind, keys, position, has_gauss, cached = state["numpy"]
     np.random.set_state((kind, np.asarray(keys, dtype=np.uint32), position, has_gauss, cached))
     if "cuda" in state:
-        torch.cuda.set_rng_state_all(state["cuda"])
+        torch.cuda.set_rng_state(state["cuda"])
 
 
 class RandomStateCheckpoint(Callback):

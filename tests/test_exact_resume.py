@@ -10,6 +10,7 @@ and crosses an epoch boundary, with dropout on and one dataloader worker.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import random
 import signal
@@ -23,7 +24,9 @@ import pytest
 import torch
 
 from lit_docemb.callbacks import RandomStateCheckpoint
-from lit_docemb.data.sampling import DistributedBatchSampler, ResumableLoader
+from lit_docemb.data.document import Document, Section
+from lit_docemb.data.sampling import DistributedBatchSampler, ResumableLoader, seeded_random_state
+from lit_docemb.methods import DocSplit, GraphRoBERTa
 
 SUPPORT = Path(__file__).parent / "support"
 CHECKPOINT_EVERY = 3
@@ -62,6 +65,42 @@ def test_batch_randomness_depends_on_seed_epoch_and_position_only():
     assert len({str(b[1:]) for b in batches}) == len(batches)  # every batch its own draws
     next_epoch = loader_batches(epoch=1)
     assert not {str(b[1:]) for b in batches} & {str(b[1:]) for b in next_epoch}  # new draws every epoch
+
+
+def leaves(batch) -> list:
+    """Every tensor and value of a (nested dataclass) batch, in order."""
+    if dataclasses.is_dataclass(batch):
+        return [x for f in dataclasses.fields(batch) for x in leaves(getattr(batch, f.name))]
+    if isinstance(batch, (list, tuple)):
+        return [x for item in batch for x in leaves(item)]
+    return [batch]
+
+
+def same(a, b) -> bool:
+    a, b = leaves(a), leaves(b)
+    return len(a) == len(b) and all(torch.equal(x, y) if isinstance(x, torch.Tensor) else x == y for x, y in zip(a, b))
+
+
+@pytest.mark.parametrize("method", ["DocSplit", "GraphRoBERTa"])
+def test_training_views_are_a_function_of_the_batch_seed(method, tiny_encoder_dir):
+    """The methods' random views (sentence splits and MLM masks, passage halves) come from the generators the
+    loader seeds per batch, and from nothing else."""
+    build = {"DocSplit": lambda: DocSplit(tiny_encoder_dir, max_length=48),
+             "GraphRoBERTa": lambda: GraphRoBERTa(tiny_encoder_dir, node_dim=16, words_per_passage=8,
+                                                  max_passage_tokens=32)}[method]
+    collate = build().collator("fit")
+    documents = [Document(f"d{i}", title="T", sections=[Section(f"S{s}", " ".join(
+        f"Section {s} of document {i} sentence {j} has some words." for j in range(4))) for s in range(3)])
+        for i in range(3)]
+
+    def batch(seed: int):
+        with seeded_random_state(seed):
+            return collate(documents)
+
+    reference = batch(11)
+    torch.manual_seed(0), random.seed(0)
+    assert same(batch(11), reference)
+    assert not all(same(batch(seed), reference) for seed in (12, 13, 14))
 
 
 def test_random_states_survive_a_weights_only_checkpoint_and_apply_at_the_first_training_batch(tmp_path):

@@ -67,9 +67,10 @@ class SeededBatch(list):
 @contextlib.contextmanager
 def seeded_random_state(seed: int) -> Iterator[None]:
     """Runs the block with torch's CPU, Python's and numpy's global generators seeded from ``seed`` and gives
-    the caller its own states back afterwards, as if the block had drawn nothing."""
+    the caller its own states back afterwards, as if the block had drawn nothing. GPU generators are left
+    alone (``torch.manual_seed`` would reseed them too): collators run on the CPU."""
     saved = torch.get_rng_state(), random.getstate(), np.random.get_state()
-    torch.manual_seed(seed)
+    torch.default_generator.manual_seed(seed)
     random.seed(seed)
     np.random.seed(seed % 2**32)
     try:
