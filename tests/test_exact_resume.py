@@ -25,7 +25,11 @@ import torch
 
 from lit_docemb.callbacks import RandomStateCheckpoint
 from lit_docemb.data.document import Document, Section
-from lit_docemb.data.sampling import DistributedBatchSampler, ResumableLoader, seeded_random_state
+from lit_docemb.data.sampling import (
+    DistributedBatchSampler,
+    ResumableLoader,
+    seeded_random_state,
+)
 from lit_docemb.methods import DocSplit, GraphRoBERTa
 
 SUPPORT = Path(__file__).parent / "support"
