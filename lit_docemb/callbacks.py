@@ -92,8 +92,8 @@ class AtomicCheckpointIO(TorchCheckpointIO):
 
 
 def random_state() -> dict[str, Any]:
-    """This process's global random states (torch CPU and current CUDA device, Python, numpy) as tensors and plain Python
-    values, so that a checkpoint holding them still loads with ``torch.load(weights_only=True)``."""
+    """This process's global random states (torch CPU and current CUDA device, Python, numpy) as tensors and
+    plain Python values, so that a checkpoint holding them still loads with ``torch.load(weights_only=True)``."""
     version, mt, gauss = random.getstate()
     kind, keys, position, has_gauss, cached = np.random.get_state()
     state = {"torch": torch.get_rng_state(), "python": [version, list(mt), gauss],

@@ -3,8 +3,7 @@
 Augmentations run here, in dataloader workers. In training each document's augmentation seed is drawn from
 torch's RNG (seeded per batch by the training loader from seed, epoch and position, see
 ``lit_docemb/data/sampling.py``) joined with its id, so every pass sees a new augmentation, the same in a resumed
-run; in validation the seed is the document id, so
-validation losses are comparable across epochs.
+run; in validation the seed is the document id, so validation losses are comparable across epochs.
 """
 
 from __future__ import annotations

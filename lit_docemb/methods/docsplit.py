@@ -56,8 +56,8 @@ class SentenceSplitCollator:
 
     In training a fresh split is drawn from torch's RNG, which the training loader seeds per batch from (seed,
     epoch, position) (``lit_docemb/data/sampling.py``), so every pass sees new pairs and a resumed run the
-    interrupted run's; in validation the split is a function
-    of the document id, so validation losses are comparable across epochs.
+    interrupted run's; in validation the split is a function of the document id, so validation losses are
+    comparable across epochs.
     """
 
     def __init__(self, tokenizer, max_length: int, mlm_probability: float, deterministic: bool) -> None:
