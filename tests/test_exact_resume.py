@@ -163,7 +163,7 @@ def run_to_end(command: list[str]) -> None:
     assert result.returncode == 0, result.stderr[-4000:]
 
 
-def run_and_kill(command: list[str], root: Path, timeout_s: float = 180) -> None:
+def run_and_kill(command: list[str], root: Path, timeout_s: float = 300) -> None:
     """Starts the fit in its own process group and SIGKILLs the group (trainer and dataloader worker) once the
     probe reports that it is blocked inside the chosen step."""
     process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
