@@ -199,6 +199,9 @@ class _SeededDataset(Dataset):
         return self.dataset[i]
 
     def __getitems__(self, indices: SeededBatch) -> _SeededItems:
+        if not isinstance(indices, SeededBatch):
+            raise TypeError(f"a ResumableLoader's batch sampler must yield SeededBatch, got {type(indices).__name__}"
+                            f": keep the seed of DistributedBatchSampler's batches in a subclass")
         return _SeededItems([self.dataset[i] for i in indices], indices.seed)
 
 
