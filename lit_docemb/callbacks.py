@@ -1,11 +1,13 @@
-"""What every run uses: checkpoints in a fixed run folder written atomically, and the resolved config saved
-beside them (and handed to the loggers)."""
+"""What every run uses: checkpoints in a fixed run folder written atomically, the random state of every process
+in them (so that a resumed run continues the interrupted one exactly), and the resolved config saved beside
+them (and handed to the loggers)."""
 
 from __future__ import annotations
 
 import glob
 import logging
 import os
+import random
 import re
 import signal
 import subprocess
@@ -13,6 +15,7 @@ import tempfile
 from typing import Any
 
 import lightning as L
+import numpy as np
 import torch
 import yaml
 from fsspec.implementations.local import LocalFileSystem
@@ -20,6 +23,8 @@ from lightning.fabric.utilities.cloud_io import get_filesystem
 from lightning.pytorch.callbacks import Callback, ModelCheckpoint
 from lightning.pytorch.cli import SaveConfigCallback
 from lightning.pytorch.plugins.io import TorchCheckpointIO
+
+from lit_docemb.losses import distributed
 
 log = logging.getLogger(__name__)
 
@@ -84,6 +89,63 @@ class AtomicCheckpointIO(TorchCheckpointIO):
         except BaseException:
             os.unlink(tmp)
             raise
+
+
+def random_state() -> dict[str, Any]:
+    """This process's global random states (torch CPU and current CUDA device, Python, numpy) as tensors and
+    plain Python values, so that a checkpoint holding them still loads with ``torch.load(weights_only=True)``."""
+    version, mt, gauss = random.getstate()
+    kind, keys, position, has_gauss, cached = np.random.get_state()
+    state = {"torch": torch.get_rng_state(), "python": [version, list(mt), gauss],
+             "numpy": [kind, keys.tolist(), int(position), int(has_gauss), float(cached)]}
+    if torch.cuda.is_available() and torch.cuda.is_initialized():
+        state["cuda"] = torch.cuda.get_rng_state()  # this process's device (one per process)
+    return state
+
+
+def set_random_state(state: dict[str, Any]) -> None:
+    """Restores what :func:`random_state` returned."""
+    torch.set_rng_state(state["torch"])
+    version, mt, gauss = state["python"]
+    random.setstate((version, tuple(mt), gauss))
+    kind, keys, position, has_gauss, cached = state["numpy"]
+    np.random.set_state((kind, np.asarray(keys, dtype=np.uint32), position, has_gauss, cached))
+    if "cuda" in state:
+        torch.cuda.set_rng_state(state["cuda"])
+
+
+class RandomStateCheckpoint(Callback):
+    """Saves every process's random state in each checkpoint and restores it on resume, so that dropout
+    continues with the masks the interrupted run would have drawn. Lightning saves no random state: a resumed
+    run otherwise restarts from ``seed_everything``'s.
+
+    The states of all ranks are gathered when a checkpoint is written (every rank calls ``state_dict``) and
+    each rank restores its own just before the first training batch after the resume, after everything
+    Lightning does at start-up (model construction, sanity check) has drawn from the generators. The batches'
+    own randomness does not depend on these states (``lit_docemb.data.sampling``: seeded per batch). A
+    checkpoint from another number of processes, or one without these states, is resumed with the seeded
+    start-up state and a warning. Added to every method's fit by
+    :meth:`~lit_docemb.methods.base.EmbeddingMethod.configure_callbacks`.
+    """
+
+    def __init__(self) -> None:
+        self._pending: dict[str, Any] | None = None
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"ranks": distributed.gather_objects(random_state())}
+
+    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
+        ranks, world = state_dict.get("ranks", []), distributed.world_size()
+        if len(ranks) != world:
+            log.warning("the checkpoint holds the random states of %d processes, this run has %d: dropout "
+                        "continues from the seeded start-up state, not the interrupted run's", len(ranks), world)
+            return
+        self._pending = ranks[distributed.rank()]
+
+    def on_train_batch_start(self, trainer: L.Trainer, pl_module: L.LightningModule, batch, batch_idx: int) -> None:
+        if self._pending is not None:
+            set_random_state(self._pending)
+            self._pending = None
 
 
 class SaveRunConfig(SaveConfigCallback):

@@ -33,7 +33,7 @@ from torch.utils.data import Dataset
 from lit_docemb.data.datamodule import DocumentDataModule, DocumentDataset, stable_fraction
 from lit_docemb.data.document import Document
 from lit_docemb.data.reading import require_path
-from lit_docemb.data.sampling import DistributedBatchSampler, ResumableLoader
+from lit_docemb.data.sampling import DistributedBatchSampler, ResumableLoader, SeededBatch
 from lit_docemb.data.trec import RUN_FORMAT, Qrels, Query, iter_run
 
 log = logging.getLogger(__name__)
@@ -195,7 +195,7 @@ class EpochBatchSampler(DistributedBatchSampler):
     def __iter__(self) -> Iterator[list[tuple[int, int]]]:
         epoch = self.epoch
         for batch in super().__iter__():
-            yield [(epoch, i) for i in batch]
+            yield SeededBatch([(epoch, i) for i in batch], batch.seed)
 
 
 def read_run_pools(path, row_of: Mapping[str, int], query_index: Mapping[str, int], depth: int, stats: Counter,

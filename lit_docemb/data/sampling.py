@@ -21,27 +21,64 @@ jumps straight to the next unseen batch.
   ``DistributedSampler`` (``DataConnector._prepare_dataloader`` leaves non-DataLoaders alone; a DataLoader
   with a custom batch sampler would be re-instantiated or rejected when ``use_distributed_sampler=True``).
   It therefore behaves the same whatever ``Trainer(use_distributed_sampler=...)`` says.
+
+Randomness of a batch (DocSplit's sentence split, DECA's augmentations, Graph-RoBERTa's halves, CTPE's partners,
+MLM masks) is a pure function of (seed, epoch, the batch's place in the epoch's order): every batch carries its
+seed (:class:`SeededBatch`), and the loader runs the collator with the global random generators of torch,
+``random`` and numpy seeded from it (:func:`seeded_random_state`), restoring the caller's state afterwards. So a
+batch is the same whichever worker builds it, with any ``num_workers``, in an uninterrupted run and in one
+resumed from a mid-epoch checkpoint; and collating never consumes the training process's own random stream
+(dropout), which :class:`~lit_docemb.callbacks.RandomStateCheckpoint` saves and restores.
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import logging
 import math
+import random
 from collections.abc import Callable, Iterator
 from typing import Any
 
+import numpy as np
 import torch
-from torch.utils.data import DataLoader, Dataset, Sampler
+from torch.utils.data import DataLoader, Dataset, Sampler, default_collate
 
 from lit_docemb.losses import distributed
 
 log = logging.getLogger(__name__)
 
 
-def _mixed_seed(seed: int, epoch: int) -> int:
-    """A 64-bit generator seed for (seed, epoch): unlike ``seed + epoch``, (0, 1) and (1, 0) differ."""
-    return int.from_bytes(hashlib.blake2b(f"{seed}:{epoch}".encode(), digest_size=8).digest(), "big")
+def _mixed_seed(seed: int, *parts: int) -> int:
+    """A 64-bit generator seed for (seed, epoch, ...): unlike ``seed + epoch``, (0, 1) and (1, 0) differ."""
+    key = ":".join(str(x) for x in (seed, *parts))
+    return int.from_bytes(hashlib.blake2b(key.encode(), digest_size=8).digest(), "big")
+
+
+class SeededBatch(list):
+    """A batch of dataset indices with the seed of its randomness (a list: it pickles to the workers as one)."""
+
+    def __init__(self, indices: list[int], seed: int) -> None:
+        super().__init__(indices)
+        self.seed = seed
+
+
+@contextlib.contextmanager
+def seeded_random_state(seed: int) -> Iterator[None]:
+    """Runs the block with torch's CPU, Python's and numpy's global generators seeded from ``seed`` and gives
+    the caller its own states back afterwards, as if the block had drawn nothing. GPU generators are left
+    alone (``torch.manual_seed`` would reseed them too): collators run on the CPU."""
+    saved = torch.get_rng_state(), random.getstate(), np.random.get_state()
+    torch.default_generator.manual_seed(seed)
+    random.seed(seed)
+    np.random.seed(seed % 2**32)
+    try:
+        yield
+    finally:
+        torch.set_rng_state(saved[0])
+        random.setstate(saved[1])
+        np.random.set_state(saved[2])
 
 
 class DistributedBatchSampler(Sampler[list[int]]):
@@ -128,14 +165,55 @@ class DistributedBatchSampler(Sampler[list[int]]):
     def __iter__(self) -> Iterator[list[int]]:
         rank, world = self.layout()
         step = world * self.batch_size
-        start, self.start = self.start, 0
-        order = self.order(self.epoch)
+        start, self.start, epoch = self.start, 0, self.epoch
+        order = self.order(epoch)
         end = self._end(start, step)
         for first in range(start, end, step):
             chunk = order[first:min(first + step, end)]  # (R,) one global step
             share, extra = divmod(len(chunk), world)
             lo = rank * share + min(rank, extra)
-            yield chunk[lo:lo + share + (rank < extra)].tolist()
+            # seeded by where the batch starts in the epoch's order: unique per batch and rank, the same on resume
+            yield SeededBatch(chunk[lo:lo + share + (rank < extra)].tolist(),
+                              _mixed_seed(self.seed, epoch, first + lo))
+
+
+class _SeededItems(list):
+    """The items of one :class:`SeededBatch`, with its seed, on their way from the dataset to the collator."""
+
+    def __init__(self, items: list, seed: int) -> None:
+        super().__init__(items)
+        self.seed = seed
+
+
+class _SeededDataset(Dataset):
+    """The dataset as the DataLoader sees it: a batch of indices is read at once (``__getitems__``, which the
+    DataLoader prefers to per-item reads) and keeps its seed."""
+
+    def __init__(self, dataset: Dataset) -> None:
+        self.dataset = dataset
+
+    def __len__(self) -> int:
+        return len(self.dataset)
+
+    def __getitem__(self, i: int):
+        return self.dataset[i]
+
+    def __getitems__(self, indices: SeededBatch) -> _SeededItems:
+        if not isinstance(indices, SeededBatch):
+            raise TypeError(f"a ResumableLoader's batch sampler must yield SeededBatch, got {type(indices).__name__}"
+                            f": keep the seed of DistributedBatchSampler's batches in a subclass")
+        return _SeededItems([self.dataset[i] for i in indices], indices.seed)
+
+
+class _SeededCollate:
+    """Runs the collator on a batch's items under :func:`seeded_random_state` with the batch's seed."""
+
+    def __init__(self, collate_fn: Callable | None) -> None:
+        self.collate_fn = default_collate if collate_fn is None else collate_fn
+
+    def __call__(self, items: _SeededItems) -> Any:
+        with seeded_random_state(items.seed):
+            return self.collate_fn(list(items))
 
 
 class ResumableLoader:
@@ -151,6 +229,10 @@ class ResumableLoader:
     ``len()`` is the length of a whole epoch, also after a resume (Lightning counts the batches it already
     trained and expects the rest). Iterating starts nothing until the first batch is requested.
 
+    The collator runs with the global generators seeded per batch (see the module docstring), and the
+    DataLoader draws its workers' base seed from a generator of its own, so neither building batches nor
+    starting an epoch's iteration advances the training process's random state.
+
     Args:
         dataset: A map-style dataset whose indices the sampler draws.
         batch_sampler: Which indices each batch of this rank holds.
@@ -163,8 +245,10 @@ class ResumableLoader:
     def __init__(self, dataset: Dataset, batch_sampler: DistributedBatchSampler, collate_fn: Callable | None = None,
                  num_workers: int = 0, persistent_workers: bool = False, pin_memory: bool = False) -> None:
         self.batch_sampler = batch_sampler
-        self.loader = DataLoader(dataset, batch_sampler=batch_sampler, collate_fn=collate_fn, num_workers=num_workers,
-                                 persistent_workers=persistent_workers and num_workers > 0, pin_memory=pin_memory)
+        self.loader = DataLoader(_SeededDataset(dataset), batch_sampler=batch_sampler,
+                                 collate_fn=_SeededCollate(collate_fn), num_workers=num_workers,
+                                 persistent_workers=persistent_workers and num_workers > 0, pin_memory=pin_memory,
+                                 generator=torch.Generator().manual_seed(batch_sampler.seed))
         self._position: tuple[int, int] | None = None  # (epoch, documents returned) of the latest iteration
 
     @property

@@ -110,3 +110,12 @@ def all_reduce_mean(x: Tensor) -> Tensor:
         return x
     dist.all_reduce(x, op=dist.ReduceOp.SUM)
     return x / world_size()
+
+
+def gather_objects(obj) -> list:
+    """``[obj of rank 0, obj of rank 1, ...]`` for any picklable object (``[obj]`` with one process)."""
+    if world_size() == 1:
+        return [obj]
+    parts = [None] * world_size()
+    dist.all_gather_object(parts, obj)
+    return parts

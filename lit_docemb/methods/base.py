@@ -29,6 +29,7 @@ from torch import Tensor
 from torch.nn.parallel import DistributedDataParallel
 from torch.optim.lr_scheduler import LambdaLR
 
+from lit_docemb.callbacks import RandomStateCheckpoint
 from lit_docemb.data.batches import DocumentBatch
 from lit_docemb.guards import FailFast, NonFiniteGuard
 from lit_docemb.methods.grad_cache import (CacheableBatch, GradCacheOutput, grad_cache_step,
@@ -44,7 +45,8 @@ class LinearWarmupDecay(LambdaLR):
         optimizer: Wrapped optimizer.
         warmup_steps: Optimizer steps of linear warm-up from 0.
         total_steps: Steps of the whole run; ``None`` lets the method fill in
-            ``trainer.estimated_stepping_batches`` (so it follows max_epochs/max_steps/accumulation).
+            ``trainer.estimated_stepping_batches`` when training starts (so it follows
+            max_epochs/max_steps/accumulation; a resumed run keeps its checkpoint's).
         final_fraction: Learning-rate multiplier reached at ``total_steps``.
         warmup_fraction: Warm-up as a share of ``total_steps`` (the papers' "warm-up rate 0.1"); replaces
             ``warmup_steps`` when set.
@@ -232,10 +234,11 @@ class EmbeddingMethod(L.LightningModule, ABC):
         return {"ids": batch.ids, "embeddings": self.embed(batch).float().cpu()}
 
     def configure_callbacks(self):
-        """The guards of :mod:`lit_docemb.guards` with their defaults, unless the trainer's callbacks already
-        configure one of the type."""
-        return [guard() for guard in (NonFiniteGuard, FailFast)
-                if not any(isinstance(c, guard) for c in self.trainer.callbacks)]
+        """The guards of :mod:`lit_docemb.guards` and the random-state checkpointing that makes a resume exact
+        (:class:`~lit_docemb.callbacks.RandomStateCheckpoint`), with their defaults, unless the trainer's
+        callbacks already configure one of the type."""
+        return [callback() for callback in (NonFiniteGuard, FailFast, RandomStateCheckpoint)
+                if not any(isinstance(c, callback) for c in self.trainer.callbacks)]
 
     def setup(self, stage: str) -> None:
         if stage == "fit" and self.grad_cache_token_budget is not None:
@@ -275,6 +278,13 @@ class EmbeddingMethod(L.LightningModule, ABC):
         if self.scheduler_factory is None:
             return optimizer
         scheduler = self.scheduler_factory(optimizer)
-        if isinstance(scheduler, LinearWarmupDecay) and scheduler.total_steps is None:
-            scheduler.set_total_steps(int(self.trainer.estimated_stepping_batches))
         return {"optimizer": optimizer, "lr_scheduler": {"scheduler": scheduler, "interval": "step"}}
+
+    def on_train_start(self) -> None:
+        """Gives a :class:`LinearWarmupDecay` without ``total_steps`` the run length. Not in
+        ``configure_optimizers``: asking for ``estimated_stepping_batches`` there builds the train loader before
+        a resumed run's loop state is restored, and Lightning then never gives the loader its saved position
+        (the resumed epoch would restart from its first batch)."""
+        for config in self.trainer.lr_scheduler_configs:
+            if isinstance(config.scheduler, LinearWarmupDecay) and config.scheduler.total_steps is None:
+                config.scheduler.set_total_steps(int(self.trainer.estimated_stepping_batches))

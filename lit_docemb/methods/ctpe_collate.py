@@ -60,8 +60,9 @@ class PairSplitter:
 
 class CoupledPairCollator:
     """Documents → :class:`CoupledPairBatch` (runs in dataloader workers). In training the partners and the
-    side of each uncoupled pair come from torch's RNG (seeded per worker and epoch by Lightning: new pairs every
-    epoch, repeatable under ``seed_everything``); with ``deterministic`` they are a function of the document id."""
+    side of each uncoupled pair come from torch's RNG, which the training loader seeds per batch from (seed, epoch,
+    position: new pairs every epoch, the same after a resume, see ``lit_docemb/data/sampling.py``); with
+    ``deterministic`` they are a function of the document id."""
 
     max_partner_draws = 10
 

@@ -1,9 +1,9 @@
 """DECA's batches: a document and its augmentation, as word ids (Doc2VecC) or tokens (a Hugging Face encoder).
 
 Augmentations run here, in dataloader workers. In training each document's augmentation seed is drawn from
-torch's RNG (seeded per worker and epoch by Lightning) joined with its id, so every pass sees a new
-augmentation and ``seed_everything`` makes runs repeatable; in validation the seed is the document id, so
-validation losses are comparable across epochs.
+torch's RNG (seeded per batch by the training loader from seed, epoch and position, see
+``lit_docemb/data/sampling.py``) joined with its id, so every pass sees a new augmentation, the same in a resumed
+run; in validation the seed is the document id, so validation losses are comparable across epochs.
 """
 
 from __future__ import annotations

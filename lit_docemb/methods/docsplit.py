@@ -54,9 +54,10 @@ def sentence_views(doc: Document, rng: random.Random, max_chars: int) -> tuple[s
 class SentenceSplitCollator:
     """Documents → :class:`ViewPairBatch` of DocSplit views (runs in dataloader workers).
 
-    In training a fresh split is drawn from torch's RNG (seeded per worker and epoch by Lightning), so every
-    pass sees new pairs and ``seed_everything`` makes runs repeatable; in validation the split is a function
-    of the document id, so validation losses are comparable across epochs.
+    In training a fresh split is drawn from torch's RNG, which the training loader seeds per batch from (seed,
+    epoch, position) (``lit_docemb/data/sampling.py``), so every pass sees new pairs and a resumed run the
+    interrupted run's; in validation the split is a function of the document id, so validation losses are
+    comparable across epochs.
     """
 
     def __init__(self, tokenizer, max_length: int, mlm_probability: float, deterministic: bool) -> None:

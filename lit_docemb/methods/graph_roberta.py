@@ -114,8 +114,8 @@ class PassageGraphBuilder:
 
 class SubDocumentCollator:
     """Documents (or their cached passages) -> :class:`SubDocumentPairBatch` (runs in dataloader workers). In
-    training a fresh split is drawn from torch's RNG (seeded per worker and epoch by Lightning); in validation
-    it follows the id."""
+    training a fresh split is drawn from torch's RNG (seeded per batch by the training loader, see
+    ``lit_docemb/data/sampling.py``); in validation it follows the id."""
 
     def __init__(self, builder: PassageGraphBuilder, max_passages: int, objective: Objective,
                  deterministic: bool) -> None:
