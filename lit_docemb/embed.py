@@ -276,25 +276,17 @@ def merge_shards(output_dir: str | Path, documents: Sequence[Document], output_f
 
 
 # --- the command ------------------------------------------------------------------------------------------
-def embed(configs: Sequence[str | Path], ckpt_path: str, input_path: str, output_dir: str,
-          output_format: str = "parquet", batch_size: int = 64, num_workers: int = 0, accelerator: str = "auto",
-          devices: str | int = "auto", strategy: str = "auto", precision: str | None = None,
-          progress_bar: bool = True) -> dict | None:
-    """Embeds ``input_path`` with the run's method and checkpoint into ``output_dir``; returns the stats on rank 0
-    (``None`` on the other ranks)."""
+def write_embeddings(method: EmbeddingMethod, documents: Sequence[Document], output_dir: str | Path,
+                     output_format: str = "parquet", batch_size: int = 64, num_workers: int = 0,
+                     ckpt_path: str | None = None, progress_bar: bool = True, **trainer_kwargs) -> dict | None:
+    """Embeds ``documents`` with ``method`` (weights from ``ckpt_path`` when given) into ``output_dir``; returns the
+    counts written on rank 0 (``None`` on the other ranks). ``trainer_kwargs`` go to the Trainer (accelerator,
+    devices, strategy, precision)."""
     if output_format not in ("parquet", "npy"):
         raise ValueError(f"--format must be 'parquet' or 'npy', got {output_format!r}")
-    if not Path(ckpt_path).exists():
-        raise FileNotFoundError(f"--ckpt_path {ckpt_path} does not exist")
-    stats: Counter = Counter()
-    documents = read_documents(input_path, stats)
-    if not documents:
-        raise ValueError(f"{input_path}: no document to embed (skipped: {dict(stats) or 'none'})")
-    method = build_method(configs)
-    trainer = L.Trainer(accelerator=accelerator, devices=devices, strategy=strategy, precision=precision,
-                        logger=False, use_distributed_sampler=False, enable_progress_bar=progress_bar,
-                        enable_model_summary=False, callbacks=[ShardWriter(output_dir)],
-                        default_root_dir=output_dir)
+    trainer = L.Trainer(logger=False, use_distributed_sampler=False, enable_progress_bar=progress_bar,
+                        enable_model_summary=False, callbacks=[ShardWriter(output_dir)], default_root_dir=output_dir,
+                        **trainer_kwargs)
     with warnings.catch_warnings():  # LengthBuckets returns every index: no drop_last for Lightning to set
         warnings.filterwarnings("ignore", message="You are using a custom batch sampler `LengthBuckets`")
         trainer.predict(method, datamodule=EmbedDataModule(documents, batch_size, num_workers),
@@ -302,9 +294,27 @@ def embed(configs: Sequence[str | Path], ckpt_path: str, input_path: str, output
     trainer.strategy.barrier("embed-shards-written")
     if not trainer.is_global_zero:
         return None
-    written = merge_shards(output_dir, documents, output_format)
-    result = {**written, "input": str(input_path), "format": output_format, "devices": trainer.world_size,
-              "skipped_on_read": dict(stats)}
+    return {**merge_shards(output_dir, documents, output_format), "devices": trainer.world_size}
+
+
+def embed(configs: Sequence[str | Path], ckpt_path: str, input_path: str, output_dir: str,
+          output_format: str = "parquet", batch_size: int = 64, num_workers: int = 0, accelerator: str = "auto",
+          devices: str | int = "auto", strategy: str = "auto", precision: str | None = None,
+          progress_bar: bool = True) -> dict | None:
+    """Embeds ``input_path`` with the run's method and checkpoint into ``output_dir`` and writes
+    ``embed_stats.json``; returns the stats on rank 0 (``None`` on the other ranks)."""
+    if not Path(ckpt_path).exists():
+        raise FileNotFoundError(f"--ckpt_path {ckpt_path} does not exist")
+    stats: Counter = Counter()
+    documents = read_documents(input_path, stats)
+    if not documents:
+        raise ValueError(f"{input_path}: no document to embed (skipped: {dict(stats) or 'none'})")
+    written = write_embeddings(build_method(configs), documents, output_dir, output_format, batch_size, num_workers,
+                               ckpt_path, progress_bar, accelerator=accelerator, devices=devices, strategy=strategy,
+                               precision=precision)
+    if written is None:
+        return None
+    result = {**written, "input": str(input_path), "format": output_format, "skipped_on_read": dict(stats)}
     (Path(output_dir) / "embed_stats.json").write_text(json.dumps(result, indent=2) + "\n")
     return result
 
