@@ -222,6 +222,10 @@ class ShardWriter(BasePredictionWriter):
         self.shard_dir.mkdir(parents=True, exist_ok=True)
         self.path = self.shard_dir / f"rank-{trainer.global_rank:05d}.parquet"
         self.path.unlink(missing_ok=True)
+        if trainer.is_global_zero:  # a crashed earlier run with more ranks may have left shards
+            for stale in self.shard_dir.glob("rank-*"):
+                if int(stale.name[5:10]) >= trainer.world_size:
+                    stale.unlink()
         self._writer, self.documents_in = None, 0
 
     def write_on_batch_end(self, trainer, pl_module, prediction, batch_indices, batch, batch_idx,

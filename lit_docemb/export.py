@@ -93,8 +93,9 @@ class MethodExport(ABC):
         """The Hugging Face encoder (and its tokenizer) that the ``hf`` form holds."""
 
     @abstractmethod
-    def sentence_transformer_modules(self) -> list[nn.Module]:
-        """The sentence-transformers modules whose ``encode`` gives the method's document vectors."""
+    def sentence_transformer_modules(self, scratch: Path) -> list[nn.Module]:
+        """The sentence-transformers modules whose ``encode`` gives the method's document vectors (``scratch``: an
+        empty folder to stage files in, deleted once the model is saved)."""
 
     def save_hf(self, folder: str | Path) -> Path:
         encoder, tokenizer = self.token_encoder()
@@ -105,8 +106,9 @@ class MethodExport(ABC):
 
     def save_sentence_transformer(self, folder: str | Path) -> Path:
         _require_sentence_transformers()
-        model = SentenceTransformer(modules=self.sentence_transformer_modules(), device="cpu")
-        model.save(str(folder))
+        with tempfile.TemporaryDirectory(prefix="lit_docemb_export_") as scratch:
+            model = SentenceTransformer(modules=self.sentence_transformer_modules(Path(scratch)), device="cpu")
+            model.save(str(folder))
         return Path(folder)
 
 
@@ -147,10 +149,8 @@ class FlatEncoderExport(MethodExport):
     def max_length(self) -> int:
         return int(self.method.hparams.max_length)
 
-    def sentence_transformer_modules(self) -> list[nn.Module]:
-        _require_sentence_transformers()
-        folder = Path(tempfile.mkdtemp(prefix="lit_docemb_export_"))
-        self.save_hf(folder)
+    def sentence_transformer_modules(self, scratch: Path) -> list[nn.Module]:
+        folder = self.save_hf(scratch / "encoder")
         encoder, _ = self.token_encoder()
         transformer = Transformer(str(folder), max_seq_length=self.max_length())
         return [transformer, Pooling(encoder.hidden_size, pooling_mode=encoder.pooling)]
@@ -272,11 +272,9 @@ class GraphRoBERTaExport(MethodExport):
     def token_encoder(self) -> tuple[HFEncoder, Any]:
         return self.method.model.encoder, self.method.tokenizer
 
-    def sentence_transformer_modules(self) -> list[nn.Module]:
-        _require_sentence_transformers()
+    def sentence_transformer_modules(self, scratch: Path) -> list[nn.Module]:
         hp = self.method.hparams
-        folder = Path(tempfile.mkdtemp(prefix="lit_docemb_export_")) / "passage_encoder"
-        self.save_hf(folder)
+        folder = self.save_hf(scratch / "passage_encoder")
         graph = {k: v.detach().cpu() for k, v in self.method.model.state_dict().items() if not k.startswith("encoder.")}
         return [GraphDocumentModule(str(folder), hp.pooling, hp.node_dim, hp.num_graph_layers, hp.num_heads, hp.graph,
                                     hp.words_per_passage, hp.max_passage_tokens, hp.max_passages_inference,
