@@ -5,7 +5,7 @@ a run logs to wandb, as wandb images and tables.
   by label (Graph-RoBERTa Fig. 3-4);
 * :func:`attention_heatmap`: a document's graph attention (Fig. 6-7);
 * :func:`training_curves`: a run's logged metrics over steps, read by :func:`read_run_metrics` from the run
-  folder's CSV logs (``metrics.csv``) or TensorBoard event files;
+  folder's CSV logs (``metrics.csv``), wandb run files (offline too) or TensorBoard event files;
 * :class:`EmbeddingFigures`: a callback drawing the embedding map of labelled documents during ``fit`` and logging it;
 * ``python -m lit_docemb figures --run DIR [--embeddings E --input docs.jsonl]``: curves and maps of a finished run.
 """
@@ -140,19 +140,70 @@ def read_tensorboard_metrics(folder: str | Path) -> Curves:
     return dict(curves)
 
 
+WANDB_BLOCK_BYTES = 32768  # the .wandb transaction log: LevelDB log blocks of protobuf Records
+
+
+def _wandb_records(path: Path):
+    """The raw records of a ``.wandb`` file: a 7-byte header (``:W&B``, magic, version), then LevelDB-log blocks of
+    records, each a 7-byte header (crc32, length, type: 1 full, 2 first, 3 middle, 4 last) and its bytes."""
+    data = path.read_bytes()
+    if data[:4] != b":W&B":
+        raise ValueError(f"{path}: not a wandb run file")
+    position, pending = 7, b""
+    while position + 7 <= len(data):
+        left = WANDB_BLOCK_BYTES - position % WANDB_BLOCK_BYTES
+        if left < 7:  # a block's tail too short for a header is padding
+            position += left
+            continue
+        length, kind = int.from_bytes(data[position + 4:position + 6], "little"), data[position + 6]
+        chunk = data[position + 7:position + 7 + length]
+        position += 7 + length
+        if kind == 1:
+            yield chunk
+        elif kind in (2, 3):
+            pending = chunk if kind == 2 else pending + chunk
+        elif kind == 4:
+            yield pending + chunk
+
+
+def read_wandb_metrics(path: str | Path) -> Curves:
+    """The history of a wandb run file (``<save_dir>/wandb/offline-run-*/run-<id>.wandb``, offline or not):
+    ``{metric: [(step, value)]}``, the step being Lightning's ``trainer/global_step`` where logged."""
+    import json
+
+    from wandb.proto import wandb_internal_pb2
+
+    curves: Curves = defaultdict(list)
+    for raw in _wandb_records(Path(path)):
+        record = wandb_internal_pb2.Record()
+        record.ParseFromString(raw)
+        if record.WhichOneof("record_type") != "history":
+            continue
+        row = {item.key or "/".join(item.nested_key): json.loads(item.value_json) for item in record.history.item}
+        step = int(row.get("trainer/global_step", row.get("_step", 0)))
+        for name, value in row.items():
+            if not name.startswith("_") and name != "trainer/global_step" and isinstance(value, int | float):
+                curves[name].append((step, float(value)))
+    return dict(curves)
+
+
 def read_run_metrics(run_dir: str | Path) -> Curves:
-    """Every metric a run folder's CSV logs (``**/metrics.csv``) and TensorBoard event files hold. (A wandb run's
-    curves are in wandb itself: ``wandb sync`` an offline run.)"""
+    """Every metric a run folder's CSV logs (``**/metrics.csv``), wandb run files (``**/run-*.wandb``, one per start
+    of the run) and TensorBoard event files hold."""
     run_dir = Path(run_dir)
     curves: Curves = defaultdict(list)
     for path in sorted(run_dir.rglob("metrics.csv")):
         for name, points in read_csv_metrics(path).items():
             curves[name] += points
+    for path in sorted(run_dir.rglob("run-*.wandb")):
+        for name, points in read_wandb_metrics(path).items():
+            curves[name] += points
     if any(run_dir.rglob("events.out.tfevents.*")):
         for name, points in read_tensorboard_metrics(run_dir).items():
             curves[name] += points
     if not curves:
-        raise FileNotFoundError(f"{run_dir}: no metrics.csv (CSVLogger) or TensorBoard event file with metrics")
+        raise FileNotFoundError(f"{run_dir}: no metrics.csv (CSVLogger), wandb run file or TensorBoard event file "
+                                "with metrics")
     return {name: sorted(points) for name, points in curves.items()}
 
 

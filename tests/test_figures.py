@@ -108,3 +108,17 @@ def test_callback_logs_the_map_to_an_offline_wandb_run(tiny_encoder_dir, tmp_pat
     assert len(tables) == 1
     table = json.loads(tables[0].read_text())
     assert table["columns"] == ["id", "label", "x", "y"] and len(table["data"]) == len(data.val_set)
+
+
+def test_training_curves_from_an_offline_wandb_run(tmp_path, monkeypatch):
+    import wandb
+
+    monkeypatch.setenv("WANDB_MODE", "offline")
+    logger = WandbLogger(save_dir=str(tmp_path), offline=True, project="curves-test")
+    for step in range(5):
+        logger.log_metrics({"train/loss": 1.0 / (step + 1)}, step=step)
+    logger.experiment.finish()
+    wandb.teardown()  # the service flushes and closes the run file
+    curves = read_run_metrics(tmp_path)
+    assert curves["train/loss"] == [(s, pytest.approx(1.0 / (s + 1))) for s in range(5)]
+    assert_png(training_curves(curves, tmp_path / "curves.png"))
