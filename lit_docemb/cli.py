@@ -4,11 +4,14 @@ Every :class:`~lit_docemb.methods.base.EmbeddingMethod` is a ``--model`` and eve
 :class:`~lit_docemb.data.datamodule.DocumentDataModule` a ``--data``; ``--help`` lists the known ones.
 A fit keeps one wandb run id per run folder (:mod:`lit_docemb.loggers`) and writes checkpoints atomically
 (:class:`~lit_docemb.callbacks.AtomicCheckpointIO`, unless the config names another CheckpointIO).
-``python -m lit_docemb slurm ...`` writes and submits a SLURM job (:mod:`lit_docemb.slurm`).
+``python -m lit_docemb slurm ...`` writes and submits a SLURM job (:mod:`lit_docemb.slurm`); ``embed`` writes a
+checkpoint's embeddings of a JSONL/TSV file (:mod:`lit_docemb.embed`), ``export`` saves it in Hugging Face /
+sentence-transformers form (:mod:`lit_docemb.export`), ``figures`` draws a run's plots (:mod:`lit_docemb.figures`).
 """
 
 from __future__ import annotations
 
+import importlib
 import os
 import sys
 
@@ -56,6 +59,11 @@ def main(args: list[str] | None = None) -> DocEmbCLI | None:
         from lit_docemb.slurm import submit_main
 
         submit_main(argv[1:])
+        return None
+    if argv[:1] in (["embed"], ["export"], ["figures"]):
+        os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+        module = importlib.import_module(f"lit_docemb.{argv[0]}")
+        module.main(argv[1:])
         return None
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")  # tokenisation runs in dataloader workers
     return DocEmbCLI(args=args)

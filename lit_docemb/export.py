@@ -1,0 +1,319 @@
+"""``python -m lit_docemb export``: a trained method as a Hugging Face folder or a sentence-transformers model.
+
+::
+
+    python -m lit_docemb export --config runs/x/config.yaml --ckpt_path runs/x/checkpoints/last.ckpt \\
+        --output exported/x [--format sentence-transformers|hf]
+
+* ``hf``: the token encoder (``config.json``, ``model.safetensors``, tokenizer files) that ``AutoModel`` /
+  ``AutoTokenizer.from_pretrained(folder)`` load offline. For a hierarchical method this is its passage encoder
+  only; the document-level aggregation lives in the sentence-transformers form.
+* ``sentence-transformers``: a model whose ``encode(text)`` returns the same vector as ``embed`` (and the
+  method's ``embed``) for that document: DocSplit (and DECA with a Hugging Face encoder) as a plain
+  Transformer + Pooling model with the method's pooling and token budget; Graph-RoBERTa as
+  :class:`GraphDocumentModule`, which splits the text into passages and runs the graph encoder. That module is a
+  class of the installed ``lit_docemb`` package (nothing is read from the folder as code), but
+  sentence-transformers >= 6 asks for ``trust_remote_code=True`` before importing any class outside its own
+  namespace: ``SentenceTransformer(folder, trust_remote_code=True)``.
+
+A text given to ``encode`` is one document: DocSplit and DECA embed ``title + "\\n\\n" + body`` when the method
+embeds with titles (:func:`~lit_docemb.methods.collate.document_text`), so pass that string; Graph-RoBERTa reads
+it as one untitled section (a multi-section document has passages cut at its section boundaries: embed it with
+``embed`` from JSONL to keep them).
+
+Adding a method is one small class: a :class:`MethodExport` subclass registered with :func:`register_export`
+(the token encoder it writes in ``hf`` form and the sentence-transformers modules that rebuild its document
+vector). Methods without such a form (DECA's Doc2VecC, CTPE's CNN pair) raise :class:`ExportError` naming
+``embed`` instead.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import tempfile
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any, ClassVar
+
+import torch
+from safetensors.torch import load_file, save_file
+from torch import Tensor, nn
+from transformers import AutoTokenizer
+
+from lit_docemb.data.batches import PassageGraphBatch, TokenBatch
+from lit_docemb.data.document import Document, Section
+from lit_docemb.methods import CTPE, DECA, DocSplit, GraphRoBERTa
+from lit_docemb.methods.base import EmbeddingMethod
+from lit_docemb.methods.graph_roberta import PassageGraphBuilder
+from lit_docemb.models.encoder import HFEncoder
+from lit_docemb.models.graph_document import GraphDocumentEncoder
+
+log = logging.getLogger(__name__)
+
+try:  # sentence-transformers is optional (pip install -e ".[export]")
+    from sentence_transformers import SentenceTransformer
+    from sentence_transformers.sentence_transformer.modules import (
+        InputModule,
+        Pooling,
+        Transformer,
+    )
+except ImportError:  # pragma: no cover - exercised only without the extra
+    SentenceTransformer = None
+    InputModule = nn.Module
+
+EMBED_INSTEAD = ("write its embeddings with `python -m lit_docemb embed --config ... --ckpt_path ... --input "
+                 "docs.jsonl --output DIR` instead")
+
+
+class ExportError(ValueError):
+    """The method has no Hugging Face / sentence-transformers form."""
+
+
+def _require_sentence_transformers() -> None:
+    if SentenceTransformer is None:
+        raise ImportError("the sentence-transformers form needs sentence-transformers>=6: "
+                          "pip install 'sentence-transformers>=6' (or pip install -e '.[export]')")
+
+
+class MethodExport(ABC):
+    """How a method's trained encoder is written out.
+
+    Args:
+        method: The trained method (weights loaded).
+    """
+
+    def __init__(self, method: EmbeddingMethod) -> None:
+        self.method = method
+
+    @abstractmethod
+    def token_encoder(self) -> tuple[HFEncoder, Any]:
+        """The Hugging Face encoder (and its tokenizer) that the ``hf`` form holds."""
+
+    @abstractmethod
+    def sentence_transformer_modules(self, scratch: Path) -> list[nn.Module]:
+        """The sentence-transformers modules whose ``encode`` gives the method's document vectors (``scratch``: an
+        empty folder to stage files in, deleted once the model is saved)."""
+
+    def save_hf(self, folder: str | Path) -> Path:
+        encoder, tokenizer = self.token_encoder()
+        folder = Path(folder)
+        encoder.backbone.save_pretrained(folder, safe_serialization=True)
+        tokenizer.save_pretrained(folder)
+        return folder
+
+    def save_sentence_transformer(self, folder: str | Path) -> Path:
+        _require_sentence_transformers()
+        with tempfile.TemporaryDirectory(prefix="lit_docemb_export_") as scratch:
+            model = SentenceTransformer(modules=self.sentence_transformer_modules(Path(scratch)), device="cpu")
+            model.save(str(folder))
+        return Path(folder)
+
+
+#: Method class -> its export (a MethodExport class, or a function raising ExportError for a method that has
+#: none); looked up along the method's class hierarchy.
+EXPORTS: dict[type, Callable[[EmbeddingMethod], MethodExport]] = {}
+
+
+def register_export(method_class: type) -> Callable[[type[MethodExport]], type[MethodExport]]:
+    """Class decorator: ``@register_export(CoLDE) class CoLDEExport(MethodExport): ...``."""
+    def register(export_class: type[MethodExport]) -> type[MethodExport]:
+        EXPORTS[method_class] = export_class
+        return export_class
+    return register
+
+
+def exporter(method: EmbeddingMethod) -> MethodExport:
+    """The export of ``method`` (a fine-tuning wrapper exports its ``backbone``), or :class:`ExportError`."""
+    for cls in type(method).__mro__:
+        if cls in EXPORTS:
+            return EXPORTS[cls](method)
+    backbone = getattr(method, "backbone", None)
+    if isinstance(backbone, EmbeddingMethod):
+        return exporter(backbone)
+    raise ExportError(f"{type(method).__name__} has no Hugging Face / sentence-transformers export; "
+                      f"{EMBED_INSTEAD}")
+
+
+# --- flat encoders: DocSplit, DECA with a Hugging Face encoder ----------------------------------------------
+@register_export(DocSplit)
+class FlatEncoderExport(MethodExport):
+    """A method whose document vector is its Hugging Face encoder's pooled output over ``max_length`` tokens:
+    Transformer + Pooling (no normalisation: ``embed`` returns unnormalised vectors; cosine is the similarity)."""
+
+    def token_encoder(self) -> tuple[HFEncoder, Any]:
+        return self.method.encoder, self.method.tokenizer
+
+    def max_length(self) -> int:
+        return int(self.method.hparams.max_length)
+
+    def sentence_transformer_modules(self, scratch: Path) -> list[nn.Module]:
+        folder = self.save_hf(scratch / "encoder")
+        encoder, _ = self.token_encoder()
+        transformer = Transformer(str(folder), max_seq_length=self.max_length())
+        return [transformer, Pooling(encoder.hidden_size, pooling_mode=encoder.pooling)]
+
+
+@register_export(DECA)
+class DECAExport(FlatEncoderExport):
+    """DECA with a Hugging Face encoder ([CLS], its ``max_length``); its Doc2VecC backbone has no such form."""
+
+    def __init__(self, method: DECA) -> None:
+        if method.hparams.encoder is None:
+            raise ExportError("DECA with its Doc2VecC backbone (encoder: null) has no Hugging Face / "
+                              f"sentence-transformers form: its document vector is a mean of its own word vectors; "
+                              f"{EMBED_INSTEAD}")
+        super().__init__(method)
+
+    def max_length(self) -> int:
+        return self.method.max_length
+
+
+def refuse_ctpe(method: CTPE) -> MethodExport:
+    """CTPE's document is a pair of CNN vectors with its own similarity: no export."""
+    raise ExportError("CTPE has no Hugging Face / sentence-transformers form: a document is a pair of CNN "
+                      f"vectors (former, latter) scored with its own similarity (eq. 2); {EMBED_INSTEAD} "
+                      "(it writes both vectors)")
+
+
+EXPORTS[CTPE] = refuse_ctpe
+
+
+# --- Graph-RoBERTa: passages -> graph ------------------------------------------------------------------------
+class GraphDocumentModule(InputModule):
+    """A sentence-transformers input module running Graph-RoBERTa's document model on a whole text: the text is
+    split into passages (:func:`~lit_docemb.data.text.chunk_passages`), each passage is tokenized and encoded,
+    and the graph attention layers give the document node (:class:`~lit_docemb.models.graph_document.
+    GraphDocumentEncoder`). Saved as ``config.json``, ``graph.safetensors`` (projection and graph layers) and
+    ``passage_encoder/`` (a Hugging Face folder with its tokenizer).
+
+    Args:
+        passage_encoder: Folder of the Hugging Face passage encoder and tokenizer.
+        pooling: Passage vector from ``"cls"`` or ``"mean"`` (the method's ``pooling``).
+        node_dim: Size of the nodes.
+        num_graph_layers: Graph attention layers.
+        num_heads: Heads per graph layer.
+        graph: ``"full"`` or ``"section"`` (a text is one section, so both connect its passages alike).
+        words_per_passage: Passage size in words.
+        max_passage_tokens: Tokens kept per passage.
+        max_passages: Passages kept per document (the method's ``max_passages_inference``).
+        passage_token_budget: Passages encoded per sub-batch, in padded tokens.
+        graph_weights: Weights of the projection and graph layers (``None``: read ``graph.safetensors`` from
+            beside ``passage_encoder``).
+    """
+
+    config_keys: ClassVar[list[str]] = ["pooling", "node_dim", "num_graph_layers", "num_heads", "graph", "words_per_passage",
+                   "max_passage_tokens", "max_passages", "passage_token_budget"]
+    save_in_root = True
+
+    def __init__(self, passage_encoder: str, pooling: str = "cls", node_dim: int = 512, num_graph_layers: int = 2,
+                 num_heads: int = 2, graph: str = "full", words_per_passage: int = 100, max_passage_tokens: int = 192,
+                 max_passages: int = 100, passage_token_budget: int = 32768,
+                 graph_weights: dict[str, Tensor] | None = None) -> None:
+        super().__init__()
+        self.pooling, self.node_dim, self.num_graph_layers, self.num_heads = pooling, node_dim, num_graph_layers, \
+            num_heads
+        self.graph, self.words_per_passage, self.max_passage_tokens = graph, words_per_passage, max_passage_tokens
+        self.max_passages, self.passage_token_budget = max_passages, passage_token_budget
+        self.tokenizer = AutoTokenizer.from_pretrained(passage_encoder)
+        encoder = HFEncoder(passage_encoder, pretrained=True, pooling=pooling)
+        self.model = GraphDocumentEncoder(encoder, node_dim, num_graph_layers, num_heads, 0.0, passage_token_budget)
+        if graph_weights is None:
+            graph_weights = load_file(str(Path(passage_encoder).parent / "graph.safetensors"))
+        missing, unexpected = self.model.load_state_dict(graph_weights, strict=False)
+        if unexpected or any(not k.startswith("encoder.") for k in missing):
+            raise ValueError(f"graph weights do not fit: missing {missing}, unexpected {unexpected}")
+        self.model.eval()
+        self.builder = PassageGraphBuilder(self.tokenizer, words_per_passage, max_passage_tokens, graph)
+
+    def preprocess(self, inputs: Sequence[str], prompt: str | None = None, **kwargs) -> dict[str, Any]:
+        """Texts -> their passage graphs: passage tokens (P, T), passages per text (G,), and each text's edges."""
+        texts = [(prompt or "") + text for text in inputs]
+        documents = [Document(str(i), sections=[Section("", text)]) for i, text in enumerate(texts)]
+        graphs = self.builder(self.builder.passages(documents, self.max_passages))
+        return {"input_ids": graphs.passages.input_ids, "attention_mask": graphs.passages.attention_mask,
+                "passage_counts": graphs.passage_counts, "edges": graphs.edges}
+
+    def forward(self, features: dict[str, Any], **kwargs) -> dict[str, Any]:
+        graphs = PassageGraphBatch(TokenBatch(features["input_ids"], features["attention_mask"]),
+                                   features["passage_counts"], features["edges"])
+        features["sentence_embedding"] = self.model(graphs)  # (G, node_dim)
+        return features
+
+    def get_embedding_dimension(self) -> int:
+        return self.node_dim
+
+    get_sentence_embedding_dimension = get_embedding_dimension
+
+    def save(self, output_path: str, *args, safe_serialization: bool = True, **kwargs) -> None:
+        output = Path(output_path)
+        self.model.encoder.backbone.save_pretrained(output / "passage_encoder", safe_serialization=True)
+        self.tokenizer.save_pretrained(output / "passage_encoder")
+        graph = {k: v.detach().cpu().contiguous() for k, v in self.model.state_dict().items()
+                 if not k.startswith("encoder.")}
+        save_file(graph, str(output / "graph.safetensors"))
+        self.save_config(str(output))
+
+    @classmethod
+    def load(cls, model_name_or_path: str, subfolder: str = "", **kwargs) -> GraphDocumentModule:
+        folder = Path(model_name_or_path) / subfolder
+        if not folder.is_dir():
+            raise FileNotFoundError(f"{folder}: a Graph-RoBERTa export is a local folder")
+        config = json.loads((folder / cls.config_file_name).read_text())
+        return cls(str(folder / "passage_encoder"), **{k: config[k] for k in cls.config_keys})
+
+
+@register_export(GraphRoBERTa)
+class GraphRoBERTaExport(MethodExport):
+    """Graph-RoBERTa: the passage encoder in ``hf`` form; :class:`GraphDocumentModule` for sentence-transformers."""
+
+    def token_encoder(self) -> tuple[HFEncoder, Any]:
+        return self.method.model.encoder, self.method.tokenizer
+
+    def sentence_transformer_modules(self, scratch: Path) -> list[nn.Module]:
+        hp = self.method.hparams
+        folder = self.save_hf(scratch / "passage_encoder")
+        graph = {k: v.detach().cpu() for k, v in self.method.model.state_dict().items() if not k.startswith("encoder.")}
+        return [GraphDocumentModule(str(folder), hp.pooling, hp.node_dim, hp.num_graph_layers, hp.num_heads, hp.graph,
+                                    hp.words_per_passage, hp.max_passage_tokens, hp.max_passages_inference,
+                                    hp.passage_token_budget, graph_weights=graph)]
+
+
+# --- the command ----------------------------------------------------------------------------------------------
+def load_method(configs: Sequence[str | Path], ckpt_path: str) -> EmbeddingMethod:
+    """The run's method with the checkpoint's weights (and its checkpoint state, e.g. a vocabulary), in eval mode."""
+    from lit_docemb.embed import build_method
+
+    method = build_method(configs)
+    checkpoint = torch.load(ckpt_path, map_location="cpu", weights_only=True)
+    method.on_load_checkpoint(checkpoint)
+    method.load_state_dict(checkpoint["state_dict"])
+    return method.eval()
+
+
+def export(method: EmbeddingMethod, output_dir: str | Path, output_format: str = "sentence-transformers") -> Path:
+    """Writes ``method`` to ``output_dir`` in ``"hf"`` or ``"sentence-transformers"`` form."""
+    if output_format not in ("hf", "sentence-transformers"):
+        raise ValueError(f"format must be 'hf' or 'sentence-transformers', got {output_format!r}")
+    export_ = exporter(method)
+    method.eval()
+    if output_format == "hf":
+        return export_.save_hf(output_dir)
+    return export_.save_sentence_transformer(output_dir)
+
+
+def main(args: list[str] | None = None) -> Path:
+    parser = argparse.ArgumentParser(prog="python -m lit_docemb export", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--config", action="append", required=True,
+                        help="the run's config (its model section is used); repeat to merge, later files win")
+    parser.add_argument("--ckpt_path", required=True, help="a checkpoint of that method")
+    parser.add_argument("--output", required=True, help="output folder")
+    parser.add_argument("--format", choices=["sentence-transformers", "hf"], default="sentence-transformers")
+    options = parser.parse_args(args)
+    method = load_method(options.config, options.ckpt_path)
+    exporter(method)  # refuses an unexportable method before anything is written
+    folder = export(method, options.output, options.format)
+    print(f"export: {type(method).__name__} written to {folder} ({options.format})")
+    return folder
