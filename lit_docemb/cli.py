@@ -4,7 +4,8 @@ Every :class:`~lit_docemb.methods.base.EmbeddingMethod` is a ``--model`` and eve
 :class:`~lit_docemb.data.datamodule.DocumentDataModule` a ``--data``; ``--help`` lists the known ones.
 A fit keeps one wandb run id per run folder (:mod:`lit_docemb.loggers`) and writes checkpoints atomically
 (:class:`~lit_docemb.callbacks.AtomicCheckpointIO`, unless the config names another CheckpointIO).
-``python -m lit_docemb slurm ...`` writes and submits a SLURM job (:mod:`lit_docemb.slurm`).
+``python -m lit_docemb slurm ...`` writes and submits a SLURM job (:mod:`lit_docemb.slurm`);
+``python -m lit_docemb evaluate --config ... --ckpt_path ...`` evaluates a checkpoint (:mod:`lit_docemb.eval.evaluate`).
 """
 
 from __future__ import annotations
@@ -56,6 +57,11 @@ def main(args: list[str] | None = None) -> DocEmbCLI | None:
         from lit_docemb.slurm import submit_main
 
         submit_main(argv[1:])
+        return None
+    if argv[:1] == ["evaluate"]:
+        from lit_docemb.eval.evaluate import main as evaluate_main
+
+        evaluate_main(argv[1:])
         return None
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")  # tokenisation runs in dataloader workers
     return DocEmbCLI(args=args)

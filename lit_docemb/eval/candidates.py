@@ -30,15 +30,14 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import lightning as L
-import torch
 from lightning.pytorch.utilities import rank_zero_only
-from torch import Tensor
 
 from lit_docemb.data.document import Document
 from lit_docemb.data.jsonl import read_jsonl
 from lit_docemb.data.reading import ReadContext
 from lit_docemb.data.reading import require_path
 from lit_docemb.data.trec import Qrels, read_qrels
+from lit_docemb.eval.dense_search import embed_with_ids
 from lit_docemb.eval.ranking import rank_and_score
 from lit_docemb.methods.base import EmbeddingMethod
 
@@ -76,32 +75,12 @@ def read_candidate_task(root: str | Path) -> CandidateTask:
     return CandidateTask(candidates, queries, qrels, +stats)
 
 
-@torch.no_grad()
-def embed_documents(module: EmbeddingMethod, documents: list[Document],
-                    batch_size: int = 256) -> tuple[list[str], Tensor, int]:
-    """(ids, embeddings, skipped) of the documents the method can represent, through its predict collator."""
-    collate = module.collator("predict")
-    was_training = module.training
-    module.eval()
-    ids, chunks, skipped = [], [], 0
-    for start in range(0, len(documents), batch_size):
-        batch = collate(documents[start:start + batch_size])
-        skipped += getattr(batch, "skipped", 0)
-        if len(batch):
-            chunks.append(module.embed(module.transfer_batch_to_device(batch, module.device, 0)).float().cpu())
-            ids.extend(batch.ids)
-    module.train(was_training)
-    if not chunks:
-        raise ValueError(f"{type(module).__name__} could represent none of {len(documents)} documents")
-    return ids, torch.cat(chunks), skipped
-
-
 def evaluate_candidates(module: EmbeddingMethod, task: CandidateTask, k: int = 20,
                         batch_size: int = 256) -> dict[str, float]:
     """Top-``k`` P/R/F1, MAP, NDCG, bpref of the test documents ranking the candidates, plus counts."""
-    candidate_ids, candidates, skipped_candidates = embed_documents(module, task.candidates, batch_size)
+    candidate_ids, candidates, skipped_candidates = embed_with_ids(module, task.candidates, batch_size)
     query_docs = [d for d in task.queries if d.id in task.qrels]
-    query_ids, queries, skipped_queries = embed_documents(module, query_docs, batch_size)
+    query_ids, queries, skipped_queries = embed_with_ids(module, query_docs, batch_size)
     scores = module.similarity(queries.to(module.device), candidates.to(module.device)).cpu()  # (Q, N)
     qrels = {qid: task.qrels[qid] for qid in query_ids}
     metrics = rank_and_score(scores, query_ids, candidate_ids, qrels, k)
