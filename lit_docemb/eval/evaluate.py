@@ -42,6 +42,8 @@ EVALUATIONS: dict[str, type[Evaluation]] = {cls.name: cls for cls in (
     Clustering, LinearProbe, FewShot, RetrievalEvaluation, LabelledEmbeddingEvaluation)}
 """Evaluations by short name; a new one (e.g. document matching) registers here."""
 
+SUBCOMMAND_KEYS = {"ckpt_path", "weights_only"}
+
 
 def build_evaluation(spec: str) -> Evaluation:
     """An evaluation from a short name, or a YAML/JSON mapping ``{class_path, init_args}`` (class_path: a short
@@ -81,6 +83,16 @@ def default_evaluations(data) -> list[Evaluation]:
     raise ValueError(f"no evaluation configured and none known for {type(data).__name__}: pass --evaluation")
 
 
+def _without_subcommand_keys(path: str) -> str:
+    """The config at ``path``, as YAML text without the keys only a subcommand takes (a run's saved config.yaml
+    holds ``ckpt_path`` and ``weights_only``); the path itself when it has none."""
+    with open(path, encoding="utf-8") as f:
+        config = yaml.safe_load(f) or {}
+    if not isinstance(config, dict) or not SUBCOMMAND_KEYS & config.keys():
+        return path
+    return yaml.safe_dump({k: v for k, v in config.items() if k not in SUBCOMMAND_KEYS}, sort_keys=False)
+
+
 def run_evaluations(evaluations: list[Evaluation], context: EvaluationContext) -> dict[str, dict[str, float]]:
     """{name: metrics} of each evaluation on one context (embeddings shared); names repeated get a suffix."""
     results: dict[str, dict[str, float]] = {}
@@ -107,7 +119,7 @@ def main(args: list[str] | None = None) -> dict[str, dict[str, float]]:
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     options, overrides = parser.parse_known_args(args)
     evaluations = [build_evaluation(spec) for spec in options.evaluation]  # bad specs fail before any loading
-    configs = [arg for path in options.config for arg in ("--config", path)]
+    configs = [arg for path in options.config for arg in ("--config", _without_subcommand_keys(path))]
     cli = DocEmbCLI(args=[*configs, *overrides], run=False)
     method, data = cli.model, cli.datamodule
     evaluations = [c for c in cli.trainer.callbacks if isinstance(c, Evaluation)] + evaluations

@@ -104,8 +104,12 @@ class Evaluation(L.Callback, ABC):
             print(markdown_table({self.name: metrics}))
 
 
-def _format(value: float) -> str:
-    return str(int(value)) if float(value).is_integer() and abs(value) >= 1 else f"{value:.4f}"
+COUNTS = ("queries", "candidates", "documents", "skipped")
+"""Measures that are counts, printed as integers."""
+
+
+def _format(measure: str, value: float) -> str:
+    return str(int(value)) if measure.startswith(COUNTS) and float(value).is_integer() else f"{value:.4f}"
 
 
 def markdown_table(results: dict[str, dict[str, float]]) -> str:
@@ -120,6 +124,6 @@ def markdown_table(results: dict[str, dict[str, float]]) -> str:
         columns = list(dict.fromkeys(m for row in rows.values() for m in row))
         lines = [f"### {name}", "", "| | " + " | ".join(columns) + " |", "|---|" + "---:|" * len(columns)]
         for group, row in rows.items():
-            lines.append(f"| {group} | " + " | ".join(_format(row[c]) if c in row else "—" for c in columns) + " |")
+            lines.append(f"| {group} | " + " | ".join(_format(c, row[c]) if c in row else "—" for c in columns) + " |")
         blocks.append("\n".join(lines))
     return "\n\n".join(blocks) + "\n"

@@ -122,10 +122,14 @@ class RetrievalEvaluation(Evaluation):
         return self._bm25_runs[name]
 
     def _fold_ids(self, qrels: Qrels) -> list[list[str]]:
-        if self.folds_file is None:
-            return hashed_folds(list(qrels), self.folds)
-        folds = [[q for q in fold if q in qrels] for fold in read_folds(self.folds_file)]
-        return [fold for fold in folds if fold]
+        """The cross-validation folds restricted to this split's judged queries (empty folds dropped)."""
+        judged = [q for q, rels in qrels.items() if any(r > 0 for r in rels.values())]
+        folds = hashed_folds(judged, self.folds) if self.folds_file is None else read_folds(self.folds_file)
+        folds = [kept for kept in ([q for q in fold if q in qrels] for fold in folds) if kept]
+        if len(folds) < 2:
+            raise ValueError(f"cross-validation needs judged {self.split} queries in at least 2 folds, got "
+                             f"{len(folds)}")
+        return folds
 
     def hybrid_run(self, context: EvaluationContext, dense: Run, sparse: Run, qrels: Qrels) -> tuple[Run, float]:
         """The fused run of this split and its dense weight (see ``hybrid``)."""
