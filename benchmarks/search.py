@@ -124,7 +124,7 @@ def main() -> None:
           f"recall@{args.depth} |")
     print("|---|---:|---:|---:|---:|---:|---:|")
     for name, n, build, seconds, r10, rk in rows:
-        built = "—" if build != build else f"{build:.1f}"  # NaN: the index row above built it
+        built = "—" if np.isnan(build) else f"{build:.1f}"  # NaN: the index row above built it
         print(f"| {name} | {n} | {built} | {seconds:.2f} | {args.queries / seconds:,.0f} | {r10:.3f} | {rk:.3f} |")
     print(f"\nload average (1, 5, 15 min): {', '.join(f'{x:.1f}' for x in os.getloadavg())}")
 
