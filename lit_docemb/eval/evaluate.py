@@ -109,7 +109,11 @@ def main(args: list[str] | None = None) -> dict[str, dict[str, float]]:
     """Parses the command line (see the module docstring), evaluates, writes and prints; returns the results."""
     from lit_docemb.cli import DocEmbCLI
 
-    parser = argparse.ArgumentParser(prog="python -m lit_docemb evaluate", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(
+        prog="python -m lit_docemb evaluate",
+        description="Evaluate a checkpoint: the evaluations under the config's trainer.callbacks plus every "
+                    "--evaluation; writes evaluation.md, evaluation.json and TREC run files.",
+        epilog="Other arguments are config overrides, as for fit (e.g. --data.init_args.root DIR).")
     parser.add_argument("--config", action="append", required=True, help="the run's config (repeatable)")
     parser.add_argument("--ckpt_path", required=True, help="a checkpoint of the config's method")
     parser.add_argument("--evaluation", action="append", default=[],
