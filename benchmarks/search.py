@@ -52,6 +52,14 @@ def recall(found: np.ndarray, exact: np.ndarray, k: int) -> float:
     return float(np.mean([len(set(a[:k]) & set(b[:k])) / k for a, b in zip(found, exact, strict=True)]))
 
 
+class Rows(list):
+    """The table's rows, each also printed as soon as it is measured (a long run shows its progress)."""
+
+    def append(self, row) -> None:
+        super().append(row)
+        print("measured: " + ", ".join(str(x) for x in row), flush=True)
+
+
 def timed(fn):
     started = time.perf_counter()
     out = fn()
@@ -83,7 +91,7 @@ def main() -> None:
                                                                    args.clusters, args.seed))
     print(f"{args.documents:,} x {args.dim} float32 vectors ({corpus.nbytes / 2**30:.2f} GiB), {args.queries:,} "
           f"queries, top-{args.depth}, {args.threads} threads; generated in {generated:.1f} s")
-    rows = []
+    rows = Rows()
     dot = SimpleNamespace(similarity=lambda q, d: q @ d.T)  # unit vectors: cosine = inner product
     q_t, c_t = torch.from_numpy(queries), torch.from_numpy(corpus)
     (_, exact), seconds = timed(lambda: ExactSearch()(dot, q_t, c_t, args.depth))

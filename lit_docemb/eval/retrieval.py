@@ -55,7 +55,8 @@ class RetrievalEvaluation(Evaluation):
         bm25: Also rank with BM25 (:class:`~lit_docemb.eval.bm25.BM25Index`) and report it.
         hybrid: Fuse dense and BM25 (:mod:`lit_docemb.eval.fusion`): ``"none"``; ``"dev"``: the weight that
             maximises ``fusion_measure`` on the validation split (Robust04 with ``val_fold: next``: the next fold,
-            so five runs over ``test_fold`` 1-5 are the paper's cross-validation); ``"cross_validation"``: k-fold
+            so five runs over ``test_fold`` 1-5 are the paper's cross-validation; with ``split: val`` the weight is
+            tuned on the queries it is reported on, an optimistic figure for monitoring); ``"cross_validation"``: k-fold
             over this split's queries (each fold's weight chosen on the others).
         fusion_measure: Measure the weight maximises.
         weights: Grid of dense weights; None: 0, 0.05, ..., 1.
