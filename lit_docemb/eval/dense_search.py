@@ -38,7 +38,7 @@ def embed_with_ids(method: EmbeddingMethod, documents: Sequence[Document],
         raise ValueError("no documents to embed")
     collate, was_training = method.collator("predict"), method.training
     order = sorted(range(len(documents)), key=lambda i: len(documents[i].text))
-    positions, parts, skipped = [], [], 0
+    positions, ids, parts, skipped = [], [], [], 0
     method.eval()
     try:
         for start in range(0, len(order), batch_size):
@@ -48,15 +48,16 @@ def embed_with_ids(method: EmbeddingMethod, documents: Sequence[Document],
             if len(batch) == 0:
                 continue
             parts.append(method.embed(method.transfer_batch_to_device(batch, method.device, 0)).float())
-            positions += rows if len(batch) == len(rows) else _rows_of(batch.ids, rows, documents)
+            kept = rows if len(batch) == len(rows) else _rows_of(batch.ids, rows, documents)
+            positions += kept
+            ids += list(batch.ids) if hasattr(batch, "ids") else [documents[i].id for i in kept]
     finally:
         method.train(was_training)
     if not parts:
         raise ValueError(f"{type(method).__name__} could represent none of {len(documents)} documents")
     embeddings, positions = torch.cat(parts), torch.tensor(positions)
     order_back = torch.argsort(positions)
-    return [documents[i].id for i in positions[order_back].tolist()], embeddings[order_back.to(embeddings.device)], \
-        skipped
+    return [ids[i] for i in order_back.tolist()], embeddings[order_back.to(embeddings.device)], skipped
 
 
 def _rows_of(ids: Sequence[str], rows: list[int], documents: Sequence[Document]) -> list[int]:
