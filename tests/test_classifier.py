@@ -50,6 +50,14 @@ def test_unknown_and_missing_labels_are_skipped_and_counted(tiny_encoder_dir):
     assert batch.inputs.ids == [d.id for d in docs[:4]]
 
 
+def test_an_empty_evaluation_batch_leaves_the_metric_untouched(tiny_encoder_dir):
+    """Under DDP a rank's share of the last validation batch can be empty (every rank runs as many batches)."""
+    model = DocumentClassifier(DocSplit(tiny_encoder_dir, max_length=32, mlm_weight=0.0), labels=["code", "sea"])
+    model.validation_step(model.collator("validate")([Document("x", sections=[Section("", "no label")])]), 0)
+    model.validation_step(model.collator("validate")(labelled_docs(2)), 1)
+    assert model.val_f1.compute().item() >= 0.0  # one update: the empty batch did not reach torchmetrics
+
+
 def test_labels_must_be_distinct(tiny_encoder_dir):
     with pytest.raises(ValueError, match="at least 2 distinct classes"):
         DocumentClassifier(DocSplit(tiny_encoder_dir, max_length=32, mlm_weight=0.0), labels=["a", "a"])

@@ -172,3 +172,84 @@ class QueryDocumentBatch:
 
     def __len__(self) -> int:
         return len(self.query_ids)
+
+
+@dataclass
+class SectionChunks:
+    """The chunks of S sections (of one or more documents), flattened (CoLDE).
+
+    Attributes:
+        chunks: (C, T) tokens of every chunk (special tokens included), section after section, in chunk order.
+        section_ids: (C,) int64 section number p of each chunk within its document (0 .. n-1).
+        chunk_ids: (C,) int64 chunk number q of each chunk within its section (0 .. n_c-1).
+        chunks_per_section: (S,) int64 chunks of each section, each >= 1; the sections of a document are
+            consecutive and ordered by p.
+    """
+
+    chunks: TokenBatch
+    section_ids: Tensor
+    chunk_ids: Tensor
+    chunks_per_section: Tensor
+
+    def __len__(self) -> int:
+        return len(self.chunks_per_section)
+
+
+@dataclass
+class SectionChunkBatch:
+    """B documents, each cut into the same number n of sections of <= 512-token chunks (CoLDE).
+
+    Attributes:
+        sections: the B*n sections, document after document.
+        sections_per_document: n (1 for unsplit documents: evaluation, the -Aug and -CL ablations).
+        labels: (B,) int64 similarity group (class) of each document: its sections share it.
+        doc_index: (B,) int64 stable identity of each document.
+        ids: the B document ids.
+        skipped: documents of the incoming list too short for n sections (counted, not silent).
+        truncated_chunks: chunks dropped by a configured maximum (counted, not silent).
+    """
+
+    sections: SectionChunks
+    sections_per_document: int
+    labels: Tensor
+    doc_index: Tensor
+    ids: list[str]
+    skipped: int = 0
+    truncated_chunks: int = 0
+
+    def __len__(self) -> int:
+        return len(self.labels)
+
+
+@dataclass
+class PairMatchingBatch:
+    """Labelled document pairs for matching evaluation: row i of ``first`` and of ``second`` form pair i.
+
+    Attributes:
+        first: the first documents, unsplit.
+        second: the second documents, unsplit.
+        labels: (B,) int64 1 when the pair matches, 0 otherwise.
+    """
+
+    first: SectionChunkBatch
+    second: SectionChunkBatch
+    labels: Tensor
+
+    def __len__(self) -> int:
+        return len(self.labels)
+
+
+@dataclass
+class DocumentSectionsBatch:
+    """CoLDE prediction: each document whole (its embedding) and cut into sections (section and chunk levels).
+
+    Attributes:
+        whole: the B documents unsplit (one section each).
+        split: the same documents in n sections (documents too short for n sections left out and counted).
+    """
+
+    whole: SectionChunkBatch
+    split: SectionChunkBatch
+
+    def __len__(self) -> int:
+        return len(self.whole)

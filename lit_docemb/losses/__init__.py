@@ -6,6 +6,7 @@ devices makes it about W times larger; gradient accumulation does not add a sing
 micro-batch's loss sees only that micro-batch); GradCache does, since the whole batch enters one loss.
 """
 
+from lit_docemb.losses.cosine_similarity import CosineSimilarityLoss
 from lit_docemb.losses.coupled_margin import CoupledMarginLoss
 from lit_docemb.losses.info_nce import InfoNCELoss
 from lit_docemb.losses.masked_lm import MaskedLMLoss
@@ -14,4 +15,4 @@ from lit_docemb.losses.nt_xent import NTXentLoss
 from lit_docemb.losses.sim_siam import SimSiamLoss
 from lit_docemb.losses.sup_con import SupConLoss
 
-__all__ = ["CoupledMarginLoss", "InfoNCELoss", "MaskedLMLoss", "NegativeSamplingLoss", "NTXentLoss", "SimSiamLoss", "SupConLoss"]
+__all__ = ["CosineSimilarityLoss", "CoupledMarginLoss", "InfoNCELoss", "MaskedLMLoss", "NTXentLoss", "NegativeSamplingLoss", "SimSiamLoss", "SupConLoss"]

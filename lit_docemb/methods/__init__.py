@@ -1,11 +1,23 @@
 from lit_docemb.methods.base import EmbeddingMethod, LinearWarmupDecay
 from lit_docemb.methods.classifier import DocumentClassifier
+from lit_docemb.methods.colde import CoLDE
 from lit_docemb.methods.ctpe import CTPE
-from lit_docemb.methods.deca import DECA
 from lit_docemb.methods.ctpe_text import TransformerTokens, WordEmbeddings
+from lit_docemb.methods.deca import DECA
 from lit_docemb.methods.dense_retrieval import DenseRetrieval
 from lit_docemb.methods.docsplit import DocSplit
 from lit_docemb.methods.graph_roberta import GraphRoBERTa
 
-__all__ = ["CTPE", "DECA", "DenseRetrieval", "DocSplit", "DocumentClassifier", "EmbeddingMethod", "GraphRoBERTa", "LinearWarmupDecay",
-           "TransformerTokens", "WordEmbeddings"]
+__all__ = [
+           "CTPE",
+           "DECA",
+           "CoLDE",
+           "DenseRetrieval",
+           "DocSplit",
+           "DocumentClassifier",
+           "EmbeddingMethod",
+           "GraphRoBERTa",
+           "LinearWarmupDecay",
+           "TransformerTokens",
+           "WordEmbeddings",
+]

@@ -116,7 +116,8 @@ class DocumentClassifier(EmbeddingMethod):
         loss = self.total_loss(terms)
         self._log_terms(stage, loss, terms, len(batch))
         for name, metric in metrics.items():  # over the whole epoch, not averaged per batch
-            metric.update(logits.argmax(-1), batch.targets)
+            if len(batch):  # a rank's share of the last batch may be empty under DDP; torchmetrics rejects it
+                metric.update(logits.argmax(-1), batch.targets)
             self.log(f"{stage}/{name}", metric, on_epoch=True)
         return loss
 

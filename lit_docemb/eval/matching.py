@@ -1,0 +1,196 @@
+"""Document matching from frozen embeddings: is a pair of documents similar? Method-agnostic.
+
+Inputs are one embedding per document id and labelled pairs ``(id1, id2, label)`` split into validation and
+test (and optionally train). Two protocols:
+
+* :func:`threshold_matching` (CoLDE Table 2, seed 003 §4.2): the cosine similarity of the two embeddings; a
+  pair matches when it is at least a threshold chosen on the validation pairs (the one that maximises the
+  chosen criterion there); precision, recall, F1 and accuracy on the test pairs at that threshold.
+* :func:`classifier_matching` (the Long Range Arena retrieval task, seed 001 §4.4): a classifier over the
+  pair features ``[u, v, u*v, |u-v|]`` of the two frozen embeddings (logistic regression or a small MLP),
+  fitted on the train pairs (the validation pairs when there are none), same metrics on the test pairs.
+
+Metrics are of the positive class (label 1); a metric whose denominator is 0 is 0.
+
+Command line, for any method and a DataModule of labelled pairs (``AANDataModule`` in ``mode: pairs``, whose
+``eval`` file is the validation split): both protocols on the checkpoint's embeddings, printed as JSON::
+
+    python -m lit_docemb.eval.matching --config configs/colde/aan.yaml \
+        --ckpt runs/colde_aan/checkpoints/last.ckpt --data.init_args.source /data/lra_release/tsv_data
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from collections.abc import Mapping, Sequence
+from typing import Literal
+
+import numpy as np
+import torch
+from torch import Tensor
+
+Pair = tuple[str, str, int]
+Criterion = Literal["f1", "accuracy"]
+
+__all__ = ["best_threshold", "binary_metrics", "classifier_matching", "cosine_scores", "dataset_pairs",
+           "embeddings_by_id", "evaluate_pairs", "pair_features", "threshold_matching"]
+
+
+def binary_metrics(predicted: Sequence[int] | np.ndarray, labels: Sequence[int] | np.ndarray) -> dict[str, float]:
+    """Precision, recall, F1 (of label 1) and accuracy of 0/1 predictions."""
+    predicted, labels = np.asarray(predicted).astype(bool), np.asarray(labels).astype(bool)
+    if predicted.shape != labels.shape or not len(labels):
+        raise ValueError(f"need as many predictions as labels (at least one), got {predicted.shape}, {labels.shape}")
+    tp = float((predicted & labels).sum())
+    precision = tp / predicted.sum() if predicted.sum() else 0.0
+    recall = tp / labels.sum() if labels.sum() else 0.0
+    f1 = 2 * precision * recall / (precision + recall) if precision + recall else 0.0
+    return {"precision": float(precision), "recall": float(recall), "f1": float(f1),
+            "accuracy": float((predicted == labels).mean())}
+
+
+def best_threshold(scores: Sequence[float] | np.ndarray, labels: Sequence[int] | np.ndarray,
+                   criterion: Criterion = "f1") -> float:
+    """The threshold t (predict 1 when score >= t) that maximises ``criterion`` on these pairs. Candidates are
+    the scores themselves and one above the largest (all 0); ties go to the highest threshold."""
+    if criterion not in ("f1", "accuracy"):
+        raise ValueError(f"criterion must be 'f1' or 'accuracy', got {criterion!r}")
+    scores, labels = np.asarray(scores, dtype=np.float64), np.asarray(labels).astype(bool)
+    if scores.shape != labels.shape or not len(labels):
+        raise ValueError(f"need as many scores as labels (at least one), got {scores.shape}, {labels.shape}")
+    order = np.argsort(-scores, kind="stable")
+    sorted_scores, sorted_labels = scores[order], labels[order]
+    distinct = np.r_[np.flatnonzero(np.diff(sorted_scores)), len(scores) - 1]  # last index of each distinct score
+    tp = np.cumsum(sorted_labels)[distinct]  # predicting 1 for scores >= sorted_scores[distinct]
+    predicted_positive = distinct + 1
+    positives, n = labels.sum(), len(labels)
+    candidates = np.r_[sorted_scores[distinct], np.nextafter(sorted_scores[0], np.inf)]
+    tp, predicted_positive = np.r_[tp, 0], np.r_[predicted_positive, 0]
+    if criterion == "accuracy":
+        value = (tp + (n - positives) - (predicted_positive - tp)) / n
+    else:
+        value = np.where(predicted_positive + positives > 0, 2 * tp / np.maximum(predicted_positive + positives, 1), 0)
+    best = np.flatnonzero(value == value.max())
+    return float(candidates[best[np.argmax(candidates[best])]])
+
+
+def _vectors(embeddings: Mapping[str, Tensor | np.ndarray], pairs: Sequence[Pair]) -> tuple[np.ndarray, ...]:
+    missing = sorted({i for a, b, _ in pairs for i in (a, b)} - set(embeddings))
+    if missing:
+        raise KeyError(f"{len(missing)} pair documents have no embedding (first: {missing[0]!r})")
+    first = np.stack([np.asarray(embeddings[a], dtype=np.float64) for a, _, _ in pairs])
+    second = np.stack([np.asarray(embeddings[b], dtype=np.float64) for _, b, _ in pairs])
+    return first, second, np.array([label for _, _, label in pairs], dtype=np.int64)
+
+
+def cosine_scores(embeddings: Mapping[str, Tensor | np.ndarray], pairs: Sequence[Pair]) -> tuple[np.ndarray, np.ndarray]:
+    """Cosine similarity of each pair's two embeddings, and the pairs' labels."""
+    first, second, labels = _vectors(embeddings, pairs)
+    norms = np.maximum(np.linalg.norm(first, axis=1) * np.linalg.norm(second, axis=1), 1e-12)
+    return (first * second).sum(1) / norms, labels
+
+
+def threshold_matching(embeddings: Mapping[str, Tensor | np.ndarray], validation: Sequence[Pair],
+                       test: Sequence[Pair], criterion: Criterion = "f1") -> dict[str, float]:
+    """Cosine threshold chosen on ``validation``, metrics on ``test`` (and the threshold, ``threshold``)."""
+    threshold = best_threshold(*cosine_scores(embeddings, validation), criterion=criterion)
+    scores, labels = cosine_scores(embeddings, test)
+    return binary_metrics(scores >= threshold, labels) | {"threshold": threshold}
+
+
+def pair_features(first: np.ndarray | Tensor, second: np.ndarray | Tensor) -> np.ndarray:
+    """(N, 4D) ``[u, v, u*v, |u-v|]`` of N pairs of D-dimensional embeddings (LRA retrieval)."""
+    u, v = np.asarray(first, dtype=np.float64), np.asarray(second, dtype=np.float64)
+    return np.concatenate([u, v, u * v, np.abs(u - v)], axis=1)
+
+
+def classifier_matching(embeddings: Mapping[str, Tensor | np.ndarray], validation: Sequence[Pair],
+                        test: Sequence[Pair], train: Sequence[Pair] | None = None,
+                        classifier: Literal["logistic", "mlp"] = "logistic", hidden_size: int = 128,
+                        seed: int = 0) -> dict[str, float]:
+    """A pair classifier on the frozen embeddings' features, fitted on ``train`` (``validation`` when None),
+    metrics on ``test``; ``validation_accuracy`` is reported when it was not the fitting set."""
+    from sklearn.linear_model import LogisticRegression
+    from sklearn.neural_network import MLPClassifier
+    from sklearn.pipeline import make_pipeline
+    from sklearn.preprocessing import StandardScaler
+
+    if classifier not in ("logistic", "mlp"):
+        raise ValueError(f"classifier must be 'logistic' or 'mlp', got {classifier!r}")
+    fit_pairs = train if train else validation
+    first, second, labels = _vectors(embeddings, fit_pairs)
+    if len(set(labels.tolist())) < 2:
+        raise ValueError("the pairs the classifier is fitted on need both labels")
+    model = LogisticRegression(max_iter=2000, random_state=seed) if classifier == "logistic" else MLPClassifier(
+        (hidden_size,), max_iter=500, random_state=seed)
+    model = make_pipeline(StandardScaler(), model).fit(pair_features(first, second), labels)
+
+    def predict(pairs: Sequence[Pair]) -> tuple[np.ndarray, np.ndarray]:
+        u, v, y = _vectors(embeddings, pairs)
+        return model.predict(pair_features(u, v)), y
+
+    metrics = binary_metrics(*predict(test))
+    if train:
+        metrics["validation_accuracy"] = binary_metrics(*predict(validation))["accuracy"]
+    return metrics
+
+
+def embeddings_by_id(ids: Sequence[str], vectors: Tensor | np.ndarray) -> dict[str, np.ndarray]:
+    """``{id: vector}`` from parallel ids and (N, D) vectors (e.g. ``predict`` outputs concatenated)."""
+    vectors = vectors.detach().float().cpu().numpy() if isinstance(vectors, Tensor) else np.asarray(vectors)
+    if len(ids) != len(vectors):
+        raise ValueError(f"{len(ids)} ids for {len(vectors)} vectors")
+    return dict(zip(ids, vectors))
+
+
+def dataset_pairs(dataset) -> list[Pair]:
+    """``(id1, id2, label)`` of a :class:`~lit_docemb.data.aan.PairDataset`."""
+    docs = dataset.documents
+    return [(docs[a].id, docs[b].id, label) for a, b, label in dataset.pairs]
+
+
+def evaluate_pairs(method, data, batch_size: int = 32, classifier: Literal["logistic", "mlp"] = "logistic",
+                   criterion: Criterion = "f1") -> dict[str, float]:
+    """Both protocols for ``method`` (an :class:`~lit_docemb.methods.base.EmbeddingMethod`) on the train /
+    validation / test pairs of ``data`` (set up), every paper embedded once with its predict collator."""
+    from lit_docemb.eval.dense_search import embed_documents
+
+    splits = {"train": data.train_set, "val": data.val_set, "test": data.test_set}
+    if splits["test"] is None or not len(splits["val"]):
+        raise ValueError(f"{type(data).__name__} needs validation and test pairs (AANDataModule mode: pairs)")
+    pairs = {name: dataset_pairs(dataset) for name, dataset in splits.items()}
+    wanted = {i for rows in pairs.values() for a, b, _ in rows for i in (a, b)}
+    corpus = splits["val"].documents
+    documents = [corpus[i] for i in range(len(corpus)) if corpus[i].id in wanted]
+    embeddings = embeddings_by_id([d.id for d in documents], embed_documents(method, documents, batch_size))
+    threshold = threshold_matching(embeddings, pairs["val"], pairs["test"], criterion)
+    learned = classifier_matching(embeddings, pairs["val"], pairs["test"], pairs["train"], classifier)
+    return {f"threshold/{k}": v for k, v in threshold.items()} | {f"classifier/{k}": v for k, v in learned.items()}
+
+
+def main(args: list[str] | None = None) -> dict[str, float]:
+    from lit_docemb.cli import DocEmbCLI
+    from lit_docemb.methods.base import load_method_checkpoint
+
+    parser = argparse.ArgumentParser(description="Document matching (threshold and pair classifier) of a method.")
+    parser.add_argument("--config", required=True, help="the run's config (method and a pairs DataModule)")
+    parser.add_argument("--ckpt", help="a checkpoint of the config's method (default: its initial weights)")
+    parser.add_argument("--classifier", choices=["logistic", "mlp"], default="logistic")
+    parser.add_argument("--criterion", choices=["f1", "accuracy"], default="f1")
+    parser.add_argument("--batch-size", type=int, default=32)
+    parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    options, overrides = parser.parse_known_args(args)  # the rest: config overrides
+    cli = DocEmbCLI(args=["--config", options.config, *overrides], run=False)
+    method, data = cli.model, cli.datamodule
+    if options.ckpt:
+        load_method_checkpoint(method, options.ckpt)
+    method.to(options.device).eval()
+    data.setup("fit")
+    metrics = evaluate_pairs(method, data, options.batch_size, options.classifier, options.criterion)
+    print(json.dumps(metrics, indent=2))
+    return metrics
+
+
+if __name__ == "__main__":
+    main()

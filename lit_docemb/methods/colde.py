@@ -1,0 +1,274 @@
+"""CoLDE (seed paper 003): supervised contrastive learning over the sections of long documents.
+
+§3: each document is cut into n sections (2 by default, 2-5 in §4.5.4) of ≤ 512-token chunks; learned
+section and chunk embeddings are added to BERT's input embeddings; chunk vectors, a 4-head chunkwise
+attention (section p → section p + 1) and a Bi-LSTM (output 512) give section representations, projected to
+256; the supervised contrastive loss (τ 0.5) pulls together the sections of a document and of documents with
+the same label or similarity group, over the batch gathered from all devices. §4.2: at evaluation a document
+is not split and the data encoder gives one representation (before the projection); pairs are matched by
+cosine similarity with a threshold chosen on validation (``val/matching_*``, ``test/matching_*``). §4.3: three
+levels of similarity (document, section, chunk) from ``predict`` and :func:`similarity_matrices`. §4.5: the
+ablations are switches: −Aug ``augmentation: false`` (one section, no section/chunk embeddings), −LSTM
+``aggregation: mean`` (mean of chunk vectors, no chunkwise attention), −CL ``objective: cosine`` (no split,
+no projection, cosine similarity regressed onto "same group"; implies −Aug). AdamW 5e-5, weight decay 0.01.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+import torch
+import torch.nn.functional as F
+from lightning.pytorch.cli import LRSchedulerCallable, OptimizerCallable
+from torch import Tensor
+from transformers import AutoTokenizer
+
+from lit_docemb.data.aan import PairDataset
+from lit_docemb.data.batches import (
+    DocumentSectionsBatch,
+    PairMatchingBatch,
+    SectionChunkBatch,
+)
+from lit_docemb.data.document import Document
+from lit_docemb.eval.matching import best_threshold, binary_metrics
+from lit_docemb.losses import CosineSimilarityLoss, SupConLoss
+from lit_docemb.losses.distributed import gather_no_grad
+from lit_docemb.methods.base import EmbeddingMethod
+from lit_docemb.methods.colde_collate import (
+    EvaluationCollator,
+    PairMatchingCollator,
+    PredictCollator,
+    SectionChunkCollator,
+    select_documents,
+)
+from lit_docemb.methods.grad_cache import CacheableBatch
+from lit_docemb.models import HFEncoder, resolve_model_path
+from lit_docemb.models.colde import Aggregation, CoLDEEncoder
+
+
+class CoLDE(EmbeddingMethod):
+    """CoLDE: Contrastive Long Document Encoder over any Hugging Face chunk encoder.
+
+    Args:
+        encoder: Local folder, hub name or ``package:<module>`` of the chunk encoder (paper: bert-base-uncased).
+        pretrained: Start from the checkpoint's weights; ``False`` trains its architecture from scratch.
+        pooling: Chunk vector from the ``"cls"`` token or the ``"mean"`` of token states.
+        num_sections: Sections per training document (paper: 2; §4.5.4 tries 2-5).
+        chunk_tokens: Tokens per chunk, special tokens included (paper: 512).
+        max_chunks_per_section: Keep at most this many chunks of a section, dropping (and counting, as
+            ``train/truncated_chunks``) the rest; ``None`` keeps every chunk.
+        chunk_embeddings: Chunk ids q embedded (a section with more chunks is an error unless
+            ``max_chunks_per_section`` caps it).
+        augmentation: Split documents into sections and add section/chunk embeddings; ``False`` is −Aug.
+        aggregation: ``"lstm"``: chunkwise attention + Bi-LSTM (the paper); ``"mean"``: −LSTM.
+        objective: ``"supcon"``: supervised contrastive loss over sections; ``"cosine"``: −CL (needs
+            ``augmentation: false``).
+        num_heads: Heads of the chunkwise attention (paper: 4).
+        lstm_output_size: Bi-LSTM output size, both directions (paper: 512).
+        projection_size: Projection output for the contrastive loss (paper: 256).
+        temperature: Supervised contrastive temperature (paper: 0.5).
+        gather_across_devices: Contrast with the sections of all devices (exact gather with gradient).
+        chunk_token_budget: Chunks of a batch are encoded in sub-batches of at most this many padded tokens.
+        matching_criterion: What the validation threshold of pair matching maximises.
+        predict_similarities: ``predict`` also returns the three levels of similarity between each batch's
+            documents (one more forward pass over them, split); ``False``: ids and embeddings only.
+        optimizer: Optimizer factory; ``None`` is AdamW at the paper's 5e-5 (weight decay 0.01).
+        scheduler: Optional learning-rate scheduler factory.
+        grad_cache_token_budget: GradCache sub-batch size in padded tokens (``None``: off); each document is a
+            row costing its chunks x their longest length.
+    """
+
+    default_learning_rate = 5e-5
+
+    def __init__(
+        self,
+        encoder: str,
+        pretrained: bool = True,
+        pooling: Literal["cls", "mean"] = "cls",
+        num_sections: int = 2,
+        chunk_tokens: int = 512,
+        max_chunks_per_section: int | None = None,
+        chunk_embeddings: int = 512,
+        augmentation: bool = True,
+        aggregation: Aggregation = "lstm",
+        objective: Literal["supcon", "cosine"] = "supcon",
+        num_heads: int = 4,
+        lstm_output_size: int = 512,
+        projection_size: int = 256,
+        temperature: float = 0.5,
+        gather_across_devices: bool = True,
+        chunk_token_budget: int = 16384,
+        matching_criterion: Literal["f1", "accuracy"] = "f1",
+        predict_similarities: bool = True,
+        optimizer: OptimizerCallable | None = None,
+        scheduler: LRSchedulerCallable | None = None,
+        grad_cache_token_budget: int | None = None,
+    ) -> None:
+        super().__init__(optimizer, scheduler, grad_cache_token_budget)
+        self.save_method_hyperparameters(ignore=["optimizer", "scheduler"])
+        if objective not in ("supcon", "cosine"):
+            raise ValueError(f"objective must be 'supcon' or 'cosine', got {objective!r}")
+        if objective == "cosine" and augmentation:
+            raise ValueError("objective='cosine' (the −CL ablation) compares whole documents: set augmentation: false")
+        if augmentation and not 2 <= num_sections <= 5:
+            raise ValueError(f"num_sections must be in 2..5 (§4.5.4), got {num_sections}")
+        if max_chunks_per_section is not None and not 1 <= max_chunks_per_section <= chunk_embeddings:
+            raise ValueError(f"max_chunks_per_section must be in 1..chunk_embeddings={chunk_embeddings}")
+        self.tokenizer = AutoTokenizer.from_pretrained(resolve_model_path(encoder))
+        chunk_encoder = HFEncoder(encoder, pretrained=pretrained, pooling=pooling)
+        chunk_encoder.check_length(chunk_tokens, "chunk_tokens")
+        self.model = CoLDEEncoder(chunk_encoder, augmentation, aggregation, num_sections, chunk_embeddings,
+                                  num_heads, lstm_output_size, projection_size if objective == "supcon" else None,
+                                  chunk_token_budget)
+        self.contrastive = SupConLoss(temperature, gather_across_devices=gather_across_devices)
+        self.cosine = CosineSimilarityLoss(gather_across_devices)
+        # the cosine threshold chosen on the last validation's pairs, saved with the checkpoint for test
+        self.register_buffer("matching_threshold", torch.tensor(0.0))
+        self.register_buffer("matching_threshold_chosen", torch.tensor(False))
+        self._matching: dict[str, list[Tensor]] = {}
+
+    def _collator(self, num_sections: int) -> SectionChunkCollator:
+        hp = self.hparams
+        return SectionChunkCollator(self.tokenizer, num_sections, hp.chunk_tokens, hp.max_chunks_per_section)
+
+    def collator(self, stage: str):
+        training = self._collator(self.hparams.num_sections if self.hparams.augmentation else 1)
+        if stage == "fit":
+            return training
+        if stage == "predict":
+            return PredictCollator(self._collator(1), training if self.hparams.predict_similarities else None)
+        data = self._trainer.datamodule if self._trainer is not None else None
+        evaluated = getattr(data, "val_set", None)  # DataModules load test sets with the "validate" collator too
+        pair_items = None if evaluated is None else isinstance(evaluated, PairDataset)
+        return EvaluationCollator(PairMatchingCollator(self._collator(1)), training, pair_items)
+
+    # --- training ------------------------------------------------------------------------------------
+    def _encode(self, batch: SectionChunkBatch):
+        return self.model(batch.sections, [batch.sections_per_document] * len(batch))
+
+    def losses(self, batch: SectionChunkBatch) -> dict[str, Tensor]:
+        return self._loss_terms(self._encode(batch).projected, batch)
+
+    def _loss_terms(self, projected: Tensor, batch: SectionChunkBatch) -> dict[str, Tensor]:
+        n = batch.sections_per_document
+        if self.hparams.objective == "cosine":
+            terms = self.cosine(projected, batch.labels)
+        else:  # every section carries its document's group label (and id)
+            terms = self.contrastive(projected, batch.labels.repeat_interleave(n), batch.doc_index.repeat_interleave(n))
+        counts = torch.tensor([float(batch.skipped), float(batch.truncated_chunks)], device=projected.device)
+        return terms | {"skipped_documents": counts[0], "truncated_chunks": counts[1]}
+
+    def cacheable(self, batch: SectionChunkBatch) -> CacheableBatch:
+        """Rows are the B documents; a row's embedding is its n projected sections, concatenated."""
+        n, counts = batch.sections_per_document, batch.sections.chunks_per_section
+        lengths = batch.sections.chunks.attention_mask.sum(1)  # (C,)
+        chunk_doc = torch.repeat_interleave(torch.arange(len(counts), device=counts.device) // n, counts)
+        longest = torch.zeros(len(batch), dtype=lengths.dtype, device=lengths.device).scatter_reduce(
+            0, chunk_doc.to(lengths.device), lengths, "amax")
+        chunks = torch.zeros_like(longest).index_add(0, chunk_doc.to(lengths.device), torch.ones_like(lengths))
+
+        def encode(sub: SectionChunkBatch) -> Tensor:
+            return self._encode(sub).projected.reshape(len(sub), -1)  # (rows, n*Dz)
+
+        def loss(embeddings: Tensor) -> dict[str, Tensor]:
+            return self._loss_terms(embeddings.reshape(len(batch) * n, -1), batch)
+
+        return CacheableBatch(longest * chunks, lambda index: select_documents(batch, index), encode, loss)
+
+    # --- evaluation: document matching -----------------------------------------------------------------
+    def embed(self, batch: SectionChunkBatch | DocumentSectionsBatch) -> Tensor:
+        """(B, D_f) representations of unsplit documents (the data encoder, before the projection)."""
+        whole = batch.whole if isinstance(batch, DocumentSectionsBatch) else batch
+        if whole.sections_per_document != 1:
+            raise ValueError("embed takes unsplit documents (sections_per_document=1)")
+        return self._encode(whole).sections
+
+    def _evaluation_step(self, batch, stage: str) -> Tensor | None:
+        if not isinstance(batch, PairMatchingBatch):
+            return self._shared_step(batch, stage)
+        self.log(f"{stage}/matching_skipped_pairs", float(batch.first.skipped), reduce_fx="sum", on_epoch=True,
+                 batch_size=max(len(batch), 1), sync_dist=True)
+        scores = F.cosine_similarity(self.embed(batch.first).float(), self.embed(batch.second).float(), dim=-1)
+        self._matching.setdefault(stage, []).append(torch.stack([scores, batch.labels.to(scores.dtype)], 1))
+        return None
+
+    def validation_step(self, batch, batch_idx: int) -> Tensor | None:
+        return self._evaluation_step(batch, "val")
+
+    def test_step(self, batch, batch_idx: int) -> Tensor | None:
+        return self._evaluation_step(batch, "test")
+
+    def _log_matching(self, stage: str) -> None:
+        parts = self._matching.pop(stage, [])
+        if not parts:
+            return
+        scored = gather_no_grad(torch.cat(parts)).cpu().numpy()  # (pairs on all ranks, 2)
+        if stage == "val":
+            threshold = best_threshold(scored[:, 0], scored[:, 1], self.hparams.matching_criterion)
+            self.matching_threshold.fill_(threshold)
+            self.matching_threshold_chosen.fill_(True)
+        elif not self.matching_threshold_chosen:
+            raise RuntimeError("test matching needs the threshold chosen on validation pairs: validate first, or "
+                               "test a checkpoint saved after a validation")
+        metrics = binary_metrics(scored[:, 0] >= float(self.matching_threshold), scored[:, 1])
+        metrics["threshold"] = float(self.matching_threshold)
+        for name, value in metrics.items():
+            self.log(f"{stage}/matching_{name}", value, rank_zero_only=True)
+
+    def on_validation_epoch_end(self) -> None:
+        self._log_matching("val")
+
+    def on_test_epoch_end(self) -> None:
+        self._log_matching("test")
+
+    # --- interpretability (§4.3, Fig. 4) -----------------------------------------------------------------
+    def predict_step(self, batch: DocumentSectionsBatch | SectionChunkBatch, batch_idx: int) -> dict:
+        """Embeddings, and the three levels of cosine similarity between the batch's documents: document
+        (B, B), section (S, S) over the sections of the split documents, chunk (C, C) over their chunks, with
+        labels ``"<id>/S<p>"`` and ``"<id>/S<p>C<q>"``, and each section's chunkwise attention (ids and
+        embeddings only with ``predict_similarities: false``)."""
+        embeddings = self.embed(batch)
+        if not isinstance(batch, DocumentSectionsBatch):
+            return {"ids": batch.ids, "embeddings": embeddings.float().cpu()}
+        split = batch.split
+        encoded = self._encode(split)
+        n = split.sections_per_document
+        sections = split.sections
+        chunk_section = torch.repeat_interleave(torch.arange(len(sections)), sections.chunks_per_section.cpu())
+        return {
+            "ids": batch.whole.ids,
+            "embeddings": embeddings.float().cpu(),
+            "document_similarity": cosine_matrix(embeddings),
+            "section_labels": [f"{i}/S{p}" for i in split.ids for p in range(n)],
+            "section_similarity": cosine_matrix(encoded.sections),
+            "chunk_labels": [f"{split.ids[s // n]}/S{s % n}C{q}"
+                             for s, q in zip(chunk_section.tolist(), sections.chunk_ids.tolist())],
+            "chunk_similarity": cosine_matrix(encoded.chunks),
+            "chunk_attention": [m.float().cpu() for m in encoded.attention],
+        }
+
+
+def cosine_matrix(vectors: Tensor) -> Tensor:
+    """(N, N) cosine similarities of N vectors, fp32 on CPU."""
+    vectors = F.normalize(vectors.detach().float(), dim=-1)
+    return (vectors @ vectors.T).cpu()
+
+
+@torch.no_grad()
+def similarity_matrices(method: CoLDE, documents: list[Document]) -> dict:
+    """The three levels of similarity (document, section, chunk) between two or more documents, in one batch,
+    in eval mode (restored after): :meth:`CoLDE.predict_step`'s output. Draw it with
+    :func:`lit_docemb.figures.similarity_heatmaps`."""
+    if len(documents) < 2:
+        raise ValueError(f"need at least two documents to compare, got {len(documents)}")
+    was_training = method.training
+    method.eval()
+    try:
+        collate = PredictCollator(method._collator(1), method.collator("fit"))  # whatever predict_similarities says
+        batch = method.transfer_batch_to_device(collate(documents), method.device, 0)
+        if len(batch.split) < len(batch.whole):
+            missing = sorted(set(batch.whole.ids) - set(batch.split.ids))
+            raise ValueError(f"documents too short for {batch.split.sections_per_document} sections: {missing}")
+        return method.predict_step(batch, 0)
+    finally:
+        method.train(was_training)
