@@ -11,16 +11,19 @@ from types import SimpleNamespace
 
 import pytest
 import torch
+from test_data_aan import lra_dir  # noqa: F401  (fixture: the LRA pair files)
 from test_data_wikir import _write_wikir
 from test_eval_search import Letters
 
 from lit_docemb.data.document import Document, Section
+from lit_docemb.data.aan import AANDataModule
 from lit_docemb.data.trec import read_run
 from lit_docemb.data.wikir import WIKIRDataModule
 from lit_docemb.eval.bm25 import BM25Index
 from lit_docemb.eval.dense_search import rank
 from lit_docemb.eval.evaluate import build_evaluation, run_evaluations
 from lit_docemb.eval.evaluation import EvaluationContext, markdown_table
+from lit_docemb.eval.matching import evaluate_pairs
 from lit_docemb.eval.labelled_probe import Clustering, FewShot, LabelledEmbeddingEvaluation, LinearProbe
 from lit_docemb.eval.ranking import retrieval_metrics
 from lit_docemb.eval.retrieval import RetrievalEvaluation, split_qrels
@@ -165,3 +168,12 @@ data:
     table = (out / "evaluation.md").read_text()
     assert "### retrieval_2" in table and "| val/hybrid |" in table and "ndcg@10" in table
     assert read_run(out / "test.dense.run").keys() == {"8", "9"}
+
+
+def test_document_matching_plugs_in_as_one_more_evaluation(method, lra_dir, tmp_path):
+    data = AANDataModule(source=str(lra_dir), mode="pairs", cache_dir=str(tmp_path / "cache"), num_workers=0)
+    data.setup("fit")
+    results = run_evaluations([build_evaluation("matching")], EvaluationContext(method, data, batch_size=4))
+    expected = evaluate_pairs(method, data, batch_size=4)
+    assert results["matching"] == pytest.approx({f"matching/{k}": v for k, v in expected.items()})
+    assert {"matching/threshold/f1", "matching/classifier/accuracy"} <= set(results["matching"])

@@ -4,7 +4,7 @@ evaluations of :mod:`lit_docemb.eval.evaluation` on a trained checkpoint, printe
 
 Which evaluations: those the config already runs during ``fit`` (its ``trainer.callbacks`` that are
 :class:`~lit_docemb.eval.evaluation.Evaluation`\\ s), plus every ``--evaluation``, given by name (``clustering``,
-``linear_probe``, ``few_shot``, ``retrieval``, ``labelled``, ``candidate_ranking``) or as a YAML/JSON mapping
+``linear_probe``, ``few_shot``, ``retrieval``, ``labelled``, ``candidate_ranking``, ``matching``) or as a YAML/JSON mapping
 ``{class_path: ..., init_args: {...}}``. With neither, the DataModule decides: a ranking corpus gets retrieval
 on its test split, a labelled one clustering and the linear probe. Output folder: ``--output``, else
 ``<trainer.default_root_dir>/evaluation``. Other arguments are config overrides, as for ``fit``
@@ -34,13 +34,15 @@ from lit_docemb.data.retrieval import RetrievalDataModule
 from lit_docemb.eval.candidates import CandidateRanking
 from lit_docemb.eval.evaluation import Evaluation, EvaluationContext, markdown_table
 from lit_docemb.eval.labelled_probe import Clustering, FewShot, LabelledEmbeddingEvaluation, LinearProbe
+from lit_docemb.eval.matching_evaluation import DocumentMatching
 from lit_docemb.eval.retrieval import RetrievalEvaluation
 from lit_docemb.methods.base import load_method_checkpoint
 
 log = logging.getLogger(__name__)
 
 EVALUATIONS: dict[str, type[Evaluation]] = {cls.name: cls for cls in (
-    Clustering, LinearProbe, FewShot, RetrievalEvaluation, LabelledEmbeddingEvaluation, CandidateRanking)}
+    Clustering, LinearProbe, FewShot, RetrievalEvaluation, LabelledEmbeddingEvaluation, CandidateRanking,
+    DocumentMatching)}
 """Evaluations by short name; a new one (e.g. document matching) registers here."""
 
 SUBCOMMAND_KEYS = {"ckpt_path", "weights_only"}
