@@ -170,7 +170,7 @@ data:
     assert read_run(out / "test.dense.run").keys() == {"8", "9"}
 
 
-def test_document_matching_plugs_in_as_one_more_evaluation(method, lra_dir, tmp_path):
+def test_document_matching_plugs_in_as_one_more_evaluation(method, lra_dir, tmp_path):  # noqa: F811
     data = AANDataModule(source=str(lra_dir), mode="pairs", cache_dir=str(tmp_path / "cache"), num_workers=0)
     data.setup("fit")
     results = run_evaluations([build_evaluation("matching")], EvaluationContext(method, data, batch_size=4))
