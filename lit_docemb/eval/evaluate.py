@@ -104,7 +104,7 @@ def run_evaluations(evaluations: list[Evaluation], context: EvaluationContext) -
         while name in results:
             name, n = f"{evaluation.name}_{n}", n + 1
         log.info("running %s", name)
-        results[name] = evaluation.evaluate(context)
+        results[name] = {k: float(v) for k, v in evaluation.evaluate(context).items()}  # numpy scalars: JSON-ready
     return results
 
 
