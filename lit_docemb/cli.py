@@ -7,6 +7,7 @@ A fit keeps one wandb run id per run folder (:mod:`lit_docemb.loggers`) and writ
 ``python -m lit_docemb slurm ...`` writes and submits a SLURM job (:mod:`lit_docemb.slurm`); ``embed`` writes a
 checkpoint's embeddings of a JSONL/TSV file (:mod:`lit_docemb.embed`), ``export`` saves it in Hugging Face /
 sentence-transformers form (:mod:`lit_docemb.export`), ``figures`` draws a run's plots (:mod:`lit_docemb.figures`).
+``python -m lit_docemb evaluate --config ... --ckpt_path ...`` evaluates a checkpoint (:mod:`lit_docemb.eval.evaluate`).
 """
 
 from __future__ import annotations
@@ -59,6 +60,11 @@ def main(args: list[str] | None = None) -> DocEmbCLI | None:
         from lit_docemb.slurm import submit_main
 
         submit_main(argv[1:])
+        return None
+    if argv[:1] == ["evaluate"]:
+        from lit_docemb.eval.evaluate import main as evaluate_main
+
+        evaluate_main(argv[1:])
         return None
     if argv[:1] in (["embed"], ["export"], ["figures"]):
         os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")

@@ -229,19 +229,12 @@ def _checked_folds(folds, path) -> list[list[str]]:
 
 
 def bm25_run(documents: Sequence[Document], queries: Mapping[str, Query], depth: int = 100) -> Run:
-    """A BM25 run over ``documents`` (title + text) with ``bm25s`` (English stopwords, no stemming).
+    """A BM25 run over ``documents`` (:class:`~lit_docemb.eval.bm25.BM25Index`: title + text, ``bm25s``, English
+    stopwords, no stemming).
 
     For corpora without an official run (Robust04): ``write_run(bm25_run(...), "bm25.run")`` once, then
     ``negatives_run: bm25.run``. It holds the whole corpus's tokens in memory.
     """
-    import bm25s
+    from lit_docemb.eval.bm25 import BM25Index
 
-    ids = [doc.id for doc in documents]
-    retriever = bm25s.BM25()
-    retriever.index(bm25s.tokenize([f"{d.title}\n{d.text}" for d in documents], show_progress=False),
-                    show_progress=False)
-    qids = list(queries)
-    rows, scores = retriever.retrieve(bm25s.tokenize([queries[q].text for q in qids], show_progress=False),
-                                      k=min(depth, len(ids)), show_progress=False)
-    return {qid: {ids[r]: float(s) for r, s in zip(rows[i], scores[i], strict=True) if s > 0}
-            for i, qid in enumerate(qids)}
+    return BM25Index(documents).run(queries, depth)

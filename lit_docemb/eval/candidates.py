@@ -29,17 +29,16 @@ from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
-import lightning as L
-import torch
-from lightning.pytorch.utilities import rank_zero_only
-from torch import Tensor
 
 from lit_docemb.data.document import Document
 from lit_docemb.data.jsonl import read_jsonl
 from lit_docemb.data.reading import ReadContext
 from lit_docemb.data.reading import require_path
 from lit_docemb.data.trec import Qrels, read_qrels
+from lit_docemb.eval.dense_search import embed_with_ids
+from lit_docemb.eval.evaluation import Evaluation, EvaluationContext
 from lit_docemb.eval.ranking import rank_and_score
+from lit_docemb.losses.distributed import rank
 from lit_docemb.methods.base import EmbeddingMethod
 
 LAYOUT = ("<root>/candidates.jsonl and <root>/test.jsonl (lit_docemb JSONL documents) and <root>/qrels.txt "
@@ -76,32 +75,12 @@ def read_candidate_task(root: str | Path) -> CandidateTask:
     return CandidateTask(candidates, queries, qrels, +stats)
 
 
-@torch.no_grad()
-def embed_documents(module: EmbeddingMethod, documents: list[Document],
-                    batch_size: int = 256) -> tuple[list[str], Tensor, int]:
-    """(ids, embeddings, skipped) of the documents the method can represent, through its predict collator."""
-    collate = module.collator("predict")
-    was_training = module.training
-    module.eval()
-    ids, chunks, skipped = [], [], 0
-    for start in range(0, len(documents), batch_size):
-        batch = collate(documents[start:start + batch_size])
-        skipped += getattr(batch, "skipped", 0)
-        if len(batch):
-            chunks.append(module.embed(module.transfer_batch_to_device(batch, module.device, 0)).float().cpu())
-            ids.extend(batch.ids)
-    module.train(was_training)
-    if not chunks:
-        raise ValueError(f"{type(module).__name__} could represent none of {len(documents)} documents")
-    return ids, torch.cat(chunks), skipped
-
-
 def evaluate_candidates(module: EmbeddingMethod, task: CandidateTask, k: int = 20,
                         batch_size: int = 256) -> dict[str, float]:
     """Top-``k`` P/R/F1, MAP, NDCG, bpref of the test documents ranking the candidates, plus counts."""
-    candidate_ids, candidates, skipped_candidates = embed_documents(module, task.candidates, batch_size)
+    candidate_ids, candidates, skipped_candidates = embed_with_ids(module, task.candidates, batch_size)
     query_docs = [d for d in task.queries if d.id in task.qrels]
-    query_ids, queries, skipped_queries = embed_documents(module, query_docs, batch_size)
+    query_ids, queries, skipped_queries = embed_with_ids(module, query_docs, batch_size)
     scores = module.similarity(queries.to(module.device), candidates.to(module.device)).cpu()  # (Q, N)
     qrels = {qid: task.qrels[qid] for qid in query_ids}
     metrics = rank_and_score(scores, query_ids, candidate_ids, qrels, k)
@@ -110,9 +89,11 @@ def evaluate_candidates(module: EmbeddingMethod, task: CandidateTask, k: int = 2
     return metrics
 
 
-class CandidateRanking(L.Callback):
-    """Candidate ranking on a task folder at the end of training (and every ``every_n_epochs`` epochs),
-    logged as ``ranking/<metric>`` (``ranking/P@20``, ``ranking/map``...) and printed; global rank 0 only.
+class CandidateRanking(Evaluation):
+    """Candidate ranking on a task folder at the end of training (and every ``every_n_epochs`` epochs), logged as
+    ``ranking/<metric>`` (``ranking/P@20``, ``ranking/map``...) and printed as ``ranking {json}``; usable by
+    ``python -m lit_docemb evaluate`` as ``{class_path: lit_docemb.eval.candidates.CandidateRanking, init_args:
+    {root: ...}}``. Every rank ranks the whole task (the figures are the same on all); rank 0 prints.
 
     Args:
         root: The task folder (see :mod:`lit_docemb.eval.candidates`).
@@ -121,29 +102,23 @@ class CandidateRanking(L.Callback):
         every_n_epochs: Also evaluate after every n-th training epoch; ``None``: only at the end.
     """
 
+    name = "candidate_ranking"
+
     def __init__(self, root: str, k: int = 20, batch_size: int = 256, every_n_epochs: int | None = None) -> None:
-        self.root, self.k, self.batch_size, self.every_n_epochs = root, k, batch_size, every_n_epochs
+        super().__init__(every_n_epochs=every_n_epochs, at_train_end=True, batch_size=batch_size)
+        self.root, self.k = root, k
         self.task: CandidateTask | None = None
         self.results: dict[str, float] | None = None
 
-    def _run(self, trainer: L.Trainer, module: EmbeddingMethod) -> None:
+    def evaluate(self, context: EvaluationContext) -> dict[str, float]:
         if self.task is None:
             self.task = read_candidate_task(self.root)
         started = time.perf_counter()
-        self.results = evaluate_candidates(module, self.task, self.k, self.batch_size)
+        self.results = evaluate_candidates(context.method, self.task, self.k, self.batch_size)
         self.results["seconds"] = time.perf_counter() - started
-        for logger in trainer.loggers:
-            logger.log_metrics({f"ranking/{k}": v for k, v in self.results.items()}, step=trainer.global_step)
-        print("ranking " + json.dumps({k: round(v, 4) for k, v in self.results.items()}))
-
-    @rank_zero_only
-    def on_train_epoch_end(self, trainer: L.Trainer, pl_module: EmbeddingMethod) -> None:
-        if self.every_n_epochs and (trainer.current_epoch + 1) % self.every_n_epochs == 0:
-            self._run(trainer, pl_module)
-
-    @rank_zero_only
-    def on_train_end(self, trainer: L.Trainer, pl_module: EmbeddingMethod) -> None:
-        self._run(trainer, pl_module)
+        if rank() == 0:
+            print("ranking " + json.dumps({k: round(v, 4) for k, v in self.results.items()}))
+        return {f"ranking/{k}": v for k, v in self.results.items()}
 
 
 def evaluate_checkpoint(checkpoint: str, root: str, method: str = "lit_docemb.methods.CTPE", k: int = 20,

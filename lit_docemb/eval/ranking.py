@@ -22,7 +22,7 @@ from collections.abc import Sequence
 import pytrec_eval
 from torch import Tensor
 
-from lit_docemb.data.trec import Qrels, Run
+from lit_docemb.data.trec import Qrels, Run, ranked
 
 
 def top_k_run(scores: Tensor, query_ids: Sequence[str], candidate_ids: Sequence[str], k: int = 20,
@@ -69,3 +69,66 @@ def rank_and_score(scores: Tensor, query_ids: Sequence[str], candidate_ids: Sequ
                    k: int = 20) -> dict[str, float]:
     """:func:`ranking_metrics` of the top-``k`` run of a (Q, N) score matrix."""
     return ranking_metrics(top_k_run(scores, query_ids, candidate_ids, k), qrels, k)
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# Retrieval measures by name (Graph-RoBERTa Tables 3-5, MSMARCO)
+# ---------------------------------------------------------------------------------------------------------------------
+
+RETRIEVAL_MEASURES = ("mrr@10", "mrr@100", "ndcg@10", "ndcg@20", "P@5", "P@10", "P@20", "map", "recall@100", "bpref")
+"""The measures :func:`retrieval_metrics` reports by default."""
+
+_TREC_NAMES = {"ndcg": "ndcg_cut", "P": "P", "recall": "recall", "map": "map_cut"}
+
+
+def trec_measure(name: str) -> tuple[str, int | None]:
+    """(trec_eval measure, run cut-off) of a measure name: ``mrr@k`` is ``recip_rank`` on each query's top ``k``
+    (trec_eval has no cut of it; MSMARCO's MRR@10), ``ndcg@k`` → ``ndcg_cut.k``, ``P@k`` → ``P.k``,
+    ``recall@k`` → ``recall.k``, ``map@k`` → ``map_cut.k``; ``map``, ``ndcg``, ``bpref``, ``recip_rank`` as is."""
+    base, _, cut = name.partition("@")
+    if not cut:
+        if name in ("map", "ndcg", "bpref", "recip_rank"):
+            return name, None
+    elif cut.isdigit() and int(cut) > 0:
+        if base == "mrr":
+            return "recip_rank", int(cut)
+        if base in _TREC_NAMES:
+            return f"{_TREC_NAMES[base]}.{cut}", None
+    raise ValueError(f"unknown measure {name!r}: use mrr@k, ndcg@k, P@k, recall@k, map@k, map, ndcg, bpref")
+
+
+def cut_run(run: Run, depth: int) -> Run:
+    """Each query's top ``depth`` documents in trec_eval's order (score descending, ties by docid descending)."""
+    return {qid: dict(ranked(docs)[:depth]) for qid, docs in run.items()}
+
+
+def per_query_metrics(run: Run, qrels: Qrels,
+                      measures: Sequence[str] = RETRIEVAL_MEASURES) -> dict[str, dict[str, float]]:
+    """{query id: {measure: value}} for every query of ``qrels`` with a relevant document (relevance > 0); a
+    query missing from the run (or with nothing retrieved) scores 0, as with ``trec_eval -c``."""
+    judged = {qid: rels for qid, rels in qrels.items() if any(r > 0 for r in rels.values())}
+    if not judged:
+        raise ValueError("no query of the qrels has a relevant document (relevance > 0)")
+    run = {qid: docs for qid, docs in run.items() if qid in judged and docs}
+    by_cut: dict[int | None, dict[str, str]] = {}  # run cut-off → {trec_eval measure: our name}
+    for name in measures:
+        measure, cut = trec_measure(name)
+        by_cut.setdefault(cut, {})[measure] = name
+    out = {qid: {} for qid in judged}
+    for cut, names in by_cut.items():
+        evaluated = pytrec_eval.RelevanceEvaluator(judged, set(names)).evaluate(
+            run if cut is None else cut_run(run, cut))
+        for qid in judged:
+            values = evaluated.get(qid, {})
+            for measure, name in names.items():
+                out[qid][name] = float(values.get(measure.replace(".", "_"), 0.0))
+    return out
+
+
+def retrieval_metrics(run: Run, qrels: Qrels, measures: Sequence[str] = RETRIEVAL_MEASURES) -> dict[str, float]:
+    """Mean of each measure (see :func:`trec_measure`) over the judged queries (:func:`per_query_metrics`), plus
+    ``queries``: trec_eval's values averaged as ``trec_eval -c`` does."""
+    values = per_query_metrics(run, qrels, measures)
+    means = {name: sum(q[name] for q in values.values()) / len(values) for name in measures}
+    means["queries"] = float(len(values))
+    return means
