@@ -29,6 +29,8 @@ def wikir_sections(text: str) -> list[Section]:
     structure, as Graph-RoBERTa did) is split with the heading heuristic of
     :func:`~lit_docemb.data.wikipedia_formats.split_plain_text_sections`; empty sections are dropped.
     """
+    if not text.strip():
+        return []
     if "\n" not in text.strip():
         return [Section("", " ".join(text.split()))]
     return [s for s in split_plain_text_sections(text) if s.text.strip()]

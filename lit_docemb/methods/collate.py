@@ -24,6 +24,15 @@ def tokenize(tokenizer: PreTrainedTokenizerBase, texts: list[str], max_length: i
     return TokenBatch(encoded["input_ids"], encoded["attention_mask"])
 
 
+def has_content(tokens: TokenBatch, tokenizer: PreTrainedTokenizerBase) -> torch.Tensor:
+    """(N,) bool: whether each row holds a token besides [CLS], [SEP] and padding. A text of control or format
+    characters has words but no tokens once the tokenizer's normaliser removes them: such a view is empty."""
+    frame = [i for i in (tokenizer.cls_token_id, tokenizer.sep_token_id, tokenizer.bos_token_id,
+                         tokenizer.eos_token_id, tokenizer.pad_token_id) if i is not None]
+    real = tokens.attention_mask.bool() & ~torch.isin(tokens.input_ids, torch.tensor(frame, dtype=torch.long))
+    return real.any(dim=1)
+
+
 def document_text(doc: Document, with_title: bool) -> str:
     body = doc.text
     return f"{doc.title}\n\n{body}" if with_title and doc.title else body

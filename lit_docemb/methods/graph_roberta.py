@@ -65,8 +65,10 @@ class PassageGraphBuilder:
     Items are :class:`~lit_docemb.data.document.Document` (split with
     :func:`~lit_docemb.data.text.chunk_passages` and tokenized here) or
     :class:`~lit_docemb.data.passage_cache.TokenizedPassages` (the DataModule's passage cache: split and
-    tokenized once, with the same parameters); both give the same ids. A document without words gets one
-    passage of its title (possibly empty), so it still has a node.
+    tokenized once, with the same parameters); both give the same ids. A passage left without a token besides
+    the special ones (its words were control characters that the tokenizer drops) is left out; a document without
+    any other passage keeps one (possibly empty: its title, or nothing), so it still has a node to embed, and
+    training skips it with the documents of fewer than two passages.
     """
 
     def __init__(self, tokenizer, words_per_passage: int, max_passage_tokens: int, graph: GraphType) -> None:
@@ -89,10 +91,14 @@ class PassageGraphBuilder:
                 texts += [""] if count == 0 else []
         pending = iter(self.tokenizer(texts, truncation=True, max_length=self.max_passage_tokens)["input_ids"]
                        if texts else [])
+        frame = {i for i in (self.tokenizer.cls_token_id, self.tokenizer.sep_token_id, self.tokenizer.bos_token_id,
+                             self.tokenizer.eos_token_id, self.tokenizer.pad_token_id) if i is not None}
         for graph in out:
             for passage in graph:
                 if not passage.ids:
                     passage.ids = next(pending)
+            # words of control characters leave no token: such a passage is no node (a document keeps one)
+            graph[:] = [p for p in graph if not frame.issuperset(p.ids)] or graph[:1]
         return out
 
     def edges(self, passages: list[TokenPassage]) -> Tensor:
