@@ -42,8 +42,9 @@ FUZZ = settings.get_profile("fuzz")
 WORDNET = Path("/usr/share/wordnet")
 
 # --------------------------------------------------------------------------------------------- input classes
-_WORDS = ("the cat sat on a mat . Dr. Smith met Mr. Jones ! e.g. U.S. 3.14 ? film good strong big car "
-          "house weak movie large fast … 「本」。 naïve café").split()
+_WORDS = ["the", "cat", "sat", "on", "a", "mat", ".", "Dr.", "Smith", "met", "Mr.", "Jones", "!", "e.g.", "U.S.",
+          "3.14", "?", "film", "good", "strong", "big", "car", "house", "weak", "movie", "large", "fast", "…",
+          "「本」。", "naïve", "café"]
 _WHITESPACE = " \t\n\r\x0b\x0c\x1c\x1d\x1e\x85\xa0\u1680\u2000\u2028\u2029\u202f\u3000"
 
 #: UTF-8 bytes with invalid sequences, decoded as every corpus reader decodes them.
@@ -242,3 +243,190 @@ def test_graph_roberta_views_from_documents_and_from_the_cache(tokenizer, docs, 
     assert torch.equal(from_cache.view_a.passages.input_ids, batch.view_a.passages.input_ids)
     assert torch.equal(from_cache.view_b.passage_counts, batch.view_b.passage_counts)
     assert from_cache.skipped == batch.skipped
+
+
+# ---------------------------------------------------------------------------------------------------- DECA
+VOCABULARY_TEXTS = [
+    "The strong man bought a big car and a large automobile. The weak child liked the film.",
+    "A strong movie is a good film. The big house is large and the small dog is weak.",
+    "People buy cars. The car is fast and the automobile is quick. Impotent rage is not strong.",
+    "They decrease the price and increase the sales. Strong coffee, weak tea, large cup, naïve café.",
+]
+
+
+@pytest.fixture(scope="module")
+def augmenters():
+    if not (WORDNET / "data.noun").is_file():
+        pytest.skip("WordNet database missing: apt-get install -y wordnet-base")
+    from lit_docemb.augment import DocumentAugmenter, Vocabulary
+
+    vocabulary = Vocabulary.from_texts(VOCABULARY_TEXTS)
+    return vocabulary, {name: DocumentAugmenter(name, vocabulary, min_count=1, wordnet_dir=str(WORDNET),
+                                                probability=0.5 if name == "uninformative" else 1.0)
+                        for name in ("wordnet", "antonym", "uninformative")}
+
+
+@FUZZ
+@given(texts, st.one_of(st.integers(), texts), st.sampled_from(["wordnet", "antonym", "uninformative"]))
+@example("a" * 1_000_000, 0, "wordnet").via("million characters")
+@example("strong " * 140_000, "s", "antonym").via("million characters of replaceable words")
+def test_deca_augmentations_are_pure_and_keep_every_word(augmenters, text, seed, name) -> None:
+    from lit_docemb.augment import words_of
+
+    augment = augmenters[1][name]
+    words = augment(text, seed)
+    assert words == augment(text, seed)  # same seed, same augmentation
+    assert all(w and not any(c.isspace() for c in w) for w in words)
+    original = words_of(text)
+    assert len(words) >= len(original) if name != "uninformative" else len(words) == len(original)
+    assert bool(words) == bool(original)
+
+
+@FUZZ
+@given(batches(), st.booleans(), st.sampled_from(["wordnet", "antonym", "uninformative"]))
+@example(huge_batch("strong car " * 100_000), False, "wordnet").via("million characters")
+def test_deca_doc2vecc_batches(augmenters, docs, deterministic, name) -> None:
+    from lit_docemb.methods.deca_collate import (AppendedAugmentationCollator, Doc2VecCPairCollator,
+                                                 WordDocumentCollator, word_index)
+
+    vocabulary, augment = augmenters[0], augmenters[1][name]
+    index = word_index(vocabulary, 1, 1000)
+    pair = Doc2VecCPairCollator(index, augment, 2, 3, 50, deterministic)(docs)
+    assert len(pair) + pair.skipped == len(docs)
+    assert ((pair.words > 0).sum(1) >= 2).all() and ((pair.augmented > 0).sum(1) >= 1).all()
+    assert ((pair.targets > 0).sum(1) >= 1).all()
+    assert len(pair.augmented) == len(pair.targets) == len(pair.doc_index) == len(pair)
+    appended = AppendedAugmentationCollator(index, augment, 2, 3, 50, deterministic)(docs)
+    assert len(appended) + appended.skipped == len(docs)
+    assert ((appended.words > 0).sum(1) >= 3).all()
+    embedded = WordDocumentCollator(index, 50)(docs)
+    assert embedded.ids == [d.id for d in docs]
+
+
+@FUZZ
+@given(batches(), st.booleans())
+@example([Document("ctl", "", [Section("", "strong \x01")])], True).via("a document the tokenizer empties")
+def test_deca_encoder_batches(augmenters, tokenizer, docs, deterministic) -> None:
+    from lit_docemb.methods.deca_collate import AugmentedTextCollator
+
+    batch = AugmentedTextCollator(tokenizer, augmenters[1]["wordnet"], 32, deterministic)(docs)
+    assert len(batch) + batch.skipped == len(docs)
+    assert_no_empty_view(batch.view_a, tokenizer)
+    assert_no_empty_view(batch.view_b, tokenizer)
+
+
+# ---------------------------------------------------------------------------------------------------- CTPE
+headings = st.one_of(texts, st.sampled_from(["Abstract", "Claims", "claims ", "Title", "title"]))
+
+
+@st.composite
+def ctpe_documents(draw) -> list[Document]:
+    docs = draw(st.lists(st.builds(Document, id=st.text(max_size=4), title=texts,
+                                   sections=st.lists(st.builds(Section, heading=headings, text=texts), max_size=3)),
+                         max_size=6))
+    return _distinct_ids(docs)
+
+
+@FUZZ
+@given(ctpe_documents(), st.sampled_from(["title", "before:Claims", 0.2, 0.5, 0.8]), st.booleans(),
+       st.booleans())
+@example([Document("a", "T", [Section("Abstract", "x " * 500_000)]), Document("b", "U", [Section("", "y z")])],
+         "title", False, False).via("million characters")
+def test_ctpe_pairs(tiny_encoder_dir, docs, pos, deterministic, transformer) -> None:
+    from lit_docemb.methods.ctpe_collate import CoupledDocumentCollator, CoupledPairCollator, PairSplitter
+    from lit_docemb.methods.ctpe_sampling import PartnerSampler
+    from lit_docemb.methods.ctpe_text import HFTokenIds, WordTokenizer
+
+    if transformer:
+        tokenizer = HFTokenIds(tiny_encoder_dir)
+    else:
+        tokenizer = WordTokenizer.from_texts(VOCABULARY_TEXTS)
+    splitter = PairSplitter(tokenizer, pos, 16)
+    sampler = PartnerSampler(docs, [d.id for d in docs])
+    batch = CoupledPairCollator(splitter, sampler, tokenizer.pad_id, deterministic)(docs)
+    assert len(batch) + batch.skipped == len(docs)
+    for part in (batch.former, batch.latter, batch.negative_former, batch.negative_latter):
+        assert len(part) == len(batch) and part.attention_mask.any(dim=1).all()
+    represented = CoupledDocumentCollator(splitter, tokenizer.pad_id)(docs)
+    assert len(represented.ids) + represented.skipped == len(docs)
+    assert represented.former.attention_mask.any(dim=1).all() and represented.latter.attention_mask.any(1).all()
+
+
+# ------------------------------------------------------------------------------- classifier, dense retrieval
+@FUZZ
+@given(batches(), st.lists(st.one_of(st.none(), st.sampled_from(["pos", "neg", "POS", ""]), texts), min_size=6,
+                           max_size=6))
+def test_classifier_batches(tokenizer, docs, labels) -> None:
+    from lit_docemb.methods.classifier import LabelledCollator
+    from lit_docemb.methods.docsplit import DocumentCollator
+
+    for doc, label in zip(docs, labels):
+        doc.label = label
+    batch = LabelledCollator(DocumentCollator(tokenizer, 32, True), ["pos", "neg"])(docs)
+    assert len(batch) + batch.skipped == len(docs) and len(batch.inputs) == len(batch)
+    assert batch.targets.tolist() == [["pos", "neg"].index(d.label) for d in docs if d.label in ("pos", "neg")]
+
+
+@FUZZ
+@given(st.lists(st.tuples(st.text(max_size=6), texts), min_size=1, max_size=6), batches(max_size=3),
+       st.integers(0, 2))
+@example([("q", "\x01\x02 \u200b")], [Document("d", "", [Section("", "text")])], 0).via("control-character query")
+@example([("q", "\ufffd\u0301")], [Document("d", "", [Section("", "text")])], 0).via("query the normaliser empties")
+def test_dense_retrieval_batches_from_the_queries_file(tmp_path_factory, tokenizer, lines, docs, k) -> None:
+    """Query lines as a TSV file through the reader, then (query, positive, negatives) through the collator."""
+    from lit_docemb.data.retrieval import RetrievalExample
+    from lit_docemb.data.trec import read_queries
+    from lit_docemb.methods.dense_retrieval import QueryDocumentCollator
+    from lit_docemb.methods.docsplit import DocumentCollator
+
+    path = tmp_path_factory.mktemp("queries") / "queries.tsv"
+    path.write_bytes(b"".join(f"{qid}\t{text}".encode("utf-8", "surrogatepass").replace(b"\n", b" ") + b"\n"
+                              for qid, text in lines))
+    queries = read_queries(path)
+    corpus = [d for d in docs if not d.is_empty()] or [Document("d", "", [Section("", "text")])]
+    examples = [RetrievalExample(q.id, q.text, corpus[0], corpus[1:1 + k]) for q in queries.values()]
+    batch = QueryDocumentCollator(DocumentCollator(tokenizer, 32, True))(examples)
+    assert len(batch) == len(examples) and len(batch.documents) == len(examples) + sum(map(len, (e.negatives
+                                                                                             for e in examples)))
+    assert_no_empty_view(batch.queries.tokens, tokenizer)
+
+
+# ------------------------------------------------------------------------------------------- corpus reader
+json_values = st.recursive(st.one_of(st.none(), st.booleans(), st.integers(), st.floats(allow_nan=True), texts),
+                           lambda inner: st.one_of(st.lists(inner, max_size=3),
+                                                   st.dictionaries(st.sampled_from(["heading", "text", "x"]), inner,
+                                                                   max_size=3)),
+                           max_leaves=8)
+records = st.one_of(
+    st.fixed_dictionaries({"id": st.one_of(st.text(max_size=5), st.integers())},
+                          optional={"title": json_values, "text": json_values, "sections": json_values,
+                                    "label": json_values, "metadata": json_values}),
+    json_values,
+)
+
+
+@FUZZ
+@given(st.lists(st.one_of(records.map(json.dumps), st.binary(max_size=40)), max_size=8))
+@example([json.dumps({"id": 1, "text": None}), json.dumps({"id": "2", "sections": [{"heading": None, "text": 5}]}),
+          json.dumps({"id": "3", "title": ["x"], "text": "ok"}), '{"id": "4", "text": "\\ud800 lone"}'])
+def test_jsonl_reader_keeps_or_counts_every_line(tmp_path_factory, tokenizer, lines) -> None:
+    """Any line of a JSONL corpus is a document whose fields are strings, or a counted malformed record; the
+    documents then go through a DocSplit batch."""
+    from lit_docemb.data.jsonl import read_jsonl
+    from lit_docemb.methods.docsplit import SentenceSplitCollator
+
+    path = tmp_path_factory.mktemp("jsonl") / "docs.jsonl"
+    path.write_bytes(b"".join((line.encode() if isinstance(line, str) else line.replace(b"\n", b" ")) + b"\n"
+                              for line in lines))
+    context = ReadContext()
+    docs = read_jsonl(path, context)
+    non_blank = sum(1 for line in path.read_bytes().split(b"\n") if ReadContext().decode(line).strip())
+    assert len(docs) + context.stats["malformed_record"] == non_blank
+    for doc in docs:
+        assert isinstance(doc.id, str) and isinstance(doc.title, str)
+        assert all(isinstance(s.heading, str) and isinstance(s.text, str) for s in doc.sections)
+        assert doc.label is None or isinstance(doc.label, str)
+        assert isinstance(doc.metadata, dict)
+        doc.text.encode("utf-8")  # no lone surrogate from a "\ud800" escape reaches the pipeline
+    batch = SentenceSplitCollator(tokenizer, 32, 0.0, True)(_distinct_ids(docs))
+    assert len(batch) + batch.skipped == len(docs)

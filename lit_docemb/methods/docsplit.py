@@ -78,7 +78,7 @@ class SentenceSplitCollator:
         tokens = tokenize(self.tokenizer, texts, self.max_length)  # (2B, T)
         content = has_content(tokens, self.tokenizer)  # (2B,): words of control characters leave no token
         keep = content[:len(views)] & content[len(views):]  # (B,)
-        kept = [doc for doc, k in zip(kept, keep.tolist()) if k]
+        kept = [doc for doc, k in zip(kept, keep.tolist(), strict=True) if k]
         n = len(kept)
         view_a = TokenBatch(tokens.input_ids[:len(views)][keep], tokens.attention_mask[:len(views)][keep])
         view_b = TokenBatch(tokens.input_ids[len(views):][keep], tokens.attention_mask[len(views):][keep])
