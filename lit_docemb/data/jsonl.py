@@ -50,6 +50,9 @@ class JSONLDataModule(DocumentDataModule):
         self.paths = paths
         self.strict = strict
 
+    def config_paths(self) -> dict[str, tuple[list[str], str]]:
+        return {"paths": (self.paths, "JSONL files")}
+
     def load_documents(self) -> list[Document]:
         context = ReadContext(strict=self.strict, stats=self.stats)
         return [doc for path in self.paths for doc in read_jsonl(path, context)]

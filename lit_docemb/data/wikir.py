@@ -89,6 +89,9 @@ class WIKIRDataModule(RetrievalDataModule):
         self.root, self.run_file, self.cache_dir, self.encoding = Path(root), run_file, cache_dir, encoding
         self.train_split, self.val_split, self.test_split = train_split, val_split, test_split
 
+    def config_paths(self) -> dict[str, tuple[str | None, str]]:
+        return {**super().config_paths(), "root": (str(self.root), "the WIKIR collection folder")}
+
     def load_documents(self) -> ArrowDocuments:
         path = require_path(self.root / "documents.csv", "WIKIR documents", LAYOUT)
         context = ReadContext(strict=self.strict, encoding=self.encoding, stats=self.stats)

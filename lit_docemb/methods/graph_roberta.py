@@ -20,6 +20,7 @@ import random
 from dataclasses import dataclass
 from typing import Literal
 
+import numpy as np
 import torch
 from lightning.pytorch.cli import LRSchedulerCallable, OptimizerCallable
 from torch import Tensor
@@ -29,6 +30,7 @@ from lit_docemb.data.batches import GraphDocumentBatch, PassageGraphBatch, SubDo
 from lit_docemb.data.document import Document
 from lit_docemb.data.passage_cache import PassageCache
 from lit_docemb.data.text import Passage, chunk_passages
+from lit_docemb.errors import ConfigError
 from lit_docemb.losses import InfoNCELoss
 from lit_docemb.methods.base import EmbeddingMethod
 from lit_docemb.methods.docsplit import doc_index
@@ -157,6 +159,13 @@ class GraphDocumentCollator:
                                   [item.id for item in items])
 
 
+def _sections_with_text(item) -> int:
+    """Sections of a document (or of its cached passages) that hold text."""
+    if isinstance(item, Document):
+        return sum(1 for section in item.sections if section.text.strip())
+    return len(np.unique(item.section_index))
+
+
 def concat_graphs(first: PassageGraphBatch, second: PassageGraphBatch) -> PassageGraphBatch:
     """The graphs of ``first`` then those of ``second``, passages padded to a common length."""
     width = max(first.passages.input_ids.shape[1], second.passages.input_ids.shape[1])
@@ -251,6 +260,22 @@ class GraphRoBERTa(EmbeddingMethod):
         # the DataModule splits and tokenizes the corpus's passages once, on disk, and hands us those
         self.passage_cache = PassageCache(self.tokenizer, words_per_passage, max(max_passages, max_passages_inference),
                                           max_passage_tokens, cache_dir=passage_cache_dir) if cache_passages else None
+
+    #: Documents of the corpus looked at to tell whether it has sections.
+    sections_sample = 1000
+
+    def check_corpus(self, datamodule) -> None:
+        """``graph: section`` needs documents of several sections: on a corpus whose documents (the first
+        :attr:`sections_sample`) all have one, the section graph is a star, not the paper's section structure."""
+        corpus = getattr(datamodule, "all_set", None)
+        if self.hparams.graph != "section" or not corpus:
+            return
+        sample = [corpus[i] for i in range(min(len(corpus), self.sections_sample))]
+        if max(map(_sections_with_text, sample)) <= 1:
+            raise ConfigError(f"model.init_args.graph is 'section' but none of the first {len(sample)} documents of "
+                              f"{type(datamodule).__name__} has more than one section: set model.init_args.graph to "
+                              f"'full', or use a corpus with section headings (e.g. WikipediaDataModule, or "
+                              f"JSONLDataModule with \"sections\")")
 
     def collator(self, stage: str):
         hp = self.hparams
