@@ -132,16 +132,18 @@ def test_section_graph_on_a_corpus_without_sections(tiny_encoder_dir, tmp_path, 
 
 @pytest.mark.slow
 def test_grad_cache_with_deepspeed_stops_before_training(tiny_encoder_dir, corpus_jsonl, tmp_path):
-    """The real DeepSpeed strategy (on one CPU process, through the tests' CPU subclass): refused in the method's
-    setup, before DeepSpeed builds its engine and before the first step, as one line."""
+    """The real DeepSpeed strategy (2 CPU processes, through the tests' CPU subclass): refused in the method's
+    setup, before DeepSpeed builds its engine and before the first step, as one line on each rank."""
     cmd = [sys.executable, "-m", "lit_docemb",
            *fit_args(tiny_encoder_dir, corpus_jsonl, tmp_path, "--model.grad_cache_token_budget=128",
-                     "--trainer.strategy=cpu_deepspeed.CPUDeepSpeedStrategy", "--trainer.strategy.processes=1",
+                     "--trainer.strategy=cpu_deepspeed.CPUDeepSpeedStrategy", "--trainer.strategy.stage=2",
+                     "--trainer.devices=2",
                      "--trainer.callbacks+=lit_docemb.callbacks.RunCheckpoint")]
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(TESTS), os.environ.get("PYTHONPATH", "")])}
     result = subprocess.run(cmd, capture_output=True, text=True, timeout=300, env=env)
     assert result.returncode == 2, result.stderr[-3000:]
-    assert result.stderr.strip().splitlines()[-1].startswith(
-        "error: model.init_args.grad_cache_token_budget is not supported with DeepSpeed")
+    errors = [line for line in result.stderr.splitlines() if line.startswith("error")]
+    assert errors and all(line.startswith("error: model.init_args.grad_cache_token_budget is not supported with "
+                                          "DeepSpeed") for line in errors), result.stderr[-3000:]
     assert "Traceback" not in result.stderr
     assert not (tmp_path / "checkpoints").exists()

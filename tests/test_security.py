@@ -10,6 +10,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 import torch
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -57,6 +58,7 @@ def test_model_folder_asking_for_remote_code_does_not_run_it(tiny_encoder_dir, t
     assert not marker.exists()
 
 
+@pytest.mark.slow
 def test_secrets_from_the_environment_never_reach_the_run_folder(tiny_encoder_dir, corpus_jsonl, tmp_path):
     """A tiny fit with the CSV and the (offline) wandb loggers, checkpoints and the saved config, run with
     ``WANDB_API_KEY``, ``HF_TOKEN`` and ``HUGGING_FACE_HUB_TOKEN`` set: no file under the run folder, and nothing the
