@@ -4,8 +4,9 @@ Every :class:`~lit_docemb.methods.base.EmbeddingMethod` is a ``--model`` and eve
 :class:`~lit_docemb.data.datamodule.DocumentDataModule` a ``--data``; ``--help`` lists the known ones.
 A config that cannot run (:class:`~lit_docemb.errors.ConfigError`: a missing data path, options that do not go
 together) ends the command before training with ``error: <message naming the key>`` and status 2, like an
-unknown key or a wrong type. A fit keeps one wandb run id per run folder (:mod:`lit_docemb.loggers`) and writes checkpoints atomically
-(:class:`~lit_docemb.callbacks.AtomicCheckpointIO`, unless the config names another CheckpointIO).
+unknown key or a wrong type. A fit keeps one wandb run id per run folder (:mod:`lit_docemb.loggers`) and writes
+checkpoints atomically (:class:`~lit_docemb.callbacks.AtomicCheckpointIO`, unless the config names another
+CheckpointIO).
 ``python -m lit_docemb slurm ...`` writes and submits a SLURM job (:mod:`lit_docemb.slurm`).
 """
 

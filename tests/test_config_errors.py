@@ -3,21 +3,20 @@ unknown keys, wrong types, missing data paths, options that cannot go together. 
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 from pathlib import Path
 
+import lightning as L
 import pytest
+import torch
 from lightning.pytorch.callbacks import Callback
+from lightning.pytorch.strategies import DeepSpeedStrategy
 from test_data_wikir import _write_wikir
 
 from lit_docemb.cli import DocEmbCLI, main, one_line_parse_error
 from lit_docemb.data import JSONLDataModule, MSMARCODataModule, Robust04DataModule, WikipediaDataModule
 from lit_docemb.data.wikir import WIKIRDataModule
 from lit_docemb.errors import ConfigError
-
-TESTS = Path(__file__).resolve().parent
+from lit_docemb.methods import DocSplit
 
 
 def fit_args(encoder: str, corpus: str, root: Path, *extra: str) -> list[str]:
@@ -130,20 +129,25 @@ def test_section_graph_on_a_corpus_without_sections(tiny_encoder_dir, tmp_path, 
     assert not (tmp_path / "checkpoints").exists()
 
 
-@pytest.mark.slow
+class OneProcessDeepSpeed(DeepSpeedStrategy):
+    """Lightning's DeepSpeed strategy in this CPU process, without a process group (the fit below stops before
+    DeepSpeed would build its engine)."""
+
+    def setup_environment(self) -> None:
+        pass
+
+
 def test_grad_cache_with_deepspeed_stops_before_training(tiny_encoder_dir, corpus_jsonl, tmp_path):
-    """The real DeepSpeed strategy (2 CPU processes, through the tests' CPU subclass): refused in the method's
-    setup, before DeepSpeed builds its engine and before the first step, as one line on each rank."""
-    cmd = [sys.executable, "-m", "lit_docemb",
-           *fit_args(tiny_encoder_dir, corpus_jsonl, tmp_path, "--model.grad_cache_token_budget=128",
-                     "--trainer.strategy=cpu_deepspeed.CPUDeepSpeedStrategy", "--trainer.strategy.stage=2",
-                     "--trainer.devices=2",
-                     "--trainer.callbacks+=lit_docemb.callbacks.RunCheckpoint")]
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(TESTS), os.environ.get("PYTHONPATH", "")])}
-    result = subprocess.run(cmd, capture_output=True, text=True, timeout=300, env=env)
-    assert result.returncode == 2, result.stderr[-3000:]
-    errors = [line for line in result.stderr.splitlines() if line.startswith("error")]
-    assert errors and all(line.startswith("error: model.init_args.grad_cache_token_budget is not supported with "
-                                          "DeepSpeed") for line in errors), result.stderr[-3000:]
-    assert "Traceback" not in result.stderr
-    assert not (tmp_path / "checkpoints").exists()
+    """Refused in the method's setup, before DeepSpeed builds its engine and before the first step."""
+    started = TrainingStarted()
+    model = DocSplit(tiny_encoder_dir, max_length=32, grad_cache_token_budget=128)
+    strategy = OneProcessDeepSpeed(stage=2, parallel_devices=[torch.device("cpu")])
+    trainer = L.Trainer(accelerator="cpu", strategy=strategy, callbacks=[started], logger=False, max_steps=1,
+                        default_root_dir=tmp_path,
+                        enable_progress_bar=False)
+    with pytest.raises(ConfigError, match="^model.init_args.grad_cache_token_budget is not supported with DeepSpeed"):
+        trainer.fit(model, JSONLDataModule([corpus_jsonl], batch_size=2, num_workers=0))
+    assert not started.started and trainer.global_step == 0
+    from deepspeed import DeepSpeedEngine
+
+    assert trainer.strategy.model is model and not isinstance(trainer.strategy.model, DeepSpeedEngine)  # no engine

@@ -409,6 +409,8 @@ records = st.one_of(
 @given(st.lists(st.one_of(records.map(json.dumps), st.binary(max_size=40)), max_size=8))
 @example([json.dumps({"id": 1, "text": None}), json.dumps({"id": "2", "sections": [{"heading": None, "text": 5}]}),
           json.dumps({"id": "3", "title": ["x"], "text": "ok"}), '{"id": "4", "text": "\\ud800 lone"}'])
+@example([b"\x1f\x9d"]).via("a file that starts with the unix-compress magic")
+@example([b"\x1f\x8b\x08 not gzip"]).via("a file that starts with the gzip magic")
 def test_jsonl_reader_keeps_or_counts_every_line(tmp_path_factory, tokenizer, lines) -> None:
     """Any line of a JSONL corpus is a document whose fields are strings, or a counted malformed record; the
     documents then go through a DocSplit batch."""
@@ -418,10 +420,18 @@ def test_jsonl_reader_keeps_or_counts_every_line(tmp_path_factory, tokenizer, li
     path = tmp_path_factory.mktemp("jsonl") / "docs.jsonl"
     path.write_bytes(b"".join((line.encode() if isinstance(line, str) else line.replace(b"\n", b" ")) + b"\n"
                               for line in lines))
+    data = path.read_bytes()
+    if data.startswith(b"\x1f\x9d"):  # unix-compress magic: the reader refuses the file, naming the fix
+        with pytest.raises(ValueError, match="unix-compress"):
+            read_jsonl(path, ReadContext())
+        return
     context = ReadContext()
     docs = read_jsonl(path, context)
-    non_blank = sum(1 for line in path.read_bytes().split(b"\n") if ReadContext().decode(line).strip())
-    assert len(docs) + context.stats["malformed_record"] == non_blank
+    if data.startswith((b"\x1f\x8b", b"BZh", b"\xfd7zXZ\x00")):  # read as a compressed file: corrupt, counted
+        assert context.stats["corrupt_file"] == 1
+    else:
+        non_blank = sum(1 for line in data.split(b"\n") if ReadContext().decode(line).strip())
+        assert len(docs) + context.stats["malformed_record"] == non_blank
     for doc in docs:
         assert isinstance(doc.id, str) and isinstance(doc.title, str)
         assert all(isinstance(s.heading, str) and isinstance(s.text, str) for s in doc.sections)
