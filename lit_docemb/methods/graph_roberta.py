@@ -33,6 +33,7 @@ from lit_docemb.data.text import Passage, chunk_passages
 from lit_docemb.errors import ConfigError
 from lit_docemb.losses import InfoNCELoss
 from lit_docemb.methods.base import EmbeddingMethod
+from lit_docemb.methods.collate import frame_token_ids
 from lit_docemb.methods.docsplit import doc_index
 from lit_docemb.methods.grad_cache import CacheableBatch, take_rows, token_lengths
 from lit_docemb.models import HFEncoder, resolve_model_path
@@ -93,8 +94,7 @@ class PassageGraphBuilder:
                 texts += [""] if count == 0 else []
         pending = iter(self.tokenizer(texts, truncation=True, max_length=self.max_passage_tokens)["input_ids"]
                        if texts else [])
-        frame = {i for i in (self.tokenizer.cls_token_id, self.tokenizer.sep_token_id, self.tokenizer.bos_token_id,
-                             self.tokenizer.eos_token_id, self.tokenizer.pad_token_id) if i is not None}
+        frame = frame_token_ids(self.tokenizer)
         for graph in out:
             for passage in graph:
                 if not passage.ids:
