@@ -2,8 +2,11 @@
 
 Every :class:`~lit_docemb.methods.base.EmbeddingMethod` is a ``--model`` and every
 :class:`~lit_docemb.data.datamodule.DocumentDataModule` a ``--data``; ``--help`` lists the known ones.
-A fit keeps one wandb run id per run folder (:mod:`lit_docemb.loggers`) and writes checkpoints atomically
-(:class:`~lit_docemb.callbacks.AtomicCheckpointIO`, unless the config names another CheckpointIO).
+A config that cannot run (:class:`~lit_docemb.errors.ConfigError`: a missing data path, options that do not go
+together) ends the command before training with ``error: <message naming the key>`` and status 2, like an
+unknown key or a wrong type. A fit keeps one wandb run id per run folder (:mod:`lit_docemb.loggers`) and writes
+checkpoints atomically (:class:`~lit_docemb.callbacks.AtomicCheckpointIO`, unless the config names another
+CheckpointIO).
 ``python -m lit_docemb slurm ...`` writes and submits a SLURM job (:mod:`lit_docemb.slurm`); ``embed`` writes a
 checkpoint's embeddings of a JSONL/TSV file (:mod:`lit_docemb.embed`), ``export`` saves it in Hugging Face /
 sentence-transformers form (:mod:`lit_docemb.export`), ``figures`` draws a run's plots (:mod:`lit_docemb.figures`).
@@ -14,10 +17,11 @@ from __future__ import annotations
 
 import importlib
 import os
+import re
 import sys
 
 import lightning as L
-from lightning.pytorch.cli import LightningCLI
+from lightning.pytorch.cli import LightningArgumentParser, LightningCLI
 from lightning.fabric.plugins.environments import ClusterEnvironment, SLURMEnvironment
 from lightning.pytorch.plugins.io import CheckpointIO
 
@@ -25,12 +29,48 @@ import lit_docemb.data  # noqa: F401  (registers the DataModules as known subcla
 import lit_docemb.methods  # noqa: F401  (registers the methods)
 from lit_docemb.callbacks import AtomicCheckpointIO, SaveRunConfig, SlurmRequeue
 from lit_docemb.data.datamodule import DocumentDataModule
+from lit_docemb.errors import ConfigError
 from lit_docemb.loggers import configure_wandb_loggers
 from lit_docemb.methods.base import EmbeddingMethod
 
 
+def one_line_parse_error(message: str) -> str:
+    """jsonargparse's report of a bad config (an unknown key, a wrong type), often a dozen lines about union
+    subtypes, as one line that names the full key (``model.init_args.temprature``) and what is wrong with it."""
+    lines = [line.strip() for line in message.splitlines() if line.strip()]
+    keys = re.findall(r'Parser key "([^"]+)"', message)
+    class_paths = re.findall(r"given class_path '([^']+)'", message)
+    unknown = re.search(r"(?:Option|Key) '([^']+)' is not (?:accepted|expected)", message)
+    if not keys and not unknown:
+        return lines[0] if lines else message
+    path = keys[:1] + (["init_args"] if class_paths and keys else []) + keys[1:]
+    reasons = [line for line in lines if line.startswith(("Expected", "Value", "Invalid", "Import path", "Not a"))
+               or "does not" in line or "not a valid" in line.lower()]
+    if unknown:
+        path.append(unknown.group(1))
+        reason = f"unknown option of {class_paths[-1]}" if class_paths else "unknown option"
+    else:
+        reason = reasons[0] if reasons else lines[-1]
+    hint = f" (options: --{keys[0]}.help {class_paths[-1].rsplit('.', 1)[-1]})" if class_paths and keys else ""
+    return f"{'.'.join(path)}: {reason}{hint}"
+
+
+class OneLineErrorParser(LightningArgumentParser):
+    """LightningCLI's parser, reporting a bad config in one line naming the key instead of the usage text
+    followed by jsonargparse's nested union errors (``--help`` still prints the usage; ``JSONARGPARSE_DEBUG=1``
+    gives jsonargparse's full report)."""
+
+    def error(self, message: str, ex: Exception | None = None):
+        if not self.exit_on_error or os.environ.get("JSONARGPARSE_DEBUG"):  # raise / jsonargparse's own report
+            return super().error(message, ex)
+        self._logger.error(message)
+        sys.stderr.write(f"error: {one_line_parse_error(message)}\n")
+        self.exit(2)
+
+
 class DocEmbCLI(LightningCLI):
     def __init__(self, *args, **kwargs) -> None:
+        kwargs.setdefault("parser_class", OneLineErrorParser)
         kwargs.setdefault("save_config_callback", SaveRunConfig)
         kwargs.setdefault("save_config_kwargs", {"save_to_log_dir": False})
         super().__init__(EmbeddingMethod, DocumentDataModule, *args, subclass_mode_model=True,
@@ -72,4 +112,8 @@ def main(args: list[str] | None = None) -> DocEmbCLI | None:
         module.main(argv[1:])
         return None
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")  # tokenisation runs in dataloader workers
-    return DocEmbCLI(args=args)
+    try:
+        return DocEmbCLI(args=args)
+    except ConfigError as err:  # found before training started: one line, as jsonargparse reports a bad key
+        print(f"error: {err}", file=sys.stderr)
+        raise SystemExit(2) from err

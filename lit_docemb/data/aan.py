@@ -117,6 +117,9 @@ class AANDataModule(DocumentDataModule):
         self.strict, self.cache_dir = strict, cache_dir
         self.test_set: Dataset | None = None
 
+    def config_paths(self) -> dict[str, tuple[str, str]]:
+        return {"source": (str(self.source), "the AAN folder (LRA TSVs or the network release)")}
+
     def _resolved_layout(self) -> str:
         require_path(self.source, "AAN source", LAYOUT)
         if self.layout != "auto":

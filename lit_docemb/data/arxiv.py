@@ -61,6 +61,9 @@ class ArxivDataModule(DocumentDataModule):
         self.classes, self.category_prefixes = classes, category_prefixes
         self.encoding, self.strict, self.cache_dir = encoding, strict, cache_dir
 
+    def config_paths(self) -> dict[str, tuple[str, str]]:
+        return {"source": (self.source, "the arXiv folder of class folders or the metadata snapshot")}
+
     def load_documents(self) -> ArrowDocuments:
         path = require_path(Path(self.source).expanduser(), "arXiv source", LAYOUT)
         source_format = self.source_format

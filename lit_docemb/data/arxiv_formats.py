@@ -21,7 +21,6 @@ or categories is skipped and counted (``"malformed_line"``) or raises under ``st
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator
 from typing import Any
 
@@ -69,7 +68,7 @@ def iter_arxiv_metadata(path: str, category_prefixes: list[str] | None = None, *
         if not line.strip():
             continue
         try:
-            record = json.loads(line)
+            record = context.json(line)
             if not isinstance(record, dict):
                 raise ValueError("not a JSON object")
             document = arxiv_record_to_document(record)

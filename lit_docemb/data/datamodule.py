@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import os
 from abc import ABC, abstractmethod
 from collections import Counter
 from collections.abc import Callable, Sequence
@@ -31,6 +32,7 @@ import numpy as np
 from torch.utils.data import DataLoader, Dataset
 
 from lit_docemb.data.document import Document
+from lit_docemb.errors import ConfigError
 from lit_docemb.data.sampling import DistributedBatchSampler, ResumableLoader
 
 log = logging.getLogger(__name__)
@@ -107,6 +109,22 @@ class DocumentDataModule(L.LightningDataModule, ABC):
         self.stats: Counter = Counter()
         self.train_set: DocumentDataset | None = None
         self.val_set: DocumentDataset | None = None
+
+    def config_paths(self) -> dict[str, tuple[str | list[str] | None, str]]:
+        """The init arguments that name local files or folders which must exist: argument name → (its value, what
+        it should point at). A subclass adds its own; an argument that may also be a hub name is listed only when
+        it looks like a local path."""
+        return {}
+
+    def prepare_data(self) -> None:
+        """Checks :meth:`config_paths` before anything is read, so that a missing path fails the run before its
+        first step with one message naming the config key."""
+        for key, (value, what) in self.config_paths().items():
+            paths = [] if value is None else [value] if isinstance(value, str | os.PathLike) else value
+            for path in paths:
+                if not os.path.exists(os.path.expanduser(path)):
+                    raise ConfigError(f"data.init_args.{key}: {str(path)!r} does not exist; set it to {what} "
+                                      f"(layout: python -m lit_docemb fit --data.help {type(self).__name__})")
 
     @abstractmethod
     def load_documents(self) -> Sequence[Document]:

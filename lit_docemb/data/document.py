@@ -52,15 +52,39 @@ class Document:
 
     @classmethod
     def from_dict(cls, record: dict[str, Any]) -> Document:
-        """Builds a document from a JSON record: either ``sections`` ([{heading, text}]) or a flat ``text``."""
+        """Builds a document from a JSON record: either ``sections`` ([{heading, text}]) or a flat ``text``.
+
+        ``id`` is a string or an integer; ``title``, ``text``, a section's ``heading`` and ``text`` are strings
+        (``null`` or missing: ""); ``label`` a string, a number or ``null``; ``metadata`` an object or ``null``.
+        Any other type raises TypeError naming the field (readers skip and count such records), so that no
+        document reaches a collator with a number or a list where its text should be.
+        """
+        if not isinstance(record, dict):
+            raise TypeError(f"a document record is a JSON object, got {type(record).__name__}")
+        doc_id = record["id"]
+        if isinstance(doc_id, bool) or not isinstance(doc_id, str | int):
+            raise TypeError(f"field 'id' must be a string or an integer, got {type(doc_id).__name__}")
         if "sections" in record:
-            sections = [Section(s.get("heading", ""), s.get("text", "")) for s in record["sections"]]
+            if not isinstance(record["sections"], list) or not all(isinstance(s, dict) for s in record["sections"]):
+                raise TypeError("field 'sections' must be a list of {\"heading\", \"text\"} objects")
+            sections = [Section(_string(s, "heading", "sections[].heading"), _string(s, "text", "sections[].text"))
+                        for s in record["sections"]]
         else:
-            sections = [Section("", record.get("text", ""))]
-        return cls(
-            id=str(record["id"]),
-            title=record.get("title", "") or "",
-            sections=sections,
-            label=None if record.get("label") is None else str(record["label"]),
-            metadata=record.get("metadata", {}) or {},
-        )
+            sections = [Section("", _string(record, "text", "text"))]
+        label = record.get("label")
+        if label is not None and (isinstance(label, bool) or not isinstance(label, str | int | float)):
+            raise TypeError(f"field 'label' must be a string, a number or null, got {type(label).__name__}")
+        metadata = record.get("metadata") or {}
+        if not isinstance(metadata, dict):
+            raise TypeError(f"field 'metadata' must be an object or null, got {type(metadata).__name__}")
+        return cls(id=str(doc_id), title=_string(record, "title", "title"), sections=sections,
+                   label=None if label is None else str(label), metadata=metadata)
+
+
+def _string(record: dict[str, Any], key: str, name: str) -> str:
+    value = record.get(key)
+    if value is None:
+        return ""
+    if not isinstance(value, str):
+        raise TypeError(f"field {name!r} must be a string or null, got {type(value).__name__}")
+    return value

@@ -29,8 +29,8 @@ def read_jsonl(path: str | Path, context: ReadContext | None = None) -> list[Doc
         if not line.strip():
             continue
         try:
-            documents.append(Document.from_dict(json.loads(line)))
-        except (json.JSONDecodeError, KeyError, TypeError, AttributeError) as err:
+            documents.append(Document.from_dict(context.json(line)))
+        except (json.JSONDecodeError, KeyError, TypeError) as err:
             context.malformed(f"{path}:{line_no}", f"{type(err).__name__}: {err}", EXPECTED)
     return documents
 
@@ -49,6 +49,9 @@ class JSONLDataModule(DocumentDataModule):
         super().__init__(**kwargs)
         self.paths = paths
         self.strict = strict
+
+    def config_paths(self) -> dict[str, tuple[list[str], str]]:
+        return {"paths": (self.paths, "JSONL files")}
 
     def load_documents(self) -> list[Document]:
         context = ReadContext(strict=self.strict, stats=self.stats)

@@ -115,6 +115,11 @@ class LabelledTextDataModule(DocumentDataModule):
         candidates = [root / split, *sorted(p for p in root.glob(f"{split}.*") if table_format_of(p))]
         return next((p for p in candidates if p.exists()), None)
 
+    def config_paths(self) -> dict[str, tuple[str | None, str]]:
+        local = looks_like_local_path(self.source)
+        return {"source": (self.source if local else None, "a labelled-text file or folder, or a hub name"),
+                "test_source": (self.test_source, "a local test file or folder")}
+
     def _is_hf(self) -> bool:
         if self.source_format != "auto":
             return self.source_format == "hf"

@@ -47,7 +47,7 @@ def _iter_jsonl_records(path: str | Path, context: ReadContext) -> Iterator[tupl
         if not line.strip():
             continue
         try:
-            record = json.loads(line)
+            record = context.json(line)
         except json.JSONDecodeError as err:
             context.malformed(f"{path}:{line_no}", f"invalid JSON ({err.msg})", expected, key="malformed_line")
             continue

@@ -106,6 +106,9 @@ class MSMARCODataModule(RetrievalDataModule):
             path = other if other.exists() else path
         return path
 
+    def config_paths(self) -> dict[str, tuple[str | None, str]]:
+        return {**super().config_paths(), "root": (self.root, "the MS MARCO document-ranking folder")}
+
     def load_documents(self) -> ArrowDocuments:
         path = require_path(self._path(self.documents_file), "MS MARCO documents TSV", LAYOUT)
         context = ReadContext(strict=self.strict, encoding=self.encoding, stats=self.stats)

@@ -90,6 +90,10 @@ class OpenWebTextDataModule(DocumentDataModule):
         self.source, self.split, self.text_column = source, split, text_column
         self.strict, self.cache_dir = strict, cache_dir
 
+    def config_paths(self) -> dict[str, tuple[str | None, str]]:
+        local = looks_like_local_path(self.source)
+        return {"source": (self.source if local else None, "an OpenWebText folder or file, or a hub name")}
+
     def _is_hf(self) -> bool:
         path = Path(self.source).expanduser()
         if not path.exists():

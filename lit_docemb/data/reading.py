@@ -6,7 +6,8 @@
   each key are logged); with ``strict=True`` a :class:`MalformedInputError` names the file, the line (or
   archive member) and the expected format instead;
 * undecodable bytes are decoded with ``fallback_encoding`` when one is set, else replaced by U+FFFD
-  (``errors="replace"``), and counted (:meth:`ReadContext.decode`);
+  (``errors="replace"``), and counted (:meth:`ReadContext.decode`); so are JSON escapes of lone surrogates
+  (:meth:`ReadContext.json`);
 * a compressed stream that is corrupt or ends early stops its file with a ``"corrupt_file"`` count
   (:func:`read_lines`);
 * empty documents are dropped and counted under ``"empty_document"`` (:meth:`ReadContext.keep`);
@@ -98,12 +99,38 @@ class ReadContext:
             self.stats[f"undecodable_{unit}"] += 1
             return data.decode(self.encoding, errors="replace")
 
+    def json(self, line: str, unit: str = "record") -> Any:
+        """``json.loads(line)``, with lone surrogates (``"\\ud800"`` escapes that encode no character, which UTF-8
+        and Arrow cannot store) replaced by U+FFFD like undecodable bytes, and counted as ``"undecodable_<unit>"``."""
+        value = json.loads(line)
+        if _SURROGATE_ESCAPE.search(line):
+            repaired = _replace_surrogates(value)
+            if repaired != value:
+                self.stats[f"undecodable_{unit}"] += 1
+            value = repaired
+        return value
+
     def keep(self, document: Document) -> bool:
         """False (and counted) for a document without text."""
         if document.is_empty():
             self.stats["empty_document"] += 1
             return False
         return True
+
+
+_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def _replace_surrogates(value: Any) -> Any:
+    """``value`` (parsed JSON) with every surrogate code point in its strings and keys replaced by U+FFFD."""
+    if isinstance(value, str):
+        return _SURROGATE.sub("\ufffd", value)
+    if isinstance(value, list):
+        return [_replace_surrogates(v) for v in value]
+    if isinstance(value, dict):
+        return {_replace_surrogates(k): _replace_surrogates(v) for k, v in value.items()}
+    return value
 
 
 # ---------------------------------------------------------------------------------------------------------------------

@@ -34,6 +34,7 @@ from lit_docemb.data.datamodule import DocumentDataModule, DocumentDataset, stab
 from lit_docemb.data.document import Document
 from lit_docemb.data.reading import require_path
 from lit_docemb.data.sampling import DistributedBatchSampler, ResumableLoader, SeededBatch
+from lit_docemb.errors import ConfigError
 from lit_docemb.data.trec import RUN_FORMAT, Qrels, Query, iter_run
 
 log = logging.getLogger(__name__)
@@ -300,6 +301,9 @@ class RetrievalDataModule(DocumentDataModule):
         self.cache_dir: str | None = None  # subclasses: where Arrow corpora and run pools are cached
         self.test_set: Dataset | None = None
 
+    def config_paths(self) -> dict[str, tuple[str | None, str]]:
+        return {"negatives_run": (self.negatives_run, f"a run file in {RUN_FORMAT}")}
+
     @abstractmethod
     def load_split(self, name: str) -> QuerySplit:
         """Queries, qrels and default run of the split called ``name``."""
@@ -335,6 +339,11 @@ class RetrievalDataModule(DocumentDataModule):
     def _query_splits(self) -> dict[str, QuerySplit | None]:
         train = self.load_split(self.train_split)
         if self.val_queries_from_train:
+            if self.val_queries_from_train >= len(train.queries):
+                raise ConfigError(f"data.init_args.val_queries_from_train={self.val_queries_from_train} holds out every "
+                                  f"one of the {len(train.queries)} training queries ({self.train_split} split), "
+                                  f"leaving none to train on: set it below {len(train.queries)} (or to 0 to validate on "
+                                  f"the corpus's own validation split)")
             order = sorted(train.queries, key=lambda q: stable_fraction(q, self.seed))
             held_out = set(order[: self.val_queries_from_train])
             val = _restricted(train, lambda q: q in held_out)

@@ -327,6 +327,11 @@ class Robust04DataModule(RetrievalDataModule):
         self.test_split = "test"
         self._judged: tuple[dict[str, Query], Qrels, list[list[str]]] | None = None
 
+    def config_paths(self) -> dict[str, tuple[str | list[str] | None, str]]:
+        return {**super().config_paths(), "documents": (self.sources, "the TREC Disks 4 & 5 files or folders"),
+                "topics": (self.topics_file, "the TREC topics file"), "qrels": (self.qrels_file, "the qrels file"),
+                "folds": (self.folds_file, "the folds file")}
+
     def load_documents(self) -> ArrowDocuments:
         context = ReadContext(strict=self.strict, encoding=self.encoding, fallback_encoding=self.fallback_encoding,
                               stats=self.stats)

@@ -26,6 +26,7 @@ import csv
 import gzip
 import json
 import math
+import unicodedata
 from collections import Counter
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -53,11 +54,18 @@ class Query:
     fields: dict[str, str] = field(default_factory=dict)
 
 
+def has_visible_text(text: str) -> bool:
+    """Whether ``text`` holds a letter, digit, punctuation mark or symbol other than U+FFFD: what a tokenizer's
+    normaliser keeps (BERT's drops control and format characters, U+FFFD and, when stripping accents, combining
+    marks), so that the text cannot tokenize to nothing but special tokens."""
+    return any(c != "\ufffd" and unicodedata.category(c)[0] in "LNPS" for c in text)
+
+
 def read_queries(path, stats: Counter | None = None, strict: bool = False,
                  format: Literal["auto", "tsv", "csv"] = "auto", encoding: str = "utf-8") -> dict[str, Query]:
     """Reads ``qid<TAB>text`` lines, or a CSV with header ``id_left,text_left`` (``format="auto"``: by the
-    ``.csv``/``.csv.gz`` suffix). Lines without both fields, empty queries and repeated ids are skipped and
-    counted."""
+    ``.csv``/``.csv.gz`` suffix). Lines without both fields, empty queries (no letter, digit, punctuation or
+    symbol: whitespace, control and format characters, U+FFFD only) and repeated ids are skipped and counted."""
     context = ReadContext(strict=strict, encoding=encoding, stats=Counter() if stats is None else stats)
     path = require_path(path, "queries file",
                         "a queries file: 'qid<TAB>text' lines, or a CSV with header id_left,text_left")
@@ -69,7 +77,7 @@ def read_queries(path, stats: Counter | None = None, strict: bool = False,
         where = f"{path}, line {line_no}"
         if len(fields) != 2 or not fields[0].strip():
             context.malformed(where, f"{len(fields)} field(s)", expected, key="malformed_query_line")
-        elif not fields[1].strip():
+        elif not has_visible_text(fields[1]):
             context.malformed(where, "empty query text", expected, key="empty_query")
         elif fields[0].strip() in queries:
             context.malformed(where, f"query id {fields[0]!r} seen before", expected, key="duplicate_query_id")

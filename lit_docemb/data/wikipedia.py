@@ -76,6 +76,10 @@ class WikipediaDataModule(DocumentDataModule):
         self.cache_dir = cache_dir
         self.strict = strict
 
+    def config_paths(self) -> dict[str, tuple[str | None, str]]:
+        local = looks_like_local_path(self.source) and not any(ch in self.source for ch in "*?")
+        return {"source": (self.source if local else None, "a Wikipedia parquet / dump file or folder, or a hub name")}
+
     def _local_files(self) -> list[str]:
         pattern = os.path.join(self.source, "*") if os.path.isdir(self.source) else self.source
         return sorted(p for p in glob.glob(pattern) if p.endswith((".parquet", ".xml", ".xml.bz2")))

@@ -29,6 +29,8 @@ def wikir_sections(text: str) -> list[Section]:
     structure, as Graph-RoBERTa did) is split with the heading heuristic of
     :func:`~lit_docemb.data.wikipedia_formats.split_plain_text_sections`; empty sections are dropped.
     """
+    if not text.strip():
+        return []
     if "\n" not in text.strip():
         return [Section("", " ".join(text.split()))]
     return [s for s in split_plain_text_sections(text) if s.text.strip()]
@@ -86,6 +88,9 @@ class WIKIRDataModule(RetrievalDataModule):
         super().__init__(**kwargs)
         self.root, self.run_file, self.cache_dir, self.encoding = Path(root), run_file, cache_dir, encoding
         self.train_split, self.val_split, self.test_split = train_split, val_split, test_split
+
+    def config_paths(self) -> dict[str, tuple[str | None, str]]:
+        return {**super().config_paths(), "root": (str(self.root), "the WIKIR collection folder")}
 
     def load_documents(self) -> ArrowDocuments:
         path = require_path(self.root / "documents.csv", "WIKIR documents", LAYOUT)

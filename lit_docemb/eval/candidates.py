@@ -126,7 +126,7 @@ def evaluate_checkpoint(checkpoint: str, root: str, method: str = "lit_docemb.me
     """Loads a checkpoint of ``method`` (a class path) and ranks the task folder ``root`` with it."""
     module_name, _, class_name = method.rpartition(".")
     cls = getattr(importlib.import_module(module_name), class_name)
-    model = cls.load_from_checkpoint(checkpoint, map_location="cpu", weights_only=False)
+    model = cls.load_from_checkpoint(checkpoint, map_location="cpu", weights_only=True)  # no pickled code
     return evaluate_candidates(model, read_candidate_task(root), k, batch_size)
 
 

@@ -31,6 +31,7 @@ from torch.optim.lr_scheduler import LambdaLR
 
 from lit_docemb.callbacks import RandomStateCheckpoint
 from lit_docemb.data.batches import DocumentBatch
+from lit_docemb.errors import ConfigError
 from lit_docemb.guards import FailFast, NonFiniteGuard
 from lit_docemb.methods.grad_cache import (CacheableBatch, GradCacheOutput, grad_cache_step,
                                            split_rows_by_token_budget)
@@ -243,21 +244,29 @@ class EmbeddingMethod(L.LightningModule, ABC):
     def setup(self, stage: str) -> None:
         if stage == "fit" and self.grad_cache_token_budget is not None:
             self._check_grad_cache()
+        datamodule = getattr(self.trainer, "datamodule", None) if self._trainer is not None else None
+        if stage == "fit" and datamodule is not None:
+            self.check_corpus(datamodule)
+
+    def check_corpus(self, datamodule) -> None:
+        """Refuses, before training starts (the DataModule is set up), a corpus this method's configuration cannot
+        use, with a :class:`~lit_docemb.errors.ConfigError` naming the key; a method with such a requirement
+        overrides it, a wrapper hands it to its backbone."""
 
     def _check_grad_cache(self) -> None:
         """Refuses, before training starts, the combinations in which GradCache would be wrong."""
         key = "model.init_args.grad_cache_token_budget"
         if type(self).cacheable is EmbeddingMethod.cacheable:
-            raise ValueError(f"{key} is set but {type(self).__name__} does not support GradCache: unset it")
+            raise ConfigError(f"{key} is set but {type(self).__name__} does not support GradCache: unset it")
         if not self.automatic_optimization:
-            raise ValueError(f"{key} needs automatic optimisation (the returned loss is backpropagated once)")
+            raise ConfigError(f"{key} needs automatic optimisation (the returned loss is backpropagated once)")
         if isinstance(self.trainer.strategy, DeepSpeedStrategy):
-            raise ValueError(f"{key} is not supported with DeepSpeed: ZeRO partitions parameters "
+            raise ConfigError(f"{key} is not supported with DeepSpeed: ZeRO partitions parameters "
                              f"and gradients, which GradCache's gradient buffer assumes whole. Use "
                              f"strategy: ddp (GradCache already removes the activation memory limit), or unset "
                              f"{key} and keep DeepSpeed.")
         if str(self.trainer.precision) in ("16-mixed", "16"):
-            raise ValueError(f"{key} with precision {self.trainer.precision!r}: fp16 loss scaling does not reach "
+            raise ConfigError(f"{key} with precision {self.trainer.precision!r}: fp16 loss scaling does not reach "
                              f"the sub-batches' backward passes, whose fp16 gradients may underflow. Use precision: "
                              f"bf16-mixed or 32-true.")
 

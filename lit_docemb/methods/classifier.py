@@ -91,6 +91,9 @@ class DocumentClassifier(EmbeddingMethod):
                 log.warning("training labels not in model.init_args.labels are skipped: %s",
                             sorted(found - set(self.hparams.labels))[:20])
 
+    def check_corpus(self, datamodule) -> None:
+        self.backbone.check_corpus(datamodule)
+
     def collator(self, stage: str):
         inner = self.backbone.collator("predict")
         return inner if stage == "predict" else LabelledCollator(inner, self.hparams.labels)

@@ -24,6 +24,20 @@ def tokenize(tokenizer: PreTrainedTokenizerBase, texts: list[str], max_length: i
     return TokenBatch(encoded["input_ids"], encoded["attention_mask"])
 
 
+def frame_token_ids(tokenizer: PreTrainedTokenizerBase) -> set[int]:
+    """The ids that frame a text rather than stand for it: [CLS], [SEP] (or <s>, </s>) and padding."""
+    return {i for i in (tokenizer.cls_token_id, tokenizer.sep_token_id, tokenizer.bos_token_id,
+                        tokenizer.eos_token_id, tokenizer.pad_token_id) if i is not None}
+
+
+def has_content(tokens: TokenBatch, tokenizer: PreTrainedTokenizerBase) -> torch.Tensor:
+    """(N,) bool: whether each row holds a token besides :func:`frame_token_ids`. A text of control or format
+    characters has words but no tokens once the tokenizer's normaliser removes them: such a view is empty."""
+    frame = torch.tensor(sorted(frame_token_ids(tokenizer)), dtype=torch.long)
+    real = tokens.attention_mask.bool() & ~torch.isin(tokens.input_ids, frame)
+    return real.any(dim=1)
+
+
 def document_text(doc: Document, with_title: bool) -> str:
     body = doc.text
     return f"{doc.title}\n\n{body}" if with_title and doc.title else body

@@ -77,6 +77,9 @@ class DenseRetrieval(EmbeddingMethod):
             load_method_checkpoint(backbone, checkpoint)
         self.contrastive = InfoNCELoss(temperature, similarity=similarity, gather_across_devices=gather_across_devices)
 
+    def check_corpus(self, datamodule) -> None:
+        self.backbone.check_corpus(datamodule)
+
     def collator(self, stage: str):
         inner = self.backbone.collator("predict")
         return inner if stage == "predict" else QueryDocumentCollator(inner)

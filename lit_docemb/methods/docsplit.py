@@ -28,7 +28,7 @@ from lit_docemb.data.document import Document
 from lit_docemb.data.text import split_sentences, split_views
 from lit_docemb.losses import InfoNCELoss, MaskedLMLoss
 from lit_docemb.methods.base import EmbeddingMethod
-from lit_docemb.methods.collate import document_text, mask_tokens, tokenize
+from lit_docemb.methods.collate import document_text, has_content, mask_tokens, tokenize
 from lit_docemb.methods.grad_cache import CacheableBatch, take_rows, token_lengths
 from lit_docemb.models import HFEncoder, resolve_model_path
 
@@ -77,9 +77,12 @@ class SentenceSplitCollator:
                 kept.append(doc)
         texts = [a for a, _ in views] + [b for _, b in views]
         tokens = tokenize(self.tokenizer, texts, self.max_length)  # (2B, T)
-        n = len(views)
-        view_a = TokenBatch(tokens.input_ids[:n], tokens.attention_mask[:n])
-        view_b = TokenBatch(tokens.input_ids[n:], tokens.attention_mask[n:])
+        content = has_content(tokens, self.tokenizer)  # (2B,): words of control characters leave no token
+        keep = content[:len(views)] & content[len(views):]  # (B,)
+        kept = [doc for doc, k in zip(kept, keep.tolist(), strict=True) if k]
+        n = len(kept)
+        view_a = TokenBatch(tokens.input_ids[:len(views)][keep], tokens.attention_mask[:len(views)][keep])
+        view_b = TokenBatch(tokens.input_ids[len(views):][keep], tokens.attention_mask[len(views):][keep])
         mlm = None
         if self.mlm_probability > 0:  # also for an empty batch: the MLM head must run on every device (DDP)
             if seed is None:  # validation: masks follow the documents, not the global RNG

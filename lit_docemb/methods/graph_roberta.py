@@ -20,6 +20,7 @@ import random
 from dataclasses import dataclass
 from typing import Literal
 
+import numpy as np
 import torch
 from lightning.pytorch.cli import LRSchedulerCallable, OptimizerCallable
 from torch import Tensor
@@ -29,8 +30,10 @@ from lit_docemb.data.batches import GraphDocumentBatch, PassageGraphBatch, SubDo
 from lit_docemb.data.document import Document
 from lit_docemb.data.passage_cache import PassageCache
 from lit_docemb.data.text import Passage, chunk_passages
+from lit_docemb.errors import ConfigError
 from lit_docemb.losses import InfoNCELoss
 from lit_docemb.methods.base import EmbeddingMethod
+from lit_docemb.methods.collate import frame_token_ids
 from lit_docemb.methods.docsplit import doc_index
 from lit_docemb.methods.grad_cache import CacheableBatch, take_rows, token_lengths
 from lit_docemb.models import HFEncoder, resolve_model_path
@@ -65,8 +68,10 @@ class PassageGraphBuilder:
     Items are :class:`~lit_docemb.data.document.Document` (split with
     :func:`~lit_docemb.data.text.chunk_passages` and tokenized here) or
     :class:`~lit_docemb.data.passage_cache.TokenizedPassages` (the DataModule's passage cache: split and
-    tokenized once, with the same parameters); both give the same ids. A document without words gets one
-    passage of its title (possibly empty), so it still has a node.
+    tokenized once, with the same parameters); both give the same ids. A passage left without a token besides
+    the special ones (its words were control characters that the tokenizer drops) is left out; a document without
+    any other passage keeps one (possibly empty: its title, or nothing), so it still has a node to embed, and
+    training skips it with the documents of fewer than two passages.
     """
 
     def __init__(self, tokenizer, words_per_passage: int, max_passage_tokens: int, graph: GraphType) -> None:
@@ -89,10 +94,13 @@ class PassageGraphBuilder:
                 texts += [""] if count == 0 else []
         pending = iter(self.tokenizer(texts, truncation=True, max_length=self.max_passage_tokens)["input_ids"]
                        if texts else [])
+        frame = frame_token_ids(self.tokenizer)
         for graph in out:
             for passage in graph:
                 if not passage.ids:
                     passage.ids = next(pending)
+            # words of control characters leave no token: such a passage is no node (a document keeps one)
+            graph[:] = [p for p in graph if not frame.issuperset(p.ids)] or graph[:1]
         return out
 
     def edges(self, passages: list[TokenPassage]) -> Tensor:
@@ -149,6 +157,13 @@ class GraphDocumentCollator:
     def __call__(self, items: list) -> GraphDocumentBatch:
         return GraphDocumentBatch(self.builder(self.builder.passages(items, self.max_passages)),
                                   [item.id for item in items])
+
+
+def _sections_with_text(item) -> int:
+    """Sections of a document (or of its cached passages) that hold text."""
+    if isinstance(item, Document):
+        return sum(1 for section in item.sections if section.text.strip())
+    return len(np.unique(item.section_index))
 
 
 def concat_graphs(first: PassageGraphBatch, second: PassageGraphBatch) -> PassageGraphBatch:
@@ -245,6 +260,22 @@ class GraphRoBERTa(EmbeddingMethod):
         # the DataModule splits and tokenizes the corpus's passages once, on disk, and hands us those
         self.passage_cache = PassageCache(self.tokenizer, words_per_passage, max(max_passages, max_passages_inference),
                                           max_passage_tokens, cache_dir=passage_cache_dir) if cache_passages else None
+
+    #: Documents of the corpus looked at to tell whether it has sections.
+    sections_sample = 1000
+
+    def check_corpus(self, datamodule) -> None:
+        """``graph: section`` needs documents of several sections: on a corpus whose documents (the first
+        :attr:`sections_sample`) all have one, the section graph is a star, not the paper's section structure."""
+        corpus = getattr(datamodule, "all_set", None)
+        if self.hparams.graph != "section" or not corpus:
+            return
+        sample = [corpus[i] for i in range(min(len(corpus), self.sections_sample))]
+        if max(map(_sections_with_text, sample)) <= 1:
+            raise ConfigError(f"model.init_args.graph is 'section' but none of the first {len(sample)} documents of "
+                              f"{type(datamodule).__name__} has more than one section: set model.init_args.graph to "
+                              f"'full', or use a corpus with section headings (e.g. WikipediaDataModule, or "
+                              f"JSONLDataModule with \"sections\")")
 
     def collator(self, stage: str):
         hp = self.hparams
