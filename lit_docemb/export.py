@@ -11,15 +11,19 @@
 * ``sentence-transformers``: a model whose ``encode(text)`` returns the same vector as ``embed`` (and the
   method's ``embed``) for that document: DocSplit (and DECA with a Hugging Face encoder) as a plain
   Transformer + Pooling model with the method's pooling and token budget; Graph-RoBERTa as
-  :class:`GraphDocumentModule`, which splits the text into passages and runs the graph encoder. That module is a
-  class of the installed ``lit_docemb`` package (nothing is read from the folder as code), but
-  sentence-transformers >= 6 asks for ``trust_remote_code=True`` before importing any class outside its own
-  namespace: ``SentenceTransformer(folder, trust_remote_code=True)``.
+  :class:`GraphDocumentModule`, which splits the text into passages and runs the graph encoder; CoLDE as
+  :class:`CoLDEDocumentModule`, which cuts the unsplit text into chunks and runs its data encoder (section/chunk
+  embeddings, chunkwise attention and Bi-LSTM, or the mean of the ablations). These modules are classes of the
+  installed ``lit_docemb`` package (nothing is read from the folder as code), but sentence-transformers >= 6 asks
+  for ``trust_remote_code=True`` before importing any class outside its own namespace:
+  ``SentenceTransformer(folder, trust_remote_code=True)``.
 
 A text given to ``encode`` is one document: DocSplit and DECA embed ``title + "\\n\\n" + body`` when the method
 embeds with titles (:func:`~lit_docemb.methods.collate.document_text`), so pass that string; Graph-RoBERTa reads
 it as one untitled section (a multi-section document has passages cut at its section boundaries: embed it with
-``embed`` from JSONL to keep them).
+``embed`` from JSONL to keep them). CoLDE reads it as the document's text (it embeds no title; a multi-section
+document is its sections' tokens in order, each section tokenized on its own, so ``embed`` from JSONL can differ
+by the tokens at section joins).
 
 Adding a method is one small class: a :class:`MethodExport` subclass registered with :func:`register_export`
 (the token encoder it writes in ``hf`` form and the sentence-transformers modules that rebuild its document
@@ -43,11 +47,13 @@ from safetensors.torch import load_file, save_file
 from torch import Tensor, nn
 from transformers import AutoTokenizer
 
-from lit_docemb.data.batches import PassageGraphBatch, TokenBatch
+from lit_docemb.data.batches import PassageGraphBatch, SectionChunks, TokenBatch
 from lit_docemb.data.document import Document, Section
-from lit_docemb.methods import CTPE, DECA, DocSplit, GraphRoBERTa
+from lit_docemb.methods import CTPE, DECA, CoLDE, DocSplit, GraphRoBERTa
 from lit_docemb.methods.base import EmbeddingMethod
+from lit_docemb.methods.colde_collate import SectionChunkCollator
 from lit_docemb.methods.graph_roberta import PassageGraphBuilder
+from lit_docemb.models.colde import CoLDEEncoder
 from lit_docemb.models.encoder import HFEncoder
 from lit_docemb.models.graph_document import GraphDocumentEncoder
 
@@ -279,6 +285,121 @@ class GraphRoBERTaExport(MethodExport):
         return [GraphDocumentModule(str(folder), hp.pooling, hp.node_dim, hp.num_graph_layers, hp.num_heads, hp.graph,
                                     hp.words_per_passage, hp.max_passage_tokens, hp.max_passages_inference,
                                     hp.passage_token_budget, graph_weights=graph)]
+
+
+# --- CoLDE: unsplit document -> chunks -> data encoder ----------------------------------------------------------
+class CoLDEDocumentModule(InputModule):
+    """A sentence-transformers input module running CoLDE's data encoder on a whole text, as CoLDE embeds at
+    evaluation (§4.2): the text, unsplit (one section), is cut into chunks of ``chunk_tokens`` tokens
+    (:class:`~lit_docemb.methods.colde_collate.SectionChunkCollator`), each chunk gets the section and chunk
+    embeddings (when ``augmentation``), is encoded and pooled, and the chunks are aggregated by the chunkwise
+    attention and the Bi-LSTM (``aggregation: lstm``) or averaged (``mean``): the representation before the
+    projection (:class:`~lit_docemb.models.colde.CoLDEEncoder`). Saved as ``config.json``, ``colde.safetensors``
+    (structural embeddings, attention, LSTM) and ``chunk_encoder/`` (a Hugging Face folder with its tokenizer).
+
+    Args:
+        chunk_encoder: Folder of the Hugging Face chunk encoder and tokenizer.
+        pooling: Chunk vector from ``"cls"`` or ``"mean"`` (the method's ``pooling``).
+        chunk_tokens: Tokens per chunk, special tokens included.
+        max_chunks_per_section: Chunks kept per text (``None``: all).
+        chunk_embeddings: Chunk ids embedded.
+        augmentation: Section and chunk embeddings are added to the input embeddings.
+        aggregation: ``"lstm"`` or ``"mean"``.
+        num_sections: Section ids embedded (the method's ``num_sections``).
+        num_heads: Heads of the chunkwise attention.
+        lstm_output_size: Bi-LSTM output size, both directions.
+        chunk_token_budget: Chunks encoded per sub-batch, in padded tokens.
+        colde_weights: Weights besides the chunk encoder (``None``: read ``colde.safetensors`` from beside
+            ``chunk_encoder``).
+    """
+
+    config_keys: ClassVar[list[str]] = ["pooling", "chunk_tokens", "max_chunks_per_section", "chunk_embeddings",
+                                        "augmentation", "aggregation", "num_sections", "num_heads",
+                                        "lstm_output_size", "chunk_token_budget"]
+    save_in_root = True
+
+    def __init__(self, chunk_encoder: str, pooling: str = "cls", chunk_tokens: int = 512,
+                 max_chunks_per_section: int | None = None, chunk_embeddings: int = 512, augmentation: bool = True,
+                 aggregation: str = "lstm", num_sections: int = 2, num_heads: int = 4, lstm_output_size: int = 512,
+                 chunk_token_budget: int = 16384, colde_weights: dict[str, Tensor] | None = None) -> None:
+        super().__init__()
+        self.pooling, self.chunk_tokens, self.max_chunks_per_section = pooling, chunk_tokens, max_chunks_per_section
+        self.chunk_embeddings, self.augmentation, self.aggregation = chunk_embeddings, augmentation, aggregation
+        self.num_sections, self.num_heads, self.lstm_output_size = num_sections, num_heads, lstm_output_size
+        self.chunk_token_budget = chunk_token_budget
+        self.tokenizer = AutoTokenizer.from_pretrained(chunk_encoder)
+        encoder = HFEncoder(chunk_encoder, pretrained=True, pooling=pooling)
+        self.model = CoLDEEncoder(encoder, augmentation, aggregation, num_sections, chunk_embeddings, num_heads,
+                                  lstm_output_size, None, chunk_token_budget)
+        if colde_weights is None:
+            colde_weights = load_file(str(Path(chunk_encoder).parent / "colde.safetensors"))
+        missing, unexpected = self.model.load_state_dict(colde_weights, strict=False)
+        if unexpected or any(not k.startswith("encoder.") for k in missing):
+            raise ValueError(f"CoLDE weights do not fit: missing {missing}, unexpected {unexpected}")
+        self.model.eval()
+        self.collator = SectionChunkCollator(self.tokenizer, 1, chunk_tokens, max_chunks_per_section)
+
+    def preprocess(self, inputs: Sequence[str], prompt: str | None = None, **kwargs) -> dict[str, Any]:
+        """Texts -> their chunks (C, T) with section and chunk ids (C,) and chunks per text (G,)."""
+        texts = [(prompt or "") + text for text in inputs]
+        documents = [Document(str(i), sections=[Section("", text)]) for i, text in enumerate(texts)]
+        batch = self.collator.batch(documents, [0] * len(documents))
+        if batch.skipped:
+            empty = sorted(set(range(len(texts))) - {int(i) for i in batch.ids})
+            raise ValueError(f"CoLDE cannot represent a text without tokens (inputs {empty} of this batch)")
+        sections = batch.sections
+        return {"input_ids": sections.chunks.input_ids, "attention_mask": sections.chunks.attention_mask,
+                "section_ids": sections.section_ids, "chunk_ids": sections.chunk_ids,
+                "chunks_per_section": sections.chunks_per_section}
+
+    def forward(self, features: dict[str, Any], **kwargs) -> dict[str, Any]:
+        sections = SectionChunks(TokenBatch(features["input_ids"], features["attention_mask"]),
+                                 features["section_ids"], features["chunk_ids"], features["chunks_per_section"])
+        features["sentence_embedding"] = self.model(sections, [1] * len(sections)).sections  # (G, D_f)
+        return features
+
+    def get_embedding_dimension(self) -> int:
+        return self.model.output_size
+
+    get_sentence_embedding_dimension = get_embedding_dimension
+
+    def save(self, output_path: str, *args, safe_serialization: bool = True, **kwargs) -> None:
+        output = Path(output_path)
+        self.model.encoder.backbone.save_pretrained(output / "chunk_encoder", safe_serialization=True)
+        self.tokenizer.save_pretrained(output / "chunk_encoder")
+        save_file(colde_weights(self.model), str(output / "colde.safetensors"))
+        self.save_config(str(output))
+
+    @classmethod
+    def load(cls, model_name_or_path: str, subfolder: str = "", **kwargs) -> CoLDEDocumentModule:
+        folder = Path(model_name_or_path) / subfolder
+        if not folder.is_dir():
+            raise FileNotFoundError(f"{folder}: a CoLDE export is a local folder")
+        config = json.loads((folder / cls.config_file_name).read_text())
+        return cls(str(folder / "chunk_encoder"), **{k: config[k] for k in cls.config_keys})
+
+
+def colde_weights(model: CoLDEEncoder) -> dict[str, Tensor]:
+    """The weights of CoLDE's data encoder besides its chunk encoder, without the projection (not used to embed)."""
+    return {k: v.detach().cpu().contiguous() for k, v in model.state_dict().items()
+            if not k.startswith(("encoder.", "projection."))}
+
+
+@register_export(CoLDE)
+class CoLDEExport(MethodExport):
+    """CoLDE: the chunk encoder in ``hf`` form (without the section/chunk embeddings, which sit outside it);
+    :class:`CoLDEDocumentModule` for sentence-transformers."""
+
+    def token_encoder(self) -> tuple[HFEncoder, Any]:
+        return self.method.model.encoder, self.method.tokenizer
+
+    def sentence_transformer_modules(self, scratch: Path) -> list[nn.Module]:
+        hp = self.method.hparams
+        folder = self.save_hf(scratch / "chunk_encoder")
+        return [CoLDEDocumentModule(str(folder), hp.pooling, hp.chunk_tokens, hp.max_chunks_per_section,
+                                    hp.chunk_embeddings, hp.augmentation, hp.aggregation, hp.num_sections,
+                                    hp.num_heads, hp.lstm_output_size, hp.chunk_token_budget,
+                                    colde_weights=colde_weights(self.method.model))]
 
 
 # --- the command ----------------------------------------------------------------------------------------------

@@ -7,7 +7,10 @@ a run logs to wandb, as wandb images and tables.
 * :func:`training_curves`: a run's logged metrics over steps, read by :func:`read_run_metrics` from the run
   folder's CSV logs (``metrics.csv``), wandb run files (offline too) or TensorBoard event files;
 * :class:`EmbeddingFigures`: a callback drawing the embedding map of labelled documents during ``fit`` and logging it;
-* ``python -m lit_docemb figures --run DIR [--embeddings E --input docs.jsonl]``: curves and maps of a finished run.
+* ``python -m lit_docemb figures --run DIR [--embeddings E --input docs.jsonl]``: curves and maps of a finished run;
+  with a run's ``--config`` and ``--ckpt_path``, ``--similarities docs.jsonl`` draws CoLDE's three levels of
+  similarity between those documents (Fig. 4) and ``--attention docs.jsonl`` Graph-RoBERTa's attention heatmap of
+  each document (Fig. 6/7).
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ import argparse
 import csv
 import logging
 import math
+import re
 from collections import defaultdict
 from collections.abc import Sequence
 from pathlib import Path
@@ -367,26 +371,74 @@ def read_embeddings(path: str | Path) -> tuple[list[str], np.ndarray]:
     raise FileNotFoundError(f"{path}: not an embed output (embeddings.parquet, or embeddings.npy with ids.txt)")
 
 
+def model_figures(configs: Sequence[str], ckpt_path: str, output: Path, similarities: str | None = None,
+                  attention: str | None = None) -> list[Path]:
+    """Figures of a trained method on given documents (lit_docemb JSONL or TSV): CoLDE's three levels of
+    similarity between the ``similarities`` documents, in one figure (``similarities.png``); Graph-RoBERTa's
+    last-layer attention of each ``attention`` document (``attention-<id>.png``, mean over heads)."""
+    import torch
+
+    from lit_docemb.embed import read_documents
+    from lit_docemb.export import load_method
+    from lit_docemb.methods import CoLDE, GraphRoBERTa
+    from lit_docemb.methods.colde import similarity_matrices
+
+    method = load_method(configs, ckpt_path)
+    written = []
+    if similarities:
+        if not isinstance(method, CoLDE):
+            raise ValueError(f"--similarities draws CoLDE's similarity levels; the run's method is "
+                             f"{type(method).__name__}")
+        written.append(similarity_heatmaps(similarity_matrices(method, read_documents(similarities)),
+                                           output / "similarities.png"))
+    if attention:
+        if not isinstance(method, GraphRoBERTa):
+            raise ValueError(f"--attention draws Graph-RoBERTa's graph attention; the run's method is "
+                             f"{type(method).__name__}")
+        documents = read_documents(attention)
+        with torch.no_grad():
+            maps = method.predict_step(method.collator("predict")(documents), 0)["attention"]
+        for document, matrix in zip(documents, maps):
+            name = re.sub(r"[^\w.-]", "_", document.id)
+            written.append(attention_heatmap(matrix, output / f"attention-{name}.png", title=document.id))
+    return written
+
+
 def main(args: list[str] | None = None) -> list[Path]:
     parser = argparse.ArgumentParser(prog="python -m lit_docemb figures",
-                                     description="Training curves of a run and maps of its document embeddings.")
+                                     description="Training curves of a run, maps of its document embeddings, "
+                                                 "CoLDE similarity levels and Graph-RoBERTa attention.")
     parser.add_argument("--run", help="run folder (default_root_dir): training curves from its CSV/TensorBoard logs")
     parser.add_argument("--metrics", nargs="*", help="metrics to draw (default: losses and val/*)")
     parser.add_argument("--embeddings", help="an `embed` output (folder, .parquet or .npy)")
     parser.add_argument("--input", help="the documents embedded (JSONL with labels): colours of the map")
     parser.add_argument("--method", choices=["tsne", "umap"], default="tsne")
-    parser.add_argument("--output", help="folder of the PNGs (default: <run>/figures, else <embeddings>/figures)")
+    parser.add_argument("--config", action="append",
+                        help="a trained run's config (for --similarities / --attention); repeat to merge")
+    parser.add_argument("--ckpt_path", help="that run's checkpoint")
+    parser.add_argument("--similarities", help="documents (JSONL/TSV) whose CoLDE similarity levels to draw")
+    parser.add_argument("--attention", help="documents (JSONL/TSV) whose Graph-RoBERTa attention to draw")
+    parser.add_argument("--output", help="folder of the PNGs (default: <run>/figures, else <embeddings>/figures, "
+                                         "else figures)")
     parser.add_argument("--seed", type=int, default=0)
     options = parser.parse_args(args)
-    if not options.run and not options.embeddings:
-        parser.error("give --run (training curves) and/or --embeddings with --input (embedding map)")
+    drawn_by_model = options.similarities or options.attention
+    if not options.run and not options.embeddings and not drawn_by_model:
+        parser.error("give --run (training curves), --embeddings with --input (embedding map), or --config and "
+                     "--ckpt_path with --similarities / --attention")
+    if drawn_by_model and not (options.config and options.ckpt_path):
+        parser.error("--similarities and --attention need the run's --config and --ckpt_path")
+    if (options.config or options.ckpt_path) and not drawn_by_model:
+        parser.error("--config and --ckpt_path are read only with --similarities / --attention")
     if options.output:
         output = Path(options.output)
     elif options.run:
         output = Path(options.run) / "figures"
-    else:
+    elif options.embeddings:
         embeddings = Path(options.embeddings)
         output = (embeddings if embeddings.is_dir() else embeddings.parent) / "figures"
+    else:
+        output = Path("figures")
     written = []
     if options.run:
         written.append(training_curves(read_run_metrics(options.run), output / "training_curves.png",
@@ -401,6 +453,8 @@ def main(args: list[str] | None = None) -> list[Path]:
         path, _ = embedding_map(vectors, [labels.get(i) for i in ids], output / f"embeddings-{options.method}.png",
                                 options.method, seed=options.seed)
         written.append(path)
+    if drawn_by_model:
+        written += model_figures(options.config, options.ckpt_path, output, options.similarities, options.attention)
     for path in written:
         print(f"figures: wrote {path}")
     return written

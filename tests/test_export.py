@@ -13,7 +13,7 @@ from lit_docemb.cli import main
 from lit_docemb.data.document import Document, Section
 from lit_docemb.eval.dense_search import embed_documents
 from lit_docemb.export import ExportError, export
-from lit_docemb.methods import CTPE, DECA, DocSplit, GraphRoBERTa
+from lit_docemb.methods import CTPE, DECA, CoLDE, DocSplit, GraphRoBERTa
 from lit_docemb.methods.collate import document_text
 from lit_docemb.methods.ctpe_text import WordEmbeddings
 
@@ -89,3 +89,47 @@ def test_methods_without_an_export_are_refused_with_embed_named(tmp_path):
     with pytest.raises(ExportError, match="CTPE.*lit_docemb embed"):
         export(CTPE(WordEmbeddings(init="random", dim=8, min_count=1)), tmp_path / "ctpe", "hf")
     assert not (tmp_path / "deca").exists() and not (tmp_path / "ctpe").exists()
+
+
+COLDE = {"chunk_tokens": 24, "num_heads": 2, "lstm_output_size": 16, "projection_size": 8, "chunk_embeddings": 64,
+         "predict_similarities": False}
+
+
+def test_colde_sentence_transformer_equals_embed(no_dropout_encoder_dir, tmp_path):
+    from transformers import AutoModel
+
+    torch.manual_seed(0)
+    args = {"encoder": no_dropout_encoder_dir, **COLDE}
+    method = CoLDE(**args)
+    config, ckpt = save_run(method, tmp_path / "run", args)
+    main(["export", "--config", str(config), "--ckpt_path", str(ckpt), "--output", str(tmp_path / "hf"),
+          "--format", "hf"])
+    assert AutoModel.from_pretrained(tmp_path / "hf").config.hidden_size == 32
+    main(["export", "--config", str(config), "--ckpt_path", str(ckpt), "--output", str(tmp_path / "st")])
+    docs = long_documents()
+    run_embed(config, ckpt, write_tsv(tmp_path / "docs.tsv", docs, bad_lines=False), tmp_path / "out",
+              "--format", "npy")
+    embedded = np.load(tmp_path / "out" / "embeddings.npy")
+    st = SentenceTransformer(str(tmp_path / "st"), device="cpu", local_files_only=True, trust_remote_code=True)
+    vectors = st.encode([d.text for d in docs], batch_size=3)
+    assert vectors.shape == (4, 16) and st.get_embedding_dimension() == 16
+    np.testing.assert_allclose(vectors, embedded, atol=1e-5)
+    np.testing.assert_allclose(vectors, embed_documents(method, docs).numpy(), atol=1e-5)
+    assert not np.allclose(vectors[0], vectors[1])
+    with pytest.raises(ValueError, match="without tokens"):
+        st.encode(["", docs[0].text])
+
+
+def test_colde_ablation_export_follows_its_hparams(no_dropout_encoder_dir, tmp_path):
+    """−Aug −LSTM (no section/chunk embeddings, mean of the chunk vectors): the export has no LSTM weights and
+    still gives ``embed``'s vectors, of the encoder's size."""
+    torch.manual_seed(0)
+    method = CoLDE(no_dropout_encoder_dir, augmentation=False, aggregation="mean", max_chunks_per_section=3,
+                   **COLDE)
+    export(method, tmp_path / "st")
+    st = SentenceTransformer(str(tmp_path / "st"), device="cpu", local_files_only=True, trust_remote_code=True)
+    assert not any("lstm" in name or "structure" in name for name, _ in st.named_parameters())
+    docs = long_documents(3)
+    vectors = st.encode([d.text for d in docs])
+    assert vectors.shape == (3, 32)
+    np.testing.assert_allclose(vectors, embed_documents(method, docs).numpy(), atol=1e-5)

@@ -11,9 +11,11 @@ import numpy as np
 import pytest
 from conftest import _topic_texts
 from lightning.pytorch.loggers import CSVLogger, WandbLogger
+from test_embed import save_run
 
 from lit_docemb.cli import main
 from lit_docemb.data import JSONLDataModule
+from lit_docemb.data.document import Document, Section
 from lit_docemb.figures import (
     EmbeddingFigures,
     embedding_map,
@@ -21,7 +23,8 @@ from lit_docemb.figures import (
     read_run_metrics,
     training_curves,
 )
-from lit_docemb.methods import DocSplit
+from lit_docemb.figures import main as figures_main
+from lit_docemb.methods import CoLDE, DocSplit, GraphRoBERTa
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
@@ -122,3 +125,31 @@ def test_training_curves_from_an_offline_wandb_run(tmp_path, monkeypatch):
     curves = read_run_metrics(tmp_path)
     assert curves["train/loss"] == [(s, pytest.approx(1.0 / (s + 1))) for s in range(5)]
     assert_png(training_curves(curves, tmp_path / "curves.png"))
+
+
+def test_figures_command_draws_colde_similarities_and_graph_attention(tiny_encoder_dir, tmp_path):
+    texts = [t for _, t in _topic_texts()[:3]]
+    docs = tmp_path / "docs.jsonl"
+    docs.write_text("".join(Document(f"d/{i}", "", [Section("", t[:300]), Section("h", t[300:600])]).to_json() + "\n"
+                            for i, t in enumerate(texts)))
+    colde_args = {"encoder": tiny_encoder_dir, "chunk_tokens": 24, "num_heads": 2, "lstm_output_size": 16,
+                  "projection_size": 8, "chunk_embeddings": 32}
+    colde = save_run(CoLDE(**colde_args), tmp_path / "colde", colde_args)
+    graph_args = {"encoder": tiny_encoder_dir, "node_dim": 16, "words_per_passage": 20, "max_passage_tokens": 32,
+                  "cache_passages": False}
+    graph = save_run(GraphRoBERTa(**graph_args), tmp_path / "graph", graph_args)
+
+    def figures(run: tuple[Path, Path], *extra: str) -> list[Path]:
+        return figures_main(["--config", str(run[0]), "--ckpt_path", str(run[1]), "--output", str(tmp_path / "figs"),
+                             *extra])
+
+    assert figures(colde, "--similarities", str(docs)) == [tmp_path / "figs" / "similarities.png"]
+    assert_png(tmp_path / "figs" / "similarities.png")
+    written = figures(graph, "--attention", str(docs))
+    assert [p.name for p in written] == ["attention-d_0.png", "attention-d_1.png", "attention-d_2.png"]
+    for path in written:
+        assert_png(path)
+    with pytest.raises(ValueError, match="CoLDE.*GraphRoBERTa"):
+        figures(graph, "--similarities", str(docs))
+    with pytest.raises(SystemExit):  # a model figure without the run's checkpoint
+        main(["figures", "--similarities", str(docs)])
