@@ -3,7 +3,8 @@
 Every :class:`~lit_docemb.methods.base.EmbeddingMethod` is a ``--model`` and every
 :class:`~lit_docemb.data.datamodule.DocumentDataModule` a ``--data``; ``--help`` lists the known ones.
 A fit keeps one wandb run id per run folder (:mod:`lit_docemb.loggers`) and writes checkpoints atomically
-(:class:`~lit_docemb.callbacks.AtomicCheckpointIO`, unless the config names another CheckpointIO).
+(:class:`~lit_docemb.callbacks.AtomicCheckpointIO`, unless the config names another CheckpointIO) and logs
+documents/s, tokens/s and peak memory (:class:`~lit_docemb.callbacks.Throughput`, unless the config has one).
 ``python -m lit_docemb slurm ...`` writes and submits a SLURM job (:mod:`lit_docemb.slurm`).
 """
 
@@ -19,7 +20,7 @@ from lightning.pytorch.plugins.io import CheckpointIO
 
 import lit_docemb.data  # noqa: F401  (registers the DataModules as known subclasses)
 import lit_docemb.methods  # noqa: F401  (registers the methods)
-from lit_docemb.callbacks import AtomicCheckpointIO, SaveRunConfig, SlurmRequeue
+from lit_docemb.callbacks import AtomicCheckpointIO, SaveRunConfig, SlurmRequeue, Throughput
 from lit_docemb.data.datamodule import DocumentDataModule
 from lit_docemb.loggers import configure_wandb_loggers
 from lit_docemb.methods.base import EmbeddingMethod
@@ -47,6 +48,8 @@ class DocEmbCLI(LightningCLI):
         trainer = super().instantiate_trainer(plugins=plugins, **kwargs)
         if requeue:
             trainer.callbacks.append(SlurmRequeue())
+        if not any(isinstance(c, Throughput) for c in trainer.callbacks):  # documents/s, tokens/s, peak memory
+            trainer.callbacks.append(Throughput())
         return trainer
 
 
