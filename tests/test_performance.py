@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 import torch
 
+from lit_docemb.data.batches import TokenBatch
 from lit_docemb.guards import all_finite
 
 
@@ -25,3 +26,42 @@ def test_all_finite_agrees_with_an_elementwise_check(dtype):
         tensors = [t.to(dtype) for t in tensors]
         expected = all(bool(torch.isfinite(t).all()) for t in tensors)
         assert all_finite(tensors) is expected, tensors
+
+
+def test_length_bucketed_passages_give_the_same_document_embeddings_and_gradients(no_dropout_encoder_dir):
+    from lit_docemb.data.document import Document, Section
+    from lit_docemb.methods import GraphRoBERTa
+
+    torch.manual_seed(0)
+    # sections of 1-9 sentences: full passages and short section tails, passage lengths from 5 to 30 tokens
+    docs = [Document(f"d{i}", "T", [Section(f"S{s}", " ".join(f"Sentence {j} of {s} has words." for j in range(
+        1 + (3 * i + s) % 9))) for s in range(1 + i % 4)]) for i in range(8)]
+    embeddings, gradients = [], []
+    for bucket in (False, True):
+        torch.manual_seed(0)
+        model = GraphRoBERTa(no_dropout_encoder_dir, node_dim=16, words_per_passage=12, max_passage_tokens=32,
+                             attention_dropout=0.0, passage_token_budget=96, bucket_passages=bucket)
+        batch = model.collator("predict")(docs)
+        lengths = batch.graphs.passages.attention_mask.sum(1)
+        assert lengths.min() < lengths.max()  # section tails are shorter: bucketing changes the sub-batches
+        out = model.embed(batch)  # (G, 16)
+        out.square().sum().backward()
+        embeddings.append(out.detach())
+        gradients.append({n: p.grad.clone() for n, p in model.named_parameters() if p.grad is not None})
+    assert (embeddings[0] - embeddings[1]).abs().max().item() <= 1e-5
+    assert gradients[0].keys() == gradients[1].keys() and gradients[0]
+    for name, grad in gradients[0].items():  # float sums in another order: relative to the gradient's size
+        scale = max(grad.abs().max().item(), 1.0)
+        assert (grad - gradients[1][name]).abs().max().item() <= 1e-5 * scale, name
+
+
+def test_bucketed_sub_batches_pad_less():
+    from lit_docemb.methods.grad_cache import split_token_batch
+
+    mask = torch.zeros(12, 40, dtype=torch.long)
+    for row, length in enumerate([40, 3, 5, 38, 4, 6, 39, 2, 5, 37, 4, 3]):
+        mask[row, :length] = 1
+    tokens = TokenBatch(mask.clone(), mask)
+    padded = {sort: sum(p.attention_mask.numel() for p in split_token_batch(tokens, 120, sort)[0])
+              for sort in (False, True)}
+    assert padded[True] < padded[False] / 2, padded
