@@ -65,3 +65,38 @@ def test_bucketed_sub_batches_pad_less():
     padded = {sort: sum(p.attention_mask.numel() for p in split_token_batch(tokens, 120, sort)[0])
               for sort in (False, True)}
     assert padded[True] < padded[False] / 2, padded
+
+
+def test_encoders_use_sdpa_attention_by_default_and_fall_back_cleanly(tiny_encoder_dir, caplog):
+    from lit_docemb.models import HFEncoder
+
+    assert HFEncoder(tiny_encoder_dir).model.config._attn_implementation == "sdpa"
+    fallback = HFEncoder(tiny_encoder_dir, attn_implementation="no_such_kernel")  # an unsupported kernel
+    assert fallback.model.config._attn_implementation != "no_such_kernel"
+    assert "falling back to the default attention implementation" in caplog.text
+
+
+def test_compile_flag_compiles_the_transformer_and_keeps_its_weights(tiny_encoder_dir):
+    from lit_docemb.methods import DocSplit
+
+    eager = DocSplit(tiny_encoder_dir, max_length=32)
+    compiled = DocSplit(tiny_encoder_dir, max_length=32, compile_encoder=True)
+    assert compiled.encoder.backbone._compiled_call_impl is not None
+    assert eager.encoder.backbone._compiled_call_impl is None
+    assert eager.state_dict().keys() == compiled.state_dict().keys()  # checkpoints interchange
+
+
+@pytest.mark.slow
+def test_compiled_encoder_gives_the_same_embeddings(no_dropout_encoder_dir):
+    from lit_docemb.models import HFEncoder
+
+    torch.manual_seed(0)
+    eager = HFEncoder(no_dropout_encoder_dir, pooling="mean").eval()
+    compiled = HFEncoder(no_dropout_encoder_dir, pooling="mean", compile=True).eval()
+    compiled.load_state_dict(eager.state_dict())
+    input_ids = torch.randint(5, 1000, (3, 12))
+    attention_mask = torch.ones_like(input_ids)
+    attention_mask[1, 7:] = 0
+    with torch.no_grad():
+        expected = eager(input_ids, attention_mask)
+        assert (compiled(input_ids, attention_mask) - expected).abs().max().item() <= 1e-5
