@@ -27,7 +27,7 @@ import time
 
 import torch
 
-from common import load_line, machine_line, median_ratio, resampled_documents, write_bert
+from common import load_line, machine_line, resampled_documents, write_bert
 from framework_overhead import plain_step
 from lit_docemb.methods import DocSplit
 
@@ -75,16 +75,18 @@ def main() -> None:
             seconds[name].append(timed_block(model, optimizers[model], block))
     load_after = os.getloadavg()
 
-    speedup = median_ratio(seconds["eager"], seconds["compiled"])
+    ratios = [e / c for e, c in zip(seconds["eager"], seconds["compiled"])]
+    speedup = statistics.median(ratios)
     print(f"\nDocSplit training step (forward, backward, AdamW), random-init BERT {args.layers} × {args.hidden}, batch "
           f"{args.batch_size}, view widths {sorted(widths)} tokens, fp32; {machine_line()}; {args.pairs} interleaved "
           f"block pairs of {args.block} steps after {args.warmup} warm-up steps each.\n")
-    print("| encoder | first steps (s, incl. compilation) | s per step (median) | eager / this |")
+    print("| encoder | first steps (s, incl. compilation) | s per step (median) | eager / this, median of per-block "
+          "ratios (min-max) |")
     print("|---|---:|---:|---:|")
     for name in ("eager", "compiled"):
         step = statistics.median(seconds[name]) / args.block
-        ratio = 1.0 if name == "eager" else speedup
-        print(f"| {name} | {warmup[name]:.1f} | {step:.3f} | {ratio:.2f} |")
+        ratio = "1.00" if name == "eager" else f"{speedup:.2f} ({min(ratios):.2f}-{max(ratios):.2f})"
+        print(f"| {name} | {warmup[name]:.1f} | {step:.3f} | {ratio} |")
     print(f"\n{load_line(load_before, load_after)}.")
 
 
