@@ -1,6 +1,6 @@
 """What every run uses: checkpoints in a fixed run folder written atomically, the random state of every process
-in them (so that a resumed run continues the interrupted one exactly), and the resolved config saved beside
-them (and handed to the loggers)."""
+in them (so that a resumed run continues the interrupted one exactly), the resolved config saved beside
+them (and handed to the loggers), and live throughput figures."""
 
 from __future__ import annotations
 
@@ -9,9 +9,12 @@ import logging
 import os
 import random
 import re
+import resource
 import signal
 import subprocess
+import sys
 import tempfile
+import time
 from typing import Any
 
 import lightning as L
@@ -24,6 +27,7 @@ from lightning.pytorch.callbacks import Callback, ModelCheckpoint
 from lightning.pytorch.cli import SaveConfigCallback
 from lightning.pytorch.plugins.io import TorchCheckpointIO
 
+from lit_docemb.data.batches import count_tokens
 from lit_docemb.losses import distributed
 
 log = logging.getLogger(__name__)
@@ -215,3 +219,76 @@ class SlurmRequeue(Callback):
                 log.error("preemption signal: checkpoint saved, but `scontrol requeue %s` failed: %s", job,
                           result.stderr.strip())
         trainer.should_stop = True
+
+
+def peak_memory_gib(device: torch.device) -> float:
+    """Peak memory of this process so far: CUDA's max allocated bytes on a CUDA device, else the process's
+    peak resident set size (``ru_maxrss``: KiB on Linux, bytes on macOS)."""
+    if device.type == "cuda":
+        return torch.cuda.max_memory_allocated(device) / 2**30
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return peak / 2**30 if sys.platform == "darwin" else peak / 2**20
+
+
+class Throughput(Callback):
+    """Logs ``train/documents_per_s``, ``train/tokens_per_s`` and ``train/peak_memory_gib`` while training,
+    at the trainer's ``log_every_n_steps`` (the steps the loss is logged at, so the dashboard shows them side by
+    side). The command line adds it to every ``fit`` unless the config already has one.
+
+    Rates are per process (one device), over the wall time since the previous logged step: the step itself,
+    waiting for the next batch, logging and callbacks, everything a training run spends. Documents are
+    ``len(batch)`` (the documents trained on, after a collator's skips); tokens are the real, non-padding
+    tokens the encoder reads (:func:`~lit_docemb.data.batches.count_tokens`; a batch without tokens logs no
+    ``tokens_per_s``). Token counts stay on the device until a logged step, so counting adds no
+    synchronisation; on CUDA the logged step waits for the device, so the window ends when its work does.
+
+    Peak memory is CUDA's maximum allocated memory on a GPU, the process's peak resident set size on CPU.
+    Validation runs inside training are left out of the rates.
+    """
+
+    def __init__(self) -> None:
+        self._reset(None)
+
+    def _reset(self, started: float | None) -> None:
+        self._started = started
+        self._paused: float | None = None
+        self._documents = 0
+        self._tokens: torch.Tensor | None = None
+
+    def on_train_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        self._reset(None)
+
+    def on_train_batch_start(self, trainer: L.Trainer, pl_module: L.LightningModule, batch, batch_idx: int) -> None:
+        if self._started is None:
+            self._started = time.perf_counter()
+            return
+        if not trainer._logger_connector.should_update_logs or not trainer.loggers or not self._documents:
+            return
+        device = pl_module.device
+        if device.type == "cuda":
+            torch.cuda.synchronize(device)
+        now = time.perf_counter()
+        seconds = max(now - self._started, 1e-9)
+        metrics = {"train/documents_per_s": self._documents / seconds,
+                   "train/peak_memory_gib": peak_memory_gib(device)}
+        if self._tokens is not None:
+            metrics["train/tokens_per_s"] = float(self._tokens) / seconds
+        for logger in trainer.loggers:
+            logger.log_metrics(metrics, step=trainer.fit_loop.epoch_loop._batches_that_stepped)
+        self._reset(now)
+
+    def on_validation_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        if self._started is not None:
+            self._paused = time.perf_counter()
+
+    def on_validation_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        if self._started is not None and self._paused is not None:
+            self._started += time.perf_counter() - self._paused
+            self._paused = None
+
+    def on_train_batch_end(self, trainer: L.Trainer, pl_module: L.LightningModule, outputs, batch,
+                           batch_idx: int) -> None:
+        self._documents += len(batch)
+        tokens = count_tokens(batch)
+        if tokens is not None:
+            self._tokens = tokens.detach() if self._tokens is None else self._tokens + tokens.detach()

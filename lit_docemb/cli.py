@@ -6,7 +6,8 @@ A config that cannot run (:class:`~lit_docemb.errors.ConfigError`: a missing dat
 together) ends the command before training with ``error: <message naming the key>`` and status 2, like an
 unknown key or a wrong type. A fit keeps one wandb run id per run folder (:mod:`lit_docemb.loggers`) and writes
 checkpoints atomically (:class:`~lit_docemb.callbacks.AtomicCheckpointIO`, unless the config names another
-CheckpointIO).
+CheckpointIO) and logs documents/s, tokens/s and peak memory
+(:class:`~lit_docemb.callbacks.Throughput`, unless the config has one).
 ``python -m lit_docemb slurm ...`` writes and submits a SLURM job (:mod:`lit_docemb.slurm`); ``embed`` writes a
 checkpoint's embeddings of a JSONL/TSV file (:mod:`lit_docemb.embed`), ``export`` saves it in Hugging Face /
 sentence-transformers form (:mod:`lit_docemb.export`), ``figures`` draws a run's plots (:mod:`lit_docemb.figures`).
@@ -27,7 +28,7 @@ from lightning.pytorch.plugins.io import CheckpointIO
 
 import lit_docemb.data  # noqa: F401  (registers the DataModules as known subclasses)
 import lit_docemb.methods  # noqa: F401  (registers the methods)
-from lit_docemb.callbacks import AtomicCheckpointIO, SaveRunConfig, SlurmRequeue
+from lit_docemb.callbacks import AtomicCheckpointIO, SaveRunConfig, SlurmRequeue, Throughput
 from lit_docemb.data.datamodule import DocumentDataModule
 from lit_docemb.errors import ConfigError
 from lit_docemb.loggers import configure_wandb_loggers
@@ -91,6 +92,8 @@ class DocEmbCLI(LightningCLI):
         trainer = super().instantiate_trainer(plugins=plugins, **kwargs)
         if requeue:
             trainer.callbacks.append(SlurmRequeue())
+        if not any(isinstance(c, Throughput) for c in trainer.callbacks):  # documents/s, tokens/s, peak memory
+            trainer.callbacks.append(Throughput())
         return trainer
 
 

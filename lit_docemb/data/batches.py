@@ -2,14 +2,45 @@
 
 Each method names the batch type its collator produces and its steps consume. Lightning moves dataclass
 batches to the device field by field.
+
+Throughput counting (:class:`lit_docemb.callbacks.Throughput`): a batch's documents are ``len(batch)``; its
+tokens are :func:`count_tokens`, the real (non-padding) tokens its encoder reads: the ``num_tokens()`` of the
+batch if it has one (the :class:`CountsTokens` protocol), else the sum over the :class:`TokenBatch` es it holds.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol, runtime_checkable
 
+import torch
 from torch import Tensor
+
+
+@runtime_checkable
+class CountsTokens(Protocol):
+    """A batch that says how many real tokens its encoder reads (a 0-dim tensor, left on the batch's device so
+    that counting never waits for the device)."""
+
+    def num_tokens(self) -> Tensor: ...
+
+
+def count_tokens(batch: Any) -> Tensor | None:
+    """Real tokens of a batch: its ``num_tokens()``, or the sum over the :class:`CountsTokens` inside its
+    dataclass fields, lists, tuples and dict values; ``None`` when it holds none (the batch is not counted)."""
+    if isinstance(batch, CountsTokens):
+        return batch.num_tokens()
+    if dataclasses.is_dataclass(batch) and not isinstance(batch, type):
+        parts = [getattr(batch, f.name) for f in dataclasses.fields(batch)]
+    elif isinstance(batch, (list, tuple)):
+        parts = list(batch)
+    elif isinstance(batch, dict):
+        parts = list(batch.values())
+    else:
+        return None
+    counts = [c for c in map(count_tokens, parts) if c is not None]
+    return torch.stack([c.reshape(()).long() for c in counts]).sum() if counts else None
 
 
 @dataclass
@@ -26,6 +57,9 @@ class TokenBatch:
 
     def __len__(self) -> int:
         return self.input_ids.shape[0]
+
+    def num_tokens(self) -> Tensor:
+        return self.attention_mask.sum()
 
 
 @dataclass

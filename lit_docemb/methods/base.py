@@ -16,7 +16,6 @@ from __future__ import annotations
 import importlib
 import inspect
 import logging
-import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable
 
@@ -141,7 +140,6 @@ class EmbeddingMethod(L.LightningModule, ABC):
         self.scheduler_factory = scheduler
         self.grad_cache_token_budget = grad_cache_token_budget
         self.loss_weights = {}
-        self._step_started: float | None = None
 
     def save_method_hyperparameters(self, ignore: list[str]) -> None:
         """``save_hyperparameters`` from the calling ``__init__``'s own arguments.
@@ -269,14 +267,6 @@ class EmbeddingMethod(L.LightningModule, ABC):
             raise ConfigError(f"{key} with precision {self.trainer.precision!r}: fp16 loss scaling does not reach "
                              f"the sub-batches' backward passes, whose fp16 gradients may underflow. Use precision: "
                              f"bf16-mixed or 32-true.")
-
-    def on_train_batch_start(self, batch, batch_idx: int) -> None:
-        self._step_started = time.perf_counter()
-
-    def on_train_batch_end(self, outputs, batch, batch_idx: int) -> None:
-        if self._step_started is not None:
-            seconds = time.perf_counter() - self._step_started
-            self.log("train/documents_per_second", len(batch) / max(seconds, 1e-9), on_step=True)
 
     # --- optimisation -------------------------------------------------------------------------------
     def configure_optimizers(self):

@@ -66,6 +66,10 @@ class Doc2VecCPairBatch:
     def __len__(self) -> int:
         return self.words.shape[0]
 
+    def num_tokens(self) -> Tensor:
+        """Words read by the encoder: the documents' and their augmentations' (0 is padding)."""
+        return (self.words != 0).sum() + (self.augmented != 0).sum()
+
 
 @dataclass
 class Doc2VecCBatch:
@@ -88,6 +92,10 @@ class Doc2VecCBatch:
 
     def __len__(self) -> int:
         return self.words.shape[0]
+
+    def num_tokens(self) -> Tensor:
+        """Words read by the encoder (0 is padding)."""
+        return (self.words != 0).sum()
 
 
 def word_index(vocabulary: Vocabulary, min_count: int, max_vocabulary: int) -> dict[str, int]:

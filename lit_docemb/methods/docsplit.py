@@ -120,6 +120,7 @@ class DocSplit(EmbeddingMethod):
         symmetric: Also contrast the second view against the first views (the paper's loss is one-sided).
         gather_across_devices: Use the views of all devices as negatives (exact gather with gradient).
         embed_with_title: Prefix the title to the body when embedding whole documents (predict/evaluate).
+        compile_encoder: Compile the transformer with ``torch.compile`` (see ``HFEncoder``'s ``compile``).
         optimizer: Optimizer factory; ``None`` is the paper's AdamW with lr 5e-5.
         scheduler: Optional learning-rate scheduler factory.
         grad_cache_token_budget: GradCache sub-batch size in padded tokens (``None``: off); each view is a
@@ -140,6 +141,7 @@ class DocSplit(EmbeddingMethod):
         symmetric: bool = False,
         gather_across_devices: bool = True,
         embed_with_title: bool = True,
+        compile_encoder: bool = False,
         optimizer: OptimizerCallable | None = None,
         scheduler: LRSchedulerCallable | None = None,
         grad_cache_token_budget: int | None = None,
@@ -147,7 +149,8 @@ class DocSplit(EmbeddingMethod):
         super().__init__(optimizer, scheduler, grad_cache_token_budget)
         self.save_method_hyperparameters(ignore=["optimizer", "scheduler"])
         self.tokenizer = AutoTokenizer.from_pretrained(resolve_model_path(encoder))
-        self.encoder = HFEncoder(encoder, pretrained=pretrained, pooling=pooling, with_mlm_head=mlm_weight > 0)
+        self.encoder = HFEncoder(encoder, pretrained=pretrained, pooling=pooling, with_mlm_head=mlm_weight > 0,
+                                  compile=compile_encoder)
         self.encoder.check_length(max_length, "max_length")
         self.contrastive = InfoNCELoss(temperature, similarity="cos", symmetric=symmetric,
                                        gather_across_devices=gather_across_devices)

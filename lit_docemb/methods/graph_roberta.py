@@ -208,6 +208,9 @@ class GraphRoBERTa(EmbeddingMethod):
         temperature: Divides the dot products (paper: none, i.e. 1.0).
         gather_across_devices: Use the sub-documents of all devices as negatives (exact gather with gradient).
         passage_token_budget: Passages are encoded in sub-batches of at most this many padded tokens.
+        bucket_passages: Form those sub-batches from the passages of the whole batch sorted by length, each
+            padded to its own longest passage (less padding); ``False`` keeps document order.
+        compile_encoder: Compile the transformer with ``torch.compile`` (see ``HFEncoder``'s ``compile``).
         cache_passages: Have the DataModule split and tokenize the corpus's passages once into an on-disk
             cache (:class:`~lit_docemb.data.passage_cache.PassageCache`), read by every later epoch and run.
         passage_cache_dir: Folder of that cache (``None``: the ``datasets`` cache folder).
@@ -237,6 +240,8 @@ class GraphRoBERTa(EmbeddingMethod):
         temperature: float = 1.0,
         gather_across_devices: bool = True,
         passage_token_budget: int = 32768,
+        bucket_passages: bool = True,
+        compile_encoder: bool = False,
         cache_passages: bool = True,
         passage_cache_dir: str | None = None,
         optimizer: OptimizerCallable | None = None,
@@ -251,10 +256,10 @@ class GraphRoBERTa(EmbeddingMethod):
         if max_passages < 2:
             raise ValueError(f"max_passages must be >= 2 to split documents in two, got {max_passages}")
         self.tokenizer = AutoTokenizer.from_pretrained(resolve_model_path(encoder))
-        passage_encoder = HFEncoder(encoder, pretrained=pretrained, pooling=pooling)
+        passage_encoder = HFEncoder(encoder, pretrained=pretrained, pooling=pooling, compile=compile_encoder)
         passage_encoder.check_length(max_passage_tokens, "max_passage_tokens")
         self.model = GraphDocumentEncoder(passage_encoder, node_dim, num_graph_layers, num_heads,
-                                          attention_dropout, passage_token_budget)
+                                          attention_dropout, passage_token_budget, bucket_passages)
         self.contrastive = InfoNCELoss(temperature, similarity="dot", symmetric=objective == "halves",
                                        gather_across_devices=gather_across_devices)
         # the DataModule splits and tokenizes the corpus's passages once, on disk, and hands us those

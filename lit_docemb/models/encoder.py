@@ -55,7 +55,11 @@ class HFEncoder(nn.Module):
         with_mlm_head: Also build the checkpoint's masked-LM head, sharing all encoder weights, so that a
             method can add an MLM loss on the same backbone. Checkpoints saved without a head (e.g.
             sentence-transformers models) get a freshly initialised head (decoder tied to the embeddings).
-        attn_implementation: Attention kernel passed to transformers (``"sdpa"`` by default).
+        attn_implementation: Attention kernel passed to transformers (``"sdpa"``, PyTorch's fused attention,
+            by default); an architecture without it falls back to its default kernel with a warning.
+        compile: Compile the transformer with ``torch.compile`` (``nn.Module.compile``: weights and checkpoint
+            keys unchanged). The first steps take longer while it compiles (about a minute for a small BERT
+            on CPU) and new input shapes may recompile; see ``benchmarks/compile_effect.py`` for its effect.
     """
 
     def __init__(
@@ -65,6 +69,7 @@ class HFEncoder(nn.Module):
         pooling: Pooling = "mean",
         with_mlm_head: bool = False,
         attn_implementation: str | None = "sdpa",
+        compile: bool = False,
     ) -> None:
         super().__init__()
         if pooling not in ("cls", "mean"):
@@ -88,6 +93,8 @@ class HFEncoder(nn.Module):
         self.hidden_size: int = config.hidden_size
         self.max_positions: int | None = getattr(config, "max_position_embeddings", None)
         self.name_or_path = name_or_path
+        if compile:
+            self.backbone.compile()
 
     def check_length(self, max_tokens: int, argument: str) -> None:
         """Raises when ``max_tokens`` (the method's ``argument``) exceeds the encoder's position embeddings."""

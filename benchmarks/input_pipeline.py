@@ -1,0 +1,131 @@
+"""Does the input pipeline keep up with training? Dataloader documents/s against the training step's documents/s,
+for each method's default configuration (issue 12, item 3).
+
+For each method (DocSplit, Graph-RoBERTa, DECA, CTPE) with its defaults (only the encoder given where one is
+needed: the same small random-init BERT for DocSplit and Graph-RoBERTa), on a JSONL corpus of installed text
+(``JSONLDataModule``, default ``batch_size`` 16 and ``num_workers`` 2):
+
+* **train step**: ``Trainer.fit`` for ``--steps`` steps; each step's compute is timed from
+  ``on_train_batch_start`` to ``on_train_batch_end`` (forward, backward, optimizer, callbacks; not the wait for
+  data), the first ``--warmup`` steps left out: the documents/s training consumes;
+* **dataloader**: then the same DataModule's training dataloader (the method's collator in the default
+  worker processes, Graph-RoBERTa reading its tokenized-passage cache) iterated for ``--loader-batches``
+  batches without training, timed from its first batch (worker start-up left out): the documents/s it supplies.
+
+The two are measured one after the other, not concurrently: on a machine with few cores the workers and the
+step compete for them, so the ratio is the pipeline's capacity over the step's demand. Goal ≥ 3×.
+CoLDE is not in the library yet.
+
+Usage::
+
+    python benchmarks/input_pipeline.py
+    python benchmarks/input_pipeline.py --methods docsplit deca --documents 400
+"""
+
+from __future__ import annotations
+
+import os
+
+os.environ["TOKENIZERS_PARALLELISM"] = "false"
+
+import argparse
+import statistics
+import tempfile
+import time
+import warnings
+from pathlib import Path
+
+import lightning as L
+from lightning.pytorch.callbacks import Callback
+
+from common import load_line, machine_line, resampled_documents, write_bert
+from data_pipeline import write_jsonl
+from lit_docemb.data import JSONLDataModule
+from lit_docemb.methods import CTPE, DECA, DocSplit, GraphRoBERTa
+
+
+class StepTimer(Callback):
+    def __init__(self, warmup: int) -> None:
+        self.warmup = warmup
+        self.seconds: list[float] = []
+        self.documents: list[int] = []
+        self._started = 0.0
+
+    def on_train_batch_start(self, trainer, pl_module, batch, batch_idx: int) -> None:
+        self._started = time.perf_counter()
+
+    def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx: int) -> None:
+        if batch_idx >= self.warmup:
+            self.seconds.append(time.perf_counter() - self._started)
+            self.documents.append(len(batch))
+
+
+def loader_rate(datamodule: JSONLDataModule, batches: int) -> tuple[float, int]:
+    """Documents/s of the training dataloader from its first batch on, and its worker processes."""
+    loader = datamodule.train_dataloader()
+    iterator = iter(loader)
+    next(iterator)  # worker start-up and the first batch left out
+    started, documents = time.perf_counter(), 0
+    for _, batch in zip(range(batches), iterator):
+        documents += len(batch)
+    return documents / (time.perf_counter() - started), datamodule.num_workers
+
+
+def build(method: str, encoder: str, cache: str):
+    if method == "docsplit":
+        return DocSplit(encoder)
+    if method == "graph_roberta":
+        return GraphRoBERTa(encoder, passage_cache_dir=cache)
+    if method == "deca":
+        return DECA()
+    return CTPE()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--methods", nargs="+", default=["docsplit", "graph_roberta", "deca", "ctpe"])
+    parser.add_argument("--documents", type=int, default=320)
+    parser.add_argument("--words", type=int, default=800, help="words per document")
+    parser.add_argument("--steps", type=int, default=6)
+    parser.add_argument("--warmup", type=int, default=2)
+    parser.add_argument("--loader-batches", type=int, default=12)
+    parser.add_argument("--hidden", type=int, default=128)
+    parser.add_argument("--layers", type=int, default=2)
+    args = parser.parse_args()
+    warnings.filterwarnings("ignore", ".*does not have many workers.*")
+    rows = []
+    load_before = os.getloadavg()
+    with tempfile.TemporaryDirectory(prefix="lit_docemb_input_") as tmp:
+        encoder = write_bert(Path(tmp) / "bert", args.hidden, args.layers)
+        corpus = Path(tmp) / "docs.jsonl"
+        write_jsonl(resampled_documents(args.documents, args.words, ["pydoc"], seed=0), corpus)
+        for method in args.methods:
+            L.seed_everything(0, verbose=False)
+            model = build(method, encoder, str(Path(tmp) / "passages"))
+            datamodule = JSONLDataModule(paths=[str(corpus)], val_fraction=0.0)
+            timer = StepTimer(args.warmup)
+            trainer = L.Trainer(accelerator="cpu", devices=1, max_steps=args.steps, logger=False,
+                                enable_checkpointing=False, enable_model_summary=False, enable_progress_bar=False,
+                                limit_val_batches=0, callbacks=[timer])
+            trainer.fit(model, datamodule=datamodule)
+            step_rate = sum(timer.documents) / sum(timer.seconds)
+            supply, workers = loader_rate(datamodule, args.loader_batches)
+            rows.append((method, datamodule.batch_size, workers, supply, step_rate, statistics.median(timer.seconds)))
+            print(f"{method}: loader {supply:.1f} documents/s, step {step_rate:.1f} documents/s", flush=True)
+    load_after = os.getloadavg()
+    print(f"\n{args.documents} documents of {args.words} words (installed text, lit_docemb JSONL); DocSplit and "
+          f"Graph-RoBERTa on a random-init BERT {args.layers} × {args.hidden}, DECA and CTPE with their own default "
+          f"backbones; all other arguments the classes' defaults; fp32 on CPU; "
+          f"{machine_line()}.\n")
+    print("| method | batch | workers | dataloader documents/s | train step documents/s | s per step | "
+          "loader / step (goal ≥ 3) |")
+    print("|---|---:|---:|---:|---:|---:|---:|")
+    for method, batch, workers, supply, step_rate, step_seconds in rows:
+        ratio = supply / step_rate
+        print(f"| {method} | {batch} | {workers} | {supply:,.1f} | {step_rate:,.1f} | {step_seconds:.2f} | "
+              f"{ratio:.1f}× {'met' if ratio >= 3 else 'MISSED'} |")
+    print(f"\n{load_line(load_before, load_after)}.")
+
+
+if __name__ == "__main__":
+    main()
