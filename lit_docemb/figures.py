@@ -58,12 +58,7 @@ def attention_heatmap(attention: Tensor, path: str | Path, title: str = "", head
     ax.set_ylabel("attending node")
     ax.set_title(title or ("attention, mean over heads" if head is None else f"attention, head {head}"))
     fig.colorbar(image, ax=ax, fraction=0.046)
-    fig.tight_layout()
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=150)
-    plt.close(fig)
-    return path
+    return _save(fig, path)
 
 
 def similarity_heatmap(matrix: Tensor, labels: list[str], path: str | Path, title: str = "") -> Path:
