@@ -3,6 +3,7 @@ configs/deca config through the CLI (CPU fast_dev_run)."""
 
 from __future__ import annotations
 
+import random
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -12,7 +13,7 @@ import torch.nn.functional as F
 import yaml
 
 from conftest import _topic_texts
-from lit_docemb.augment import Vocabulary, words_of
+from lit_docemb.augment import DocumentAugmenter, Vocabulary, words_of
 from lit_docemb.cli import main
 from lit_docemb.data.document import Document, Section
 from lit_docemb.losses import NegativeSamplingLoss
@@ -22,6 +23,7 @@ from lit_docemb.methods.deca_collate import (AppendedAugmentationCollator, Doc2V
                                              word_index)
 from lit_docemb.models import Doc2VecC
 from test_classifier import labelled_docs
+from test_deca_augment import reference_replace_words
 
 ROOT = Path(__file__).resolve().parents[1]
 CONFIGS = sorted(str(p.relative_to(ROOT)) for p in (ROOT / "configs" / "deca").glob("*.yaml"))
@@ -319,3 +321,53 @@ def test_invalid_ablation_combinations_are_errors(tiny_encoder_dir):
         DECA(augmentation="uninformative", dictionary_constraint=False)
     with pytest.raises(ValueError, match="unknown framework"):
         DECA(framework="none")
+
+
+def reference_doc2vecc_pairs(index, table, documents, draw: int, window_size: int, count: int, max_words: int):
+    """Doc2VecCPairCollator's tensors as first written (two tokenisations, ``random.choice`` per word, a
+    ``torch.tensor`` per row): (words, augmented, targets, contexts)."""
+    def ids(words):
+        return [index[w] for w in words if w in index][:max_words]
+
+    def pad(rows):
+        out = torch.zeros(len(rows), max((len(r) for r in rows), default=1) or 1, dtype=torch.long)
+        for i, row in enumerate(rows):
+            out[i, :len(row)] = torch.tensor(row, dtype=torch.long)
+        return out
+
+    kept = []
+    for doc in documents:
+        text, seed = document_text(doc, with_title=True)[:max_words * 12], f"{draw}:{doc.id}"
+        words, augmented = ids(words_of(text)), ids(reference_replace_words(words_of(text), table, seed))
+        if len(words) >= 2 and augmented:
+            kept.append((words, augmented, seed))
+    targets = torch.zeros(len(kept), count, dtype=torch.long)
+    contexts = torch.zeros(len(kept), count, 2 * window_size, dtype=torch.long)
+    for i, (words, _, seed) in enumerate(kept):
+        rng = random.Random(f"targets:{seed}")
+        positions = sorted(rng.sample(range(len(words)), min(count, len(words))))
+        targets[i, :len(positions)] = torch.tensor([words[p] for p in positions])
+        for j, p in enumerate(positions):
+            row = words[max(0, p - window_size):p] + words[p + 1:p + 1 + window_size]
+            contexts[i, j, :len(row)] = torch.tensor(row, dtype=torch.long)
+    return pad([w for w, _, _ in kept]), pad([a for _, a, _ in kept]), targets, contexts
+
+
+@needs_wordnet
+def test_optimised_doc2vecc_collate_gives_the_batches_of_the_first_implementation():
+    documents = topic_documents() + [Document("short", sections=[Section("", "the")])]
+    vocabulary = Vocabulary.from_texts(document_text(d, True) for d in documents)
+    augment = DocumentAugmenter("wordnet", vocabulary, min_count=1, wordnet_dir=str(WORDNET))
+    index = word_index(vocabulary, 1, 1000)
+    collate = Doc2VecCPairCollator(index, augment, window_size=3, targets_per_document=4, max_words=60,
+                                   deterministic=False)
+    for batch_seed in range(3):  # the training loader seeds torch per batch: the augmentation seeds follow it
+        torch.manual_seed(batch_seed)
+        batch = collate(documents)
+        torch.manual_seed(batch_seed)
+        draw = int(torch.randint(2**62, (1,)))
+        words, augmented, targets, contexts = reference_doc2vecc_pairs(index, augment.table, documents, draw, 3, 4,
+                                                                       60)
+        assert batch.skipped == 1 and torch.equal(batch.words, words) and torch.equal(batch.augmented, augmented)
+        assert torch.equal(batch.targets, targets) and torch.equal(batch.contexts, contexts)
+        assert not torch.equal(augmented, words)  # the augmentation replaced words

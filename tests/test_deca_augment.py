@@ -3,6 +3,7 @@ back-translation with its disk cache."""
 
 from __future__ import annotations
 
+import random
 from pathlib import Path
 
 import pytest
@@ -10,6 +11,7 @@ import torch
 
 from lit_docemb.augment import (BackTranslator, DocumentAugmenter, Vocabulary, antonym_table, frequent_synonym_table,
                                 load_wordnet, ppdb_table, replace_uninformative, replace_words, synonym_table, words_of)
+from lit_docemb.augment.thesaurus import draws_of
 
 WORDNET = Path("/usr/share/wordnet")
 needs_wordnet = pytest.mark.skipif(not (WORDNET / "data.noun").is_file(),
@@ -72,7 +74,7 @@ def test_antonym_replacement_inserts_the_negation(vocabulary, wordnet):
     table = antonym_table(vocabulary, wordnet, min_count=1)
     assert "not impotent" in table["strong"] and "not weak" in table["strong"]
     assert "car" not in table and "film" not in table  # nouns only: never negated
-    words = "the strong man and the big car increase".split()
+    words = ["the", "strong", "man", "and", "the", "big", "car", "increase"]
     negated = set()
     for seed in range(40):
         rest = iter(replace_words(words, table, seed))
@@ -143,7 +145,15 @@ def test_ppdb_bad_input_is_an_error(vocabulary, tmp_path):
 @pytest.fixture(scope="module")
 def tiny_translation_models(tmp_path_factory) -> tuple[str, str]:
     """Two 1-layer Marian models (random weights) with a small WordPiece tokenizer, built from config."""
-    from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, processors, trainers
+    from tokenizers import (
+        Tokenizer,
+        decoders,
+        models,
+        normalizers,
+        pre_tokenizers,
+        processors,
+        trainers,
+    )
     from transformers import MarianConfig, MarianMTModel, PreTrainedTokenizerFast
 
     tok = Tokenizer(models.WordPiece(unk_token="[UNK]"))
@@ -239,3 +249,41 @@ def test_the_dictionary_constraint_is_lifted_only_where_it_exists(vocabulary, tm
                           dictionary_constraint=False)
     with pytest.raises(ValueError, match="needs the dictionary constraint"):
         frequent_synonym_table(vocabulary, None, None)
+
+
+def reference_replace_words(words: list[str], table, seed, probability: float = 1.0) -> list[str]:
+    """replace_words as first written, with ``random.choice`` per word: the draws its optimised form must keep."""
+    rng, out = random.Random(seed), []
+    for word in words:
+        candidates = table.get(word)
+        if candidates and rng.random() < probability:
+            out.extend(rng.choice(candidates).split())
+        else:
+            out.append(word)
+    return out
+
+
+def test_replace_words_draws_exactly_what_random_choice_draws():
+    rng = random.Random(7)
+    # 2-33 candidates: powers of two (no rejection) and the counts just above them (most rejections), multi-word
+    table = {f"w{n}": tuple(f"w{n}" if i == 0 else f"c{n}_{i}" + (" x" if i % 3 == 0 else "") for i in range(n))
+             for n in range(2, 34)}
+    table["empty"] = ()
+    vocabulary = [*table, "plain", "other"]
+    words = [rng.choice(vocabulary) for _ in range(3000)]
+    for seed in (0, 1, -5, 2**70, "doc-1", "123:doc"):
+        for probability in (1.0, 0.37, 0.0):
+            expected = reference_replace_words(words, table, seed, probability)
+            assert replace_words(words, table, seed, probability) == expected, (seed, probability)
+            assert replace_words(words, table, seed, probability, draws_of(table)) == expected, (seed, probability)
+    assert replace_words([], table, 0) == []
+
+
+@needs_wordnet
+@pytest.mark.parametrize("name", ["wordnet", "antonym"])
+def test_augmenter_output_is_unchanged_by_its_prepared_draws(vocabulary, name):
+    augment = DocumentAugmenter(name, vocabulary, min_count=1, wordnet_dir=str(WORDNET), probability=0.8)
+    text = " ".join(TEXTS * 5)
+    for seed in ("a", 3, "9:doc-2"):
+        expected = reference_replace_words(words_of(text), augment.table, seed, 0.8)
+        assert augment(text, seed) == expected and augment(text, seed, words_of(text)) == expected

@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Literal
 
 from lit_docemb.augment.back_translation import BackTranslator, TranslationCache
-from lit_docemb.augment.thesaurus import (ReplacementTable, Vocabulary, antonym_table, frequent_synonym_table,
+from lit_docemb.augment.thesaurus import (ReplacementTable, Vocabulary, antonym_table, draws_of, frequent_synonym_table,
                                           ppdb_table, replace_uninformative, replace_words, synonym_table, words_of)
 from lit_docemb.augment.wordnet import WordNet, load_wordnet
 
@@ -70,11 +70,14 @@ class DocumentAugmenter:
             self.table = build[name](vocabulary, load_wordnet(wordnet_dir), min_count)
         elif name != "back_translation":
             raise ValueError(f"unknown augmentation {name!r}; choose one of {AugmentationName.__args__}")
+        self.draws = draws_of(self.table)  # the table prepared once for replace_words
 
-    def __call__(self, text: str, seed: int | str) -> list[str]:
+    def __call__(self, text: str, seed: int | str, words: list[str] | None = None) -> list[str]:
+        """The augmentation of ``text`` for ``seed``; ``words``: ``words_of(text)`` when the caller has it already
+        (the collators), so that the text is not split twice."""
         if self.name == "back_translation":
             return words_of(self.translator(text))
-        words = words_of(text)
+        words = words_of(text) if words is None else words
         if self.name == "uninformative":
             return replace_uninformative(words, self.table, self.vocabulary, seed, self.probability)
-        return replace_words(words, self.table, seed, self.probability)
+        return replace_words(words, self.table, seed, self.probability, self.draws)

@@ -159,19 +159,42 @@ def frequent_synonym_table(vocabulary: Vocabulary, wordnet: WordNet, min_count: 
     return table
 
 
-def replace_words(words: list[str], table: ReplacementTable, seed: int | str,
-                  probability: float = 1.0) -> list[str]:
+#: A replacement table prepared for drawing: word → (candidates, their bit length, each one split into words).
+Draws = dict[str, tuple[int, int, tuple[list[str], ...]]]
+
+
+def draws_of(table: ReplacementTable) -> Draws:
+    """``table`` prepared once for :func:`replace_words` (``DocumentAugmenter`` keeps it with its table)."""
+    return {word: (len(candidates), len(candidates).bit_length(), tuple(c.split() for c in candidates))
+            for word, candidates in table.items() if candidates}
+
+
+def replace_words(words: list[str], table: ReplacementTable, seed: int | str, probability: float = 1.0,
+                  draws: Draws | None = None) -> list[str]:
     """Each word with candidates is, with ``probability``, replaced by a uniform draw among them (a multi-word
-    candidate such as "not weak" adds several words). Pure: same inputs and seed, same output."""
+    candidate such as "not weak" adds several words). Pure: same inputs and seed, same output.
+
+    The draws are, per word with candidates, ``rng.random() < probability`` then ``rng.choice(candidates)`` of
+    ``rng = random.Random(seed)``, with ``choice`` inlined as CPython's ``_randbelow_with_getrandbits`` (the
+    top ``n.bit_length()`` bits of one output, drawn again while they are ``>= n``): the same generator calls,
+    so the same words (``tests/test_deca_augment.py`` compares the two). ``draws``: :func:`draws_of` ``(table)``
+    when the caller keeps it, else it is prepared for the words of this call."""
     if not 0.0 <= probability <= 1.0:
         raise ValueError(f"probability must be in [0, 1], got {probability}")
-    rng, out = random.Random(seed), []
+    if draws is None:
+        draws = draws_of({w: table[w] for w in set(words) if w in table})
+    rng, out, get = random.Random(seed), [], draws.get
+    uniform, bits, append, extend = rng.random, rng.getrandbits, out.append, out.extend
     for word in words:
-        candidates = table.get(word)
-        if candidates and rng.random() < probability:
-            out.extend(rng.choice(candidates).split())
+        entry = get(word)
+        if entry is not None and uniform() < probability:
+            n, k, choices = entry
+            r = bits(k)
+            while r >= n:
+                r = bits(k)
+            extend(choices[r])
         else:
-            out.append(word)
+            append(word)
     return out
 
 

@@ -12,10 +12,11 @@ import random
 from collections.abc import Callable
 from dataclasses import dataclass
 
+import numpy as np
 import torch
 from torch import Tensor
 
-from lit_docemb.augment import Vocabulary, words_of
+from lit_docemb.augment import DocumentAugmenter, Vocabulary, words_of
 from lit_docemb.data.batches import TokenBatch, ViewPairBatch
 from lit_docemb.data.document import Document
 from lit_docemb.methods.collate import document_text, tokenize
@@ -108,10 +109,10 @@ def word_index(vocabulary: Vocabulary, min_count: int, max_vocabulary: int) -> d
 
 
 def pad(rows: list[list[int]]) -> Tensor:
-    out = torch.zeros(len(rows), max((len(r) for r in rows), default=1) or 1, dtype=torch.long)
-    for i, row in enumerate(rows):
-        out[i, :len(row)] = torch.tensor(row, dtype=torch.long)
-    return out
+    out = np.zeros((len(rows), max((len(r) for r in rows), default=1) or 1), dtype=np.int64)
+    for i, row in enumerate(rows):  # numpy's slice assignment reads a list of ints much faster than torch.tensor
+        out[i, :len(row)] = row
+    return torch.from_numpy(out)
 
 
 def sample_targets(ids: list[int], count: int, window_size: int, rng: random.Random) -> tuple[list[int], list[list[int]]]:
@@ -136,29 +137,30 @@ class Doc2VecCPairCollator:
         self.max_words, self.deterministic = max_words, deterministic
 
     def ids(self, words: list[str]) -> list[int]:
-        return [self.index[w] for w in words if w in self.index][:self.max_words]
+        return [i for i in map(self.index.get, words) if i is not None][:self.max_words]
 
     def pairs(self, documents: list[Document]) -> list[tuple[Document, list[int], list[int], str]]:
         """(document, its word ids, its augmentation's word ids, seed) of the documents that are kept."""
         out = []
         for doc, seed in zip(documents, _seeds(documents, self.deterministic)):
             text = document_text(doc, with_title=True)[:self.max_words * CHARS_PER_WORD]
-            ids, aug = self.ids(words_of(text)), self.ids(self.augment(text, seed))
+            words = words_of(text)
+            ids, aug = self.ids(words), self.ids(_augment(self.augment, text, seed, words))
             if len(ids) >= 2 and aug:
                 out.append((doc, ids, aug, seed))
         return out
 
     def cbow(self, rows: list[tuple[list[int], str]]) -> tuple[Tensor, Tensor]:
         """(word ids, seed) per document → its sampled targets (B, S) and their contexts (B, S, C)."""
-        context_ids = torch.zeros(len(rows), self.targets_per_document, 2 * self.window_size, dtype=torch.long)
-        target_ids = torch.zeros(len(rows), self.targets_per_document, dtype=torch.long)
+        target_ids = np.zeros((len(rows), self.targets_per_document), dtype=np.int64)
+        context_ids = np.zeros((len(rows), self.targets_per_document, 2 * self.window_size), dtype=np.int64)
         for i, (ids, seed) in enumerate(rows):
             target, context = sample_targets(ids, self.targets_per_document, self.window_size,
                                              random.Random(f"targets:{seed}"))
-            target_ids[i, :len(target)] = torch.tensor(target, dtype=torch.long)
+            target_ids[i, :len(target)] = target
             for j, row in enumerate(context):
-                context_ids[i, j, :len(row)] = torch.tensor(row, dtype=torch.long)
-        return target_ids, context_ids
+                context_ids[i, j, :len(row)] = row
+        return torch.from_numpy(target_ids), torch.from_numpy(context_ids)
 
     def __call__(self, documents: list[Document]) -> Doc2VecCPairBatch:
         pairs = self.pairs(documents)
@@ -179,6 +181,12 @@ class AppendedAugmentationCollator(Doc2VecCPairCollator):
         targets, contexts = self.cbow([(words, seed) for words, (*_, seed) in zip(merged, pairs)])
         return Doc2VecCBatch(pad(merged), targets, contexts, _doc_index([doc for doc, *_ in pairs]),
                              skipped=len(documents) - len(pairs))
+
+
+def _augment(augment: Augment, text: str, seed: str, words: list[str]) -> list[str]:
+    """``augment(text, seed)``, handing a :class:`DocumentAugmenter` the text's words so that it does not split
+    the text again."""
+    return augment(text, seed, words) if isinstance(augment, DocumentAugmenter) else augment(text, seed)
 
 
 def _doc_index(documents: list[Document]) -> Tensor:
