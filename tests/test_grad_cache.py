@@ -25,6 +25,7 @@ from torch.nn.parallel import DistributedDataParallel
 
 from lit_docemb.data.batches import TokenBatch
 from lit_docemb.losses import InfoNCELoss
+from lit_docemb.methods import grad_cache
 from lit_docemb.methods.grad_cache import grad_cache_step, split_rows_by_token_budget, split_token_batch
 from lit_docemb.models import HFEncoder
 
@@ -172,10 +173,14 @@ def test_split_token_batch_trims_padding_and_keeps_tokens():
 # ---------------------------------------------------------------- one process
 
 
+@pytest.mark.parametrize("keep_up_to", [0, 100], ids=["re-encode-all", "keep-last-graph"])
 @pytest.mark.parametrize("in_place", [False, True], ids=["buffer", "in-place"])
 @pytest.mark.parametrize("make_case", [mlp_case, hierarchical_case], ids=["flat-mlp", "hierarchical"])
-def test_matches_non_cached_with_dropout(make_case, in_place):
+def test_matches_non_cached_with_dropout(make_case, in_place, keep_up_to, monkeypatch):
+    """Both ways of treating the last sub-batch: encoded again, or its first graph kept (small batches)."""
+    monkeypatch.setattr(grad_cache, "KEEP_LAST_GRAPH_UP_TO", keep_up_to)
     encoder, subs, index, encode = make_case()
+    assert len(subs) > 1
     ref_encoder = copy.deepcopy(encoder)
     torch.manual_seed(123)
     ref_loss, ref_grads = reference(ref_encoder, subs, index, encode)
