@@ -187,8 +187,49 @@ def refuse_ctpe(method: CTPE) -> MethodExport:
 EXPORTS[CTPE] = refuse_ctpe
 
 
+# --- long-document input modules: a Hugging Face token encoder + the method's aggregation --------------------
+class AggregatingModule(InputModule):
+    """What :class:`GraphDocumentModule` and :class:`CoLDEDocumentModule` share: a Hugging Face token encoder saved
+    in its own folder (``encoder_folder``, with its tokenizer) and the weights around it (``weights_file``,
+    safetensors), loaded from the export folder; ``config.json`` holds the ``config_keys`` of ``__init__``."""
+
+    encoder_folder: ClassVar[str]
+    weights_file: ClassVar[str]
+    save_in_root = True
+
+    def load_aggregation(self, encoder_folder: str, weights: dict[str, Tensor] | None) -> None:
+        """Loads ``weights`` (``None``: the ``weights_file`` beside ``encoder_folder``) into ``self.model``, whose
+        ``encoder.*`` weights came with the Hugging Face folder; refuses weights that do not fit."""
+        if weights is None:
+            weights = load_file(str(Path(encoder_folder).parent / self.weights_file))
+        missing, unexpected = self.model.load_state_dict(weights, strict=False)
+        if unexpected or any(not k.startswith("encoder.") for k in missing):
+            raise ValueError(f"{self.weights_file} does not fit: missing {missing}, unexpected {unexpected}")
+        self.model.eval()
+
+    @staticmethod
+    def aggregation_weights(model: nn.Module) -> dict[str, Tensor]:
+        """The weights saved in ``weights_file``: every one but the token encoder's."""
+        return {k: v.detach().cpu().contiguous() for k, v in model.state_dict().items() if not k.startswith("encoder.")}
+
+    def save(self, output_path: str, *args, safe_serialization: bool = True, **kwargs) -> None:
+        output = Path(output_path)
+        self.model.encoder.backbone.save_pretrained(output / self.encoder_folder, safe_serialization=True)
+        self.tokenizer.save_pretrained(output / self.encoder_folder)
+        save_file(self.aggregation_weights(self.model), str(output / self.weights_file))
+        self.save_config(str(output))
+
+    @classmethod
+    def load(cls, model_name_or_path: str, subfolder: str = "", **kwargs) -> AggregatingModule:
+        folder = Path(model_name_or_path) / subfolder
+        if not folder.is_dir():
+            raise FileNotFoundError(f"{folder}: a {cls.__name__} export is a local folder")
+        config = json.loads((folder / cls.config_file_name).read_text())
+        return cls(str(folder / cls.encoder_folder), **{k: config[k] for k in cls.config_keys})
+
+
 # --- Graph-RoBERTa: passages -> graph ------------------------------------------------------------------------
-class GraphDocumentModule(InputModule):
+class GraphDocumentModule(AggregatingModule):
     """A sentence-transformers input module running Graph-RoBERTa's document model on a whole text: the text is
     split into passages (:func:`~lit_docemb.data.text.chunk_passages`), each passage is tokenized and encoded,
     and the graph attention layers give the document node (:class:`~lit_docemb.models.graph_document.
@@ -212,7 +253,8 @@ class GraphDocumentModule(InputModule):
 
     config_keys: ClassVar[list[str]] = ["pooling", "node_dim", "num_graph_layers", "num_heads", "graph", "words_per_passage",
                    "max_passage_tokens", "max_passages", "passage_token_budget"]
-    save_in_root = True
+    encoder_folder = "passage_encoder"
+    weights_file = "graph.safetensors"
 
     def __init__(self, passage_encoder: str, pooling: str = "cls", node_dim: int = 512, num_graph_layers: int = 2,
                  num_heads: int = 2, graph: str = "full", words_per_passage: int = 100, max_passage_tokens: int = 192,
@@ -226,12 +268,7 @@ class GraphDocumentModule(InputModule):
         self.tokenizer = AutoTokenizer.from_pretrained(passage_encoder)
         encoder = HFEncoder(passage_encoder, pretrained=True, pooling=pooling)
         self.model = GraphDocumentEncoder(encoder, node_dim, num_graph_layers, num_heads, 0.0, passage_token_budget)
-        if graph_weights is None:
-            graph_weights = load_file(str(Path(passage_encoder).parent / "graph.safetensors"))
-        missing, unexpected = self.model.load_state_dict(graph_weights, strict=False)
-        if unexpected or any(not k.startswith("encoder.") for k in missing):
-            raise ValueError(f"graph weights do not fit: missing {missing}, unexpected {unexpected}")
-        self.model.eval()
+        self.load_aggregation(passage_encoder, graph_weights)
         self.builder = PassageGraphBuilder(self.tokenizer, words_per_passage, max_passage_tokens, graph)
 
     def preprocess(self, inputs: Sequence[str], prompt: str | None = None, **kwargs) -> dict[str, Any]:
@@ -253,23 +290,6 @@ class GraphDocumentModule(InputModule):
 
     get_sentence_embedding_dimension = get_embedding_dimension
 
-    def save(self, output_path: str, *args, safe_serialization: bool = True, **kwargs) -> None:
-        output = Path(output_path)
-        self.model.encoder.backbone.save_pretrained(output / "passage_encoder", safe_serialization=True)
-        self.tokenizer.save_pretrained(output / "passage_encoder")
-        graph = {k: v.detach().cpu().contiguous() for k, v in self.model.state_dict().items()
-                 if not k.startswith("encoder.")}
-        save_file(graph, str(output / "graph.safetensors"))
-        self.save_config(str(output))
-
-    @classmethod
-    def load(cls, model_name_or_path: str, subfolder: str = "", **kwargs) -> GraphDocumentModule:
-        folder = Path(model_name_or_path) / subfolder
-        if not folder.is_dir():
-            raise FileNotFoundError(f"{folder}: a Graph-RoBERTa export is a local folder")
-        config = json.loads((folder / cls.config_file_name).read_text())
-        return cls(str(folder / "passage_encoder"), **{k: config[k] for k in cls.config_keys})
-
 
 @register_export(GraphRoBERTa)
 class GraphRoBERTaExport(MethodExport):
@@ -281,14 +301,14 @@ class GraphRoBERTaExport(MethodExport):
     def sentence_transformer_modules(self, scratch: Path) -> list[nn.Module]:
         hp = self.method.hparams
         folder = self.save_hf(scratch / "passage_encoder")
-        graph = {k: v.detach().cpu() for k, v in self.method.model.state_dict().items() if not k.startswith("encoder.")}
+        graph = GraphDocumentModule.aggregation_weights(self.method.model)
         return [GraphDocumentModule(str(folder), hp.pooling, hp.node_dim, hp.num_graph_layers, hp.num_heads, hp.graph,
                                     hp.words_per_passage, hp.max_passage_tokens, hp.max_passages_inference,
                                     hp.passage_token_budget, graph_weights=graph)]
 
 
 # --- CoLDE: unsplit document -> chunks -> data encoder ----------------------------------------------------------
-class CoLDEDocumentModule(InputModule):
+class CoLDEDocumentModule(AggregatingModule):
     """A sentence-transformers input module running CoLDE's data encoder on a whole text, as CoLDE embeds at
     evaluation (§4.2): the text, unsplit (one section), is cut into chunks of ``chunk_tokens`` tokens
     (:class:`~lit_docemb.methods.colde_collate.SectionChunkCollator`), each chunk gets the section and chunk
@@ -316,7 +336,8 @@ class CoLDEDocumentModule(InputModule):
     config_keys: ClassVar[list[str]] = ["pooling", "chunk_tokens", "max_chunks_per_section", "chunk_embeddings",
                                         "augmentation", "aggregation", "num_sections", "num_heads",
                                         "lstm_output_size", "chunk_token_budget"]
-    save_in_root = True
+    encoder_folder = "chunk_encoder"
+    weights_file = "colde.safetensors"
 
     def __init__(self, chunk_encoder: str, pooling: str = "cls", chunk_tokens: int = 512,
                  max_chunks_per_section: int | None = None, chunk_embeddings: int = 512, augmentation: bool = True,
@@ -331,13 +352,14 @@ class CoLDEDocumentModule(InputModule):
         encoder = HFEncoder(chunk_encoder, pretrained=True, pooling=pooling)
         self.model = CoLDEEncoder(encoder, augmentation, aggregation, num_sections, chunk_embeddings, num_heads,
                                   lstm_output_size, None, chunk_token_budget)
-        if colde_weights is None:
-            colde_weights = load_file(str(Path(chunk_encoder).parent / "colde.safetensors"))
-        missing, unexpected = self.model.load_state_dict(colde_weights, strict=False)
-        if unexpected or any(not k.startswith("encoder.") for k in missing):
-            raise ValueError(f"CoLDE weights do not fit: missing {missing}, unexpected {unexpected}")
-        self.model.eval()
+        self.load_aggregation(chunk_encoder, colde_weights)
         self.collator = SectionChunkCollator(self.tokenizer, 1, chunk_tokens, max_chunks_per_section)
+
+    @staticmethod
+    def aggregation_weights(model: nn.Module) -> dict[str, Tensor]:
+        """CoLDE's data encoder besides its chunk encoder, without the projection (not used to embed)."""
+        return {k: v for k, v in AggregatingModule.aggregation_weights(model).items()
+                if not k.startswith("projection.")}
 
     def preprocess(self, inputs: Sequence[str], prompt: str | None = None, **kwargs) -> dict[str, Any]:
         """Texts -> their chunks (C, T) with section and chunk ids (C,) and chunks per text (G,)."""
@@ -363,26 +385,7 @@ class CoLDEDocumentModule(InputModule):
 
     get_sentence_embedding_dimension = get_embedding_dimension
 
-    def save(self, output_path: str, *args, safe_serialization: bool = True, **kwargs) -> None:
-        output = Path(output_path)
-        self.model.encoder.backbone.save_pretrained(output / "chunk_encoder", safe_serialization=True)
-        self.tokenizer.save_pretrained(output / "chunk_encoder")
-        save_file(colde_weights(self.model), str(output / "colde.safetensors"))
-        self.save_config(str(output))
 
-    @classmethod
-    def load(cls, model_name_or_path: str, subfolder: str = "", **kwargs) -> CoLDEDocumentModule:
-        folder = Path(model_name_or_path) / subfolder
-        if not folder.is_dir():
-            raise FileNotFoundError(f"{folder}: a CoLDE export is a local folder")
-        config = json.loads((folder / cls.config_file_name).read_text())
-        return cls(str(folder / "chunk_encoder"), **{k: config[k] for k in cls.config_keys})
-
-
-def colde_weights(model: CoLDEEncoder) -> dict[str, Tensor]:
-    """The weights of CoLDE's data encoder besides its chunk encoder, without the projection (not used to embed)."""
-    return {k: v.detach().cpu().contiguous() for k, v in model.state_dict().items()
-            if not k.startswith(("encoder.", "projection."))}
 
 
 @register_export(CoLDE)
@@ -399,7 +402,7 @@ class CoLDEExport(MethodExport):
         return [CoLDEDocumentModule(str(folder), hp.pooling, hp.chunk_tokens, hp.max_chunks_per_section,
                                     hp.chunk_embeddings, hp.augmentation, hp.aggregation, hp.num_sections,
                                     hp.num_heads, hp.lstm_output_size, hp.chunk_token_budget,
-                                    colde_weights=colde_weights(self.method.model))]
+                                    colde_weights=CoLDEDocumentModule.aggregation_weights(self.method.model))]
 
 
 # --- the command ----------------------------------------------------------------------------------------------
