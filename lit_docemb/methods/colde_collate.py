@@ -26,10 +26,10 @@ from lit_docemb.data.batches import (
     PairMatchingBatch,
     SectionChunkBatch,
     SectionChunks,
-    TokenBatch,
 )
 from lit_docemb.data.document import Document
 from lit_docemb.data.text import token_windows
+from lit_docemb.methods.collate import pad_ids
 from lit_docemb.methods.docsplit import doc_index
 from lit_docemb.methods.grad_cache import take_rows
 
@@ -143,13 +143,8 @@ class SectionChunkCollator:
             log.warning("max_chunks_per_section=%s drops chunks (%d in this batch; counted as truncated_chunks)",
                         self.max_chunks_per_section, truncated)
             self._warned = True
-        width = max(map(len, chunks), default=1)
-        input_ids = torch.full((len(chunks), width), self.tokenizer.pad_token_id or 0, dtype=torch.long)  # (C, T)
-        attention_mask = torch.zeros(len(chunks), width, dtype=torch.long)
-        for row, ids in enumerate(chunks):
-            input_ids[row, :len(ids)] = torch.tensor(ids, dtype=torch.long)
-            attention_mask[row, :len(ids)] = 1
-        sections = SectionChunks(TokenBatch(input_ids, attention_mask), torch.tensor(section_ids, dtype=torch.long),
+        sections = SectionChunks(pad_ids(chunks, self.tokenizer.pad_token_id or 0),  # (C, T)
+                                 torch.tensor(section_ids, dtype=torch.long),
                                  torch.tensor(chunk_ids, dtype=torch.long), torch.tensor(per_section, dtype=torch.long))
         return SectionChunkBatch(
             sections, self.num_sections, torch.tensor([labels[i] for i in kept], dtype=torch.long),

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import torch
 from transformers import PreTrainedTokenizerBase
 
@@ -63,3 +65,14 @@ def mask_tokens(tokens: TokenBatch, tokenizer: PreTrainedTokenizerBase, probabil
     random_ids = torch.randint(len(tokenizer), input_ids.shape, generator=generator)
     input_ids[random_positions] = random_ids[random_positions]
     return MaskedTokenBatch(input_ids, tokens.attention_mask.clone(), labels)
+
+
+def pad_ids(sequences: Sequence[Sequence[int]], pad_id: int) -> TokenBatch:
+    """Right-padded (N, T) ids and mask of N id lists (T >= 1; (0, 1) for no lists)."""
+    length = max([len(s) for s in sequences] + [1])
+    input_ids = torch.full((len(sequences), length), pad_id, dtype=torch.long)
+    attention_mask = torch.zeros((len(sequences), length), dtype=torch.long)
+    for row, ids in enumerate(sequences):
+        input_ids[row, :len(ids)] = torch.tensor(ids, dtype=torch.long)
+        attention_mask[row, :len(ids)] = 1
+    return TokenBatch(input_ids, attention_mask)

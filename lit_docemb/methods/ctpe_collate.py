@@ -11,7 +11,8 @@ import torch
 from lit_docemb.data.batches import TokenBatch
 from lit_docemb.data.document import Document
 from lit_docemb.methods.ctpe_sampling import PartnerSampler
-from lit_docemb.methods.ctpe_text import pad_ids, split_ids
+from lit_docemb.methods.collate import pad_ids
+from lit_docemb.methods.ctpe_text import split_ids
 from lit_docemb.methods.docsplit import doc_index
 
 

@@ -27,7 +27,6 @@ from typing import Literal
 
 import torch
 
-from lit_docemb.data.batches import TokenBatch
 from lit_docemb.data.document import Document
 from lit_docemb.models.ctpe import FrozenTransformerStates, WordVectors
 from lit_docemb.models.encoder import resolve_model_path
@@ -96,17 +95,6 @@ class HFTokenIds:
 
     def encode(self, text: str) -> list[int]:
         return self.tokenizer(text, add_special_tokens=False, verbose=False)["input_ids"]
-
-
-def pad_ids(sequences: Sequence[Sequence[int]], pad_id: int) -> TokenBatch:
-    """Right-padded (N, T) ids and mask of N id lists (T >= 1; (0, 1) for no lists)."""
-    length = max([len(s) for s in sequences] + [1])
-    input_ids = torch.full((len(sequences), length), pad_id, dtype=torch.long)
-    attention_mask = torch.zeros((len(sequences), length), dtype=torch.long)
-    for row, ids in enumerate(sequences):
-        input_ids[row, :len(ids)] = torch.tensor(ids, dtype=torch.long)
-        attention_mask[row, :len(ids)] = 1
-    return TokenBatch(input_ids, attention_mask)
 
 
 def check_pos(pos: float | str) -> float | str:

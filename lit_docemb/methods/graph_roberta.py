@@ -33,7 +33,7 @@ from lit_docemb.data.text import Passage, chunk_passages
 from lit_docemb.errors import ConfigError
 from lit_docemb.losses import InfoNCELoss
 from lit_docemb.methods.base import EmbeddingMethod
-from lit_docemb.methods.collate import frame_token_ids
+from lit_docemb.methods.collate import frame_token_ids, pad_ids
 from lit_docemb.methods.docsplit import doc_index
 from lit_docemb.methods.grad_cache import CacheableBatch, take_rows, token_lengths
 from lit_docemb.models import HFEncoder, resolve_model_path
@@ -109,15 +109,9 @@ class PassageGraphBuilder:
         return section_edges([p.section for p in passages])
 
     def __call__(self, graphs: list[list[TokenPassage]]) -> PassageGraphBatch:
-        flat = [p.ids for g in graphs for p in g]
-        width = max(map(len, flat), default=1)
-        input_ids = torch.full((len(flat), width), self.tokenizer.pad_token_id or 0, dtype=torch.long)  # (P, T)
-        attention_mask = torch.zeros(len(flat), width, dtype=torch.long)
-        for row, ids in enumerate(flat):
-            input_ids[row, :len(ids)] = torch.tensor(ids, dtype=torch.long)
-            attention_mask[row, :len(ids)] = 1
+        passages = pad_ids([p.ids for g in graphs for p in g], self.tokenizer.pad_token_id or 0)  # (P, T)
         counts = torch.tensor([len(g) for g in graphs], dtype=torch.long)
-        return PassageGraphBatch(TokenBatch(input_ids, attention_mask), counts, [self.edges(g) for g in graphs])
+        return PassageGraphBatch(passages, counts, [self.edges(g) for g in graphs])
 
 
 class SubDocumentCollator:
