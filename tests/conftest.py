@@ -17,6 +17,24 @@ os.environ.setdefault("WANDB_MODE", "offline")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 
+@pytest.fixture(autouse=True)
+def _isolated_process_state():
+    """Each test starts from the environment and the distributed state the previous one found.
+
+    Lightning and DeepSpeed export ``LOCAL_RANK``, ``MASTER_PORT`` and friends into ``os.environ`` when an
+    in-process trainer sets up a strategy. Left behind, they make every later ``fit --trainer.devices=2``
+    subprocess believe its ranks were launched externally: rank 0 never starts rank 1 and waits forever.
+    """
+    import torch.distributed as dist
+
+    saved = dict(os.environ)
+    yield
+    os.environ.clear()
+    os.environ.update(saved)
+    if dist.is_available() and dist.is_initialized():
+        dist.destroy_process_group()
+
+
 def _topic_texts() -> list[tuple[str, str]]:
     from pydoc_data.topics import topics
 
