@@ -3,10 +3,13 @@ configs/deca config through the CLI (CPU fast_dev_run)."""
 
 from __future__ import annotations
 
+import hashlib
 import random
+from collections import Counter
 from pathlib import Path
 from types import SimpleNamespace
 
+import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
@@ -14,16 +17,16 @@ import yaml
 
 from conftest import _topic_texts
 from lit_docemb.augment import DocumentAugmenter, Vocabulary, words_of
+from lit_docemb.augment.thesaurus import draws_of
 from lit_docemb.cli import main
 from lit_docemb.data.document import Document, Section
 from lit_docemb.losses import NegativeSamplingLoss
 from lit_docemb.methods import DECA
 from lit_docemb.methods.collate import document_text
-from lit_docemb.methods.deca_collate import (AppendedAugmentationCollator, Doc2VecCPairCollator, WordDocumentCollator,
-                                             word_index)
+from lit_docemb.methods.deca_collate import (AppendedAugmentationCollator, Doc2VecCPairCollator, IdReplacement,
+                                             WordDocumentCollator, word_index)
 from lit_docemb.models import Doc2VecC
 from test_classifier import labelled_docs
-from test_deca_augment import reference_replace_words
 
 ROOT = Path(__file__).resolve().parents[1]
 CONFIGS = sorted(str(p.relative_to(ROOT)) for p in (ROOT / "configs" / "deca").glob("*.yaml"))
@@ -278,7 +281,7 @@ def test_append_mode_trains_doc2vecc_on_each_document_followed_by_its_augmentati
     batch, changed = collate(docs), 0
     for row, doc in zip(batch.words.tolist(), docs):
         text = document_text(doc, True)
-        original, augmented = collate.ids(words_of(text)), collate.ids(model.augmenter()(text, doc.id))
+        original, augmented = collate.replacement(words_of(text), doc.id, collate.max_words)
         assert row[:len(original) + len(augmented)] == original + augmented
         assert not any(row[len(original) + len(augmented):])
         changed += augmented != original
@@ -323,9 +326,22 @@ def test_invalid_ablation_combinations_are_errors(tiny_encoder_dir):
         DECA(framework="none")
 
 
-def reference_doc2vecc_pairs(index, table, documents, draw: int, window_size: int, count: int, max_words: int):
-    """Doc2VecCPairCollator's tensors as first written (two tokenisations, ``random.choice`` per word, a
-    ``torch.tensor`` per row): (words, augmented, targets, contexts)."""
+def reference_augmentation(words: list[str], index, table, seed: str, probability: float) -> list[str]:
+    """IdReplacement's draws written per word: numpy's generator from the seed's BLAKE2 hash, two uniform draws
+    per word (replace?, which candidate?), a candidate's words added one by one."""
+    rng = np.random.default_rng(int.from_bytes(hashlib.blake2b(seed.encode(), digest_size=16).digest(), "little"))
+    replace, which = rng.random(len(words)), rng.random(len(words))
+    out = []
+    for word, u, r in zip(words, replace, which):
+        candidates = table.get(word)
+        out.extend(candidates[int(r * len(candidates))].split() if candidates and u < probability else [word])
+    return out
+
+
+def reference_doc2vecc_pairs(index, table, documents, draw: int, window_size: int, count: int, max_words: int,
+                             probability: float = 1.0):
+    """Doc2VecCPairCollator's tensors written plainly (two tokenisations, a loop per word, a ``torch.tensor`` per
+    row): (words, augmented, targets, contexts)."""
     def ids(words):
         return [index[w] for w in words if w in index][:max_words]
 
@@ -338,7 +354,8 @@ def reference_doc2vecc_pairs(index, table, documents, draw: int, window_size: in
     kept = []
     for doc in documents:
         text, seed = document_text(doc, with_title=True)[:max_words * 12], f"{draw}:{doc.id}"
-        words, augmented = ids(words_of(text)), ids(reference_replace_words(words_of(text), table, seed))
+        words = ids(words_of(text))
+        augmented = ids(reference_augmentation(words_of(text), index, table, seed, probability))
         if len(words) >= 2 and augmented:
             kept.append((words, augmented, seed))
     targets = torch.zeros(len(kept), count, dtype=torch.long)
@@ -354,20 +371,42 @@ def reference_doc2vecc_pairs(index, table, documents, draw: int, window_size: in
 
 
 @needs_wordnet
-def test_optimised_doc2vecc_collate_gives_the_batches_of_the_first_implementation():
+@pytest.mark.parametrize("name, probability", [("wordnet", 1.0), ("wordnet", 0.4), ("antonym", 1.0)])
+def test_doc2vecc_collate_gives_the_batches_of_a_plain_per_word_implementation(name, probability):
+    """The vectorised id-level draws (IdReplacement) against a word-by-word loop over the same generator;
+    antonyms add two words ("not" + antonym), some of them outside a 300-word index (dropped on both sides)."""
     documents = topic_documents() + [Document("short", sections=[Section("", "the")])]
     vocabulary = Vocabulary.from_texts(document_text(d, True) for d in documents)
-    augment = DocumentAugmenter("wordnet", vocabulary, min_count=1, wordnet_dir=str(WORDNET))
-    index = word_index(vocabulary, 1, 1000)
+    augment = DocumentAugmenter(name, vocabulary, min_count=1, probability=probability, wordnet_dir=str(WORDNET))
+    index = word_index(vocabulary, 1, 300)
     collate = Doc2VecCPairCollator(index, augment, window_size=3, targets_per_document=4, max_words=60,
                                    deterministic=False)
+    assert collate.replacement is not None
     for batch_seed in range(3):  # the training loader seeds torch per batch: the augmentation seeds follow it
         torch.manual_seed(batch_seed)
         batch = collate(documents)
         torch.manual_seed(batch_seed)
         draw = int(torch.randint(2**62, (1,)))
         words, augmented, targets, contexts = reference_doc2vecc_pairs(index, augment.table, documents, draw, 3, 4,
-                                                                       60)
+                                                                       60, probability)
         assert batch.skipped == 1 and torch.equal(batch.words, words) and torch.equal(batch.augmented, augmented)
         assert torch.equal(batch.targets, targets) and torch.equal(batch.contexts, contexts)
         assert not torch.equal(augmented, words)  # the augmentation replaced words
+
+
+def test_id_replacement_draws_each_candidate_uniformly_with_the_given_probability():
+    """Word "a" has 3 candidates (itself, "b", the two-word "c d"), "z" none; over 4,000 seeds "a" is resampled
+    with probability 0.5, each candidate then about a third of the time; "z" and out-of-index "q" never change."""
+    index = {w: i for i, w in enumerate("abcdz", 1)}
+    replacement = IdReplacement(index, draws_of({"a": ("a", "b", "c d")}), probability=0.5)
+    drawn = Counter()
+    for seed in range(4000):
+        ids, augmented = replacement(["z", "a", "q", "z"], str(seed), max_words=10)
+        assert ids == [5, 1, 5]
+        drawn[tuple(augmented)] += 1
+        assert replacement(["z", "a", "q", "z"], str(seed), 10) == (ids, augmented)  # pure in its seed
+    assert set(drawn) == {(5, 1, 5), (5, 2, 5), (5, 3, 4, 5)}
+    kept = drawn[(5, 1, 5)]  # not resampled (≈ 2,000) or resampled to itself (≈ 667)
+    assert abs(kept - 4000 * (0.5 + 0.5 / 3)) < 150
+    assert all(abs(drawn[k] - 4000 * 0.5 / 3) < 120 for k in [(5, 2, 5), (5, 3, 4, 5)])
+    assert replacement(["a", "b", "a"], "s", max_words=2)[0] == [1, 2]  # cut after dropping, as ids() does

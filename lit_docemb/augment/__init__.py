@@ -72,6 +72,11 @@ class DocumentAugmenter:
             raise ValueError(f"unknown augmentation {name!r}; choose one of {AugmentationName.__args__}")
         self.draws = draws_of(self.table)  # the table prepared once for replace_words
 
+    @property
+    def replaces_from_table(self) -> bool:
+        """Whether the augmentation is :func:`replace_words` over :attr:`draws` (``wordnet``, ``antonym``, ``ppdb``)."""
+        return self.name in ("wordnet", "antonym", "ppdb")
+
     def __call__(self, text: str, seed: int | str, words: list[str] | None = None) -> list[str]:
         """The augmentation of ``text`` for ``seed``; ``words``: ``words_of(text)`` when the caller has it already
         (the collators), so that the text is not split twice."""

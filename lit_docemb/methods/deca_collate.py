@@ -8,15 +8,18 @@ run; in validation the seed is the document id, so validation losses are compara
 
 from __future__ import annotations
 
+import hashlib
 import random
 from collections.abc import Callable
 from dataclasses import dataclass
+from itertools import repeat
 
 import numpy as np
 import torch
 from torch import Tensor
 
 from lit_docemb.augment import DocumentAugmenter, Vocabulary, words_of
+from lit_docemb.augment.thesaurus import Draws
 from lit_docemb.data.batches import TokenBatch, ViewPairBatch
 from lit_docemb.data.document import Document
 from lit_docemb.methods.collate import document_text, tokenize
@@ -127,6 +130,51 @@ def _seeds(documents: list[Document], deterministic: bool) -> list[str]:
     return [doc.id if draw is None else f"{draw}:{doc.id}" for doc in documents]
 
 
+class IdReplacement:
+    """A thesaurus augmentation (``wordnet``, ``antonym``, ``ppdb``) drawn on word ids: a document's words → its
+    word ids and its augmentation's, with one dictionary lookup per word and the draws done by numpy.
+
+    The draws are those of :func:`~lit_docemb.augment.replace_words` -- each word with candidates is, with
+    ``probability``, replaced by a uniform draw among them, a multi-word candidate adding several words -- from a
+    numpy generator seeded by the seed's BLAKE2 hash (not Python's ``random``, so the words drawn for a seed differ
+    from ``replace_words``'s; the distribution is the same). As in :meth:`Doc2VecCPairCollator.ids`, words outside
+    ``index`` (a candidate's included) are dropped and each side is then cut at ``max_words``.
+
+    Args:
+        index: word → id in 1..V.
+        draws: The augmenter's prepared table (:func:`~lit_docemb.augment.thesaurus.draws_of`).
+        probability: Chance that a word with candidates is resampled.
+    """
+
+    def __init__(self, index: dict[str, int], draws: Draws, probability: float) -> None:
+        self.probability = probability
+        self.types = {word: t for t, word in enumerate(sorted(set(index) | set(draws)), 1)}  # 0: any other word
+        self.word_ids = np.zeros(len(self.types) + 1, dtype=np.int64)
+        self.counts = np.zeros(len(self.types) + 1, dtype=np.int64)
+        self.offsets = np.zeros(len(self.types) + 1, dtype=np.int64)
+        width = max((len(c) for _, _, candidates in draws.values() for c in candidates), default=1)
+        rows = [[0] * width]  # row 0, the offset of words without candidates, is never chosen
+        for word, t in self.types.items():
+            self.word_ids[t] = index.get(word, 0)
+            entry = draws.get(word)
+            if entry is not None:
+                self.counts[t], self.offsets[t] = entry[0], len(rows)
+                rows.extend([index.get(w, 0) for w in c] + [0] * (width - len(c)) for c in entry[2])
+        self.candidates = np.array(rows, dtype=np.int64)  # (1 + all candidates, width) ids, 0 outside the index
+
+    def __call__(self, words: list[str], seed: str, max_words: int) -> tuple[list[int], list[int]]:
+        """(the words' ids, their augmentation's ids), each without out-of-index words and cut at ``max_words``."""
+        types = np.fromiter(map(self.types.get, words, repeat(0)), dtype=np.int64, count=len(words))
+        ids, counts = self.word_ids[types], self.counts[types]
+        rng = np.random.default_rng(int.from_bytes(hashlib.blake2b(seed.encode(), digest_size=16).digest(), "little"))
+        replaced = (counts > 0) & (rng.random(len(types)) < self.probability)
+        chosen = self.candidates[self.offsets[types] + (rng.random(len(types)) * counts).astype(np.int64)]
+        chosen[~replaced] = 0
+        chosen[~replaced, 0] = ids[~replaced]
+        augmented = chosen.reshape(-1)
+        return ids[ids != 0][:max_words].tolist(), augmented[augmented != 0][:max_words].tolist()
+
+
 class Doc2VecCPairCollator:
     """Documents → :class:`Doc2VecCPairBatch` (see the module docstring for the augmentation seeds)."""
 
@@ -135,6 +183,8 @@ class Doc2VecCPairCollator:
         self.index, self.augment = index, augment
         self.window_size, self.targets_per_document = window_size, targets_per_document
         self.max_words, self.deterministic = max_words, deterministic
+        self.replacement = IdReplacement(index, augment.draws, augment.probability) \
+            if isinstance(augment, DocumentAugmenter) and augment.replaces_from_table else None
 
     def ids(self, words: list[str]) -> list[int]:
         return [i for i in map(self.index.get, words) if i is not None][:self.max_words]
@@ -145,7 +195,10 @@ class Doc2VecCPairCollator:
         for doc, seed in zip(documents, _seeds(documents, self.deterministic)):
             text = document_text(doc, with_title=True)[:self.max_words * CHARS_PER_WORD]
             words = words_of(text)
-            ids, aug = self.ids(words), self.ids(_augment(self.augment, text, seed, words))
+            if self.replacement is not None:
+                ids, aug = self.replacement(words, seed, self.max_words)
+            else:
+                ids, aug = self.ids(words), self.ids(_augment(self.augment, text, seed, words))
             if len(ids) >= 2 and aug:
                 out.append((doc, ids, aug, seed))
         return out
