@@ -329,7 +329,8 @@ def test_invalid_ablation_combinations_are_errors(tiny_encoder_dir):
 def reference_augmentation(words: list[str], index, table, seed: str, probability: float) -> list[str]:
     """IdReplacement's draws written per word: numpy's generator from the seed's BLAKE2 hash, two uniform draws
     per word (replace?, which candidate?), a candidate's words added one by one."""
-    rng = np.random.default_rng(int.from_bytes(hashlib.blake2b(seed.encode(), digest_size=16).digest(), "little"))
+    digest = hashlib.blake2b(seed.encode("utf-8", "surrogatepass"), digest_size=16).digest()
+    rng = np.random.default_rng(int.from_bytes(digest, "little"))
     replace, which = rng.random(len(words)), rng.random(len(words))
     out = []
     for word, u, r in zip(words, replace, which):

@@ -166,7 +166,8 @@ class IdReplacement:
         """(the words' ids, their augmentation's ids), each without out-of-index words and cut at ``max_words``."""
         types = np.fromiter(map(self.types.get, words, repeat(0)), dtype=np.int64, count=len(words))
         ids, counts = self.word_ids[types], self.counts[types]
-        rng = np.random.default_rng(int.from_bytes(hashlib.blake2b(seed.encode(), digest_size=16).digest(), "little"))
+        digest = hashlib.blake2b(seed.encode("utf-8", "surrogatepass"), digest_size=16).digest()
+        rng = np.random.default_rng(int.from_bytes(digest, "little"))
         replaced = (counts > 0) & (rng.random(len(types)) < self.probability)
         chosen = self.candidates[self.offsets[types] + (rng.random(len(types)) * counts).astype(np.int64)]
         chosen[~replaced] = 0
