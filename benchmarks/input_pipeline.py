@@ -1,8 +1,8 @@
 """Does the input pipeline keep up with training? Dataloader documents/s against the training step's documents/s,
 for each method's default configuration (issue 12, item 3).
 
-For each method (DocSplit, Graph-RoBERTa, DECA, CTPE) with its defaults (only the encoder given where one is
-needed: the same small random-init BERT for DocSplit and Graph-RoBERTa), on a JSONL corpus of installed text
+For each method (DocSplit, Graph-RoBERTa, DECA, CTPE, CoLDE) with its defaults (only the encoder given where one
+is needed: the same small random-init BERT for DocSplit, Graph-RoBERTa and CoLDE), on a JSONL corpus of installed text
 (``JSONLDataModule``, default ``batch_size`` 16 and ``num_workers`` 2):
 
 * **train step**: ``Trainer.fit`` for ``--steps`` steps; each step's compute is timed from
@@ -13,13 +13,14 @@ needed: the same small random-init BERT for DocSplit and Graph-RoBERTa), on a JS
   batches without training, timed from its first batch (worker start-up left out): the documents/s it supplies.
 
 The two are measured one after the other, not concurrently: on a machine with few cores the workers and the
-step compete for them, so the ratio is the pipeline's capacity over the step's demand. Goal ≥ 3×.
-CoLDE is not in the library yet.
+step compete for them, so the ratio is the pipeline's capacity over the step's demand. Goal ≥ 3×. With
+``--repeats`` the whole measurement is repeated (each repeat a new fit), as rates on a shared machine drift.
 
 Usage::
 
     python benchmarks/input_pipeline.py
     python benchmarks/input_pipeline.py --methods docsplit deca --documents 400
+    python benchmarks/input_pipeline.py --methods deca --steps 40 --warmup 5 --loader-batches 19 --repeats 5
 """
 
 from __future__ import annotations
@@ -41,7 +42,7 @@ from lightning.pytorch.callbacks import Callback
 from common import load_line, machine_line, resampled_documents, write_bert
 from data_pipeline import write_jsonl
 from lit_docemb.data import JSONLDataModule
-from lit_docemb.methods import CTPE, DECA, DocSplit, GraphRoBERTa
+from lit_docemb.methods import CTPE, DECA, CoLDE, DocSplit, GraphRoBERTa
 
 
 class StepTimer(Callback):
@@ -78,12 +79,14 @@ def build(method: str, encoder: str, cache: str):
         return GraphRoBERTa(encoder, passage_cache_dir=cache)
     if method == "deca":
         return DECA()
+    if method == "colde":
+        return CoLDE(encoder)
     return CTPE()
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--methods", nargs="+", default=["docsplit", "graph_roberta", "deca", "ctpe"])
+    parser.add_argument("--methods", nargs="+", default=["docsplit", "graph_roberta", "deca", "ctpe", "colde"])
     parser.add_argument("--documents", type=int, default=320)
     parser.add_argument("--words", type=int, default=800, help="words per document")
     parser.add_argument("--steps", type=int, default=6)
@@ -91,6 +94,9 @@ def main() -> None:
     parser.add_argument("--loader-batches", type=int, default=12)
     parser.add_argument("--hidden", type=int, default=128)
     parser.add_argument("--layers", type=int, default=2)
+    parser.add_argument("--repeats", type=int, default=1,
+                        help="measure each method this many times (a new fit, then the loader, each time) and "
+                             "report the medians and the median of the per-repeat ratios")
     args = parser.parse_args()
     warnings.filterwarnings("ignore", ".*does not have many workers.*")
     rows = []
@@ -100,28 +106,32 @@ def main() -> None:
         corpus = Path(tmp) / "docs.jsonl"
         write_jsonl(resampled_documents(args.documents, args.words, ["pydoc"], seed=0), corpus)
         for method in args.methods:
-            L.seed_everything(0, verbose=False)
-            model = build(method, encoder, str(Path(tmp) / "passages"))
-            datamodule = JSONLDataModule(paths=[str(corpus)], val_fraction=0.0)
-            timer = StepTimer(args.warmup)
-            trainer = L.Trainer(accelerator="cpu", devices=1, max_steps=args.steps, logger=False,
-                                enable_checkpointing=False, enable_model_summary=False, enable_progress_bar=False,
-                                limit_val_batches=0, callbacks=[timer])
-            trainer.fit(model, datamodule=datamodule)
-            step_rate = sum(timer.documents) / sum(timer.seconds)
-            supply, workers = loader_rate(datamodule, args.loader_batches)
-            rows.append((method, datamodule.batch_size, workers, supply, step_rate, statistics.median(timer.seconds)))
-            print(f"{method}: loader {supply:.1f} documents/s, step {step_rate:.1f} documents/s", flush=True)
+            measured = []  # (loader documents/s, step documents/s, median s per step) per repeat
+            for _ in range(args.repeats):
+                L.seed_everything(0, verbose=False)
+                model = build(method, encoder, str(Path(tmp) / "passages"))
+                datamodule = JSONLDataModule(paths=[str(corpus)], val_fraction=0.0)
+                timer = StepTimer(args.warmup)
+                trainer = L.Trainer(accelerator="cpu", devices=1, max_steps=args.steps, logger=False,
+                                    enable_checkpointing=False, enable_model_summary=False, enable_progress_bar=False,
+                                    limit_val_batches=0, callbacks=[timer])
+                trainer.fit(model, datamodule=datamodule)
+                step_rate = sum(timer.documents) / sum(timer.seconds)
+                supply, workers = loader_rate(datamodule, args.loader_batches)
+                measured.append((supply, step_rate, statistics.median(timer.seconds)))
+                print(f"{method}: loader {supply:.1f} documents/s, step {step_rate:.1f} documents/s, "
+                      f"ratio {supply / step_rate:.2f}", flush=True)
+            rows.append((method, datamodule.batch_size, workers, *(statistics.median(m) for m in zip(*measured)),
+                         statistics.median(supply / step for supply, step, _ in measured)))
     load_after = os.getloadavg()
-    print(f"\n{args.documents} documents of {args.words} words (installed text, lit_docemb JSONL); DocSplit and "
-          f"Graph-RoBERTa on a random-init BERT {args.layers} × {args.hidden}, DECA and CTPE with their own default "
+    print(f"\n{args.documents} documents of {args.words} words (installed text, lit_docemb JSONL); DocSplit, "
+          f"Graph-RoBERTa and CoLDE on a random-init BERT {args.layers} × {args.hidden}, DECA and CTPE with their own default "
           f"backbones; all other arguments the classes' defaults; fp32 on CPU; "
           f"{machine_line()}.\n")
     print("| method | batch | workers | dataloader documents/s | train step documents/s | s per step | "
           "loader / step (goal ≥ 3) |")
     print("|---|---:|---:|---:|---:|---:|---:|")
-    for method, batch, workers, supply, step_rate, step_seconds in rows:
-        ratio = supply / step_rate
+    for method, batch, workers, supply, step_rate, step_seconds, ratio in rows:
         print(f"| {method} | {batch} | {workers} | {supply:,.1f} | {step_rate:,.1f} | {step_seconds:.2f} | "
               f"{ratio:.1f}× {'met' if ratio >= 3 else 'MISSED'} |")
     print(f"\n{load_line(load_before, load_after)}.")

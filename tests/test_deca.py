@@ -3,7 +3,6 @@ configs/deca config through the CLI (CPU fast_dev_run)."""
 
 from __future__ import annotations
 
-import hashlib
 import random
 from collections import Counter
 from pathlib import Path
@@ -24,7 +23,7 @@ from lit_docemb.losses import NegativeSamplingLoss
 from lit_docemb.methods import DECA
 from lit_docemb.methods.collate import document_text
 from lit_docemb.methods.deca_collate import (AppendedAugmentationCollator, Doc2VecCPairCollator, IdReplacement,
-                                             WordDocumentCollator, word_index)
+                                             WordDocumentCollator, seeded_generator, word_index)
 from lit_docemb.models import Doc2VecC
 from test_classifier import labelled_docs
 
@@ -281,7 +280,7 @@ def test_append_mode_trains_doc2vecc_on_each_document_followed_by_its_augmentati
     batch, changed = collate(docs), 0
     for row, doc in zip(batch.words.tolist(), docs):
         text = document_text(doc, True)
-        original, augmented = collate.replacement(words_of(text), doc.id, collate.max_words)
+        original, augmented = (a.tolist() for a in collate.replacement(words_of(text), doc.id, collate.max_words))
         assert row[:len(original) + len(augmented)] == original + augmented
         assert not any(row[len(original) + len(augmented):])
         changed += augmented != original
@@ -327,11 +326,9 @@ def test_invalid_ablation_combinations_are_errors(tiny_encoder_dir):
 
 
 def reference_augmentation(words: list[str], index, table, seed: str, probability: float) -> list[str]:
-    """IdReplacement's draws written per word: numpy's generator from the seed's BLAKE2 hash, two uniform draws
-    per word (replace?, which candidate?), a candidate's words added one by one."""
-    digest = hashlib.blake2b(seed.encode("utf-8", "surrogatepass"), digest_size=16).digest()
-    rng = np.random.default_rng(int.from_bytes(digest, "little"))
-    replace, which = rng.random(len(words)), rng.random(len(words))
+    """IdReplacement's draws written per word: (2, words) uniform draws (replace?, which candidate?) from the
+    seed's generator, a candidate's words added one by one."""
+    replace, which = seeded_generator(seed, np.random.Generator(np.random.PCG64())).random((2, len(words)))
     out = []
     for word, u, r in zip(words, replace, which):
         candidates = table.get(word)
@@ -402,12 +399,12 @@ def test_id_replacement_draws_each_candidate_uniformly_with_the_given_probabilit
     replacement = IdReplacement(index, draws_of({"a": ("a", "b", "c d")}), probability=0.5)
     drawn = Counter()
     for seed in range(4000):
-        ids, augmented = replacement(["z", "a", "q", "z"], str(seed), max_words=10)
+        ids, augmented = (a.tolist() for a in replacement(["z", "a", "q", "z"], str(seed), max_words=10))
         assert ids == [5, 1, 5]
         drawn[tuple(augmented)] += 1
-        assert replacement(["z", "a", "q", "z"], str(seed), 10) == (ids, augmented)  # pure in its seed
+        assert replacement(["z", "a", "q", "z"], str(seed), 10)[1].tolist() == augmented  # pure in its seed
     assert set(drawn) == {(5, 1, 5), (5, 2, 5), (5, 3, 4, 5)}
     kept = drawn[(5, 1, 5)]  # not resampled (≈ 2,000) or resampled to itself (≈ 667)
     assert abs(kept - 4000 * (0.5 + 0.5 / 3)) < 150
     assert all(abs(drawn[k] - 4000 * 0.5 / 3) < 120 for k in [(5, 2, 5), (5, 3, 4, 5)])
-    assert replacement(["a", "b", "a"], "s", max_words=2)[0] == [1, 2]  # cut after dropping, as ids() does
+    assert replacement(["a", "b", "a"], "s", max_words=2)[0].tolist() == [1, 2]  # cut after dropping, as ids() does

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import random
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from itertools import repeat
 
@@ -111,18 +111,25 @@ def word_index(vocabulary: Vocabulary, min_count: int, max_vocabulary: int) -> d
     return {w: i for i, w in enumerate(kept, 1)}
 
 
-def pad(rows: list[list[int]]) -> Tensor:
+def pad(rows: Sequence[Sequence[int]]) -> Tensor:
     out = np.zeros((len(rows), max((len(r) for r in rows), default=1) or 1), dtype=np.int64)
-    for i, row in enumerate(rows):  # numpy's slice assignment reads a list of ints much faster than torch.tensor
+    for i, row in enumerate(rows):  # numpy's slice assignment reads a list or an array faster than torch.tensor
         out[i, :len(row)] = row
     return torch.from_numpy(out)
 
 
-def sample_targets(ids: list[int], count: int, window_size: int, rng: random.Random) -> tuple[list[int], list[list[int]]]:
-    """``count`` distinct target positions (all when shorter) and each one's ``window_size`` words on either side."""
-    positions = sorted(rng.sample(range(len(ids)), min(count, len(ids))))
-    contexts = [ids[max(0, p - window_size):p] + ids[p + 1:p + 1 + window_size] for p in positions]
-    return [ids[p] for p in positions], contexts
+def packed(*tensors: Tensor) -> list[Tensor]:
+    """The int64 tensors copied into views of one storage. A dataloader worker hands each storage of a batch
+    over through its own shared-memory file and file-descriptor exchange; one storage per batch made DECA's
+    dataloader markedly faster (``benchmarks/input_pipeline.py``)."""
+    flat = torch.empty(sum(t.numel() for t in tensors), dtype=torch.int64)
+    out, start = [], 0
+    for t in tensors:
+        view = flat[start:start + t.numel()].view(t.shape)
+        view.copy_(t)
+        out.append(view)
+        start += t.numel()
+    return out
 
 
 def _seeds(documents: list[Document], deterministic: bool) -> list[str]:
@@ -136,7 +143,7 @@ class IdReplacement:
 
     The draws are those of :func:`~lit_docemb.augment.replace_words` -- each word with candidates is, with
     ``probability``, replaced by a uniform draw among them, a multi-word candidate adding several words -- from a
-    numpy generator seeded by the seed's BLAKE2 hash (not Python's ``random``, so the words drawn for a seed differ
+    numpy PCG64 generator seeded by the seed's BLAKE2 hash (:func:`seeded_generator`; not Python's ``random``, so the words drawn for a seed differ
     from ``replace_words``'s; the distribution is the same). As in :meth:`Doc2VecCPairCollator.ids`, words outside
     ``index`` (a candidate's included) are dropped and each side is then cut at ``max_words``.
 
@@ -161,19 +168,34 @@ class IdReplacement:
                 self.counts[t], self.offsets[t] = entry[0], len(rows)
                 rows.extend([index.get(w, 0) for w in c] + [0] * (width - len(c)) for c in entry[2])
         self.candidates = np.array(rows, dtype=np.int64)  # (1 + all candidates, width) ids, 0 outside the index
+        self._generator = np.random.Generator(np.random.PCG64())  # re-seeded by every call
 
-    def __call__(self, words: list[str], seed: str, max_words: int) -> tuple[list[int], list[int]]:
-        """(the words' ids, their augmentation's ids), each without out-of-index words and cut at ``max_words``."""
+    def __call__(self, words: list[str], seed: str, max_words: int) -> tuple[np.ndarray, np.ndarray]:
+        """(the words' ids, their augmentation's ids) as int64 arrays, each without out-of-index words and cut at
+        ``max_words``."""
         types = np.fromiter(map(self.types.get, words, repeat(0)), dtype=np.int64, count=len(words))
         ids, counts = self.word_ids[types], self.counts[types]
-        digest = hashlib.blake2b(seed.encode("utf-8", "surrogatepass"), digest_size=16).digest()
-        rng = np.random.default_rng(int.from_bytes(digest, "little"))
-        replaced = (counts > 0) & (rng.random(len(types)) < self.probability)
-        chosen = self.candidates[self.offsets[types] + (rng.random(len(types)) * counts).astype(np.int64)]
-        chosen[~replaced] = 0
-        chosen[~replaced, 0] = ids[~replaced]
-        augmented = chosen.reshape(-1)
-        return ids[ids != 0][:max_words].tolist(), augmented[augmented != 0][:max_words].tolist()
+        draws = seeded_generator(seed, self._generator).random((2, len(types)))  # (replace?, which candidate?)
+        replaced = (counts > 0) & (draws[0] < self.probability)
+        chosen = self.offsets[types] + (draws[1] * counts).astype(np.int64)
+        if self.candidates.shape[1] == 1:  # single-word candidates (WordNet synonyms, PPDB)
+            augmented = np.where(replaced, self.candidates[chosen, 0], ids)
+        else:  # e.g. antonyms: "not" + the antonym
+            chosen = self.candidates[chosen]
+            chosen[~replaced] = 0
+            chosen[~replaced, 0] = ids[~replaced]
+            augmented = chosen.reshape(-1)
+        return ids[ids != 0][:max_words], augmented[augmented != 0][:max_words]
+
+
+def seeded_generator(seed: str, generator: np.random.Generator) -> np.random.Generator:
+    """``generator`` (a PCG64 one) set to the state and increment of the seed's 256-bit BLAKE2 hash: a stream of
+    its own per seed, at a tenth of the cost of ``np.random.default_rng`` (whose seed hashing is not needed after
+    BLAKE2)."""
+    digest = hashlib.blake2b(seed.encode("utf-8", "surrogatepass"), digest_size=32).digest()
+    generator.bit_generator.state = {"bit_generator": "PCG64", "has_uint32": 0, "uinteger": 0, "state": {
+        "state": int.from_bytes(digest[:16], "little"), "inc": int.from_bytes(digest[16:], "little") | 1}}
+    return generator
 
 
 class Doc2VecCPairCollator:
@@ -200,27 +222,33 @@ class Doc2VecCPairCollator:
                 ids, aug = self.replacement(words, seed, self.max_words)
             else:
                 ids, aug = self.ids(words), self.ids(_augment(self.augment, text, seed, words))
-            if len(ids) >= 2 and aug:
+            if len(ids) >= 2 and len(aug):
                 out.append((doc, ids, aug, seed))
         return out
 
-    def cbow(self, rows: list[tuple[list[int], str]]) -> tuple[Tensor, Tensor]:
-        """(word ids, seed) per document → its sampled targets (B, S) and their contexts (B, S, C)."""
+    def cbow(self, rows: list[tuple[Sequence[int], str]]) -> tuple[Tensor, Tensor]:
+        """(word ids, seed) per document → its sampled targets (B, S) and their contexts (B, S, C): S distinct
+        positions drawn by ``random.Random("targets:<seed>")`` (all when the document is shorter), and each target's
+        ``window_size`` words on either side (left then right, 0-padded)."""
+        window = self.window_size
         target_ids = np.zeros((len(rows), self.targets_per_document), dtype=np.int64)
-        context_ids = np.zeros((len(rows), self.targets_per_document, 2 * self.window_size), dtype=np.int64)
+        context_ids = np.zeros((len(rows), self.targets_per_document, 2 * window), dtype=np.int64)
         for i, (ids, seed) in enumerate(rows):
-            target, context = sample_targets(ids, self.targets_per_document, self.window_size,
-                                             random.Random(f"targets:{seed}"))
-            target_ids[i, :len(target)] = target
-            for j, row in enumerate(context):
-                context_ids[i, j, :len(row)] = row
+            ids = np.asarray(ids, dtype=np.int64)
+            rng = random.Random(f"targets:{seed}")
+            positions = sorted(rng.sample(range(len(ids)), min(self.targets_per_document, len(ids))))
+            target_ids[i, :len(positions)] = ids[positions]
+            for j, p in enumerate(positions):
+                left, right = ids[max(0, p - window):p], ids[p + 1:p + 1 + window]
+                context_ids[i, j, :len(left)] = left
+                context_ids[i, j, len(left):len(left) + len(right)] = right
         return torch.from_numpy(target_ids), torch.from_numpy(context_ids)
 
     def __call__(self, documents: list[Document]) -> Doc2VecCPairBatch:
         pairs = self.pairs(documents)
         targets, contexts = self.cbow([(ids, seed) for _, ids, _, seed in pairs])
-        return Doc2VecCPairBatch(pad([ids for _, ids, _, _ in pairs]), pad([aug for _, _, aug, _ in pairs]),
-                                 targets, contexts, _doc_index([doc for doc, *_ in pairs]),
+        return Doc2VecCPairBatch(*packed(pad([ids for _, ids, _, _ in pairs]), pad([aug for _, _, aug, _ in pairs]),
+                                         targets, contexts, _doc_index([doc for doc, *_ in pairs])),
                                  skipped=len(documents) - len(pairs))
 
 
@@ -231,9 +259,10 @@ class AppendedAugmentationCollator(Doc2VecCPairCollator):
 
     def __call__(self, documents: list[Document]) -> Doc2VecCBatch:
         pairs = self.pairs(documents)
-        merged = [ids + aug for _, ids, aug, _ in pairs]
+        merged = [np.concatenate((np.asarray(ids, dtype=np.int64), np.asarray(aug, dtype=np.int64)))
+                  for _, ids, aug, _ in pairs]
         targets, contexts = self.cbow([(words, seed) for words, (*_, seed) in zip(merged, pairs)])
-        return Doc2VecCBatch(pad(merged), targets, contexts, _doc_index([doc for doc, *_ in pairs]),
+        return Doc2VecCBatch(*packed(pad(merged), targets, contexts, _doc_index([doc for doc, *_ in pairs])),
                              skipped=len(documents) - len(pairs))
 
 
