@@ -22,7 +22,7 @@ of 40-400 words, so no corpus text is in the repository.
 Usage (sentence-transformers comes with ``pip install -e ".[benchmarks]"``)::
 
     python benchmarks/embed_throughput.py                         # 512 documents, 128 tokens, batch 32, 4 blocks
-    python benchmarks/embed_throughput.py --documents 96 --repeats 4
+    python benchmarks/embed_throughput.py --documents 256 --repeats 10       # the README's figure
 """
 
 from __future__ import annotations
