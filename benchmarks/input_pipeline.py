@@ -125,8 +125,8 @@ def main() -> None:
                          statistics.median(supply / step for supply, step, _ in measured)))
     load_after = os.getloadavg()
     print(f"\n{args.documents} documents of {args.words} words (installed text, lit_docemb JSONL); DocSplit, "
-          f"Graph-RoBERTa and CoLDE on a random-init BERT {args.layers} × {args.hidden}, DECA and CTPE with their own default "
-          f"backbones; all other arguments the classes' defaults; fp32 on CPU; "
+          f"Graph-RoBERTa and CoLDE on a random-init BERT {args.layers} × {args.hidden}, DECA and CTPE with their "
+          f"own default backbones; all other arguments the classes' defaults; fp32 on CPU; "
           f"{machine_line()}.\n")
     print("| method | batch | workers | dataloader documents/s | train step documents/s | s per step | "
           "loader / step (goal ≥ 3) |")

@@ -74,8 +74,9 @@ class DocumentAugmenter:
 
     @property
     def replaces_from_table(self) -> bool:
-        """Whether the augmentation is :func:`replace_words` over :attr:`draws` (``wordnet``, ``antonym``, ``ppdb``)."""
-        return self.name in ("wordnet", "antonym", "ppdb")
+        """Whether the augmentation is :func:`replace_words` over :attr:`draws`: the thesaurus ones, those that
+        :data:`UNCONSTRAINABLE` names."""
+        return self.name in UNCONSTRAINABLE
 
     def __call__(self, text: str, seed: int | str, words: list[str] | None = None) -> list[str]:
         """The augmentation of ``text`` for ``seed``; ``words``: ``words_of(text)`` when the caller has it already

@@ -143,9 +143,10 @@ class IdReplacement:
 
     The draws are those of :func:`~lit_docemb.augment.replace_words` -- each word with candidates is, with
     ``probability``, replaced by a uniform draw among them, a multi-word candidate adding several words -- from a
-    numpy PCG64 generator seeded by the seed's BLAKE2 hash (:func:`seeded_generator`; not Python's ``random``, so the words drawn for a seed differ
-    from ``replace_words``'s; the distribution is the same). As in :meth:`Doc2VecCPairCollator.ids`, words outside
-    ``index`` (a candidate's included) are dropped and each side is then cut at ``max_words``.
+    numpy PCG64 generator seeded by the seed's BLAKE2 hash (:func:`seeded_generator`), not Python's ``random``: the
+    words drawn for a seed differ from ``replace_words``'s, their distribution is the same. As in
+    :meth:`Doc2VecCPairCollator.ids`, words outside ``index`` (a candidate's included) are dropped and each side is
+    then cut at ``max_words``.
 
     Args:
         index: word → id in 1..V.
