@@ -127,8 +127,9 @@ def grad_cache_step(
     """GradCache for one batch: returns a scalar whose single ``backward()`` gives the full-batch gradient.
 
     In small batches the last sub-batch keeps the graph of its first encoding; every sub-batch's surrogate but
-    that of the last one re-encoded is differentiated with ``torch.autograd.grad`` into a buffer, which fires no backward hooks, so
-    DDP's reducer stays untouched; the returned scalar is that last re-encoded sub-batch's surrogate plus ``sum(p * buffer_p)`` over the parameters, whose gradient is the buffer. One
+    that of the last one re-encoded is differentiated with ``torch.autograd.grad`` into a buffer, which fires
+    no backward hooks, so DDP's reducer stays untouched; the returned scalar is that last re-encoded
+    sub-batch's surrogate plus ``sum(p * buffer_p)`` over the parameters, whose gradient is the buffer. One
     ``backward()`` of it therefore reaches every parameter once: under DDP the all-reduce runs once per step
     and sees every weight used; gradient accumulation, clipping and bf16 autocast work as for any loss.
 
