@@ -44,8 +44,8 @@ from lightning.pytorch.loggers import CSVLogger
 from torch.utils.data import DataLoader
 
 from common import load_line, machine_line, resampled_documents, write_bert
-from lit_docemb.callbacks import Throughput
-from lit_docemb.guards import FailFast, NonFiniteGuard
+from lit_docemb.methods.callbacks import Throughput
+from lit_docemb.methods.guards import FailFast, NonFiniteGuard
 from lit_docemb.methods import DocSplit
 
 

@@ -76,7 +76,7 @@ def texts(count: int, seed: int) -> list[str]:
 
 
 def token_batch(tokenizer, count: int, seed: int):
-    from lit_docemb.methods.collate import tokenize
+    from lit_docemb.data.tokens import tokenize
 
     return tokenize(tokenizer, texts(count, seed), SEQUENCE_LENGTH)
 

@@ -3,7 +3,7 @@
 Graph-RoBERTa encodes every passage of a batch's documents with a transformer, then runs a graph over the
 passage vectors; the transformer is nearly all the cost, and what it spends on padding is lost. On a
 length-skewed corpus (document lengths log-normal, every section's last passage short), the same batches
-(built by the library's collator, :class:`~lit_docemb.methods.graph_roberta.PassageGraphBuilder`) are encoded,
+(built by the library's collator, :class:`~lit_docemb.views.graph_roberta.PassageGraphBuilder`) are encoded,
 forward and backward, in four layouts:
 
 * **dense per-document padding**: every document padded to the batch's most passages and every passage to
@@ -46,8 +46,8 @@ from transformers import AutoTokenizer
 
 from common import load_line, machine_line, median_ratio, resampled_documents, write_bert
 from lit_docemb.data.batches import PassageGraphBatch, TokenBatch
-from lit_docemb.methods.grad_cache import split_token_batch, take_rows, token_lengths
-from lit_docemb.methods.graph_roberta import PassageGraphBuilder
+from lit_docemb.data.tokens import split_token_batch, take_rows, token_lengths
+from lit_docemb.views.graph_roberta import PassageGraphBuilder
 from lit_docemb.models import HFEncoder
 from lit_docemb.models.graph_document import GraphDocumentEncoder
 

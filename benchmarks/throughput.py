@@ -36,7 +36,7 @@ from lightning.pytorch.callbacks import Callback
 from torch.utils.data import DataLoader
 
 from common import load_line, machine_line, resampled_documents, write_bert
-from lit_docemb.callbacks import peak_memory_gib
+from lit_docemb.methods.callbacks import peak_memory_gib
 from lit_docemb.data.batches import ViewPairBatch, count_tokens
 from lit_docemb.methods import DocSplit
 

@@ -1,4 +1,4 @@
-from lit_docemb.cli import main
+from lit_docemb.commands.cli import main
 
 if __name__ == "__main__":
     main()

@@ -10,7 +10,7 @@ import lightning as L
 import pytest
 import torch
 
-from lit_docemb.cli import main
+from lit_docemb.commands.cli import main
 from lit_docemb.data.document import Document, Section
 from lit_docemb.data.labelled import LabelledTextDataModule
 from lit_docemb.methods import DocSplit, DocumentClassifier, GraphRoBERTa

@@ -12,8 +12,8 @@ import torch
 import yaml
 from lightning.pytorch.callbacks import Callback
 
-from lit_docemb.cli import DocEmbCLI, main
-from lit_docemb.slurm import resolve_fit_config
+from lit_docemb.commands.cli import DocEmbCLI, main
+from lit_docemb.commands.slurm import resolve_fit_config
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -54,7 +54,7 @@ class StepRecorder(Callback):
 
 def test_resume_continues_step_count(tiny_encoder_dir, corpus_jsonl, tmp_path):
     base = tiny_args(tiny_encoder_dir, corpus_jsonl, tmp_path) + [
-        "--trainer.callbacks+=lit_docemb.callbacks.RunCheckpoint", "--trainer.limit_val_batches=0"]
+        "--trainer.callbacks+=lit_docemb.methods.callbacks.RunCheckpoint", "--trainer.limit_val_batches=0"]
     first = main(["fit", *base, "--trainer.max_steps=3"])
     last = tmp_path / "checkpoints" / "last.ckpt"
     assert last.exists()
@@ -115,7 +115,7 @@ def test_two_process_ddp_fit_on_cpu(tiny_encoder_dir, corpus_jsonl, tmp_path):
     step 1 has 4 + 4 documents, step 2 has 1 + 0 — rank 1's empty batch must not crash or hang the run."""
     cmd = [sys.executable, "-m", "lit_docemb", "fit", *tiny_args(tiny_encoder_dir, corpus_jsonl, tmp_path),
            "--data.max_documents=9", "--data.val_fraction=0", "--trainer.devices=2", "--trainer.strategy=ddp",
-           "--trainer.max_epochs=1", "--trainer.callbacks+=lit_docemb.callbacks.RunCheckpoint"]
+           "--trainer.max_epochs=1", "--trainer.callbacks+=lit_docemb.methods.callbacks.RunCheckpoint"]
     result = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stderr[-3000:]
     checkpoint = torch.load(tmp_path / "checkpoints" / "last.ckpt", map_location="cpu", weights_only=False)

@@ -11,21 +11,16 @@ import torch
 import yaml
 from conftest import _topic_texts
 
-from lit_docemb.cli import main
+from lit_docemb.commands.cli import main
 from lit_docemb.data.aan import DocumentPair
 from lit_docemb.data.batches import SectionChunks, TokenBatch
 from lit_docemb.data.document import Document, Section
 from lit_docemb.data.similarity_groups import citation_groups, link_jaccard_groups
-from lit_docemb.figures import similarity_heatmaps
+from lit_docemb.commands.figures import similarity_heatmaps
 from lit_docemb.losses import CosineSimilarityLoss
 from lit_docemb.methods import CoLDE
 from lit_docemb.methods.colde import similarity_matrices
-from lit_docemb.methods.colde_collate import (
-    group_sections,
-    pair_groups,
-    select_documents,
-    split_sections,
-)
+from lit_docemb.views.colde import group_sections, pair_groups, select_documents, split_sections
 
 ROOT = Path(__file__).resolve().parents[1]
 SMALL = {"chunk_tokens": 24, "num_heads": 2, "lstm_output_size": 16, "projection_size": 8, "chunk_embeddings": 16}
@@ -321,7 +316,7 @@ def test_every_colde_config_runs_fast_dev_run(config, tiny_encoder_dir, tmp_path
 
 
 def test_fit_then_test_reuses_the_validation_threshold_and_matching_cli(tiny_encoder_dir, tmp_path):
-    from lit_docemb.eval.matching import main as matching_main
+    from lit_docemb.commands.matching import main as matching_main
 
     common = ["--config", str(ROOT / "configs/colde/aan.yaml"), f"--model.init_args.encoder={tiny_encoder_dir}",
               "--model.init_args.chunk_tokens=32", "--model.init_args.lstm_output_size=16",
@@ -345,10 +340,7 @@ def test_fit_then_test_reuses_the_validation_threshold_and_matching_cli(tiny_enc
 
 def test_evaluation_collator_keeps_the_batch_kind_of_its_dataset_for_empty_batches(colde):
     from lit_docemb.data.batches import PairMatchingBatch, SectionChunkBatch
-    from lit_docemb.methods.colde_collate import (
-        EvaluationCollator,
-        PairMatchingCollator,
-    )
+    from lit_docemb.views.colde import EvaluationCollator, PairMatchingCollator
 
     pairs = EvaluationCollator(PairMatchingCollator(colde._collator(1)), colde._collator(2), pair_items=True)
     assert isinstance(pairs([]), PairMatchingBatch) and len(pairs([])) == 0

@@ -12,7 +12,7 @@ from lightning.pytorch.callbacks import Callback
 from lightning.pytorch.strategies import DeepSpeedStrategy
 from test_data_wikir import _write_wikir
 
-from lit_docemb.cli import DocEmbCLI, main, one_line_parse_error
+from lit_docemb.commands.cli import DocEmbCLI, main, one_line_parse_error
 from lit_docemb.data import JSONLDataModule, MSMARCODataModule, Robust04DataModule, WikipediaDataModule
 from lit_docemb.data.wikir import WIKIRDataModule
 from lit_docemb.errors import ConfigError

@@ -11,9 +11,9 @@ import torch
 from lit_docemb.data.document import Document, Section
 from lit_docemb.losses import CoupledMarginLoss
 from lit_docemb.methods import CTPE, TransformerTokens, WordEmbeddings
-from lit_docemb.methods.ctpe_collate import CoupledPairBatch
-from lit_docemb.methods.ctpe_sampling import PartnerSampler, tfidf_neighbours
-from lit_docemb.methods.ctpe_text import WordTokenizer, check_pos, preprocess_words, split_ids
+from lit_docemb.data.batches import CoupledPairBatch
+from lit_docemb.views.ctpe import PartnerSampler, tfidf_neighbours
+from lit_docemb.views.ctpe import WordTokenizer, check_pos, preprocess_words, split_ids
 from lit_docemb.models.ctpe import ConvTextEncoder, coupled_pair_similarity
 
 PATENT = Document("p1", title="Tidal pump", sections=[
@@ -222,7 +222,7 @@ def test_word2vec_initialisation_is_gensims_vectors_and_repeatable():
     assert weight[0].abs().sum() == 0  # padding row
     from gensim.models import Word2Vec
 
-    from lit_docemb.methods.ctpe_text import _stable_hash
+    from lit_docemb.views.ctpe import _stable_hash
     model = Word2Vec([preprocess_words(t) for t in texts], vector_size=8, window=10, min_count=1, sg=1, epochs=2,
                      workers=1, seed=1, hashfxn=_stable_hash)
     assert torch.allclose(weight[tokenizer.index["tide"]], torch.from_numpy(model.wv["tide"].copy()))

@@ -12,9 +12,10 @@ import lightning as L
 import pytest
 import torch
 
-from lit_docemb.cli import main
+from lit_docemb.commands.cli import main
 from lit_docemb.data import JSONLDataModule
-from lit_docemb.eval.candidates import CandidateRanking, evaluate_checkpoint, read_candidate_task
+from lit_docemb.eval.candidates import CandidateRanking, read_candidate_task
+from lit_docemb.commands.candidates import evaluate_checkpoint
 from lit_docemb.methods import CTPE
 
 
@@ -73,7 +74,7 @@ def test_checkpoint_reranks_like_the_callback(task_dir, tmp_path):
     """The vocabulary travels in the checkpoint: re-ranking from last.ckpt gives the callback's figures, and
     validate / predict work from the checkpoint alone."""
     cli = main(["fit", *ctpe_args(tmp_path, task_dir), "--trainer.max_steps=3", "--trainer.limit_val_batches=1",
-                "--trainer.callbacks+=lit_docemb.callbacks.RunCheckpoint"])
+                "--trainer.callbacks+=lit_docemb.methods.callbacks.RunCheckpoint"])
     callback = next(c for c in cli.trainer.callbacks if isinstance(c, CandidateRanking))
     assert cli.trainer.global_step == 3
     last = tmp_path / "checkpoints" / "last.ckpt"
@@ -97,7 +98,7 @@ def test_two_process_ddp_fit_on_cpu(task_dir, tmp_path):
     documents in batches of 8 per device for one epoch; the final checkpoint is finite."""
     cmd = [sys.executable, "-m", "lit_docemb", "fit", *ctpe_args(tmp_path, task_dir), "--data.val_fraction=0",
            "--trainer.devices=2", "--trainer.strategy=ddp", "--trainer.max_epochs=1",
-           "--trainer.callbacks+=lit_docemb.callbacks.RunCheckpoint"]
+           "--trainer.callbacks+=lit_docemb.methods.callbacks.RunCheckpoint"]
     result = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stderr[-3000:]
     checkpoint = torch.load(tmp_path / "checkpoints" / "last.ckpt", map_location="cpu", weights_only=False)

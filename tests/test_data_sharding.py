@@ -22,7 +22,7 @@ from lit_docemb.data.jsonl import JSONLDataModule
 from lit_docemb.data.openwebtext import OpenWebTextDataModule
 from lit_docemb.data.openwebtext_formats import iter_openwebtext
 from lit_docemb.data.reading import ReadContext
-from lit_docemb.losses import distributed
+from lit_docemb import distributed
 from test_data_openwebtext import tar_bytes, write_release
 
 N_PAGES = 37

@@ -17,13 +17,19 @@ import yaml
 from conftest import _topic_texts
 from lit_docemb.augment import DocumentAugmenter, Vocabulary, words_of
 from lit_docemb.augment.thesaurus import draws_of
-from lit_docemb.cli import main
+from lit_docemb.commands.cli import main
 from lit_docemb.data.document import Document, Section
 from lit_docemb.losses import NegativeSamplingLoss
 from lit_docemb.methods import DECA
-from lit_docemb.methods.collate import document_text
-from lit_docemb.methods.deca_collate import (AppendedAugmentationCollator, Doc2VecCPairCollator, IdReplacement,
-                                             WordDocumentCollator, seeded_generator, word_index)
+from lit_docemb.data.tokens import document_text
+from lit_docemb.views.deca import (
+    AppendedAugmentationCollator,
+    Doc2VecCPairCollator,
+    IdReplacement,
+    WordDocumentCollator,
+    seeded_generator,
+    word_index,
+)
 from lit_docemb.models import Doc2VecC
 from test_classifier import labelled_docs
 
@@ -227,7 +233,7 @@ def test_predict_from_a_checkpoint_through_the_cli(tmp_path):
 
 
 def test_labelled_evaluation_scores_embeddings_and_refuses_bad_input():
-    from lit_docemb.eval.labelled_probe import LabelledEmbeddingEvaluation, evaluate_labelled
+    from lit_docemb.eval.labelled import LabelledEmbeddingEvaluation, evaluate_labelled
 
     class Marker(torch.nn.Module):  # embeds a document by whether it mentions the sea
         def collator(self, stage):

@@ -200,7 +200,7 @@ def test_deca_trains_on_back_translated_views(tiny_translation_models, tiny_enco
 
     from lit_docemb.data.document import Document, Section
     from lit_docemb.methods import DECA
-    from lit_docemb.methods.collate import tokenize
+    from lit_docemb.data.tokens import tokenize
 
     cache = tmp_path / "bt.sqlite"
     model = DECA(augmentation="back_translation", back_translation_models=list(tiny_translation_models),

@@ -36,7 +36,7 @@ def fit_one_step(encoder: str, corpus: str, root: Path, strategy: list[str],
            "--trainer.max_steps=1", "--trainer.log_every_n_steps=1", f"--trainer.precision={precision}",
            "--model.optimizer=torch.optim.SGD", "--model.optimizer.lr=0.5", "--model.optimizer.momentum=0.9",
            "--trainer.logger=lightning.pytorch.loggers.CSVLogger", f"--trainer.logger.save_dir={root}",
-           "--trainer.callbacks+=lit_docemb.callbacks.RunCheckpoint"]
+           "--trainer.callbacks+=lit_docemb.methods.callbacks.RunCheckpoint"]
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(TESTS), os.environ.get("PYTHONPATH", "")])}
     result = subprocess.run(cmd, capture_output=True, text=True, timeout=600, env=env)
     assert result.returncode == 0, result.stderr[-4000:]

@@ -9,7 +9,7 @@ import pytest
 import torch
 from test_data_wikir import _write_wikir
 
-from lit_docemb.cli import main
+from lit_docemb.commands.cli import main
 from lit_docemb.data.document import Document, Section
 from lit_docemb.data.retrieval import RetrievalExample
 from lit_docemb.methods import DenseRetrieval, GraphRoBERTa

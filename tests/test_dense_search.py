@@ -10,7 +10,9 @@ from test_data_wikir import _write_wikir
 from lit_docemb.data.document import Document, Section
 from lit_docemb.data.trec import read_run, write_run
 from lit_docemb.data.wikir import WIKIRDataModule
-from lit_docemb.eval.dense_search import embed_documents, main, rank, top_k
+from lit_docemb.eval.embedding import embed_documents
+from lit_docemb.commands.dense_search import main
+from lit_docemb.eval.search import rank, top_k
 from lit_docemb.methods import DenseRetrieval, DocSplit
 
 

@@ -11,7 +11,9 @@ import torch
 from lit_docemb.data.batches import DocumentBatch, ViewPairBatch
 from lit_docemb.data.document import Document, Section
 from lit_docemb.data.text import split_sentences
-from lit_docemb.methods.docsplit import DocSplit, doc_index, sentence_views
+from lit_docemb.methods.docsplit import DocSplit
+from lit_docemb.data.document import doc_index
+from lit_docemb.views.docsplit import sentence_views
 
 DOC = Document(
     id="d1",

@@ -18,13 +18,13 @@ import yaml
 from conftest import _topic_texts
 
 from lit_docemb.augment import Vocabulary
-from lit_docemb.cli import main
+from lit_docemb.commands.cli import main
 from lit_docemb.data.document import Document, Section
-from lit_docemb.embed import LengthBuckets, read_documents
-from lit_docemb.eval.dense_search import embed_documents
+from lit_docemb.commands.embed import LengthBuckets, read_documents
+from lit_docemb.eval.embedding import embed_documents
 from lit_docemb.methods import CTPE, DECA, DocSplit, GraphRoBERTa
-from lit_docemb.methods.collate import document_text
-from lit_docemb.methods.ctpe_text import WordEmbeddings
+from lit_docemb.data.tokens import document_text
+from lit_docemb.views.ctpe import WordEmbeddings
 
 
 def topic_documents(n: int) -> list[Document]:

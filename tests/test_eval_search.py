@@ -8,7 +8,7 @@ import torch
 import torch.nn.functional as F
 
 from lit_docemb.data.document import Document, Section
-from lit_docemb.eval.dense_search import embed_documents, embed_sharded, embed_with_ids
+from lit_docemb.eval.embedding import embed_documents, embed_sharded, embed_with_ids
 from lit_docemb.eval.search import ExactSearch, FaissSearch, inner_product_space
 from lit_docemb.methods.base import EmbeddingMethod
 
@@ -100,8 +100,8 @@ def test_embedding_keeps_document_order_and_counts_skipped_documents():
 
 def test_each_rank_embeds_its_shard_and_the_gather_restores_document_order(monkeypatch):
     """Three ranks simulated in one process: rank r embeds rows [r*N//W, (r+1)*N//W) and the gather (rank 0's rows
-    first, as lit_docemb.losses.distributed.gather_no_grad returns them) gives the corpus in order."""
-    from lit_docemb.eval import dense_search
+    first, as lit_docemb.distributed.gather_no_grad returns them) gives the corpus in order."""
+    from lit_docemb.eval import embedding as dense_search
 
     documents = [doc(i, "a" * i + "e" * (i % 3) + "u" * (7 - i % 7)) for i in range(11)]
     shards = {}

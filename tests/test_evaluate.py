@@ -19,12 +19,12 @@ from lit_docemb.data.document import Document, Section
 from lit_docemb.data.aan import AANDataModule
 from lit_docemb.data.trec import read_run
 from lit_docemb.data.wikir import WIKIRDataModule
-from lit_docemb.eval.bm25 import BM25Index
-from lit_docemb.eval.dense_search import rank
-from lit_docemb.eval.evaluate import build_evaluation, run_evaluations
+from lit_docemb.data.bm25 import BM25Index
+from lit_docemb.eval.search import rank
+from lit_docemb.commands.evaluate import build_evaluation, run_evaluations
 from lit_docemb.eval.evaluation import EvaluationContext, markdown_table
 from lit_docemb.eval.matching import evaluate_pairs
-from lit_docemb.eval.labelled_probe import Clustering, FewShot, LabelledEmbeddingEvaluation, LinearProbe
+from lit_docemb.eval.labelled import Clustering, FewShot, LabelledEmbeddingEvaluation, LinearProbe
 from lit_docemb.eval.ranking import retrieval_metrics
 from lit_docemb.eval.retrieval import RetrievalEvaluation, split_qrels
 from lit_docemb.methods import DenseRetrieval, DocSplit
@@ -120,7 +120,7 @@ def test_retrieval_evaluation_matches_the_independent_paths(method, tmp_path):
 
 
 def test_fit_logs_retrieval_per_epoch_and_evaluate_scores_the_checkpoint(tiny_encoder_dir, tmp_path):
-    from lit_docemb.cli import main
+    from lit_docemb.commands.cli import main
 
     root, run = _write_wikir(tmp_path / "wikir"), tmp_path / "run"
     config = tmp_path / "fit.yaml"
@@ -136,7 +136,7 @@ def test_fit_logs_retrieval_per_epoch_and_evaluate_scores_the_checkpoint(tiny_en
   callbacks:
     - class_path: lit_docemb.eval.retrieval.RetrievalEvaluation
       init_args: {{split: val, depth: 5, bm25: true, hybrid: dev, measures: [ndcg@10, mrr@10, P@5]}}
-    - class_path: lit_docemb.callbacks.RunCheckpoint
+    - class_path: lit_docemb.methods.callbacks.RunCheckpoint
       init_args: {{monitor: val/ndcg@10, mode: max}}
 model:
   class_path: lit_docemb.methods.DenseRetrieval

@@ -23,7 +23,7 @@ import numpy as np
 import pytest
 import torch
 
-from lit_docemb.callbacks import RandomStateCheckpoint
+from lit_docemb.methods.callbacks import RandomStateCheckpoint
 from lit_docemb.data.document import Document, Section
 from lit_docemb.data.sampling import (
     DistributedBatchSampler,
@@ -147,7 +147,7 @@ def fit_command(encoder: str, corpus: str, root: Path, *extra: str) -> list[str]
         "--trainer.max_epochs=2", "--trainer.val_check_interval=5", "--trainer.limit_val_batches=2",
         "--trainer.logger=false", "--trainer.enable_progress_bar=false", "--trainer.enable_model_summary=false",
         f"--trainer.default_root_dir={root}",
-        "--trainer.callbacks+=lit_docemb.callbacks.RunCheckpoint",
+        "--trainer.callbacks+=lit_docemb.methods.callbacks.RunCheckpoint",
         f"--trainer.callbacks.every_n_train_steps={CHECKPOINT_EVERY}",
         "--trainer.callbacks+=resume_probe.StepProbe", *extra,
     ]

@@ -9,13 +9,13 @@ import torch
 from conftest import _topic_texts
 from test_embed import run_embed, save_run, write_tsv
 
-from lit_docemb.cli import main
+from lit_docemb.commands.cli import main
 from lit_docemb.data.document import Document, Section
-from lit_docemb.eval.dense_search import embed_documents
-from lit_docemb.export import ExportError, export
+from lit_docemb.eval.embedding import embed_documents
+from lit_docemb.commands.export import ExportError, export
 from lit_docemb.methods import CTPE, DECA, CoLDE, DocSplit, GraphRoBERTa
-from lit_docemb.methods.collate import document_text
-from lit_docemb.methods.ctpe_text import WordEmbeddings
+from lit_docemb.data.tokens import document_text
+from lit_docemb.views.ctpe import WordEmbeddings
 
 SentenceTransformer = pytest.importorskip("sentence_transformers").SentenceTransformer
 

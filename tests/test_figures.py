@@ -13,17 +13,11 @@ from conftest import _topic_texts
 from lightning.pytorch.loggers import CSVLogger, WandbLogger
 from test_embed import save_run
 
-from lit_docemb.cli import main
+from lit_docemb.commands.cli import main
 from lit_docemb.data import JSONLDataModule
 from lit_docemb.data.document import Document, Section
-from lit_docemb.figures import (
-    EmbeddingFigures,
-    embedding_map,
-    project_2d,
-    read_run_metrics,
-    training_curves,
-)
-from lit_docemb.figures import main as figures_main
+from lit_docemb.commands.figures import EmbeddingFigures, embedding_map, project_2d, read_run_metrics, training_curves
+from lit_docemb.commands.figures import main as figures_main
 from lit_docemb.methods import CoLDE, DocSplit, GraphRoBERTa
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"

@@ -185,7 +185,8 @@ def test_markdown_and_rst_sections_never_raise(text: str) -> None:
 @example(huge_batch(HUGE[3]), True).via("million characters of short sentences")
 @example([Document("ctl", "", [Section("", "\x01\x02 \x03\x04")])], True).via("words the tokenizer removes")
 def test_docsplit_views(tokenizer, docs: list[Document], deterministic: bool) -> None:
-    from lit_docemb.methods.docsplit import DocumentCollator, SentenceSplitCollator
+    from lit_docemb.views.common import DocumentCollator
+    from lit_docemb.views.docsplit import SentenceSplitCollator
 
     batch = SentenceSplitCollator(tokenizer, 32, 0.15, deterministic)(docs)
     assert len(batch) + batch.skipped == len(docs)
@@ -224,7 +225,7 @@ def check_graphs(graphs, tokenizer, training: bool = True) -> None:
          "halves", True, 1).via("a passage of words the tokenizer removes")
 def test_graph_roberta_views_from_documents_and_from_the_cache(tokenizer, docs, graph, objective, deterministic,
                                                                words_per_passage) -> None:
-    from lit_docemb.methods.graph_roberta import GraphDocumentCollator, PassageGraphBuilder, SubDocumentCollator
+    from lit_docemb.views.graph_roberta import GraphDocumentCollator, PassageGraphBuilder, SubDocumentCollator
 
     builder = PassageGraphBuilder(tokenizer, words_per_passage, 16, graph)
     collate = SubDocumentCollator(builder, 6, objective, deterministic)
@@ -287,8 +288,12 @@ def test_deca_augmentations_are_pure_and_keep_every_word(augmenters, text, seed,
 @given(batches(), st.booleans(), st.sampled_from(["wordnet", "antonym", "uninformative"]))
 @example(huge_batch("strong car " * 100_000), False, "wordnet").via("million characters")
 def test_deca_doc2vecc_batches(augmenters, docs, deterministic, name) -> None:
-    from lit_docemb.methods.deca_collate import (AppendedAugmentationCollator, Doc2VecCPairCollator,
-                                                 WordDocumentCollator, word_index)
+    from lit_docemb.views.deca import (
+        AppendedAugmentationCollator,
+        Doc2VecCPairCollator,
+        WordDocumentCollator,
+        word_index,
+    )
 
     vocabulary, augment = augmenters[0], augmenters[1][name]
     index = word_index(vocabulary, 1, 1000)
@@ -308,7 +313,7 @@ def test_deca_doc2vecc_batches(augmenters, docs, deterministic, name) -> None:
 @given(batches(), st.booleans())
 @example([Document("ctl", "", [Section("", "strong \x01")])], True).via("a document the tokenizer empties")
 def test_deca_encoder_batches(augmenters, tokenizer, docs, deterministic) -> None:
-    from lit_docemb.methods.deca_collate import AugmentedTextCollator
+    from lit_docemb.views.deca import AugmentedTextCollator
 
     batch = AugmentedTextCollator(tokenizer, augmenters[1]["wordnet"], 32, deterministic)(docs)
     assert len(batch) + batch.skipped == len(docs)
@@ -334,9 +339,9 @@ def ctpe_documents(draw) -> list[Document]:
 @example([Document("a", "T", [Section("Abstract", "x " * 500_000)]), Document("b", "U", [Section("", "y z")])],
          "title", False, False).via("million characters")
 def test_ctpe_pairs(tiny_encoder_dir, docs, pos, deterministic, transformer) -> None:
-    from lit_docemb.methods.ctpe_collate import CoupledDocumentCollator, CoupledPairCollator, PairSplitter
-    from lit_docemb.methods.ctpe_sampling import PartnerSampler
-    from lit_docemb.methods.ctpe_text import HFTokenIds, WordTokenizer
+    from lit_docemb.views.ctpe import CoupledDocumentCollator, CoupledPairCollator, PairSplitter
+    from lit_docemb.views.ctpe import PartnerSampler
+    from lit_docemb.views.ctpe import HFTokenIds, WordTokenizer
 
     if transformer:
         tokenizer = HFTokenIds(tiny_encoder_dir)
@@ -358,8 +363,8 @@ def test_ctpe_pairs(tiny_encoder_dir, docs, pos, deterministic, transformer) -> 
 @given(batches(), st.lists(st.one_of(st.none(), st.sampled_from(["pos", "neg", "POS", ""]), texts), min_size=6,
                            max_size=6))
 def test_classifier_batches(tokenizer, docs, labels) -> None:
-    from lit_docemb.methods.classifier import LabelledCollator
-    from lit_docemb.methods.docsplit import DocumentCollator
+    from lit_docemb.views.classifier import LabelledCollator
+    from lit_docemb.views.common import DocumentCollator
 
     for doc, label in zip(docs, labels):
         doc.label = label
@@ -377,8 +382,8 @@ def test_dense_retrieval_batches_from_the_queries_file(tmp_path_factory, tokeniz
     """Query lines as a TSV file through the reader, then (query, positive, negatives) through the collator."""
     from lit_docemb.data.retrieval import RetrievalExample
     from lit_docemb.data.trec import read_queries
-    from lit_docemb.methods.dense_retrieval import QueryDocumentCollator
-    from lit_docemb.methods.docsplit import DocumentCollator
+    from lit_docemb.views.dense_retrieval import QueryDocumentCollator
+    from lit_docemb.views.common import DocumentCollator
 
     path = tmp_path_factory.mktemp("queries") / "queries.tsv"
     path.write_bytes(b"".join(f"{qid}\t{text}".encode("utf-8", "surrogatepass").replace(b"\n", b" ") + b"\n"
@@ -417,7 +422,7 @@ def test_jsonl_reader_keeps_or_counts_every_line(tmp_path_factory, tokenizer, li
     """Any line of a JSONL corpus is a document whose fields are strings, or a counted malformed record; the
     documents then go through a DocSplit batch."""
     from lit_docemb.data.jsonl import read_jsonl
-    from lit_docemb.methods.docsplit import SentenceSplitCollator
+    from lit_docemb.views.docsplit import SentenceSplitCollator
 
     path = tmp_path_factory.mktemp("jsonl") / "docs.jsonl"
     path.write_bytes(b"".join((line.encode() if isinstance(line, str) else line.replace(b"\n", b" ")) + b"\n"

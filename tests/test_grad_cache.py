@@ -26,7 +26,8 @@ from torch.nn.parallel import DistributedDataParallel
 from lit_docemb.data.batches import TokenBatch
 from lit_docemb.losses import InfoNCELoss
 from lit_docemb.methods import grad_cache
-from lit_docemb.methods.grad_cache import grad_cache_step, split_rows_by_token_budget, split_token_batch
+from lit_docemb.methods.grad_cache import grad_cache_step
+from lit_docemb.data.tokens import split_rows_by_token_budget, split_token_batch
 from lit_docemb.models import HFEncoder
 
 TOLERANCE = 1e-5

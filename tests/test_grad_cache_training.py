@@ -19,7 +19,7 @@ import pytest
 import torch
 from lightning.pytorch.strategies import DeepSpeedStrategy
 
-from lit_docemb.cli import main
+from lit_docemb.commands.cli import main
 from lit_docemb.data.document import Document, Section
 from lit_docemb.methods.docsplit import DocSplit
 
@@ -108,7 +108,7 @@ def test_two_process_ddp_fit_with_grad_cache_matches_plain_ddp(no_dropout_encode
         cmd = [sys.executable, "-m", "lit_docemb",
                *fit_args(no_dropout_encoder_dir, corpus_jsonl, root, "--trainer.max_steps=3",
                          "--trainer.devices=2", "--trainer.strategy=ddp",
-                         "--trainer.callbacks+=lit_docemb.callbacks.RunCheckpoint", *extra)]
+                         "--trainer.callbacks+=lit_docemb.methods.callbacks.RunCheckpoint", *extra)]
         cmd.remove("--trainer.enable_checkpointing=false")
         result = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
         assert result.returncode == 0, result.stderr[-3000:]

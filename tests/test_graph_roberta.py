@@ -10,14 +10,13 @@ from pathlib import Path
 import pytest
 import torch
 
-from lit_docemb.cli import main
+from lit_docemb.commands.cli import main
 from lit_docemb.data.batches import PassageGraphBatch, TokenBatch
 from lit_docemb.data.document import Document, Section
 from lit_docemb.data.text import chunk_passages
-from lit_docemb.figures import attention_heatmap
+from lit_docemb.commands.figures import attention_heatmap
 from lit_docemb.methods import GraphRoBERTa, LinearWarmupDecay
-from lit_docemb.methods.graph_roberta import (GraphDocumentCollator, PassageGraphBuilder, select_graphs,
-                                              split_passages)
+from lit_docemb.views.graph_roberta import GraphDocumentCollator, PassageGraphBuilder, select_graphs, split_passages
 from lit_docemb.models.graph_document import GraphDocumentEncoder, fully_connected_edges, section_edges
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -9,7 +9,7 @@ import torch
 from lightning.pytorch.callbacks import Callback
 
 from lit_docemb.data.jsonl import JSONLDataModule
-from lit_docemb.guards import NonFiniteGuard
+from lit_docemb.methods.guards import NonFiniteGuard
 from lit_docemb.methods.docsplit import DocSplit
 
 

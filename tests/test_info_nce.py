@@ -9,7 +9,7 @@ from torch import Tensor, nn
 from two_process import init_gloo, save_result, spawn
 
 from lit_docemb.losses import InfoNCELoss
-from lit_docemb.losses import distributed as dist_utils
+from lit_docemb import distributed as dist_utils
 
 # ---------------------------------------------------------------- plain reference
 

@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from lit_docemb.data.batches import TokenBatch
-from lit_docemb.guards import all_finite
+from lit_docemb.methods.guards import all_finite
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float64])
@@ -56,7 +56,7 @@ def test_length_bucketed_passages_give_the_same_document_embeddings_and_gradient
 
 
 def test_bucketed_sub_batches_pad_less():
-    from lit_docemb.methods.grad_cache import split_token_batch
+    from lit_docemb.data.tokens import split_token_batch
 
     mask = torch.zeros(12, 40, dtype=torch.long)
     for row, length in enumerate([40, 3, 5, 38, 4, 6, 39, 2, 5, 37, 4, 3]):

@@ -10,9 +10,9 @@ import torch
 import yaml
 from jsonargparse import Namespace
 
-from lit_docemb.callbacks import AtomicCheckpointIO
-from lit_docemb.cli import main
-from lit_docemb.loggers import configure_wandb_loggers, persistent_run_id
+from lit_docemb.methods.callbacks import AtomicCheckpointIO
+from lit_docemb.commands.cli import main
+from lit_docemb.commands.loggers import configure_wandb_loggers, persistent_run_id
 from test_cli import tiny_args
 
 
@@ -92,7 +92,7 @@ def test_atomic_checkpoint_keeps_the_previous_file_when_a_save_fails(tmp_path):
 
 def test_ckpt_path_last_starts_cleanly_then_resumes_the_newest_checkpoint(tiny_encoder_dir, corpus_jsonl, tmp_path):
     base = tiny_args(tiny_encoder_dir, corpus_jsonl, tmp_path) + [
-        "--trainer.callbacks+=lit_docemb.callbacks.RunCheckpoint", "--trainer.limit_val_batches=0",
+        "--trainer.callbacks+=lit_docemb.methods.callbacks.RunCheckpoint", "--trainer.limit_val_batches=0",
         "--ckpt_path=last"]
     first = main(["fit", *base, "--trainer.max_steps=2"])  # no checkpoint yet: starts at step 0
     assert isinstance(first.trainer.strategy.checkpoint_io, AtomicCheckpointIO)

@@ -87,7 +87,7 @@ def test_secrets_from_the_environment_never_reach_the_run_folder(tiny_encoder_di
            "--data.num_workers=0", "--data.max_documents=8", "--trainer.accelerator=cpu", "--trainer.devices=1",
            "--trainer.max_steps=2", "--trainer.limit_val_batches=1", "--trainer.enable_progress_bar=false",
            "--trainer.log_every_n_steps=1",
-           f"--trainer.default_root_dir={run}", "--trainer.callbacks+=lit_docemb.callbacks.RunCheckpoint"]
+           f"--trainer.default_root_dir={run}", "--trainer.callbacks+=lit_docemb.methods.callbacks.RunCheckpoint"]
     env = {**os.environ, **SENTINELS, "WANDB_MODE": "offline", "WANDB_DIR": str(run)}
     result = subprocess.run(cmd, capture_output=True, text=True, timeout=300, env=env)
     assert result.returncode == 0, result.stderr[-3000:]

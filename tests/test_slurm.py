@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from lit_docemb.slurm import submit_main
+from lit_docemb.commands.slurm import submit_main
 
 
 def write_config(path: Path, encoder: str, corpus: str, root: Path, max_steps: int,
@@ -40,7 +40,7 @@ def write_config(path: Path, encoder: str, corpus: str, root: Path, max_steps: i
             class_path: lightning.pytorch.loggers.WandbLogger
             init_args: {{project: lit_docemb_test, save_dir: {root}, offline: true}}
           callbacks:
-            - class_path: lit_docemb.callbacks.RunCheckpoint
+            - class_path: lit_docemb.methods.callbacks.RunCheckpoint
               init_args: {{every_n_train_steps: 1}}{extra}
         model:
           class_path: lit_docemb.methods.DocSplit
@@ -106,7 +106,7 @@ def test_bad_arguments_are_refused(tiny_encoder_dir, corpus_jsonl, tmp_path, cap
 
 def test_config_that_cannot_resume_is_refused(tiny_encoder_dir, corpus_jsonl, tmp_path, capsys):
     config = write_config(tmp_path / "tiny.yaml", tiny_encoder_dir, corpus_jsonl, tmp_path / "run", 3)
-    with pytest.raises(SystemExit, match="no lit_docemb.callbacks.RunCheckpoint"):
+    with pytest.raises(SystemExit, match="no lit_docemb.methods.callbacks.RunCheckpoint"):
         submit_main(["--config", str(config), "--gpus-per-node", "1", "--", "--trainer.callbacks=[]"])
     no_root = tmp_path / "no_root.yaml"
     no_root.write_text(re.sub(r" *default_root_dir: .*\n", "", config.read_text()))

@@ -9,12 +9,12 @@ from pathlib import Path
 import torch
 from lightning.pytorch.callbacks import Callback
 
-from lit_docemb import callbacks
-from lit_docemb.callbacks import Throughput
-from lit_docemb.cli import DocEmbCLI
+from lit_docemb.methods import callbacks
+from lit_docemb.methods.callbacks import Throughput
+from lit_docemb.commands.cli import DocEmbCLI
 from lit_docemb.data.batches import (MaskedTokenBatch, PassageGraphBatch, SubDocumentPairBatch, TokenBatch,
                                      ViewPairBatch, count_tokens)
-from lit_docemb.methods.deca_collate import Doc2VecCPairBatch
+from lit_docemb.data.batches import Doc2VecCPairBatch
 
 
 def tokens(lengths: list[int], width: int = 6) -> TokenBatch:

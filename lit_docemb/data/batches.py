@@ -3,7 +3,7 @@
 Each method names the batch type its collator produces and its steps consume. Lightning moves dataclass
 batches to the device field by field.
 
-Throughput counting (:class:`lit_docemb.callbacks.Throughput`): a batch's documents are ``len(batch)``; its
+Throughput counting (:class:`lit_docemb.methods.callbacks.Throughput`): a batch's documents are ``len(batch)``; its
 tokens are :func:`count_tokens`, the real (non-padding) tokens its encoder reads: the ``num_tokens()`` of the
 batch if it has one (the :class:`CountsTokens` protocol), else the sum over the :class:`TokenBatch` es it holds.
 """
@@ -287,3 +287,107 @@ class DocumentSectionsBatch:
 
     def __len__(self) -> int:
         return len(self.whole)
+
+
+@dataclass
+class CoupledPairBatch:
+    """B training examples: a coupled pair and an uncoupled pair each (row i of every field is example i).
+
+    Attributes:
+        former, latter: (B, T) tokens of f_i and b_i.
+        negative_former, negative_latter: (B, T) tokens of the uncoupled pair (f_i, b_j) or (f_j, b_i).
+        skipped: documents of the incoming list that could not be split or found no splittable partner.
+    """
+
+    former: TokenBatch
+    latter: TokenBatch
+    negative_former: TokenBatch
+    negative_latter: TokenBatch
+    skipped: int = 0
+
+    def __len__(self) -> int:
+        return len(self.former)
+
+
+@dataclass
+class CoupledDocumentBatch:
+    """Documents to represent: former and latter part tokens (B, T) and the B ids of the split documents."""
+
+    former: TokenBatch
+    latter: TokenBatch
+    ids: list[str]
+    skipped: int = 0
+
+    def __len__(self) -> int:
+        return len(self.former)
+
+
+@dataclass
+class WordDocumentBatch:
+    """Whole documents as word ids, for embedding.
+
+    Attributes:
+        words: (B, T) word ids, 0-padded (out-of-vocabulary words dropped).
+        ids: the B document ids.
+    """
+
+    words: Tensor
+    ids: list[str]
+
+    def __len__(self) -> int:
+        return self.words.shape[0]
+
+
+@dataclass
+class Doc2VecCPairBatch:
+    """B documents, their augmentations and the CBOW targets of the documents (Doc2VecC backbone).
+
+    Attributes:
+        words: (B, T) word ids of the documents, 0-padded.
+        augmented: (B, T') word ids of their augmentations, 0-padded.
+        targets: (B, S) sampled target word ids, 0 where a document has fewer than S words.
+        contexts: (B, S, C) ids of each target's window (C = 2 x window_size), 0-padded.
+        doc_index: (B,) int64 stable hashes of the document ids (masks repeats among negatives).
+        skipped: documents of the incoming list with fewer than two in-vocabulary words (or an empty augmentation).
+    """
+
+    words: Tensor
+    augmented: Tensor
+    targets: Tensor
+    contexts: Tensor
+    doc_index: Tensor
+    skipped: int = 0
+
+    def __len__(self) -> int:
+        return self.words.shape[0]
+
+    def num_tokens(self) -> Tensor:
+        """Words read by the encoder: the documents' and their augmentations' (0 is padding)."""
+        return (self.words != 0).sum() + (self.augmented != 0).sum()
+
+
+@dataclass
+class Doc2VecCBatch:
+    """B documents, each followed by one of its augmentations, and their CBOW targets (Table 5's "-Contrastive":
+    Doc2VecC on the merged corpus, no contrastive pair).
+
+    Attributes:
+        words: (B, T) word ids of each document then of its augmentation, 0-padded.
+        targets: (B, S) target word ids sampled from the merged document, 0 where it has fewer than S words.
+        contexts: (B, S, C) ids of each target's window in the merged document (C = 2 x window_size), 0-padded.
+        doc_index: (B,) int64 stable hashes of the document ids.
+        skipped: documents of the incoming list with fewer than two in-vocabulary words (or an empty augmentation).
+    """
+
+    words: Tensor
+    targets: Tensor
+    contexts: Tensor
+    doc_index: Tensor
+    skipped: int = 0
+
+    def __len__(self) -> int:
+        return self.words.shape[0]
+
+    def num_tokens(self) -> Tensor:
+        """Words read by the encoder (0 is padding)."""
+        return (self.words != 0).sum()

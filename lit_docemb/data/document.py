@@ -8,6 +8,7 @@ pickles cheaply into dataloader workers.
 
 from __future__ import annotations
 
+import hashlib
 import json
 from dataclasses import asdict, dataclass, field
 from typing import Any
@@ -88,3 +89,8 @@ def _string(record: dict[str, Any], key: str, name: str) -> str:
     if not isinstance(value, str):
         raise TypeError(f"field {name!r} must be a string or null, got {type(value).__name__}")
     return value
+
+
+def doc_index(doc_id: str) -> int:
+    """A stable signed 63-bit integer for a document id (the same on every rank and worker)."""
+    return int.from_bytes(hashlib.blake2b(doc_id.encode(), digest_size=8).digest(), "big") >> 1

@@ -28,7 +28,7 @@ seed (:class:`SeededBatch`), and the loader runs the collator with the global ra
 ``random`` and numpy seeded from it (:func:`seeded_random_state`), restoring the caller's state afterwards. So a
 batch is the same whichever worker builds it, with any ``num_workers``, in an uninterrupted run and in one
 resumed from a mid-epoch checkpoint; and collating never consumes the training process's own random stream
-(dropout), which :class:`~lit_docemb.callbacks.RandomStateCheckpoint` saves and restores.
+(dropout), which :class:`~lit_docemb.methods.callbacks.RandomStateCheckpoint` saves and restores.
 """
 
 from __future__ import annotations
@@ -45,7 +45,7 @@ import numpy as np
 import torch
 from torch.utils.data import DataLoader, Dataset, Sampler, default_collate
 
-from lit_docemb.losses import distributed
+from lit_docemb import distributed
 
 log = logging.getLogger(__name__)
 

@@ -237,12 +237,12 @@ def _checked_folds(folds, path) -> list[list[str]]:
 
 
 def bm25_run(documents: Sequence[Document], queries: Mapping[str, Query], depth: int = 100) -> Run:
-    """A BM25 run over ``documents`` (:class:`~lit_docemb.eval.bm25.BM25Index`: title + text, ``bm25s``, English
+    """A BM25 run over ``documents`` (:class:`~lit_docemb.data.bm25.BM25Index`: title + text, ``bm25s``, English
     stopwords, no stemming).
 
     For corpora without an official run (Robust04): ``write_run(bm25_run(...), "bm25.run")`` once, then
     ``negatives_run: bm25.run``. It holds the whole corpus's tokens in memory.
     """
-    from lit_docemb.eval.bm25 import BM25Index
+    from lit_docemb.data.bm25 import BM25Index
 
     return BM25Index(documents).run(queries, depth)

@@ -1,13 +1,20 @@
-from lit_docemb.eval.callbacks import HeldOutRetrieval
-from lit_docemb.eval.candidates import CandidateRanking, evaluate_candidates, evaluate_checkpoint
+from lit_docemb._moved import moved_attribute
+from lit_docemb.eval.candidates import CandidateRanking, evaluate_candidates
 from lit_docemb.eval.evaluation import Evaluation, EvaluationContext, markdown_table
-from lit_docemb.eval.heldout import evaluate_heldout
-from lit_docemb.eval.labelled_probe import Clustering, FewShot, LabelledEmbeddingEvaluation, LinearProbe
+from lit_docemb.eval.heldout import HeldOutRetrieval, evaluate_heldout
+from lit_docemb.eval.labelled import (
+           Clustering,
+           FewShot,
+           LabelledEmbeddingEvaluation,
+           LinearProbe,
+)
 from lit_docemb.eval.matching import classifier_matching, threshold_matching
 from lit_docemb.eval.ranking import ranking_metrics, retrieval_metrics, top_k_run
 from lit_docemb.eval.retrieval import RetrievalEvaluation
 
 __all__ = ["CandidateRanking", "Clustering", "Evaluation", "EvaluationContext", "FewShot", "HeldOutRetrieval",
            "LabelledEmbeddingEvaluation", "LinearProbe", "RetrievalEvaluation", "classifier_matching",
-           "evaluate_candidates", "evaluate_checkpoint", "evaluate_heldout", "markdown_table", "ranking_metrics",
+           "evaluate_candidates", "evaluate_heldout", "markdown_table", "ranking_metrics",
            "retrieval_metrics", "threshold_matching", "top_k_run"]
+
+__getattr__ = moved_attribute(__name__)  # names that moved to other modules, deprecated

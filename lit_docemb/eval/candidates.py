@@ -21,24 +21,21 @@ Run it as a callback during ``fit`` (:class:`CandidateRanking`) or on a checkpoi
 
 from __future__ import annotations
 
-import argparse
-import importlib
 import json
 import time
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
-
+from lit_docemb._moved import moved_attribute
 from lit_docemb.data.document import Document
 from lit_docemb.data.jsonl import read_jsonl
-from lit_docemb.data.reading import ReadContext
-from lit_docemb.data.reading import require_path
+from lit_docemb.data.reading import ReadContext, require_path
 from lit_docemb.data.trec import Qrels, read_qrels
-from lit_docemb.eval.dense_search import embed_with_ids
+from lit_docemb.distributed import rank
+from lit_docemb.eval.embedding import embed_with_ids
 from lit_docemb.eval.evaluation import Evaluation, EvaluationContext
 from lit_docemb.eval.ranking import rank_and_score
-from lit_docemb.losses.distributed import rank
 from lit_docemb.methods.base import EmbeddingMethod
 
 LAYOUT = ("<root>/candidates.jsonl and <root>/test.jsonl (lit_docemb JSONL documents) and <root>/qrels.txt "
@@ -120,28 +117,4 @@ class CandidateRanking(Evaluation):
             print("ranking " + json.dumps({k: round(v, 4) for k, v in self.results.items()}))
         return {f"ranking/{k}": v for k, v in self.results.items()}
 
-
-def evaluate_checkpoint(checkpoint: str, root: str, method: str = "lit_docemb.methods.CTPE", k: int = 20,
-                        batch_size: int = 256) -> dict[str, float]:
-    """Loads a checkpoint of ``method`` (a class path) and ranks the task folder ``root`` with it."""
-    module_name, _, class_name = method.rpartition(".")
-    cls = getattr(importlib.import_module(module_name), class_name)
-    model = cls.load_from_checkpoint(checkpoint, map_location="cpu", weights_only=True)  # no pickled code
-    return evaluate_candidates(model, read_candidate_task(root), k, batch_size)
-
-
-def main(argv: list[str] | None = None) -> dict[str, float]:
-    parser = argparse.ArgumentParser(description="Rank a candidate/test task folder with a checkpoint.")
-    parser.add_argument("checkpoint")
-    parser.add_argument("root", help=LAYOUT)
-    parser.add_argument("--method", default="lit_docemb.methods.CTPE")
-    parser.add_argument("--k", type=int, default=20)
-    parser.add_argument("--batch-size", type=int, default=256)
-    args = parser.parse_args(argv)
-    results = evaluate_checkpoint(args.checkpoint, args.root, args.method, args.k, args.batch_size)
-    print(json.dumps(results, indent=1))
-    return results
-
-
-if __name__ == "__main__":
-    main()
+__getattr__ = moved_attribute(__name__)  # names that moved to other modules, deprecated

@@ -6,7 +6,7 @@ One interface, two entry points:
 * during ``fit``: configured under ``trainer.callbacks``, an evaluation runs every ``every_n_epochs`` epochs (and/or
   once when training ends), logs its metrics through the LightningModule (``val/ndcg@10``, ``cluster/nmi``: usable
   as a ``ModelCheckpoint`` monitor) and writes its files under ``<default_root_dir>/evaluation/epoch=<n>/``;
-* on a checkpoint: ``python -m lit_docemb evaluate`` (:mod:`lit_docemb.eval.evaluate`) runs the same objects once
+* on a checkpoint: ``python -m lit_docemb evaluate`` (:mod:`lit_docemb.commands.evaluate`) runs the same objects once
   and writes a Markdown table and a JSON file of every metric.
 
 Every rank runs an evaluation (collections are embedded in shards, one per rank, then gathered), so all ranks
@@ -25,8 +25,8 @@ import lightning as L
 from torch import Tensor
 
 from lit_docemb.data.document import Document
-from lit_docemb.eval.dense_search import embed_sharded
-from lit_docemb.losses import distributed as dist
+from lit_docemb.eval.embedding import embed_sharded
+from lit_docemb import distributed as dist
 
 
 class EvaluationContext:

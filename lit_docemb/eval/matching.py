@@ -21,14 +21,14 @@ Command line, for any method and a DataModule of labelled pairs (``AANDataModule
 
 from __future__ import annotations
 
-import argparse
-import json
 from collections.abc import Mapping, Sequence
 from typing import Literal
 
 import numpy as np
-import torch
 from torch import Tensor
+
+from lit_docemb._moved import moved_attribute
+from lit_docemb.eval.evaluation import Evaluation, EvaluationContext
 
 Pair = tuple[str, str, int]
 Criterion = Literal["f1", "accuracy"]
@@ -154,7 +154,7 @@ def evaluate_pairs(method, data, batch_size: int = 32, classifier: Literal["logi
                    criterion: Criterion = "f1") -> dict[str, float]:
     """Both protocols for ``method`` (an :class:`~lit_docemb.methods.base.EmbeddingMethod`) on the train /
     validation / test pairs of ``data`` (set up), every paper embedded once with its predict collator."""
-    from lit_docemb.eval.dense_search import embed_documents
+    from lit_docemb.eval.embedding import embed_documents
 
     splits = {"train": data.train_set, "val": data.val_set, "test": data.test_set}
     if splits["test"] is None or not len(splits["val"]):
@@ -169,28 +169,33 @@ def evaluate_pairs(method, data, batch_size: int = 32, classifier: Literal["logi
     return {f"threshold/{k}": v for k, v in threshold.items()} | {f"classifier/{k}": v for k, v in learned.items()}
 
 
-def main(args: list[str] | None = None) -> dict[str, float]:
-    from lit_docemb.cli import DocEmbCLI
-    from lit_docemb.methods.base import load_method_checkpoint
-
-    parser = argparse.ArgumentParser(description="Document matching (threshold and pair classifier) of a method.")
-    parser.add_argument("--config", required=True, help="the run's config (method and a pairs DataModule)")
-    parser.add_argument("--ckpt", help="a checkpoint of the config's method (default: its initial weights)")
-    parser.add_argument("--classifier", choices=["logistic", "mlp"], default="logistic")
-    parser.add_argument("--criterion", choices=["f1", "accuracy"], default="f1")
-    parser.add_argument("--batch-size", type=int, default=32)
-    parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
-    options, overrides = parser.parse_known_args(args)  # the rest: config overrides
-    cli = DocEmbCLI(args=["--config", options.config, *overrides], run=False)
-    method, data = cli.model, cli.datamodule
-    if options.ckpt:
-        load_method_checkpoint(method, options.ckpt)
-    method.to(options.device).eval()
-    data.setup("fit")
-    metrics = evaluate_pairs(method, data, options.batch_size, options.classifier, options.criterion)
-    print(json.dumps(metrics, indent=2))
-    return metrics
-
-
 if __name__ == "__main__":
     main()
+
+
+class DocumentMatching(Evaluation):
+    """``matching/threshold/<metric>`` (cosine threshold chosen on validation, CoLDE Table 2) and
+    ``matching/classifier/<metric>`` (a pair classifier on the frozen embeddings, the Long Range Arena protocol)
+    on a DataModule of labelled pairs (``AANDataModule`` in ``mode: pairs``): ``python -m lit_docemb evaluate
+    --evaluation matching``, or under ``trainer.callbacks``.
+
+    Args:
+        classifier: Pair classifier: ``"logistic"`` or ``"mlp"``.
+        criterion: What the validation threshold maximises: ``"f1"`` or ``"accuracy"``.
+        **kwargs: See :class:`~lit_docemb.eval.evaluation.Evaluation`.
+    """
+
+    name = "matching"
+
+    def __init__(self, classifier: Literal["logistic", "mlp"] = "logistic", criterion: Criterion = "f1",
+                 **kwargs) -> None:
+        super().__init__(**kwargs)
+        if classifier not in ("logistic", "mlp") or criterion not in ("f1", "accuracy"):
+            raise ValueError(f"classifier must be logistic|mlp and criterion f1|accuracy, got {classifier}, {criterion}")
+        self.classifier, self.criterion = classifier, criterion
+
+    def evaluate(self, context: EvaluationContext) -> dict[str, float]:
+        metrics = evaluate_pairs(context.method, context.data, self.batch_size, self.classifier, self.criterion)
+        return {f"matching/{k}": v for k, v in metrics.items()}
+
+__getattr__ = moved_attribute(__name__)  # names that moved to other modules, deprecated

@@ -2,7 +2,7 @@
 dense search with the method, BM25, and their hybrid, scored with trec_eval's measures.
 
 The corpus is embedded once per pass (in shards across ranks, then gathered), each query of the split as an
-untitled one-section document (as :func:`lit_docemb.eval.dense_search.rank` does), and every query's ``depth``
+untitled one-section document (as :func:`lit_docemb.eval.search.rank` does), and every query's ``depth``
 best documents are found by exact search or FAISS (:mod:`lit_docemb.eval.search`). Measures
 (:func:`lit_docemb.eval.ranking.retrieval_metrics`) are averaged over the split's queries that have a relevant
 document in the qrels; a query that retrieves nothing scores 0 (``trec_eval -c``).
@@ -20,7 +20,7 @@ from typing import Literal
 from lit_docemb.data.document import Document, Section
 from lit_docemb.data.retrieval import QuerySplit, RetrievalDataModule, _corpus_ids
 from lit_docemb.data.trec import Qrels, Run, read_folds, write_run
-from lit_docemb.eval.bm25 import BM25Index
+from lit_docemb.data.bm25 import BM25Index
 from lit_docemb.eval.evaluation import Evaluation, EvaluationContext
 from lit_docemb.eval.fusion import choose_weight, cross_validated_fusion, hashed_folds, interpolate
 from lit_docemb.eval.ranking import RETRIEVAL_MEASURES, retrieval_metrics, trec_measure
@@ -52,7 +52,7 @@ class RetrievalEvaluation(Evaluation):
         depth: Documents retrieved per query (and fused per query for the hybrid).
         measures: Measure names (``mrr@10``, ``ndcg@20``, ``P@5``, ``recall@100``, ``map``, ``bpref``...); None: the
             default set (MRR@10/@100, nDCG@10/@20, P@5/10/20, MAP, Recall@100, bpref).
-        bm25: Also rank with BM25 (:class:`~lit_docemb.eval.bm25.BM25Index`) and report it.
+        bm25: Also rank with BM25 (:class:`~lit_docemb.data.bm25.BM25Index`) and report it.
         hybrid: Fuse dense and BM25 (:mod:`lit_docemb.eval.fusion`): ``"none"``; ``"dev"``: the weight that
             maximises ``fusion_measure`` on the validation split (Robust04 with ``val_fold: next``: the next fold,
             so five runs over ``test_fold`` 1-5 are the paper's cross-validation; with ``split: val`` the weight is

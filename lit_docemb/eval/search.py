@@ -8,6 +8,7 @@ their recall against exact search and their speed).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Literal
 
 import numpy as np
@@ -15,7 +16,8 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from lit_docemb.eval.dense_search import top_k
+from lit_docemb.data.document import Document, Section
+from lit_docemb.eval.embedding import embed_documents
 from lit_docemb.methods.base import EmbeddingMethod
 
 Space = Literal["cos", "dot"]
@@ -112,3 +114,31 @@ class FaissSearch:
             queries, documents = F.normalize(queries.float(), dim=-1), F.normalize(documents.float(), dim=-1)
         scores, rows = self.search_vectors(_as_numpy(queries), _as_numpy(documents), depth)
         return torch.from_numpy(scores), torch.from_numpy(rows).long()
+
+
+@torch.no_grad()
+def top_k(method: EmbeddingMethod, queries: Tensor, documents: Tensor, depth: int,
+          chunk: int = 65536) -> tuple[Tensor, Tensor]:
+    """Scores and row indices (Q, k) of each query's ``depth`` best documents by ``method.similarity``."""
+    depth = min(depth, len(documents))
+    best_scores = queries.new_full((len(queries), 0), float("-inf"))
+    best_rows = torch.zeros(len(queries), 0, dtype=torch.long, device=queries.device)
+    for start in range(0, len(documents), chunk):
+        scores = method.similarity(queries, documents[start:start + chunk])  # (Q, chunk)
+        scores, rows = torch.cat([best_scores, scores], 1), torch.cat(
+            [best_rows, torch.arange(start, start + scores.shape[1], device=queries.device).expand_as(scores)], 1)
+        best_scores, index = scores.topk(min(depth, scores.shape[1]), dim=1)
+        best_rows = rows.gather(1, index)
+    return best_scores, best_rows
+
+
+def rank(method: EmbeddingMethod, corpus: Sequence[Document], queries: dict[str, str], depth: int,
+         batch_size: int = 64) -> dict[str, dict[str, float]]:
+    """A run ``{query id: {document id: score}}`` of the ``depth`` best corpus documents per query; a query is
+    embedded as an untitled one-section document (a single-node graph for Graph-RoBERTa)."""
+    query_ids = list(queries)
+    query_docs = [Document(f"query:{q}", sections=[Section("", queries[q])]) for q in query_ids]
+    scores, rows = top_k(method, embed_documents(method, query_docs, batch_size),
+                         embed_documents(method, corpus, batch_size), depth)
+    ids = [d.id for d in corpus]
+    return {q: {ids[r]: s for r, s in zip(rows[i].tolist(), scores[i].tolist())} for i, q in enumerate(query_ids)}

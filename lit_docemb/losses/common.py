@@ -1,6 +1,6 @@
 """Pieces the contrastive losses share: fp32 similarities under autocast, and the exact global mean under DDP.
 
-No collectives here: counts are exchanged through :mod:`lit_docemb.losses.distributed`.
+No collectives here: counts are exchanged through :mod:`lit_docemb.distributed`.
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from lit_docemb.losses.distributed import gather_no_grad, world_size
+from lit_docemb.distributed import gather_no_grad, world_size
 
 
 def full_precision(device: torch.device) -> contextlib.AbstractContextManager:

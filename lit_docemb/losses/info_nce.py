@@ -10,7 +10,7 @@ from torch import Tensor, nn
 
 from lit_docemb.losses.common import mean_or_zero
 from lit_docemb.losses.common import full_precision
-from lit_docemb.losses.distributed import gather_no_grad, gather_with_grad, row_layout, world_size
+from lit_docemb.distributed import gather_no_grad, gather_with_grad, row_layout, world_size
 
 
 class InfoNCELoss(nn.Module):

@@ -9,7 +9,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from lit_docemb.losses.common import fp32, full_precision, global_count, global_mean, mean_or_zero
-from lit_docemb.losses.distributed import gather_no_grad, gather_with_grad, row_layout
+from lit_docemb.distributed import gather_no_grad, gather_with_grad, row_layout
 
 
 class NTXentLoss(nn.Module):

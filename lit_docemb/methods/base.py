@@ -28,12 +28,16 @@ from torch import Tensor
 from torch.nn.parallel import DistributedDataParallel
 from torch.optim.lr_scheduler import LambdaLR
 
-from lit_docemb.callbacks import RandomStateCheckpoint
 from lit_docemb.data.batches import DocumentBatch
+from lit_docemb.data.tokens import split_rows_by_token_budget
 from lit_docemb.errors import ConfigError
-from lit_docemb.guards import FailFast, NonFiniteGuard
-from lit_docemb.methods.grad_cache import (CacheableBatch, GradCacheOutput, grad_cache_step,
-                                           split_rows_by_token_budget)
+from lit_docemb.methods.callbacks import RandomStateCheckpoint
+from lit_docemb.methods.grad_cache import (
+    CacheableBatch,
+    GradCacheOutput,
+    grad_cache_step,
+)
+from lit_docemb.methods.guards import FailFast, NonFiniteGuard
 
 log = logging.getLogger(__name__)
 
@@ -233,8 +237,8 @@ class EmbeddingMethod(L.LightningModule, ABC):
         return {"ids": batch.ids, "embeddings": self.embed(batch).float().cpu()}
 
     def configure_callbacks(self):
-        """The guards of :mod:`lit_docemb.guards` and the random-state checkpointing that makes a resume exact
-        (:class:`~lit_docemb.callbacks.RandomStateCheckpoint`), with their defaults, unless the trainer's
+        """The guards of :mod:`lit_docemb.methods.guards` and the random-state checkpointing that makes a resume exact
+        (:class:`~lit_docemb.methods.callbacks.RandomStateCheckpoint`), with their defaults, unless the trainer's
         callbacks already configure one of the type."""
         return [callback() for callback in (NonFiniteGuard, FailFast, RandomStateCheckpoint)
                 if not any(isinstance(c, callback) for c in self.trainer.callbacks)]

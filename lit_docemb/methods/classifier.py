@@ -9,7 +9,6 @@ passage graph -- is what the head sees; its own pretraining losses are not used.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
 
 import torch
 import torch.nn.functional as F
@@ -18,25 +17,13 @@ from torch import Tensor, nn
 from torchmetrics import Metric
 from torchmetrics.classification import MulticlassF1Score
 
+from lit_docemb._moved import moved_attribute
 from lit_docemb.data.batches import LabelledBatch
 from lit_docemb.data.document import Document
 from lit_docemb.methods.base import EmbeddingMethod, load_method_checkpoint
+from lit_docemb.views.classifier import LabelledCollator
 
 log = logging.getLogger(__name__)
-
-
-class LabelledCollator:
-    """Documents -> :class:`LabelledBatch`: the backbone's document batch and the label indices. A document
-    whose label is missing or not among ``labels`` is left out and counted (``skipped``)."""
-
-    def __init__(self, collate: Callable, labels: list[str]) -> None:
-        self.collate = collate
-        self.index = {label: i for i, label in enumerate(labels)}
-
-    def __call__(self, documents: list[Document]) -> LabelledBatch:
-        kept = [d for d in documents if d.label in self.index]
-        targets = torch.tensor([self.index[d.label] for d in kept], dtype=torch.long)
-        return LabelledBatch(self.collate(kept), targets, skipped=len(documents) - len(kept))
 
 
 class DocumentClassifier(EmbeddingMethod):
@@ -138,3 +125,5 @@ class DocumentClassifier(EmbeddingMethod):
         probabilities = self.head(embeddings).float().softmax(-1)
         return {"ids": batch.ids, "embeddings": embeddings.float().cpu(), "probabilities": probabilities.cpu(),
                 "labels": [self.hparams.labels[i] for i in probabilities.argmax(-1).tolist()]}
+
+__getattr__ = moved_attribute(__name__)  # names that moved to other modules, deprecated

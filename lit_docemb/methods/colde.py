@@ -30,20 +30,20 @@ from lit_docemb.data.batches import (
     SectionChunkBatch,
 )
 from lit_docemb.data.document import Document
+from lit_docemb.distributed import gather_no_grad
 from lit_docemb.eval.matching import best_threshold, binary_metrics
 from lit_docemb.losses import CosineSimilarityLoss, SupConLoss
-from lit_docemb.losses.distributed import gather_no_grad
 from lit_docemb.methods.base import EmbeddingMethod
-from lit_docemb.methods.colde_collate import (
+from lit_docemb.methods.grad_cache import CacheableBatch
+from lit_docemb.models import HFEncoder, resolve_model_path
+from lit_docemb.models.colde import Aggregation, CoLDEEncoder
+from lit_docemb.views.colde import (
     EvaluationCollator,
     PairMatchingCollator,
     PredictCollator,
     SectionChunkCollator,
     select_documents,
 )
-from lit_docemb.methods.grad_cache import CacheableBatch
-from lit_docemb.models import HFEncoder, resolve_model_path
-from lit_docemb.models.colde import Aggregation, CoLDEEncoder
 
 
 class CoLDE(EmbeddingMethod):
@@ -258,7 +258,7 @@ def cosine_matrix(vectors: Tensor) -> Tensor:
 def similarity_matrices(method: CoLDE, documents: list[Document]) -> dict:
     """The three levels of similarity (document, section, chunk) between two or more documents, in one batch,
     in eval mode (restored after): :meth:`CoLDE.predict_step`'s output. Draw it with
-    :func:`lit_docemb.figures.similarity_heatmaps`."""
+    :func:`lit_docemb.commands.figures.similarity_heatmaps`."""
     if len(documents) < 2:
         raise ValueError(f"need at least two documents to compare, got {len(documents)}")
     was_training = method.training

@@ -25,15 +25,23 @@ import torch
 from lightning.pytorch.cli import LRSchedulerCallable, OptimizerCallable
 from torch import Tensor
 
+from lit_docemb.data.batches import CoupledDocumentBatch, CoupledPairBatch
 from lit_docemb.data.document import Document
 from lit_docemb.losses import CoupledMarginLoss
 from lit_docemb.methods.base import EmbeddingMethod
-from lit_docemb.methods.ctpe_collate import (CoupledDocumentBatch, CoupledDocumentCollator, CoupledPairBatch,
-                                             CoupledPairCollator, PairSplitter)
-from lit_docemb.methods.ctpe_sampling import PartnerSampler, tfidf_neighbours
-from lit_docemb.methods.ctpe_text import (TransformerTokens, WordEmbeddings, WordTokenizer, check_pos,
-                                          document_fields)
 from lit_docemb.models.ctpe import CoupledPairEncoder, coupled_pair_similarity
+from lit_docemb.views.ctpe import (
+    CoupledDocumentCollator,
+    CoupledPairCollator,
+    PairSplitter,
+    PartnerSampler,
+    TransformerTokens,
+    WordEmbeddings,
+    WordTokenizer,
+    check_pos,
+    document_fields,
+    tfidf_neighbours,
+)
 
 
 def _documents(dataset: Sequence[Document]) -> list[Document]:
@@ -49,9 +57,9 @@ class CTPE(EmbeddingMethod):
     """Coupled text pair embedding.
 
     Args:
-        embeddings: Token vectors: :class:`~lit_docemb.methods.ctpe_text.WordEmbeddings` (default: word2vec
+        embeddings: Token vectors: :class:`~lit_docemb.views.ctpe.WordEmbeddings` (default: word2vec
             on the training corpus, 100 dimensions, trainable) or
-            :class:`~lit_docemb.methods.ctpe_text.TransformerTokens` (a frozen pretrained encoder).
+            :class:`~lit_docemb.views.ctpe.TransformerTokens` (a frozen pretrained encoder).
         pos: Split position: ``"title"``, ``"before:<Section heading>"`` or a token ratio in (0, 1).
         max_length: l_max, tokens kept per part (paper: 200).
         n_filters: n_f, filters per kernel width (paper: 1,024).

@@ -29,16 +29,26 @@ from lightning.pytorch.cli import LRSchedulerCallable, OptimizerCallable
 from torch import Tensor, nn
 from transformers import AutoTokenizer
 
-from lit_docemb.augment import UNCONSTRAINABLE, AugmentationName, BackTranslator, DocumentAugmenter, Vocabulary
-from lit_docemb.data.batches import ViewPairBatch
-from lit_docemb.methods.base import EmbeddingMethod
-from lit_docemb.methods.collate import document_text
-from lit_docemb.methods.deca_collate import (AppendedAugmentationCollator, AugmentedTextCollator, Doc2VecCBatch,
-                                             Doc2VecCPairBatch, Doc2VecCPairCollator, WordDocumentCollator,
-                                             word_index)
-from lit_docemb.methods.docsplit import DocumentCollator
+from lit_docemb.augment import (
+    UNCONSTRAINABLE,
+    AugmentationName,
+    BackTranslator,
+    DocumentAugmenter,
+    Vocabulary,
+)
+from lit_docemb.data.batches import Doc2VecCBatch, Doc2VecCPairBatch, ViewPairBatch
+from lit_docemb.data.tokens import document_text
 from lit_docemb.losses import NegativeSamplingLoss, NTXentLoss, SimSiamLoss
+from lit_docemb.methods.base import EmbeddingMethod
 from lit_docemb.models import Doc2VecC, HFEncoder, resolve_model_path
+from lit_docemb.views.common import DocumentCollator
+from lit_docemb.views.deca import (
+    AppendedAugmentationCollator,
+    AugmentedTextCollator,
+    Doc2VecCPairCollator,
+    WordDocumentCollator,
+    word_index,
+)
 
 log = logging.getLogger(__name__)
 

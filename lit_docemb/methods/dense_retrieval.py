@@ -13,40 +13,16 @@ from __future__ import annotations
 import logging
 from typing import Literal
 
-import torch
 from lightning.pytorch.cli import LRSchedulerCallable, OptimizerCallable
 from torch import Tensor
 
+from lit_docemb._moved import moved_attribute
 from lit_docemb.data.batches import QueryDocumentBatch
-from lit_docemb.data.document import Document, Section
-from lit_docemb.data.retrieval import RetrievalExample
 from lit_docemb.losses import InfoNCELoss
 from lit_docemb.methods.base import EmbeddingMethod, load_method_checkpoint
-from lit_docemb.methods.docsplit import doc_index
+from lit_docemb.views.dense_retrieval import QueryDocumentCollator
 
 log = logging.getLogger(__name__)
-
-
-def query_document(query_id: str, text: str) -> Document:
-    """A query as a one-section, untitled document, so any method's document collator embeds it."""
-    return Document(f"query:{query_id}", sections=[Section("", text)])
-
-
-class QueryDocumentCollator:
-    """RetrievalExamples -> :class:`QueryDocumentBatch` through the backbone's document collator."""
-
-    def __init__(self, collate) -> None:
-        self.collate = collate
-
-    def __call__(self, examples: list[RetrievalExample]) -> QueryDocumentBatch:
-        queries = [query_document(e.query_id, e.query) for e in examples]
-        negatives = [d for e in examples for d in e.negatives]
-        query_ids = [doc_index(f"query:{e.query_id}") for e in examples]
-        # a positive carries its query's id: another example's positive for the same query is not a negative
-        candidate_ids = query_ids + [doc_index(f"doc:{d.id}") for d in negatives]
-        return QueryDocumentBatch(self.collate(queries), self.collate([e.positive for e in examples] + negatives),
-                                  torch.tensor(query_ids, dtype=torch.long),
-                                  torch.tensor(candidate_ids, dtype=torch.long))
 
 
 class DenseRetrieval(EmbeddingMethod):
@@ -96,3 +72,5 @@ class DenseRetrieval(EmbeddingMethod):
         if self.hparams.similarity == "cos":
             return super().similarity(queries, candidates)
         return queries.float() @ candidates.float().T
+
+__getattr__ = moved_attribute(__name__)  # names that moved to other modules, deprecated

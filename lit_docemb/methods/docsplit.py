@@ -14,8 +14,6 @@ fewer than two words cannot make two non-empty views and is dropped from the bat
 
 from __future__ import annotations
 
-import hashlib
-import random
 from typing import Literal
 
 import torch
@@ -23,86 +21,23 @@ from lightning.pytorch.cli import LRSchedulerCallable, OptimizerCallable
 from torch import Tensor
 from transformers import AutoTokenizer
 
-from lit_docemb.data.batches import DocumentBatch, MaskedTokenBatch, TokenBatch, ViewPairBatch
-from lit_docemb.data.document import Document
-from lit_docemb.data.text import split_sentences, split_views
+from lit_docemb._moved import moved_attribute
+from lit_docemb.data.batches import (
+    DocumentBatch,
+    MaskedTokenBatch,
+    TokenBatch,
+    ViewPairBatch,
+)
+from lit_docemb.data.tokens import (
+    take_rows,
+    token_lengths,
+)
 from lit_docemb.losses import InfoNCELoss, MaskedLMLoss
 from lit_docemb.methods.base import EmbeddingMethod
-from lit_docemb.methods.collate import document_text, has_content, mask_tokens, tokenize
-from lit_docemb.methods.grad_cache import CacheableBatch, take_rows, token_lengths
+from lit_docemb.methods.grad_cache import CacheableBatch
 from lit_docemb.models import HFEncoder, resolve_model_path
-
-
-def doc_index(doc_id: str) -> int:
-    """A stable signed 63-bit integer for a document id (the same on every rank and worker)."""
-    return int.from_bytes(hashlib.blake2b(doc_id.encode(), digest_size=8).digest(), "big") >> 1
-
-
-def sentence_views(doc: Document, rng: random.Random, max_chars: int) -> tuple[str, str] | None:
-    """The two DocSplit views of a document, or ``None`` when it has fewer than two words."""
-    sentences = [s for sec in doc.sections for s in split_sentences(sec.text[:max_chars])]
-    if len(sentences) < 2:
-        words = " ".join(sentences).split()
-        if len(words) < 2:
-            return None
-        half = len(words) // 2
-        return " ".join(words[:half]), " ".join(words[half:])
-    view_a, view_b = split_views(sentences, rng, n_views=2)
-    return " ".join(sentences[i] for i in view_a), " ".join(sentences[i] for i in view_b)
-
-
-class SentenceSplitCollator:
-    """Documents → :class:`ViewPairBatch` of DocSplit views (runs in dataloader workers).
-
-    In training a fresh split is drawn from torch's RNG, which the training loader seeds per batch from (seed,
-    epoch, position) (``lit_docemb/data/sampling.py``), so every pass sees new pairs and a resumed run the
-    interrupted run's; in validation the split is a function of the document id, so validation losses are
-    comparable across epochs.
-    """
-
-    def __init__(self, tokenizer, max_length: int, mlm_probability: float, deterministic: bool) -> None:
-        self.tokenizer = tokenizer
-        self.max_length = max_length
-        self.mlm_probability = mlm_probability
-        self.deterministic = deterministic
-
-    def __call__(self, documents: list[Document]) -> ViewPairBatch:
-        seed = None if self.deterministic else int(torch.randint(2**62, (1,)))
-        views, kept = [], []
-        for doc in documents:
-            rng = random.Random(doc.id if seed is None else f"{seed}:{doc.id}")
-            pair = sentence_views(doc, rng, max_chars=self.max_length * 48)
-            if pair is not None:
-                views.append(pair)
-                kept.append(doc)
-        texts = [a for a, _ in views] + [b for _, b in views]
-        tokens = tokenize(self.tokenizer, texts, self.max_length)  # (2B, T)
-        content = has_content(tokens, self.tokenizer)  # (2B,): words of control characters leave no token
-        keep = content[:len(views)] & content[len(views):]  # (B,)
-        kept = [doc for doc, k in zip(kept, keep.tolist(), strict=True) if k]
-        n = len(kept)
-        view_a = TokenBatch(tokens.input_ids[:len(views)][keep], tokens.attention_mask[:len(views)][keep])
-        view_b = TokenBatch(tokens.input_ids[len(views):][keep], tokens.attention_mask[len(views):][keep])
-        mlm = None
-        if self.mlm_probability > 0:  # also for an empty batch: the MLM head must run on every device (DDP)
-            if seed is None:  # validation: masks follow the documents, not the global RNG
-                seed = doc_index(kept[0].id) if kept else 0
-            mlm = mask_tokens(view_a, self.tokenizer, self.mlm_probability, torch.Generator().manual_seed(seed))
-        ids = torch.tensor([doc_index(d.id) for d in kept], dtype=torch.long)  # (B,), B may be 0
-        return ViewPairBatch(view_a, view_b, ids, mlm, skipped=len(documents) - n)
-
-
-class DocumentCollator:
-    """Documents → :class:`DocumentBatch` of whole documents (title + body, truncated) for embedding."""
-
-    def __init__(self, tokenizer, max_length: int, with_title: bool) -> None:
-        self.tokenizer = tokenizer
-        self.max_length = max_length
-        self.with_title = with_title
-
-    def __call__(self, documents: list[Document]) -> DocumentBatch:
-        texts = [document_text(d, self.with_title) for d in documents]
-        return DocumentBatch(tokenize(self.tokenizer, texts, self.max_length), [d.id for d in documents])
+from lit_docemb.views.common import DocumentCollator
+from lit_docemb.views.docsplit import SentenceSplitCollator
 
 
 class DocSplit(EmbeddingMethod):
@@ -211,3 +146,5 @@ class DocSplit(EmbeddingMethod):
 
     def embed(self, batch: DocumentBatch) -> Tensor:
         return self.encoder(batch.tokens.input_ids, batch.tokens.attention_mask)
+
+__getattr__ = moved_attribute(__name__)  # names that moved to other modules, deprecated

@@ -26,13 +26,13 @@ long documents gets small sub-batches and a batch of short ones large ones.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 from typing import Any
 
 import torch
 from torch import Tensor
 
-from lit_docemb.data.batches import TokenBatch
+from lit_docemb._moved import moved_attribute
 
 
 @dataclass
@@ -230,58 +230,4 @@ def _single_sub_batch(sub_batch, encode, loss_fn, rows, total) -> GradCacheOutpu
     terms = {k: v.detach() for k, v in {**terms, **additive}.items()}
     return GradCacheOutput(backward_loss, total(terms).detach(), terms, embeddings.detach(), 1)
 
-
-def split_rows_by_token_budget(lengths: Tensor, token_budget: int, sort_by_length: bool = False) -> list[Tensor]:
-    """Row indices of sub-batches whose padded size ``rows * max(length)`` is at most ``token_budget``.
-
-    Args:
-        lengths: (N,) cost of each row in tokens once padded on its own (a text's length up to its last real
-            token; for a document of chunks, chunks * chunk length).
-        token_budget: Most padded tokens per sub-batch. A row longer than the budget forms a sub-batch alone.
-        sort_by_length: Group rows longest first, so rows of alike length share a sub-batch (less padding,
-            fewer sub-batches); otherwise rows stay in their order.
-
-    Returns:
-        (rows_k,) int64 index tensors covering ``0..N-1`` once each; ``[empty]`` for N = 0, so that an
-        encoder still runs once (DDP needs every weight used).
-    """
-    if token_budget < 1:
-        raise ValueError(f"token_budget must be >= 1, got {token_budget}")
-    lengths = lengths.detach().cpu().long().clamp(min=1)
-    order = torch.argsort(lengths, descending=True, stable=True) if sort_by_length else torch.arange(len(lengths))
-    groups, current, longest = [], [], 0
-    for row in order.tolist():
-        length = int(lengths[row])
-        if current and max(longest, length) * (len(current) + 1) > token_budget:
-            groups.append(current)
-            current, longest = [], 0
-        current.append(row)
-        longest = max(longest, length)
-    groups.append(current)
-    return [torch.tensor(group, dtype=torch.long) for group in groups]
-
-
-def token_lengths(attention_mask: Tensor) -> Tensor:
-    """(N,) index of each row's last real token + 1 (its length once padding on the right is cut)."""
-    positions = torch.arange(1, attention_mask.shape[-1] + 1, device=attention_mask.device)  # (T,)
-    return (attention_mask.long() * positions).amax(-1)
-
-
-def take_rows(tokens: TokenBatch, index: Tensor) -> TokenBatch:
-    """Rows ``index`` of a :class:`TokenBatch` (or subclass: every (N, T) field is taken), trimmed to the
-    longest of those rows (right padding only)."""
-    index = index.to(tokens.input_ids.device)
-    width = max(int(token_lengths(tokens.attention_mask[index]).max()), 1) if len(index) else 1
-    return type(tokens)(**{f.name: getattr(tokens, f.name)[index, :width] for f in fields(tokens)})
-
-
-def split_token_batch(
-    tokens: TokenBatch, token_budget: int, sort_by_length: bool = False
-) -> tuple[list[TokenBatch], list[Tensor]]:
-    """A :class:`TokenBatch` cut into sub-batches within ``token_budget``, each trimmed to its own longest row.
-
-    Returns:
-        The sub-batches and their row indices (pass both to :func:`grad_cache_step`).
-    """
-    rows = split_rows_by_token_budget(token_lengths(tokens.attention_mask), token_budget, sort_by_length)
-    return [take_rows(tokens, index) for index in rows], rows
+__getattr__ = moved_attribute(__name__)  # names that moved to other modules, deprecated

@@ -19,7 +19,7 @@ from torch import Tensor, nn
 from torch_geometric.nn import GATConv
 
 from lit_docemb.data.batches import PassageGraphBatch, TokenBatch
-from lit_docemb.methods.grad_cache import split_token_batch
+from lit_docemb.data.tokens import split_token_batch
 from lit_docemb.models.encoder import HFEncoder
 
 

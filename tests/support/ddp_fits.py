@@ -16,7 +16,7 @@ from pathlib import Path
 import lightning as L
 import torch
 
-from lit_docemb.cli import DocEmbCLI
+from lit_docemb.commands.cli import DocEmbCLI
 
 
 class ParameterRecord(L.Callback):

@@ -6,12 +6,12 @@ beside it, appended to on every requeue) and submits it with ``sbatch``. The job
 ``--ntasks-per-node G`` and ``--gpus-per-node G`` (``--cpu-tasks-per-node T`` instead: T CPU processes per node,
 no GPUs), ``--signal=SIGUSR1@90``, ``--requeue`` and ``--open-mode=append``, and runs
 ``srun python -m lit_docemb fit ... --trainer.num_nodes N --trainer.devices G --ckpt_path last``, so a requeued
-job resumes from its newest checkpoint (see :class:`~lit_docemb.callbacks.RunCheckpoint`) and logs into the
-same wandb run (:mod:`lit_docemb.loggers`).
+job resumes from its newest checkpoint (see :class:`~lit_docemb.methods.callbacks.RunCheckpoint`) and logs into the
+same wandb run (:mod:`lit_docemb.commands.loggers`).
 
 The fit arguments are parsed before anything is written, so a config error shows at submission, not in the
 queue. The config must set ``trainer.default_root_dir`` (a requeued job finds its run by it) and use
-:class:`~lit_docemb.callbacks.RunCheckpoint`.
+:class:`~lit_docemb.methods.callbacks.RunCheckpoint`.
 """
 
 from __future__ import annotations
@@ -60,7 +60,7 @@ def parser() -> argparse.ArgumentParser:
 
 def resolve_fit_config(fit_args: list[str]) -> dict:
     """The resolved fit config of ``fit_args`` (what ``fit ... --print_config`` prints); parse errors exit."""
-    from lit_docemb.cli import main
+    from lit_docemb.commands.cli import main
 
     out = io.StringIO()
     with contextlib.redirect_stdout(out), warnings.catch_warnings():
@@ -83,9 +83,9 @@ def check_run_config(config: dict) -> str:
         raise SystemExit("slurm: the config sets no trainer.default_root_dir; a requeued job finds its "
                          "checkpoints and wandb id in that folder, so set one (e.g. runs/<experiment>)")
     callbacks = trainer.get("callbacks") or []
-    if not any(isinstance(c, dict) and c.get("class_path") == "lit_docemb.callbacks.RunCheckpoint"
+    if not any(isinstance(c, dict) and c.get("class_path") == "lit_docemb.methods.callbacks.RunCheckpoint"
                for c in callbacks):
-        raise SystemExit("slurm: the config has no lit_docemb.callbacks.RunCheckpoint callback, so a requeued "
+        raise SystemExit("slurm: the config has no lit_docemb.methods.callbacks.RunCheckpoint callback, so a requeued "
                          "job would find no checkpoint to resume; add it to trainer.callbacks")
     return trainer["default_root_dir"]
 
@@ -113,7 +113,7 @@ def fit_arguments(args: argparse.Namespace) -> list[str]:
 
 
 def render(args: argparse.Namespace, job_name: str, log_dir: Path) -> str:
-    template = Template(resources.files(__name__).joinpath("fit.sbatch").read_text())
+    template = Template(resources.files(__package__).joinpath("fit.sbatch").read_text())
     return template.substitute(
         created=datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"), script=log_dir / "job.sbatch",
         signal_seconds=args.signal_seconds, directives="\n".join(sbatch_directives(args, job_name, log_dir)),

@@ -3,7 +3,7 @@ a TREC run -- e.g. the checkpoint-mined negatives of Graph-RoBERTa's second MSMA
 
 Usage (any config whose data is a ranking DataModule; the checkpoint of that config's method)::
 
-    python -m lit_docemb.eval.dense_search --config configs/graph_roberta/retrieval_msmarco_bm25.yaml \\
+    python -m lit_docemb.eval.embedding --config configs/graph_roberta/retrieval_msmarco_bm25.yaml \\
         --ckpt runs/graph_roberta_retrieval_msmarco_bm25/checkpoints/last.ckpt --split train --depth 100 \\
         --output runs/graph_roberta_retrieval_msmarco_bm25/train-top100.run [config overrides ...]
 
@@ -12,17 +12,15 @@ One process, exact search (the corpus embeddings in memory, scored in chunks wit
 
 from __future__ import annotations
 
-import argparse
 import logging
 from collections.abc import Sequence
 
 import torch
 from torch import Tensor
 
-from lit_docemb.data.document import Document, Section
-from lit_docemb.data.trec import write_run
-from lit_docemb.losses import distributed as dist
-from lit_docemb.methods.base import EmbeddingMethod, load_method_checkpoint
+from lit_docemb import distributed as dist
+from lit_docemb.data.document import Document
+from lit_docemb.methods.base import EmbeddingMethod
 
 log = logging.getLogger(__name__)
 
@@ -102,61 +100,3 @@ def embed_sharded(method: EmbeddingMethod, documents: Sequence[Document], batch_
     n = len(documents)
     local = embed_documents(method, _Rows(documents, me * n // world, (me + 1) * n // world), batch_size)
     return dist.gather_no_grad(local)  # (N, D): rank 0's rows first
-
-
-@torch.no_grad()
-def top_k(method: EmbeddingMethod, queries: Tensor, documents: Tensor, depth: int,
-          chunk: int = 65536) -> tuple[Tensor, Tensor]:
-    """Scores and row indices (Q, k) of each query's ``depth`` best documents by ``method.similarity``."""
-    depth = min(depth, len(documents))
-    best_scores = queries.new_full((len(queries), 0), float("-inf"))
-    best_rows = torch.zeros(len(queries), 0, dtype=torch.long, device=queries.device)
-    for start in range(0, len(documents), chunk):
-        scores = method.similarity(queries, documents[start:start + chunk])  # (Q, chunk)
-        scores, rows = torch.cat([best_scores, scores], 1), torch.cat(
-            [best_rows, torch.arange(start, start + scores.shape[1], device=queries.device).expand_as(scores)], 1)
-        best_scores, index = scores.topk(min(depth, scores.shape[1]), dim=1)
-        best_rows = rows.gather(1, index)
-    return best_scores, best_rows
-
-
-def rank(method: EmbeddingMethod, corpus: Sequence[Document], queries: dict[str, str], depth: int,
-         batch_size: int = 64) -> dict[str, dict[str, float]]:
-    """A run ``{query id: {document id: score}}`` of the ``depth`` best corpus documents per query; a query is
-    embedded as an untitled one-section document (a single-node graph for Graph-RoBERTa)."""
-    query_ids = list(queries)
-    query_docs = [Document(f"query:{q}", sections=[Section("", queries[q])]) for q in query_ids]
-    scores, rows = top_k(method, embed_documents(method, query_docs, batch_size),
-                         embed_documents(method, corpus, batch_size), depth)
-    ids = [d.id for d in corpus]
-    return {q: {ids[r]: s for r, s in zip(rows[i].tolist(), scores[i].tolist())} for i, q in enumerate(query_ids)}
-
-
-def main(args: list[str] | None = None) -> None:
-    from lit_docemb.cli import DocEmbCLI
-
-    parser = argparse.ArgumentParser(description="Rank a ranking corpus's queries with a trained method.")
-    parser.add_argument("--config", required=True, help="the run's config (method and ranking DataModule)")
-    parser.add_argument("--ckpt", required=True, help="a checkpoint of the config's method")
-    parser.add_argument("--split", choices=["train", "val", "test"], default="test")
-    parser.add_argument("--depth", type=int, default=100)
-    parser.add_argument("--output", required=True, help="TREC run file to write (.gz compresses)")
-    parser.add_argument("--batch-size", type=int, default=64)
-    parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
-    options, overrides = parser.parse_known_args(args)  # the rest: config overrides, e.g. --data.init_args.root
-    cli = DocEmbCLI(args=["--config", options.config, *overrides, "--data.init_args.mode", "retrieval"], run=False)
-    method, data = cli.model, cli.datamodule
-    load_method_checkpoint(method, options.ckpt)
-    method.to(options.device).eval()
-    data.setup("fit")
-    split = data.query_split(options.split)
-    if split is None:
-        raise SystemExit(f"{type(data).__name__} has no {options.split} split")
-    run = rank(method, data.corpus, {q: query.text for q, query in split.queries.items()}, options.depth,
-               options.batch_size)
-    write_run(run, options.output, run_name=type(method).__name__)
-    log.info("wrote %d queries x %d documents to %s", len(run), options.depth, options.output)
-
-
-if __name__ == "__main__":
-    main()

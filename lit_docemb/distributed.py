@@ -1,4 +1,5 @@
-"""The only module of ``lit_docemb`` that calls ``torch.distributed`` collectives.
+"""The only module of ``lit_docemb`` that imports ``torch.distributed``: collectives and the process group's
+key-value store (the fail-fast message board of :class:`~lit_docemb.methods.guards.FailFast`).
 
 Every function is the identity (or the obvious constant) with one process or without an initialised process
 group, and reads rank and world size when it runs, never earlier: under LightningCLI the losses are built
@@ -119,3 +120,10 @@ def gather_objects(obj) -> list:
     parts = [None] * world_size()
     dist.all_gather_object(parts, obj)
     return parts
+
+
+def default_store():
+    """The default process group's key-value store (rank 0 hosts it), ``None`` with fewer than two processes."""
+    if not is_distributed() or world_size() == 1:
+        return None
+    return dist.distributed_c10d._get_default_store()

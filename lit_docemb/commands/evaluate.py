@@ -30,11 +30,15 @@ import torch
 import yaml
 
 from lit_docemb.data.retrieval import RetrievalDataModule
-
 from lit_docemb.eval.candidates import CandidateRanking
 from lit_docemb.eval.evaluation import Evaluation, EvaluationContext, markdown_table
-from lit_docemb.eval.labelled_probe import Clustering, FewShot, LabelledEmbeddingEvaluation, LinearProbe
-from lit_docemb.eval.matching_evaluation import DocumentMatching
+from lit_docemb.eval.labelled import (
+    Clustering,
+    FewShot,
+    LabelledEmbeddingEvaluation,
+    LinearProbe,
+)
+from lit_docemb.eval.matching import DocumentMatching
 from lit_docemb.eval.retrieval import RetrievalEvaluation
 from lit_docemb.methods.base import load_method_checkpoint
 
@@ -110,7 +114,7 @@ def run_evaluations(evaluations: list[Evaluation], context: EvaluationContext) -
 
 def main(args: list[str] | None = None) -> dict[str, dict[str, float]]:
     """Parses the command line (see the module docstring), evaluates, writes and prints; returns the results."""
-    from lit_docemb.cli import DocEmbCLI
+    from lit_docemb.commands.cli import DocEmbCLI
 
     parser = argparse.ArgumentParser(
         prog="python -m lit_docemb evaluate",

@@ -27,11 +27,9 @@ from lit_docemb.data.batches import (
     SectionChunkBatch,
     SectionChunks,
 )
-from lit_docemb.data.document import Document
+from lit_docemb.data.document import Document, doc_index
 from lit_docemb.data.text import token_windows
-from lit_docemb.methods.collate import pad_ids
-from lit_docemb.methods.docsplit import doc_index
-from lit_docemb.methods.grad_cache import take_rows
+from lit_docemb.data.tokens import pad_ids, take_rows
 
 log = logging.getLogger(__name__)
 

@@ -328,7 +328,7 @@ class EmbeddingFigures(L.Callback):
     def on_validation_epoch_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
         if trainer.sanity_checking or not trainer.is_global_zero or trainer.current_epoch % self.every_n_epochs:
             return
-        from lit_docemb.eval.dense_search import embed_documents
+        from lit_docemb.eval.embedding import embed_documents
 
         docs = self._documents(trainer)
         if len(docs) < 3:
@@ -373,8 +373,8 @@ def model_figures(configs: Sequence[str], ckpt_path: str, output: Path, similari
     last-layer attention of each ``attention`` document (``attention-<id>.png``, mean over heads)."""
     import torch
 
-    from lit_docemb.embed import read_documents
-    from lit_docemb.export import load_method
+    from lit_docemb.commands.embed import read_documents
+    from lit_docemb.commands.export import load_method
     from lit_docemb.methods import CoLDE, GraphRoBERTa
     from lit_docemb.methods.colde import similarity_matrices
 
@@ -441,7 +441,7 @@ def main(args: list[str] | None = None) -> list[Path]:
     if options.embeddings:
         if not options.input:
             parser.error("--embeddings needs --input, the JSONL whose labels colour the map")
-        from lit_docemb.embed import read_documents
+        from lit_docemb.commands.embed import read_documents
 
         ids, vectors = read_embeddings(options.embeddings)
         labels = {d.id: d.label for d in read_documents(options.input)}

@@ -19,7 +19,7 @@
   ``SentenceTransformer(folder, trust_remote_code=True)``.
 
 A text given to ``encode`` is one document: DocSplit and DECA embed ``title + "\\n\\n" + body`` when the method
-embeds with titles (:func:`~lit_docemb.methods.collate.document_text`), so pass that string; Graph-RoBERTa reads
+embeds with titles (:func:`~lit_docemb.data.tokens.document_text`), so pass that string; Graph-RoBERTa reads
 it as one untitled section (a multi-section document has passages cut at its section boundaries: embed it with
 ``embed`` from JSONL to keep them). CoLDE reads it as the document's text (it embeds no title; a multi-section
 document is its sections' tokens in order, each section tokenized on its own, so ``embed`` from JSONL can differ
@@ -51,11 +51,11 @@ from lit_docemb.data.batches import PassageGraphBatch, SectionChunks, TokenBatch
 from lit_docemb.data.document import Document, Section
 from lit_docemb.methods import CTPE, DECA, CoLDE, DocSplit, GraphRoBERTa
 from lit_docemb.methods.base import EmbeddingMethod
-from lit_docemb.methods.colde_collate import SectionChunkCollator
-from lit_docemb.methods.graph_roberta import PassageGraphBuilder
 from lit_docemb.models.colde import CoLDEEncoder
 from lit_docemb.models.encoder import HFEncoder
 from lit_docemb.models.graph_document import GraphDocumentEncoder
+from lit_docemb.views.colde import SectionChunkCollator
+from lit_docemb.views.graph_roberta import PassageGraphBuilder
 
 log = logging.getLogger(__name__)
 
@@ -311,7 +311,7 @@ class GraphRoBERTaExport(MethodExport):
 class CoLDEDocumentModule(AggregatingModule):
     """A sentence-transformers input module running CoLDE's data encoder on a whole text, as CoLDE embeds at
     evaluation (§4.2): the text, unsplit (one section), is cut into chunks of ``chunk_tokens`` tokens
-    (:class:`~lit_docemb.methods.colde_collate.SectionChunkCollator`), each chunk gets the section and chunk
+    (:class:`~lit_docemb.views.colde.SectionChunkCollator`), each chunk gets the section and chunk
     embeddings (when ``augmentation``), is encoded and pooled, and the chunks are aggregated by the chunkwise
     attention and the Bi-LSTM (``aggregation: lstm``) or averaged (``mean``): the representation before the
     projection (:class:`~lit_docemb.models.colde.CoLDEEncoder`). Saved as ``config.json``, ``colde.safetensors``
@@ -408,7 +408,7 @@ class CoLDEExport(MethodExport):
 # --- the command ----------------------------------------------------------------------------------------------
 def load_method(configs: Sequence[str | Path], ckpt_path: str) -> EmbeddingMethod:
     """The run's method with the checkpoint's weights (and its checkpoint state, e.g. a vocabulary), in eval mode."""
-    from lit_docemb.embed import build_method
+    from lit_docemb.commands.embed import build_method
 
     method = build_method(configs)
     checkpoint = torch.load(ckpt_path, map_location="cpu", weights_only=True)

@@ -4,14 +4,14 @@ Every :class:`~lit_docemb.methods.base.EmbeddingMethod` is a ``--model`` and eve
 :class:`~lit_docemb.data.datamodule.DocumentDataModule` a ``--data``; ``--help`` lists the known ones.
 A config that cannot run (:class:`~lit_docemb.errors.ConfigError`: a missing data path, options that do not go
 together) ends the command before training with ``error: <message naming the key>`` and status 2, like an
-unknown key or a wrong type. A fit keeps one wandb run id per run folder (:mod:`lit_docemb.loggers`) and writes
-checkpoints atomically (:class:`~lit_docemb.callbacks.AtomicCheckpointIO`, unless the config names another
+unknown key or a wrong type. A fit keeps one wandb run id per run folder (:mod:`lit_docemb.commands.loggers`) and writes
+checkpoints atomically (:class:`~lit_docemb.methods.callbacks.AtomicCheckpointIO`, unless the config names another
 CheckpointIO) and logs documents/s, tokens/s and peak memory
-(:class:`~lit_docemb.callbacks.Throughput`, unless the config has one).
-``python -m lit_docemb slurm ...`` writes and submits a SLURM job (:mod:`lit_docemb.slurm`); ``embed`` writes a
-checkpoint's embeddings of a JSONL/TSV file (:mod:`lit_docemb.embed`), ``export`` saves it in Hugging Face /
-sentence-transformers form (:mod:`lit_docemb.export`), ``figures`` draws a run's plots (:mod:`lit_docemb.figures`).
-``python -m lit_docemb evaluate --config ... --ckpt_path ...`` evaluates a checkpoint (:mod:`lit_docemb.eval.evaluate`).
+(:class:`~lit_docemb.methods.callbacks.Throughput`, unless the config has one).
+``python -m lit_docemb slurm ...`` writes and submits a SLURM job (:mod:`lit_docemb.commands.slurm`); ``embed`` writes a
+checkpoint's embeddings of a JSONL/TSV file (:mod:`lit_docemb.commands.embed`), ``export`` saves it in Hugging Face /
+sentence-transformers form (:mod:`lit_docemb.commands.export`), ``figures`` draws a run's plots (:mod:`lit_docemb.commands.figures`).
+``python -m lit_docemb evaluate --config ... --ckpt_path ...`` evaluates a checkpoint (:mod:`lit_docemb.commands.evaluate`).
 """
 
 from __future__ import annotations
@@ -22,17 +22,22 @@ import re
 import sys
 
 import lightning as L
-from lightning.pytorch.cli import LightningArgumentParser, LightningCLI
 from lightning.fabric.plugins.environments import ClusterEnvironment, SLURMEnvironment
+from lightning.pytorch.cli import LightningArgumentParser, LightningCLI
 from lightning.pytorch.plugins.io import CheckpointIO
 
 import lit_docemb.data  # noqa: F401  (registers the DataModules as known subclasses)
 import lit_docemb.methods  # noqa: F401  (registers the methods)
-from lit_docemb.callbacks import AtomicCheckpointIO, SaveRunConfig, SlurmRequeue, Throughput
+from lit_docemb.commands.loggers import configure_wandb_loggers
 from lit_docemb.data.datamodule import DocumentDataModule
 from lit_docemb.errors import ConfigError
-from lit_docemb.loggers import configure_wandb_loggers
 from lit_docemb.methods.base import EmbeddingMethod
+from lit_docemb.methods.callbacks import (
+    AtomicCheckpointIO,
+    SaveRunConfig,
+    SlurmRequeue,
+    Throughput,
+)
 
 
 def one_line_parse_error(message: str) -> str:
@@ -97,24 +102,19 @@ class DocEmbCLI(LightningCLI):
         return trainer
 
 
+#: Commands other than LightningCLI's fit/validate/test/predict: name -> module of ``lit_docemb.commands`` whose
+#: ``main(argv)`` runs it (imported only when that command runs).
+COMMANDS = {"evaluate": "evaluate", "embed": "embed", "export": "export", "figures": "figures", "slurm": "slurm",
+            "dense-search": "dense_search", "candidates": "candidates", "matching": "matching"}
+
+
 def main(args: list[str] | None = None) -> DocEmbCLI | None:
     argv = sys.argv[1:] if args is None else args
-    if argv[:1] == ["slurm"]:
-        from lit_docemb.slurm import submit_main
-
-        submit_main(argv[1:])
-        return None
-    if argv[:1] == ["evaluate"]:
-        from lit_docemb.eval.evaluate import main as evaluate_main
-
-        evaluate_main(argv[1:])
-        return None
-    if argv[:1] in (["embed"], ["export"], ["figures"]):
-        os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-        module = importlib.import_module(f"lit_docemb.{argv[0]}")
-        module.main(argv[1:])
-        return None
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")  # tokenisation runs in dataloader workers
+    if argv[:1] and argv[0] in COMMANDS:
+        module = importlib.import_module(f"lit_docemb.commands.{COMMANDS[argv[0]]}")
+        (module.submit_main if argv[0] == "slurm" else module.main)(argv[1:])
+        return None
     try:
         return DocEmbCLI(args=args)
     except ConfigError as err:  # found before training started: one line, as jsonargparse reports a bad key

@@ -11,7 +11,6 @@ from __future__ import annotations
 import hashlib
 import random
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from itertools import repeat
 
 import numpy as np
@@ -20,86 +19,20 @@ from torch import Tensor
 
 from lit_docemb.augment import DocumentAugmenter, Vocabulary, words_of
 from lit_docemb.augment.thesaurus import Draws
-from lit_docemb.data.batches import TokenBatch, ViewPairBatch
-from lit_docemb.data.document import Document
-from lit_docemb.methods.collate import document_text, tokenize
-from lit_docemb.methods.docsplit import doc_index
+from lit_docemb.data.batches import (
+    Doc2VecCBatch,
+    Doc2VecCPairBatch,
+    TokenBatch,
+    ViewPairBatch,
+    WordDocumentBatch,
+)
+from lit_docemb.data.document import Document, doc_index
+from lit_docemb.data.tokens import document_text, tokenize
 
 #: Characters read per word of budget before splitting a document into words.
 CHARS_PER_WORD = 12
 
 Augment = Callable[[str, "int | str"], list[str]]
-
-
-@dataclass
-class WordDocumentBatch:
-    """Whole documents as word ids, for embedding.
-
-    Attributes:
-        words: (B, T) word ids, 0-padded (out-of-vocabulary words dropped).
-        ids: the B document ids.
-    """
-
-    words: Tensor
-    ids: list[str]
-
-    def __len__(self) -> int:
-        return self.words.shape[0]
-
-
-@dataclass
-class Doc2VecCPairBatch:
-    """B documents, their augmentations and the CBOW targets of the documents (Doc2VecC backbone).
-
-    Attributes:
-        words: (B, T) word ids of the documents, 0-padded.
-        augmented: (B, T') word ids of their augmentations, 0-padded.
-        targets: (B, S) sampled target word ids, 0 where a document has fewer than S words.
-        contexts: (B, S, C) ids of each target's window (C = 2 x window_size), 0-padded.
-        doc_index: (B,) int64 stable hashes of the document ids (masks repeats among negatives).
-        skipped: documents of the incoming list with fewer than two in-vocabulary words (or an empty augmentation).
-    """
-
-    words: Tensor
-    augmented: Tensor
-    targets: Tensor
-    contexts: Tensor
-    doc_index: Tensor
-    skipped: int = 0
-
-    def __len__(self) -> int:
-        return self.words.shape[0]
-
-    def num_tokens(self) -> Tensor:
-        """Words read by the encoder: the documents' and their augmentations' (0 is padding)."""
-        return (self.words != 0).sum() + (self.augmented != 0).sum()
-
-
-@dataclass
-class Doc2VecCBatch:
-    """B documents, each followed by one of its augmentations, and their CBOW targets (Table 5's "-Contrastive":
-    Doc2VecC on the merged corpus, no contrastive pair).
-
-    Attributes:
-        words: (B, T) word ids of each document then of its augmentation, 0-padded.
-        targets: (B, S) target word ids sampled from the merged document, 0 where it has fewer than S words.
-        contexts: (B, S, C) ids of each target's window in the merged document (C = 2 x window_size), 0-padded.
-        doc_index: (B,) int64 stable hashes of the document ids.
-        skipped: documents of the incoming list with fewer than two in-vocabulary words (or an empty augmentation).
-    """
-
-    words: Tensor
-    targets: Tensor
-    contexts: Tensor
-    doc_index: Tensor
-    skipped: int = 0
-
-    def __len__(self) -> int:
-        return self.words.shape[0]
-
-    def num_tokens(self) -> Tensor:
-        """Words read by the encoder (0 is padding)."""
-        return (self.words != 0).sum()
 
 
 def word_index(vocabulary: Vocabulary, min_count: int, max_vocabulary: int) -> dict[str, int]:

@@ -27,8 +27,8 @@ from lightning.pytorch.callbacks import Callback, ModelCheckpoint
 from lightning.pytorch.cli import SaveConfigCallback
 from lightning.pytorch.plugins.io import TorchCheckpointIO
 
+from lit_docemb import distributed
 from lit_docemb.data.batches import count_tokens
-from lit_docemb.losses import distributed
 
 log = logging.getLogger(__name__)
 

@@ -8,7 +8,7 @@
   a dead peer is not noticed before that).
 
 Every :class:`~lit_docemb.methods.base.EmbeddingMethod` adds both with their defaults (``configure_callbacks``)
-unless the trainer's callbacks already hold one of the type, so ``--trainer.callbacks+=lit_docemb.guards.
+unless the trainer's callbacks already hold one of the type, so ``--trainer.callbacks+=lit_docemb.methods.guards.
 NonFiniteGuard --trainer.callbacks.max_consecutive=3`` configures it.
 """
 
@@ -22,8 +22,9 @@ import time
 
 import lightning as L
 import torch
-import torch.distributed as dist
 from lightning.pytorch.callbacks import Callback
+
+from lit_docemb import distributed
 
 log = logging.getLogger(__name__)
 
@@ -120,13 +121,13 @@ class FailFast(Callback):
         self._done = threading.Event()
 
     def setup(self, trainer: L.Trainer, pl_module: L.LightningModule, stage: str) -> None:
-        if self._store is not None or not (dist.is_available() and dist.is_initialized()):
+        if self._store is not None:
             return
-        if dist.get_world_size() == 1:
+        self._store = distributed.default_store()
+        if self._store is None:
             return
-        self._store = dist.distributed_c10d._get_default_store()
         self._done.clear()
-        threading.Thread(target=self._watch, args=(dist.get_rank(),), name="lit_docemb-failfast",
+        threading.Thread(target=self._watch, args=(distributed.rank(),), name="lit_docemb-failfast",
                          daemon=True).start()
 
     def _watch(self, rank: int) -> None:
@@ -147,10 +148,10 @@ class FailFast(Callback):
             return
         self._done.set()
         try:
-            self._store.set(self.KEY, f"rank {dist.get_rank()} failed: {type(exception).__name__}: {exception}")
+            self._store.set(self.KEY, f"rank {distributed.rank()} failed: {type(exception).__name__}: {exception}")
         except Exception:  # the store's host has gone already
             return
-        if dist.get_rank() == 0:  # rank 0 hosts the store: keep it up until the others have read it
+        if distributed.rank() == 0:  # rank 0 hosts the store: keep it up until the others have read it
             time.sleep(2 * self.poll_seconds)
 
     def teardown(self, trainer: L.Trainer, pl_module: L.LightningModule, stage: str) -> None:

@@ -14,8 +14,12 @@ from typing import Literal
 import lightning as L
 
 from lit_docemb.data.document import Document
-from lit_docemb.eval.classification import few_shot_probe, kmeans_clustering, linear_probe
-from lit_docemb.eval.dense_search import embed_documents
+from lit_docemb.eval.classification import (
+    few_shot_probe,
+    kmeans_clustering,
+    linear_probe,
+)
+from lit_docemb.eval.embedding import embed_documents
 from lit_docemb.eval.evaluation import Evaluation, EvaluationContext
 
 EvaluateOn = Literal["test", "val"]

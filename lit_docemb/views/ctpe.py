@@ -1,19 +1,5 @@
-"""CTPE's text side (seed 004): the paper's word preprocessing, a word vocabulary with word2vec initialisation,
-the token vocabulary of a transformer, and the split of a document at ``pos`` into former | latter part.
-
-**Split** (§2.2, §4.4, §4.6). A document's fields are its title then its sections (a section headed "Title",
-as the arXiv snapshot reader writes, stands for the title). ``pos`` is
-
-* ``"title"``: former = the title, latter = every section after it (arXiv, DBLP: title | abstract);
-* ``"before:<Heading>"``: former = the title and the sections before the first section headed ``<Heading>``
-  (case-insensitive), latter = that section and the rest (USPTO: ``"before:Claims"``, title + abstract | claims);
-* a number in (0, 1): the token ratio of the whole text (title and sections), as in Table 5 (0.2 ... 0.8).
-
-A part is then cut to ``max_length`` tokens (l_max = 200). A document whose boundary is missing, or that leaves
-a part without tokens, cannot be split (``None``): methods drop and count it.
-
-**Token vectors** (§3.2, §4.5): :class:`WordEmbeddings` (word vectors over the training corpus's vocabulary,
-word2vec or random) or :class:`TransformerTokens` (a frozen pretrained encoder's token states).
+"""CTPE's batches and collators (seed 004): documents split at ``pos`` into (former, latter) token ids, with a
+freshly drawn uncoupled pair per document in training. See :mod:`lit_docemb.methods.ctpe`.
 """
 
 from __future__ import annotations
@@ -25,14 +11,152 @@ from collections import Counter
 from collections.abc import Iterable, Sequence
 from typing import Literal
 
+import numpy as np
 import torch
+from sklearn.feature_extraction.text import TfidfVectorizer
 
-from lit_docemb.data.document import Document
+from lit_docemb.data.batches import CoupledDocumentBatch, CoupledPairBatch
+from lit_docemb.data.document import Document, doc_index
+from lit_docemb.data.tokens import pad_ids
 from lit_docemb.models.ctpe import FrozenTransformerStates, WordVectors
 from lit_docemb.models.encoder import resolve_model_path
 
+
+class PairSplitter:
+    """Document → (former ids, latter ids) at ``pos``, or ``None`` (see :func:`ctpe_text.split_ids`)."""
+
+    def __init__(self, tokenizer, pos: float | str, max_length: int) -> None:
+        self.tokenizer, self.pos, self.max_length = tokenizer, pos, max_length
+
+    def __call__(self, doc: Document) -> tuple[list[int], list[int]] | None:
+        return split_ids(doc, self.pos, self.tokenizer.encode, self.max_length)
+
+
+class CoupledPairCollator:
+    """Documents → :class:`CoupledPairBatch` (runs in dataloader workers). In training the partners and the
+    side of each uncoupled pair come from torch's RNG, which the training loader seeds per batch from (seed, epoch,
+    position: new pairs every epoch, the same after a resume, see ``lit_docemb/data/sampling.py``); with
+    ``deterministic`` they are a function of the document id."""
+
+    max_partner_draws = 10
+
+    def __init__(self, splitter: PairSplitter, sampler: PartnerSampler, pad_id: int, deterministic: bool) -> None:
+        self.splitter, self.sampler, self.pad_id, self.deterministic = splitter, sampler, pad_id, deterministic
+
+    def _partner(self, doc: Document, generator: torch.Generator) -> tuple[list[int], list[int]] | None:
+        for _ in range(self.max_partner_draws):
+            partner = self.sampler.partner(doc.id, generator)
+            pair = None if partner is None else self.splitter(partner)
+            if pair is not None:
+                return pair
+        return None
+
+    def __call__(self, documents: list[Document]) -> CoupledPairBatch:
+        batch_generator = None
+        if not self.deterministic:  # one draw from torch's RNG per batch, then a private generator
+            batch_generator = torch.Generator().manual_seed(int(torch.randint(2**62, (1,))))
+        rows = []
+        for doc in documents:
+            generator = batch_generator if batch_generator is not None else \
+                torch.Generator().manual_seed(doc_index(doc.id))
+            pair = self.splitter(doc)
+            partner = None if pair is None else self._partner(doc, generator)
+            if partner is None:
+                continue
+            swap_latter = bool(torch.randint(2, (), generator=generator))  # (f_i, b_j) else (f_j, b_i)
+            negative = (pair[0], partner[1]) if swap_latter else (partner[0], pair[1])
+            rows.append((*pair, *negative))
+        columns = [pad_ids([row[c] for row in rows], self.pad_id) for c in range(4)]
+        return CoupledPairBatch(*columns, skipped=len(documents) - len(rows))
+
+
+class CoupledDocumentCollator:
+    """Documents → :class:`CoupledDocumentBatch` for representation; unsplittable ones are dropped and counted."""
+
+    def __init__(self, splitter: PairSplitter, pad_id: int) -> None:
+        self.splitter, self.pad_id = splitter, pad_id
+
+    def __call__(self, documents: list[Document]) -> CoupledDocumentBatch:
+        pairs = [(doc.id, self.splitter(doc)) for doc in documents]
+        kept = [(doc_id, pair) for doc_id, pair in pairs if pair is not None]
+        former = pad_ids([pair[0] for _, pair in kept], self.pad_id)
+        latter = pad_ids([pair[1] for _, pair in kept], self.pad_id)
+        return CoupledDocumentBatch(former, latter, [doc_id for doc_id, _ in kept], len(documents) - len(kept))
+
+
+def tfidf_neighbours(texts: Sequence[str], k: int = 100, chunk_size: int = 1024) -> np.ndarray:
+    """(N, min(k, N - 1)) int64: row i holds the indices of the k texts most similar to text i by the cosine
+    of their TF-IDF vectors (scikit-learn's defaults), best first, never i itself."""
+    if len(texts) < 2:
+        raise ValueError(f"TF-IDF neighbours need at least 2 documents, got {len(texts)}")
+    k = min(k, len(texts) - 1)
+    matrix = TfidfVectorizer().fit_transform(texts)  # (N, V), rows L2-normalised
+    rows = []
+    for start in range(0, len(texts), chunk_size):
+        scores = (matrix[start:start + chunk_size] @ matrix.T).toarray()  # (C, N)
+        scores[np.arange(len(scores)), np.arange(start, start + len(scores))] = -np.inf  # never itself
+        top = np.argpartition(-scores, k - 1, axis=1)[:, :k]  # (C, k), unordered
+        order = np.argsort(-np.take_along_axis(scores, top, axis=1), axis=1, kind="stable")
+        rows.append(np.take_along_axis(top, order, axis=1))
+    return np.concatenate(rows).astype(np.int64)
+
+
+class PartnerSampler:
+    """Draws, for a document of ``corpus``, another document of ``corpus`` as its negative partner.
+
+    Picklable (it runs in dataloader workers); the draws come from the generator passed in.
+
+    Args:
+        corpus: The documents partners come from (indexable).
+        ids: ``ids[i]`` is the id of ``corpus[i]``.
+        neighbours: Optional (N, k) TF-IDF neighbour indices (:func:`tfidf_neighbours`).
+        neighbour_probability: With ``neighbours``, the chance that a partner comes from the document's neighbour
+            list rather than uniformly from the corpus (§4.7's random(random(T100), random(D)): 0.5).
+    """
+
+    def __init__(self, corpus: Sequence[Document], ids: Sequence[str], neighbours: np.ndarray | None = None,
+                 neighbour_probability: float = 0.5) -> None:
+        if not 0.0 <= neighbour_probability <= 1.0:
+            raise ValueError(f"neighbour_probability must be in [0, 1], got {neighbour_probability}")
+        if len(ids) != len(corpus):
+            raise ValueError(f"{len(ids)} ids for {len(corpus)} documents")
+        if neighbours is not None and len(neighbours) != len(corpus):
+            raise ValueError(f"{len(neighbours)} neighbour rows for {len(corpus)} documents")
+        self.corpus = corpus
+        self.row_of = {doc_id: row for row, doc_id in enumerate(ids)}
+        self.neighbours = neighbours
+        self.neighbour_probability = neighbour_probability
+
+    def __len__(self) -> int:
+        return len(self.corpus)
+
+    def partner_row(self, doc_id: str, generator: torch.Generator) -> int | None:
+        """The corpus row of a partner for ``doc_id`` (never its own row); ``None`` when the corpus holds no
+        other document."""
+        row = self.row_of.get(doc_id)
+        n = len(self.corpus)
+        if n - (row is not None) < 1:
+            return None
+        from_neighbours = self.neighbours is not None and row is not None
+        if from_neighbours and float(torch.rand((), generator=generator)) < self.neighbour_probability:
+            choices = self.neighbours[row]
+            return int(choices[int(torch.randint(len(choices), (), generator=generator))])
+        if row is None:
+            return int(torch.randint(n, (), generator=generator))
+        other = int(torch.randint(n - 1, (), generator=generator))
+        return other + (other >= row)  # uniform over the rows other than ``row``
+
+    def partner(self, doc_id: str, generator: torch.Generator) -> Document | None:
+        row = self.partner_row(doc_id, generator)
+        return None if row is None else self.corpus[row]
+
+
 _TAG = re.compile(r"<[^>]+>")
+
+
 _WORD = re.compile(r"[^\W_]+(?:['’][^\W_]+)*")
+
+
 PAD, UNK = "[PAD]", "[UNK]"
 
 

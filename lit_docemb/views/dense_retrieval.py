@@ -1,0 +1,31 @@
+"""Dense retrieval's batches: queries as one-passage documents with their positive and negative documents."""
+
+from __future__ import annotations
+
+import torch
+
+from lit_docemb.data.batches import QueryDocumentBatch
+from lit_docemb.data.document import Document, Section, doc_index
+from lit_docemb.data.retrieval import RetrievalExample
+
+
+def query_document(query_id: str, text: str) -> Document:
+    """A query as a one-section, untitled document, so any method's document collator embeds it."""
+    return Document(f"query:{query_id}", sections=[Section("", text)])
+
+
+class QueryDocumentCollator:
+    """RetrievalExamples -> :class:`QueryDocumentBatch` through the backbone's document collator."""
+
+    def __init__(self, collate) -> None:
+        self.collate = collate
+
+    def __call__(self, examples: list[RetrievalExample]) -> QueryDocumentBatch:
+        queries = [query_document(e.query_id, e.query) for e in examples]
+        negatives = [d for e in examples for d in e.negatives]
+        query_ids = [doc_index(f"query:{e.query_id}") for e in examples]
+        # a positive carries its query's id: another example's positive for the same query is not a negative
+        candidate_ids = query_ids + [doc_index(f"doc:{d.id}") for d in negatives]
+        return QueryDocumentBatch(self.collate(queries), self.collate([e.positive for e in examples] + negatives),
+                                  torch.tensor(query_ids, dtype=torch.long),
+                                  torch.tensor(candidate_ids, dtype=torch.long))

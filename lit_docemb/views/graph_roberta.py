@@ -1,0 +1,160 @@
+"""Graph-RoBERTa's views (seed paper 000): passage graphs of documents and of their sub-documents, run in dataloader workers."""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass
+from typing import Literal
+
+import torch
+from torch import Tensor
+
+from lit_docemb.data.batches import (
+    GraphDocumentBatch,
+    PassageGraphBatch,
+    SubDocumentPairBatch,
+    TokenBatch,
+)
+from lit_docemb.data.document import Document, doc_index
+from lit_docemb.data.text import Passage, chunk_passages
+from lit_docemb.data.tokens import frame_token_ids, pad_ids, take_rows
+from lit_docemb.models.graph_document import (
+    fully_connected_edges,
+    section_edges,
+)
+
+GraphType = Literal["full", "section"]
+
+
+Objective = Literal["halves", "one_passage"]
+
+
+def split_passages(num_passages: int, rng: random.Random, objective: Objective) -> tuple[list[int], list[int]]:
+    """Passage indices of the two sub-documents: disjoint, together all of ``range(num_passages)`` (>= 2)."""
+    if objective == "halves":
+        order = list(range(num_passages))
+        rng.shuffle(order)
+        half = num_passages // 2
+        return sorted(order[:half]), sorted(order[half:])
+    chosen = 0 if rng.random() < 0.5 else rng.randrange(num_passages)
+    return [chosen], [i for i in range(num_passages) if i != chosen]
+
+
+@dataclass
+class TokenPassage:
+    """A passage as its token ids (special tokens included) and the index of its section."""
+
+    ids: list[int]
+    section: int
+
+
+class PassageGraphBuilder:
+    """Documents -> passages as token ids -> :class:`PassageGraphBatch` with the configured graph's edges.
+
+    Items are :class:`~lit_docemb.data.document.Document` (split with
+    :func:`~lit_docemb.data.text.chunk_passages` and tokenized here) or
+    :class:`~lit_docemb.data.passage_cache.TokenizedPassages` (the DataModule's passage cache: split and
+    tokenized once, with the same parameters); both give the same ids. A passage left without a token besides
+    the special ones (its words were control characters that the tokenizer drops) is left out; a document without
+    any other passage keeps one (possibly empty: its title, or nothing), so it still has a node to embed, and
+    training skips it with the documents of fewer than two passages.
+    """
+
+    def __init__(self, tokenizer, words_per_passage: int, max_passage_tokens: int, graph: GraphType) -> None:
+        self.tokenizer = tokenizer
+        self.words_per_passage = words_per_passage
+        self.max_passage_tokens = max_passage_tokens
+        self.graph = graph
+
+    def passages(self, items: list, max_passages: int) -> list[list[TokenPassage]]:
+        texts, out = [], []
+        for item in items:
+            if isinstance(item, Document):
+                split = chunk_passages(item, self.words_per_passage, max_passages) or [Passage(item.title, 0, "")]
+                out.append([TokenPassage([], p.section_index) for p in split])
+                texts += [p.text for p in split]
+            else:  # TokenizedPassages from the passage cache
+                count = min(len(item), max_passages)
+                out.append([TokenPassage(item.passage(i).tolist(), int(item.section_index[i])) for i in range(count)]
+                           or [TokenPassage([], 0)])
+                texts += [""] if count == 0 else []
+        pending = iter(self.tokenizer(texts, truncation=True, max_length=self.max_passage_tokens)["input_ids"]
+                       if texts else [])
+        frame = frame_token_ids(self.tokenizer)
+        for graph in out:
+            for passage in graph:
+                if not passage.ids:
+                    passage.ids = next(pending)
+            # words of control characters leave no token: such a passage is no node (a document keeps one)
+            graph[:] = [p for p in graph if not frame.issuperset(p.ids)] or graph[:1]
+        return out
+
+    def edges(self, passages: list[TokenPassage]) -> Tensor:
+        if self.graph == "full":
+            return fully_connected_edges(len(passages))
+        return section_edges([p.section for p in passages])
+
+    def __call__(self, graphs: list[list[TokenPassage]]) -> PassageGraphBatch:
+        passages = pad_ids([p.ids for g in graphs for p in g], self.tokenizer.pad_token_id or 0)  # (P, T)
+        counts = torch.tensor([len(g) for g in graphs], dtype=torch.long)
+        return PassageGraphBatch(passages, counts, [self.edges(g) for g in graphs])
+
+
+class SubDocumentCollator:
+    """Documents (or their cached passages) -> :class:`SubDocumentPairBatch` (runs in dataloader workers). In
+    training a fresh split is drawn from torch's RNG (seeded per batch by the training loader, see
+    ``lit_docemb/data/sampling.py``); in validation it follows the id."""
+
+    def __init__(self, builder: PassageGraphBuilder, max_passages: int, objective: Objective,
+                 deterministic: bool) -> None:
+        self.builder = builder
+        self.max_passages = max_passages
+        self.objective = objective
+        self.deterministic = deterministic
+
+    def __call__(self, items: list) -> SubDocumentPairBatch:
+        seed = None if self.deterministic else int(torch.randint(2**62, (1,)))
+        views_a, views_b, kept = [], [], []
+        for item, passages in zip(items, self.builder.passages(items, self.max_passages)):
+            if len(passages) < 2:
+                continue
+            rng = random.Random(item.id if seed is None else f"{seed}:{item.id}")
+            a, b = split_passages(len(passages), rng, self.objective)
+            views_a.append([passages[i] for i in a])
+            views_b.append([passages[i] for i in b])
+            kept.append(item.id)
+        ids = torch.tensor([doc_index(i) for i in kept], dtype=torch.long)
+        return SubDocumentPairBatch(self.builder(views_a), self.builder(views_b), ids, len(items) - len(kept))
+
+
+class GraphDocumentCollator:
+    """Documents (or their cached passages) -> :class:`GraphDocumentBatch` (up to ``max_passages`` each)."""
+
+    def __init__(self, builder: PassageGraphBuilder, max_passages: int) -> None:
+        self.builder = builder
+        self.max_passages = max_passages
+
+    def __call__(self, items: list) -> GraphDocumentBatch:
+        return GraphDocumentBatch(self.builder(self.builder.passages(items, self.max_passages)),
+                                  [item.id for item in items])
+
+
+def concat_graphs(first: PassageGraphBatch, second: PassageGraphBatch) -> PassageGraphBatch:
+    """The graphs of ``first`` then those of ``second``, passages padded to a common length."""
+    width = max(first.passages.input_ids.shape[1], second.passages.input_ids.shape[1])
+    pad = lambda x: torch.nn.functional.pad(x, (0, width - x.shape[1]))  # noqa: E731
+    tokens = TokenBatch(torch.cat([pad(first.passages.input_ids), pad(second.passages.input_ids)]),
+                        torch.cat([pad(first.passages.attention_mask), pad(second.passages.attention_mask)]))
+    return PassageGraphBatch(tokens, torch.cat([first.passage_counts, second.passage_counts]),
+                             first.edges + second.edges)
+
+
+def select_graphs(graphs: PassageGraphBatch, index: Tensor) -> PassageGraphBatch:
+    """Graphs ``index`` of a batch, in that order, their passages trimmed to the longest among them."""
+    counts = graphs.passage_counts.cpu()
+    starts = torch.cumsum(counts, 0) - counts
+    rows = [torch.arange(int(starts[g]), int(starts[g] + counts[g])) for g in index.tolist()]
+    passage_rows = torch.cat(rows) if rows else torch.zeros(0, dtype=torch.long)
+    return PassageGraphBatch(take_rows(graphs.passages, passage_rows),
+                             graphs.passage_counts[index.to(graphs.passage_counts.device)],
+                             [graphs.edges[g] for g in index.tolist()])
