@@ -13,6 +13,8 @@ from pathlib import Path
 
 import pytest
 
+from corpus_files import _topic_texts, lra_dir  # noqa: F401  (lra_dir: a fixture for every test)
+
 os.environ.setdefault("WANDB_MODE", "offline")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
@@ -35,16 +37,18 @@ def _isolated_process_state():
         dist.destroy_process_group()
 
 
-def _topic_texts() -> list[tuple[str, str]]:
-    from pydoc_data.topics import topics
-
-    return sorted((name, text) for name, text in topics.items() if len(text.split()) > 80)
-
-
 @pytest.fixture(scope="session")
 def tiny_encoder_dir(tmp_path_factory) -> str:
     """A folder with a 1,000-token WordPiece tokenizer and a 2-layer, 32-dim BERT (random weights)."""
-    from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, processors, trainers
+    from tokenizers import (
+        Tokenizer,
+        decoders,
+        models,
+        normalizers,
+        pre_tokenizers,
+        processors,
+        trainers,
+    )
     from transformers import BertConfig, BertForMaskedLM, PreTrainedTokenizerFast
 
     special = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]

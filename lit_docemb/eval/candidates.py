@@ -16,7 +16,7 @@ configs train a :class:`~lit_docemb.data.JSONLDataModule` on both files. Documen
 (CTPE: unsplittable) are dropped and counted; a test document without a relevant candidate is not a query.
 
 Run it as a callback during ``fit`` (:class:`CandidateRanking`) or on a checkpoint
-(:func:`evaluate_checkpoint`, or ``python -m lit_docemb.eval.candidates CKPT ROOT``).
+(:func:`evaluate_checkpoint`, or ``python -m lit_docemb candidates CKPT ROOT``).
 """
 
 from __future__ import annotations

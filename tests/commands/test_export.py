@@ -1,0 +1,135 @@
+"""``python -m lit_docemb export``: the Hugging Face and sentence-transformers forms load offline from the folder
+and give the vectors ``embed`` gives; methods without such a form are refused with a pointer to ``embed``."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+from conftest import _topic_texts
+from runs import run_embed, save_run, write_tsv
+
+from lit_docemb.commands.cli import main
+from lit_docemb.commands.export import ExportError, export
+from lit_docemb.data.document import Document, Section
+from lit_docemb.data.tokens import document_text
+from lit_docemb.eval.embedding import embed_documents
+from lit_docemb.methods import CTPE, DECA, CoLDE, DocSplit, GraphRoBERTa
+from lit_docemb.views.ctpe import WordEmbeddings
+
+SentenceTransformer = pytest.importorskip("sentence_transformers").SentenceTransformer
+
+
+def long_documents(n: int = 4) -> list[Document]:
+    """Untitled one-section documents of 60-300 words: several passages each for Graph-RoBERTa."""
+    texts = [" ".join(t.split()[:60 + 80 * i]) for i, (_, t) in enumerate(_topic_texts()[:n])]
+    return [Document(f"d{i}", title=f"Topic {i}", sections=[Section("", t)]) for i, t in enumerate(texts)]
+
+
+def test_docsplit_hf_and_sentence_transformers_round_trip(tiny_encoder_dir, tmp_path):
+    from transformers import AutoModel, AutoTokenizer
+
+    torch.manual_seed(0)
+    args = {"encoder": tiny_encoder_dir, "max_length": 64, "pooling": "mean"}
+    method = DocSplit(**args)
+    config, ckpt = save_run(method, tmp_path / "run", args)
+    main(["export", "--config", str(config), "--ckpt_path", str(ckpt), "--output", str(tmp_path / "hf"),
+          "--format", "hf"])
+    main(["export", "--config", str(config), "--ckpt_path", str(ckpt), "--output", str(tmp_path / "st")])
+    docs = long_documents()
+    expected = embed_documents(method, docs).numpy()
+
+    hf, tokenizer = AutoModel.from_pretrained(tmp_path / "hf"), AutoTokenizer.from_pretrained(tmp_path / "hf")
+    assert (tmp_path / "hf" / "model.safetensors").is_file()
+    tokens = tokenizer([document_text(d, True) for d in docs], max_length=64, truncation=True, padding=True,
+                       return_tensors="pt")
+    with torch.no_grad():
+        hidden = hf(**tokens).last_hidden_state
+    mask = tokens["attention_mask"][..., None].float()
+    np.testing.assert_allclose(((hidden * mask).sum(1) / mask.sum(1)).numpy(), expected, atol=1e-5)
+
+    st = SentenceTransformer(str(tmp_path / "st"), device="cpu", local_files_only=True)
+    vectors = st.encode([document_text(d, True) for d in docs], batch_size=2)
+    np.testing.assert_allclose(vectors, expected, atol=1e-5)
+
+
+def test_graph_roberta_sentence_transformer_equals_embed(tiny_encoder_dir, tmp_path):
+    torch.manual_seed(0)
+    args = {"encoder": tiny_encoder_dir, "node_dim": 16, "words_per_passage": 20, "max_passage_tokens": 32,
+            "cache_passages": False}
+    method = GraphRoBERTa(**args)
+    config, ckpt = save_run(method, tmp_path / "run", args)
+    main(["export", "--config", str(config), "--ckpt_path", str(ckpt), "--output", str(tmp_path / "st")])
+    docs = long_documents()
+    run_embed(config, ckpt, write_tsv(tmp_path / "docs.tsv", docs, bad_lines=False), tmp_path / "out",
+              "--format", "npy")
+    embedded = np.load(tmp_path / "out" / "embeddings.npy")
+    with pytest.raises(ValueError, match="trust_remote_code"):  # sentence-transformers >= 6 asks for the flag
+        SentenceTransformer(str(tmp_path / "st"), device="cpu", local_files_only=True)
+    st = SentenceTransformer(str(tmp_path / "st"), device="cpu", local_files_only=True, trust_remote_code=True)
+    vectors = st.encode([d.text for d in docs], batch_size=3)
+    assert vectors.shape == (4, 16)
+    np.testing.assert_allclose(vectors, embedded, atol=1e-5)
+    np.testing.assert_allclose(vectors, embed_documents(method, docs).numpy(), atol=1e-5)
+    assert not np.allclose(vectors[0], vectors[1])
+
+
+def test_deca_with_an_encoder_exports_like_docsplit(tiny_encoder_dir, tmp_path):
+    torch.manual_seed(0)
+    method = DECA(encoder=tiny_encoder_dir, max_length=48)
+    export(method, tmp_path / "st")
+    docs = long_documents(3)
+    vectors = SentenceTransformer(str(tmp_path / "st"), device="cpu").encode([document_text(d, True) for d in docs])
+    np.testing.assert_allclose(vectors, embed_documents(method, docs).numpy(), atol=1e-5)
+
+
+def test_methods_without_an_export_are_refused_with_embed_named(tmp_path):
+    with pytest.raises(ExportError, match="Doc2VecC.*lit_docemb embed"):
+        export(DECA(), tmp_path / "deca")
+    with pytest.raises(ExportError, match="CTPE.*lit_docemb embed"):
+        export(CTPE(WordEmbeddings(init="random", dim=8, min_count=1)), tmp_path / "ctpe", "hf")
+    assert not (tmp_path / "deca").exists() and not (tmp_path / "ctpe").exists()
+
+
+COLDE = {"chunk_tokens": 24, "num_heads": 2, "lstm_output_size": 16, "projection_size": 8, "chunk_embeddings": 64,
+         "predict_similarities": False}
+
+
+def test_colde_sentence_transformer_equals_embed(no_dropout_encoder_dir, tmp_path):
+    from transformers import AutoModel
+
+    torch.manual_seed(0)
+    args = {"encoder": no_dropout_encoder_dir, **COLDE}
+    method = CoLDE(**args)
+    config, ckpt = save_run(method, tmp_path / "run", args)
+    main(["export", "--config", str(config), "--ckpt_path", str(ckpt), "--output", str(tmp_path / "hf"),
+          "--format", "hf"])
+    assert AutoModel.from_pretrained(tmp_path / "hf").config.hidden_size == 32
+    main(["export", "--config", str(config), "--ckpt_path", str(ckpt), "--output", str(tmp_path / "st")])
+    docs = long_documents()
+    run_embed(config, ckpt, write_tsv(tmp_path / "docs.tsv", docs, bad_lines=False), tmp_path / "out",
+              "--format", "npy")
+    embedded = np.load(tmp_path / "out" / "embeddings.npy")
+    st = SentenceTransformer(str(tmp_path / "st"), device="cpu", local_files_only=True, trust_remote_code=True)
+    vectors = st.encode([d.text for d in docs], batch_size=3)
+    assert vectors.shape == (4, 16) and st.get_embedding_dimension() == 16
+    np.testing.assert_allclose(vectors, embedded, atol=1e-5)
+    np.testing.assert_allclose(vectors, embed_documents(method, docs).numpy(), atol=1e-5)
+    assert not np.allclose(vectors[0], vectors[1])
+    with pytest.raises(ValueError, match="without tokens"):
+        st.encode(["", docs[0].text])
+
+
+def test_colde_ablation_export_follows_its_hparams(no_dropout_encoder_dir, tmp_path):
+    """−Aug −LSTM (no section/chunk embeddings, mean of the chunk vectors): the export has no LSTM weights and
+    still gives ``embed``'s vectors, of the encoder's size."""
+    torch.manual_seed(0)
+    method = CoLDE(no_dropout_encoder_dir, augmentation=False, aggregation="mean", max_chunks_per_section=3,
+                   **COLDE)
+    export(method, tmp_path / "st")
+    st = SentenceTransformer(str(tmp_path / "st"), device="cpu", local_files_only=True, trust_remote_code=True)
+    assert not any("lstm" in name or "structure" in name for name, _ in st.named_parameters())
+    docs = long_documents(3)
+    vectors = st.encode([d.text for d in docs])
+    assert vectors.shape == (3, 32)
+    np.testing.assert_allclose(vectors, embed_documents(method, docs).numpy(), atol=1e-5)

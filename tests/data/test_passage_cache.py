@@ -1,0 +1,218 @@
+"""PassageCache: cached passages equal fresh tokenization exactly, a second open reads the disk without
+tokenizing, and the key follows the corpus, the tokenizer and every parameter that changes the ids."""
+
+from __future__ import annotations
+
+import copy
+import os
+import pickle
+from collections import Counter
+
+import datasets
+import lightning as L
+import numpy as np
+import pytest
+from conftest import write_corpus_jsonl
+from transformers import AutoTokenizer
+
+from lit_docemb.data.document import Document, Section
+from lit_docemb.data.jsonl import JSONLDataModule, read_jsonl
+from lit_docemb.data.openwebtext_formats import iter_openwebtext
+from lit_docemb.data.passage_cache import (
+    PassageCache,
+    TokenizedPassages,
+    corpus_fingerprint,
+    tokenizer_fingerprint,
+)
+from lit_docemb.data.reading import ReadContext, cached_documents
+from lit_docemb.data.text import chunk_passages
+
+datasets.disable_progress_bars()
+
+
+@pytest.fixture(scope="module")
+def tokenizer(tiny_encoder_dir):
+    return AutoTokenizer.from_pretrained(tiny_encoder_dir)
+
+
+@pytest.fixture(scope="module")
+def documents(tmp_path_factory) -> list[Document]:
+    """Python documentation topics in sections, plus an empty document and one with an empty section."""
+    docs = read_jsonl(write_corpus_jsonl(tmp_path_factory.mktemp("corpus") / "docs.jsonl", n_documents=12))
+    docs.append(Document("empty", sections=[Section("", "")]))
+    docs.append(Document("gap", sections=[Section("A", "First part. Second one."), Section("B", ""),
+                                           Section("C", "Third part.")]))
+    return docs
+
+
+def reference(document: Document, tokenizer, words: int, max_passages, max_length, special: bool) -> list[list[int]]:
+    """The uncached path: split one document, tokenize its passages in one call."""
+    passages = [p.text for p in chunk_passages(document, words, max_passages)]
+    if not passages:
+        return []
+    return tokenizer(passages, truncation=max_length is not None, max_length=max_length,
+                     add_special_tokens=special)["input_ids"]
+
+
+@pytest.mark.parametrize(("words", "max_passages", "max_length", "special"),
+                         [(100, None, 512, True), (20, 3, 12, True), (50, None, None, False)])
+def test_cached_passages_equal_uncached_tokenization(tmp_path, tokenizer, documents, words, max_passages,
+                                                    max_length, special):
+    cache = PassageCache(tokenizer, words, max_passages, max_length, special, cache_dir=str(tmp_path),
+                         batch_documents=5)
+    cached = cache.open(documents)
+    assert len(cached) == len(documents) and cached.ids == [d.id for d in documents]
+    for document, row in zip(documents, cached, strict=True):
+        expected = reference(document, tokenizer, words, max_passages, max_length, special)
+        assert isinstance(row, TokenizedPassages) and row.id == document.id
+        assert row.passage_ids() == expected
+        assert row.input_ids.dtype == np.int32 and row.input_ids.tolist() == [i for ids in expected for i in ids]
+        assert row.section_index.tolist() == [p.section_index for p in chunk_passages(document, words, max_passages)]
+        assert row.headings == [s.heading for s in document.sections]
+    assert len(cached[-2]) == 0 and cached[-2].passage_offsets.tolist() == [0]  # the empty document
+    assert cached[-1].section_index.tolist() == [0, 2]  # the empty section B has no passage
+    longest = max(len(ids) for row in cached for ids in row.passage_ids())
+    assert longest == max_length if max_length == 12 else longest > 12  # truncated only where asked
+    if special:
+        assert all(ids[0] == tokenizer.cls_token_id and ids[-1] == tokenizer.sep_token_id
+                   for row in cached for ids in row.passage_ids())
+    else:
+        assert tokenizer.cls_token_id not in cached[0].input_ids
+        for document, row in zip(documents, cached, strict=True):  # a section's tokens, for CoLDE's windows
+            for section in range(len(document.sections)):
+                own = [ids for ids, passage in zip(row.passage_ids(), chunk_passages(document, words), strict=True)
+                       if passage.section_index == section]
+                assert row.section_ids(section).tolist() == [i for ids in own for i in ids]
+        assert cached[-1].section_ids(1).tolist() == [] and len(cached[-1].section_ids(2)) > 0
+
+
+def test_second_open_reads_the_cache_without_tokenizing(tmp_path, tiny_encoder_dir, tokenizer, documents,
+                                                        monkeypatch):
+    first = PassageCache(tokenizer, 30, cache_dir=str(tmp_path)).open(documents)
+    reloaded = AutoTokenizer.from_pretrained(tiny_encoder_dir)  # another instance of the same tokenizer
+    reloaded("some text", truncation=True, max_length=3, padding="max_length")  # leaves state behind
+
+    def no_tokenizing(self, passages):
+        raise AssertionError("the second open tokenized again")
+
+    monkeypatch.setattr(PassageCache, "_encode", no_tokenizing)
+    second = PassageCache(reloaded, 30, cache_dir=str(tmp_path)).open(documents)
+    assert second.fingerprint == first.fingerprint
+    assert second.table.cache_files == first.table.cache_files
+    assert [row.passage_ids() for row in second] == [row.passage_ids() for row in first]
+    with pytest.raises(AssertionError, match="tokenized again"):  # a new key does tokenize
+        PassageCache(reloaded, 31, cache_dir=str(tmp_path)).open(documents)
+
+
+def test_key_changes_with_tokenizer_parameters_and_corpus(tiny_encoder_dir, tokenizer, documents):
+    base = PassageCache(tokenizer)
+    key = base.fingerprint(documents)
+    assert PassageCache(AutoTokenizer.from_pretrained(tiny_encoder_dir)).fingerprint(documents) == key
+    assert PassageCache(tokenizer, cache_dir="elsewhere", batch_documents=3, num_proc=2).fingerprint(documents) == key
+    changed = [PassageCache(tokenizer, words_per_passage=99), PassageCache(tokenizer, max_passages=10),
+               PassageCache(tokenizer, max_length=128), PassageCache(tokenizer, add_special_tokens=False)]
+    other_vocab = copy.deepcopy(tokenizer)
+    other_vocab.add_tokens(["zyzzyva"])
+    uncased = copy.deepcopy(tokenizer)
+    uncased.backend_tokenizer.normalizer = None  # same vocabulary, no lowercasing
+    changed += [PassageCache(other_vocab), PassageCache(uncased)]
+    keys = [cache.fingerprint(documents) for cache in changed]
+    assert len({key, *keys}) == len(changed) + 1
+    edited = copy.deepcopy(documents)
+    edited[3].sections[-1].text += " One more sentence."
+    assert base.fingerprint(edited) != key and base.fingerprint(documents[:-1]) != key
+    assert tokenizer_fingerprint(other_vocab) != tokenizer_fingerprint(tokenizer)
+    assert corpus_fingerprint(documents) == corpus_fingerprint(copy.deepcopy(documents))
+
+
+def test_slow_tokenizer_is_refused(documents):
+    class Slow:
+        is_fast = False
+
+    with pytest.raises(TypeError, match="fast"):
+        PassageCache(Slow()).fingerprint(documents)
+
+
+def test_arrow_corpus_is_keyed_by_its_table_and_rebuilt_after_an_edit(tmp_path, tokenizer):
+    source = tmp_path / "owt"
+    source.mkdir()
+    for index in range(4):
+        (source / f"{index}.txt").write_text(f"Page {index} starts here. It has two sentences.\n\nA paragraph.")
+
+    def corpus():
+        return cached_documents(iter_openwebtext, {"source": str(source)}, inputs=[str(source)],
+                                context=ReadContext(), cache_dir=str(tmp_path / "hf"))
+
+    cache = PassageCache(tokenizer, cache_dir=str(tmp_path / "hf"))
+    first = cache.open(corpus())
+    assert corpus_fingerprint(corpus()) == corpus().fingerprint == corpus_fingerprint(corpus())
+    assert cache.open(corpus()).fingerprint == first.fingerprint
+    assert cache.open(corpus()[:2]).fingerprint not in (first.fingerprint, cache.open(corpus()[1:3]).fingerprint)
+    (source / "2.txt").write_text("An edited page.")
+    os.utime(source / "2.txt", ns=(1, 1))
+    edited = cache.open(corpus())
+    assert edited.fingerprint != first.fingerprint
+    by_id = {row.id: row.passage_ids() for row in edited}
+    assert by_id["owt:2.txt"] == tokenizer(["An edited page."], truncation=True, max_length=512)["input_ids"]
+
+
+def test_parallel_build_equals_serial_and_rows_pickle_as_paths(tmp_path, tokenizer, documents):
+    serial = PassageCache(tokenizer, 40, cache_dir=str(tmp_path / "serial")).open(documents)
+    parallel = PassageCache(tokenizer, 40, cache_dir=str(tmp_path / "parallel"), num_proc=2).open(documents)
+    assert len(parallel.table.cache_files) == 2
+    assert [(r.id, r.passage_ids(), r.section_index.tolist()) for r in parallel] == \
+           [(r.id, r.passage_ids(), r.section_index.tolist()) for r in serial]
+    serial[0]  # opens the column views, which must not travel
+    restored = pickle.loads(pickle.dumps(serial))
+    assert len(pickle.dumps(serial)) < 4096
+    assert [row.passage_ids() for row in restored] == [row.passage_ids() for row in serial]
+    assert restored[-1].passage_ids() == serial[len(serial) - 1].passage_ids()
+    with pytest.raises(IndexError):
+        serial[len(serial)]
+
+
+class PassageMethod(L.LightningModule):
+    """What a hierarchical method shows the DataModule: a ``passage_cache`` and a collator over its rows."""
+
+    def __init__(self, passage_cache: PassageCache) -> None:
+        super().__init__()
+        self.passage_cache = passage_cache
+
+    def collator(self, stage: str):
+        return list
+
+
+def attached(datamodule, module):
+    trainer = L.Trainer(accelerator="cpu", devices=1, logger=False)
+    trainer.strategy.connect(module)
+    datamodule.trainer = trainer
+    return datamodule
+
+
+def test_datamodule_hands_the_methods_collator_cached_passages(tmp_path, tokenizer, monkeypatch):
+    corpus = str(write_corpus_jsonl(tmp_path / "docs.jsonl", n_documents=30))
+    kwargs = {"paths": [corpus], "batch_size": 4, "num_workers": 2, "val_fraction": 0.2, "seed": 1}
+    plain = JSONLDataModule(**kwargs)
+    plain.setup("fit")
+    train_ids = [d.id for d in plain.train_set]
+    by_id = {d.id: d for d in read_jsonl(corpus)}
+
+    cache = PassageCache(tokenizer, 60, max_length=64, cache_dir=str(tmp_path / "hf"))
+    datamodule = attached(JSONLDataModule(**kwargs), PassageMethod(cache))
+    datamodule.setup("fit")
+    assert [row.id for row in datamodule.train_set] == train_ids
+    assert [row.id for row in datamodule.val_set] == [d.id for d in plain.val_set]
+    seen = [row for batch in datamodule.train_dataloader() for row in batch]  # read in 2 worker processes
+    assert isinstance(seen[0], TokenizedPassages) and Counter(row.id for row in seen) == Counter(train_ids)
+    for row in seen:
+        assert row.passage_ids() == reference(by_id[row.id], tokenizer, 60, None, 64, True)
+
+    def no_tokenizing(self, passages):
+        raise AssertionError("the second run tokenized again")
+
+    monkeypatch.setattr(PassageCache, "_encode", no_tokenizing)
+    second = attached(JSONLDataModule(**kwargs), PassageMethod(PassageCache(tokenizer, 60, max_length=64,
+                                                                             cache_dir=str(tmp_path / "hf"))))
+    second.setup("fit")
+    assert second.train_set.documents.table.cache_files == datamodule.train_set.documents.table.cache_files
+    assert [row.passage_ids() for row in second.train_set] == [row.passage_ids() for row in datamodule.train_set]

@@ -1,0 +1,94 @@
+"""Classification fine-tuning: label handling, starting from a pretraining checkpoint, learning a separable
+set, and every classification config through the CLI (fast_dev_run)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import lightning as L
+import pytest
+import torch
+from corpus_files import labelled_docs, write_labelled_folder
+
+from lit_docemb.commands.cli import main
+from lit_docemb.data.document import Document, Section
+from lit_docemb.data.labelled import LabelledTextDataModule
+from lit_docemb.methods import DocSplit, DocumentClassifier, GraphRoBERTa
+
+ROOT = Path(__file__).resolve().parents[2]
+CONFIGS = sorted(str(p.relative_to(ROOT)) for p in (ROOT / "configs").rglob("classify_*.yaml"))
+WORDS = {"sea": "tide wave boat harbour sailor salt shore anchor", "code": "compiler function loop variable bug "
+         "python stack module"}
+
+
+def test_unknown_and_missing_labels_are_skipped_and_counted(tiny_encoder_dir):
+    model = DocumentClassifier(DocSplit(tiny_encoder_dir, max_length=32, mlm_weight=0.0), labels=["code", "sea"])
+    docs = labelled_docs(4) + [Document("x", sections=[Section("", "no label")]),
+                               Document("y", sections=[Section("", "odd")], label="weather")]
+    batch = model.collator("fit")(docs)
+    assert batch.skipped == 2 and batch.targets.tolist() == [0, 1, 0, 1]
+    assert batch.inputs.ids == [d.id for d in docs[:4]]
+
+
+def test_an_empty_evaluation_batch_leaves_the_metric_untouched(tiny_encoder_dir):
+    """Under DDP a rank's share of the last validation batch can be empty (every rank runs as many batches)."""
+    model = DocumentClassifier(DocSplit(tiny_encoder_dir, max_length=32, mlm_weight=0.0), labels=["code", "sea"])
+    model.validation_step(model.collator("validate")([Document("x", sections=[Section("", "no label")])]), 0)
+    model.validation_step(model.collator("validate")(labelled_docs(2)), 1)
+    assert model.val_f1.compute().item() >= 0.0  # one update: the empty batch did not reach torchmetrics
+
+
+def test_labels_must_be_distinct(tiny_encoder_dir):
+    with pytest.raises(ValueError, match="at least 2 distinct classes"):
+        DocumentClassifier(DocSplit(tiny_encoder_dir, max_length=32, mlm_weight=0.0), labels=["a", "a"])
+
+
+def test_starts_from_the_pretraining_checkpoint(tiny_encoder_dir, tmp_path):
+    torch.manual_seed(0)
+    pretrained = GraphRoBERTa(tiny_encoder_dir, node_dim=16, max_passage_tokens=32)
+    torch.save({"state_dict": pretrained.state_dict()}, tmp_path / "pre.ckpt")
+    torch.manual_seed(1)
+    fresh = GraphRoBERTa(tiny_encoder_dir, node_dim=16, max_passage_tokens=32)
+    model = DocumentClassifier(fresh, labels=["code", "sea"], checkpoint=str(tmp_path / "pre.ckpt"))
+    for (name, a), b in zip(pretrained.state_dict().items(), model.backbone.state_dict().values()):
+        assert torch.equal(a, b), name
+    other = GraphRoBERTa(tiny_encoder_dir, node_dim=8, max_passage_tokens=32)  # another architecture
+    torch.save({"state_dict": other.state_dict()}, tmp_path / "other.ckpt")
+    with pytest.raises(ValueError, match="does not fit GraphRoBERTa as configured"):
+        DocumentClassifier(fresh, labels=["code", "sea"], checkpoint=str(tmp_path / "other.ckpt"))
+    partial = {k: v for k, v in pretrained.state_dict().items() if "project" not in k}
+    torch.save({"state_dict": partial}, tmp_path / "partial.ckpt")
+    with pytest.raises(ValueError, match="2 weights missing"):
+        DocumentClassifier(fresh, labels=["code", "sea"], checkpoint=str(tmp_path / "partial.ckpt"))
+
+
+def test_fine_tuning_separates_a_separable_set(tiny_encoder_dir, tmp_path):
+    torch.manual_seed(0)
+    model = DocumentClassifier(DocSplit(tiny_encoder_dir, max_length=48, mlm_weight=0.0), labels=["code", "sea"],
+                               optimizer=lambda params: torch.optim.AdamW(params, lr=3e-3))
+    data = LabelledTextDataModule(str(write_labelled_folder(tmp_path / "set")), batch_size=8, num_workers=0,
+                                  val_fraction=0.0)
+    trainer = L.Trainer(accelerator="cpu", max_steps=30, logger=False, enable_progress_bar=False,
+                        enable_checkpointing=False, default_root_dir=tmp_path)
+    trainer.fit(model, data)
+    result = trainer.test(model, data, verbose=False)[0]
+    assert result["test/accuracy"] == 1.0 and result["test/macro_f1"] == 1.0
+
+
+@pytest.mark.parametrize("config", CONFIGS)
+def test_every_classification_config_runs_fast_dev_run(config, tiny_encoder_dir, tmp_path):
+    folder = write_labelled_folder(tmp_path / "set")
+    cli = main(["fit", "--config", str(ROOT / config),
+                f"--model.init_args.backbone.init_args.encoder={tiny_encoder_dir}",
+                "--model.init_args.backbone.init_args.node_dim=16",
+                "--model.init_args.backbone.init_args.max_passage_tokens=64", "--model.init_args.checkpoint=null",
+                "--model.init_args.labels=[code,sea]", "--data=lit_docemb.data.LabelledTextDataModule",
+                f"--data.source={folder}", "--data.label_column=label", "--data.batch_size=4", "--data.num_workers=0",
+                "--trainer.accelerator=cpu", "--trainer.devices=1", "--trainer.precision=32-true",
+                "--trainer.logger=lightning.pytorch.loggers.CSVLogger", f"--trainer.logger.save_dir={tmp_path}",
+                "--trainer.fast_dev_run=2", f"--trainer.default_root_dir={tmp_path}"])
+    assert cli.trainer.global_step == 2
+    assert "val/macro_f1" in cli.trainer.callback_metrics
+    # the nested backbone records its own arguments, not the classifier's (LightningCLI hands both the latter)
+    assert cli.model.backbone.hparams.max_passage_tokens == 64 and "labels" not in cli.model.backbone.hparams
+    assert cli.model.hparams.labels == ["code", "sea"]

@@ -1,0 +1,376 @@
+"""CoLDE (seed 003): sections and chunks, structural embeddings, chunkwise attention, the ablation switches,
+GradCache, similarity matrices, similarity groups and a CPU fast_dev_run of every configs/colde config."""
+
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+
+import pytest
+import torch
+import yaml
+from conftest import _topic_texts
+from corpus_files import write_lra
+
+from lit_docemb.commands.cli import main
+from lit_docemb.commands.figures import similarity_heatmaps
+from lit_docemb.data.aan import DocumentPair
+from lit_docemb.data.batches import SectionChunks, TokenBatch
+from lit_docemb.data.document import Document, Section
+from lit_docemb.data.similarity_groups import citation_groups, link_jaccard_groups
+from lit_docemb.losses import CosineSimilarityLoss
+from lit_docemb.methods import CoLDE
+from lit_docemb.methods.colde import similarity_matrices
+from lit_docemb.views.colde import (
+    group_sections,
+    pair_groups,
+    select_documents,
+    split_sections,
+)
+
+ROOT = Path(__file__).resolve().parents[2]
+SMALL = {"chunk_tokens": 24, "num_heads": 2, "lstm_output_size": 16, "projection_size": 8, "chunk_embeddings": 16}
+
+
+def texts(n: int, start: int = 0) -> list[str]:
+    return [t for _, t in _topic_texts()[start:start + n]]
+
+
+def documents(n: int = 6, groups: int = 2) -> list[Document]:
+    return [Document(f"d{i}", "", [Section("", t[:400]), Section("h", t[400:900])], label=str(i % groups))
+            for i, t in enumerate(texts(n))]
+
+
+@pytest.fixture(scope="module")
+def colde_base(no_dropout_encoder_dir):
+    return CoLDE(no_dropout_encoder_dir, **SMALL)
+
+
+@pytest.fixture
+def colde(colde_base):
+    return copy.deepcopy(colde_base)
+
+
+def one_section_chunks(colde: CoLDE, section: int, chunk: int) -> SectionChunks:
+    ids = torch.tensor([[2, 50, 60, 70, 3]])
+    return SectionChunks(TokenBatch(ids, torch.ones_like(ids)), torch.tensor([section]), torch.tensor([chunk]),
+                         torch.tensor([1]))
+
+
+# --- sections and chunks ----------------------------------------------------------------------------------------
+def test_group_sections_keeps_real_boundaries_and_balances_tokens():
+    assert group_sections([10, 10, 10, 10], 2) == [0, 2]
+    assert group_sections([30, 5, 5, 5], 2) == [0, 1]  # the big first section alone
+    assert group_sections([1, 1, 100], 3) == [0, 1, 2]  # one section per group whatever the sizes
+    assert group_sections([5], 2) is None
+
+
+def test_split_sections_real_boundaries_equal_split_and_too_short():
+    assert split_sections([[1, 2], [], [3, 4, 5], [6]], 2) == [[1, 2], [3, 4, 5, 6]]  # empty section ignored
+    assert split_sections([[1, 2, 3, 4, 5]], 2) == [[1, 2], [3, 4, 5]]  # one real section: equal token split
+    assert split_sections([[1, 2, 3, 4, 5, 6]], 3) == [[1, 2], [3, 4], [5, 6]]
+    assert split_sections([[1]], 2) is None and split_sections([[]], 1) is None
+    assert split_sections([[1], [2, 3]], 1) == [[1, 2, 3]]
+
+
+def test_collator_chunks_every_token_without_silent_cap(colde):
+    long = Document("long", "", [Section("", " ".join(texts(1)[0].split()[:300])), Section("b", "short end.")])
+    batch = colde._collator(2)([long])
+    body = colde.hparams.chunk_tokens - 2
+    tokens = colde.tokenizer(long.sections[0].text, add_special_tokens=False)["input_ids"]
+    assert batch.sections.chunks_per_section[0] == -(-len(tokens) // body) > 5  # all chunks, ceil division
+    assert batch.sections.chunks.attention_mask.sum(1).max() <= colde.hparams.chunk_tokens
+    assert batch.sections.chunk_ids[:3].tolist() == [0, 1, 2] and batch.truncated_chunks == 0
+    capped = CoLDE(colde.hparams.encoder, **SMALL | {"max_chunks_per_section": 2})
+    batch_capped = capped.collator("fit")([long])
+    assert batch_capped.sections.chunks_per_section.tolist() == [2, 1]
+    assert batch_capped.truncated_chunks == int(batch.sections.chunks_per_section[0]) - 2
+    assert capped.losses(batch_capped)["truncated_chunks"] == batch_capped.truncated_chunks
+
+
+def test_collator_counts_too_short_documents_and_labels_groups(colde):
+    docs = documents(4) + [Document("tiny", "", [Section("", "one")])]
+    batch = colde.collator("fit")(docs)
+    assert batch.ids == ["d0", "d1", "d2", "d3"] and batch.skipped == 1
+    assert batch.labels[0] == batch.labels[2] != batch.labels[1] == batch.labels[3]
+    assert batch.sections_per_document == 2 and len(batch.sections) == 8
+
+
+def test_pairs_become_groups_by_their_citation_links():
+    a, b, c, d = (Document(x, "", [Section("", "text")]) for x in "abcd")
+    docs, labels = pair_groups([DocumentPair(a, b, 1), DocumentPair(b, c, 1), DocumentPair(a, d, 0)])
+    assert [doc.id for doc in docs] == ["a", "b", "c", "d"]
+    assert labels[0] == labels[1] == labels[2] != labels[3]
+
+
+# --- structural embeddings and chunkwise attention -----------------------------------------------------------------
+def test_section_and_chunk_embeddings_change_the_output_by_id(colde):
+    colde.eval()
+    encode = colde.model.encode_chunks
+    base = encode(one_section_chunks(colde, 0, 0))
+    assert not torch.allclose(base, encode(one_section_chunks(colde, 1, 0)))
+    assert not torch.allclose(base, encode(one_section_chunks(colde, 0, 1)))
+    assert torch.allclose(base, encode(one_section_chunks(colde, 0, 0)))
+    # they are added to the input embeddings: zeroing them gives the plain encoder's output
+    with torch.no_grad():
+        colde.model.structure.section.weight.zero_()
+        colde.model.structure.chunk.weight.zero_()
+    chunks = one_section_chunks(colde, 1, 1)
+    plain = colde.model.encoder(chunks.chunks.input_ids, chunks.chunks.attention_mask)
+    assert torch.allclose(encode(chunks), plain, atol=1e-6)
+
+
+def test_chunk_attention_is_trained_and_section_p_attends_to_section_p_plus_1(colde):
+    batch = colde.collator("fit")(documents(4))
+    optimizer = colde.configure_optimizers()
+    optimized = {id(p) for group in optimizer.param_groups for p in group["params"]}
+    attention = list(colde.model.chunk_attention.parameters())
+    assert attention and all(id(p) in optimized for p in attention)
+    assert "model.chunk_attention.attention.in_proj_weight" in colde.state_dict()
+    colde.losses(batch)["supcon_loss"].backward()
+    assert all(p.grad is not None and p.grad.abs().sum() > 0 for p in attention)
+    assert all(p.grad is not None for p in colde.model.structure.parameters())
+    encoded = colde._encode(batch)
+    counts = batch.sections.chunks_per_section.tolist()
+    for s, weights in enumerate(encoded.attention):  # (heads, C_p, C_p+1), cyclic within the document
+        target = s + 1 if s % 2 == 0 else s - 1
+        assert weights.shape == (2, counts[s], counts[target])
+        assert torch.allclose(weights.sum(-1), torch.ones(2, counts[s]), atol=1e-5)
+
+
+# --- ablations -----------------------------------------------------------------------------------------------------
+def test_minus_aug_one_section_and_no_structural_embeddings(no_dropout_encoder_dir):
+    model = CoLDE(no_dropout_encoder_dir, **SMALL | {"augmentation": False})
+    batch = model.collator("fit")(documents(4))
+    assert batch.sections_per_document == 1 and len(batch.sections) == 4 and model.model.structure is None
+    assert set(batch.sections.section_ids.tolist()) == {0}
+    model.eval()
+    assert torch.allclose(model.model.encode_chunks(one_section_chunks(model, 0, 0)),
+                          model.model.encode_chunks(one_section_chunks(model, 1, 3)))
+    terms = model.losses(batch)
+    assert torch.isfinite(terms["supcon_loss"]) and terms["anchors_without_positive"] == 0  # 2 groups of 2
+
+
+def test_minus_lstm_section_is_the_mean_of_its_chunk_vectors(no_dropout_encoder_dir):
+    model = CoLDE(no_dropout_encoder_dir, **SMALL | {"aggregation": "mean"})
+    assert not hasattr(model.model, "lstm") and not hasattr(model.model, "chunk_attention")
+    batch = model.collator("fit")(documents(2))
+    model.eval()
+    encoded = model._encode(batch)
+    vectors = model.model.encode_chunks(batch.sections)
+    means = torch.stack([c.mean(0) for c in torch.split(vectors, batch.sections.chunks_per_section.tolist())])
+    assert torch.allclose(encoded.sections, means, atol=1e-6) and encoded.attention == []
+    assert torch.allclose(encoded.projected, model.model.projection(means), atol=1e-6)
+
+
+def test_minus_cl_cosine_objective_on_whole_documents(no_dropout_encoder_dir):
+    with pytest.raises(ValueError, match="augmentation: false"):
+        CoLDE(no_dropout_encoder_dir, **SMALL | {"objective": "cosine"})
+    model = CoLDE(no_dropout_encoder_dir, **SMALL | {"objective": "cosine", "augmentation": False})
+    batch = model.collator("fit")(documents(4))
+    terms = model.losses(batch)
+    assert "supcon_loss" not in terms and isinstance(model.model.projection, torch.nn.Identity)
+    z = torch.nn.functional.normalize(model._encode(batch).sections, dim=-1)
+    same = (batch.labels[:, None] == batch.labels[None, :]).float()
+    off = ~torch.eye(4, dtype=torch.bool)
+    assert torch.allclose(terms["cosine_loss"], ((z @ z.T - same)[off] ** 2).mean(), atol=1e-5)
+
+
+def test_cosine_similarity_loss_by_hand():
+    features = torch.tensor([[1.0, 0.0], [0.0, 2.0], [1.0, 1.0]])
+    labels = torch.tensor([0, 0, 1])
+    c = 2 ** -0.5  # cos(x, y) between rows 0/2 and 1/2; rows 0/1 are orthogonal
+    expected = 2 * ((0 - 1) ** 2 + (c - 0) ** 2 + (c - 0) ** 2) / 6
+    loss = CosineSimilarityLoss(gather_across_devices=False)(features, labels)["cosine_loss"]
+    assert loss.item() == pytest.approx(expected)
+
+
+# --- GradCache ------------------------------------------------------------------------------------------------------
+def test_grad_cache_equals_the_plain_loss_and_gradients(colde):
+    batch = colde.collator("fit")(documents(6))
+    plain = colde.losses(batch)["supcon_loss"]
+    plain.backward()
+    reference = {n: p.grad.clone() for n, p in colde.named_parameters() if p.grad is not None}
+    colde.zero_grad()
+    colde.grad_cache_token_budget = 60
+    out = colde.grad_cache_forward(batch)
+    out.backward_loss.backward()
+    assert out.sub_batches > 1 and out.loss.item() == pytest.approx(plain.item(), abs=1e-5)
+    for name, grad in reference.items():
+        assert torch.allclose(dict(colde.named_parameters())[name].grad, grad, atol=1e-5), name
+
+
+def test_select_documents_takes_their_sections_and_chunks(colde):
+    batch = colde.collator("fit")(documents(3))
+    sub = select_documents(batch, torch.tensor([2, 0]))
+    assert sub.ids == ["d2", "d0"]
+    counts = batch.sections.chunks_per_section.tolist()
+    assert sub.sections.chunks_per_section.tolist() == counts[4:6] + counts[0:2]
+    assert len(sub.sections.chunks) == sum(counts[4:6] + counts[0:2])
+
+
+# --- interpretability -------------------------------------------------------------------------------------------------
+def test_similarity_matrices_shapes_self_similarity_and_heatmap(colde, tmp_path):
+    docs = documents(3)
+    out = similarity_matrices(colde, docs)
+    split = colde.collator("fit")(docs)
+    chunks = int(split.sections.chunks_per_section.sum())
+    assert out["document_similarity"].shape == (3, 3) and out["section_similarity"].shape == (6, 6)
+    assert out["chunk_similarity"].shape == (chunks, chunks) and len(out["chunk_labels"]) == chunks
+    assert out["section_labels"][:2] == ["d0/S0", "d0/S1"] and out["chunk_labels"][0] == "d0/S0C0"
+    for level in ("document", "section", "chunk"):
+        matrix = out[f"{level}_similarity"]
+        assert torch.allclose(matrix.diagonal(), torch.ones(len(matrix)), atol=1e-5)
+        assert torch.allclose(matrix, matrix.T, atol=1e-6)
+    assert colde.training  # mode restored
+    path = similarity_heatmaps(out, tmp_path / "fig4.png")
+    assert path.stat().st_size > 1000
+    with pytest.raises(ValueError, match="at least two"):
+        similarity_matrices(colde, docs[:1])
+
+
+# --- similarity groups --------------------------------------------------------------------------------------------
+def test_citation_groups_with_as_many_random_irrelevant_papers():
+    cites = {"a": ["b", "c"], "b": ["c"], "c": [], "d": ["a"], "e": [], "f": [], "g": [], "h": [], "i": ["zz"]}
+    docs = [Document(i, "", [Section("", "x")], metadata={"citations": c}) for i, c in cites.items()]
+    groups = citation_groups(docs, seed=1)
+    assert groups["a"] == groups["b"] == groups["c"] == "cites:a"  # b's group would be {b, c}: c is taken
+    assert "d" not in groups or groups["d"].startswith("single:")  # d cites a, already grouped: alone
+    singles = [i for i, g in groups.items() if g.startswith("single:")]
+    assert len(singles) == 3 and len({groups[i] for i in singles}) == 3
+
+
+def test_link_jaccard_groups_strictly_above_threshold_and_two_similar():
+    links = {"a": "pqr", "b": "pqrs", "c": "pqrt", "d": "pq", "e": "xyz", "f": "xy", "g": "pqrst"}
+    docs = [Document(i, "", [Section("", "x")], metadata={"links": list(v)}) for i, v in links.items()]
+    # Jaccard: a-b 3/4, a-c 3/4, b-c 3/5, a-d 2/3, a-g 3/5, b-g 4/5, c-g 4/5, d-b 2/4 (not > 0.5), e-f 2/3
+    groups = link_jaccard_groups(docs, 0.5, 2)
+    assert set(groups) == {"a", "b", "c", "g"} and len(set(groups.values())) == 1  # d, e, f: one similar only
+    assert link_jaccard_groups(docs, 0.5, 1)["e"] == link_jaccard_groups(docs, 0.5, 1)["f"]
+
+
+# --- configs through the CLI --------------------------------------------------------------------------------------
+def lit(text: str) -> str:
+    return repr(text.encode())
+
+
+def write_network(root: Path) -> Path:
+    (root / "papers_text").mkdir(parents=True)
+    for i, text in enumerate(texts(10)):
+        (root / "papers_text" / f"P{i}.txt").write_text(text[:800])
+    (root / "acl.txt").write_text("P0 ==> P1\nP0 ==> P2\nP3 ==> P4\nP5 ==> P6\n")
+    return root
+
+
+def write_wikipedia(path: Path) -> Path:
+    from corpus_files import export_xml, page_xml
+
+    groups = [["Fern", "Moss", "Leaf", "Root"], ["Owl", "Hawk", "Nest", "Egg"]]
+    pages = []
+    for i, text in enumerate(texts(8)):
+        links = " ".join(f"[[{x}]]" for x in groups[i % 2])
+        body = text[:300].replace("[", "").replace("]", "")
+        pages.append(page_xml(f"Article {i}", i + 1, f"{body} {links}\n\n== Part ==\n{text[300:700]}"))
+    path.write_text(export_xml(pages), encoding="utf-8")
+    return path
+
+
+CONFIGS = sorted(str(p.relative_to(ROOT)) for p in (ROOT / "configs" / "colde").glob("*.yaml"))
+
+
+@pytest.mark.parametrize("config", CONFIGS)
+def test_every_colde_config_runs_fast_dev_run(config, tiny_encoder_dir, tmp_path):
+    data = yaml.safe_load((ROOT / config).read_text())["data"]
+    args = ["fit", "--config", str(ROOT / config), f"--model.init_args.encoder={tiny_encoder_dir}",
+            "--model.init_args.chunk_tokens=32", "--model.init_args.lstm_output_size=16",
+            "--model.init_args.projection_size=8", "--model.init_args.num_heads=2", "--data.init_args.batch_size=4",
+            "--data.init_args.num_workers=0", "--trainer.accelerator=cpu", "--trainer.devices=1",
+            "--trainer.logger=false", "--trainer.fast_dev_run=2", f"--trainer.default_root_dir={tmp_path}"]
+    grad_cache = config.endswith("colde/aan.yaml")  # the paper's setting also through GradCache, in bf16 autocast
+    args += ["--trainer.precision=bf16-mixed", "--model.init_args.grad_cache_token_budget=64"] if grad_cache else [
+        "--trainer.precision=32-true"]
+    corpus = data["init_args"].get("corpus", {}).get("class_path", "")
+    if data["class_path"].endswith("AANDataModule"):
+        args.append(f"--data.init_args.source={write_lra(tmp_path / 'lra')}")
+    elif corpus.endswith("AANDataModule"):
+        args += [f"--data.init_args.corpus.init_args.source={write_network(tmp_path / 'aan')}",
+                 "--data.init_args.corpus.init_args.citations_file=acl.txt", "--data.init_args.val_fraction=0.3"]
+    else:
+        args += [f"--data.init_args.corpus.init_args.source={write_wikipedia(tmp_path / 'enwiki.xml')}",
+                 f"--data.init_args.corpus.init_args.cache_dir={tmp_path / 'cache'}",
+                 "--data.init_args.val_fraction=0.3"]
+    cli = main(args)
+    metrics = cli.trainer.callback_metrics
+    assert cli.trainer.global_step == 2
+    loss = "train/cosine_loss" if cli.model.hparams.objective == "cosine" else "train/supcon_loss"
+    assert torch.isfinite(metrics[loss])
+    assert (metrics.get("train/grad_cache_sub_batches", 0) > 1) == grad_cache
+    if data["init_args"].get("mode") == "pairs":
+        assert 0.0 <= float(metrics["val/matching_f1"]) <= 1.0 and 0 <= float(metrics["val/matching_accuracy"]) <= 1
+        assert cli.model.matching_threshold_chosen
+
+
+def test_fit_then_test_reuses_the_validation_threshold_and_matching_cli(tiny_encoder_dir, tmp_path):
+    from lit_docemb.commands.matching import main as matching_main
+
+    common = ["--config", str(ROOT / "configs/colde/aan.yaml"), f"--model.init_args.encoder={tiny_encoder_dir}",
+              "--model.init_args.chunk_tokens=32", "--model.init_args.lstm_output_size=16",
+              "--model.init_args.projection_size=8", "--model.init_args.num_heads=2",
+              f"--data.init_args.source={write_lra(tmp_path / 'lra')}", "--data.init_args.batch_size=4",
+              "--data.init_args.num_workers=0"]
+    trainer = ["--trainer.accelerator=cpu", "--trainer.devices=1", "--trainer.precision=32-true",
+               "--trainer.logger=false", "--trainer.enable_progress_bar=false", f"--trainer.default_root_dir={tmp_path}"]
+    fitted = main(["fit", *common, *trainer, "--trainer.max_steps=2", "--trainer.limit_val_batches=1"])
+    threshold = float(fitted.model.matching_threshold)
+    assert fitted.trainer.callback_metrics["val/matching_threshold"] == pytest.approx(threshold)
+    last = tmp_path / "checkpoints" / "last.ckpt"
+    tested = main(["test", *common, *trainer, f"--ckpt_path={last}"])
+    metrics = tested.trainer.callback_metrics
+    assert metrics["test/matching_threshold"] == pytest.approx(threshold)  # chosen on validation, not on test
+    assert {f"test/matching_{m}" for m in ("precision", "recall", "f1", "accuracy")} <= set(metrics)
+    out = matching_main([*common, "--ckpt", str(last), "--device", "cpu"])
+    assert set(out) >= {"threshold/f1", "threshold/threshold", "classifier/accuracy", "classifier/validation_accuracy"}
+    assert all(0.0 <= out[k] <= 1.0 for k in out if not k.endswith("threshold"))
+
+
+def test_evaluation_collator_keeps_the_batch_kind_of_its_dataset_for_empty_batches(colde):
+    from lit_docemb.data.batches import PairMatchingBatch, SectionChunkBatch
+    from lit_docemb.views.colde import EvaluationCollator, PairMatchingCollator
+
+    pairs = EvaluationCollator(PairMatchingCollator(colde._collator(1)), colde._collator(2), pair_items=True)
+    assert isinstance(pairs([]), PairMatchingBatch) and len(pairs([])) == 0
+    docs = documents(2)
+    short = Document("short", "", [Section("", "")])
+    batch = pairs([DocumentPair(docs[0], docs[1], 1), DocumentPair(docs[0], short, 0)])
+    assert len(batch) == 1 and batch.first.skipped == 1 and batch.labels.tolist() == [1]
+    automatic = EvaluationCollator(PairMatchingCollator(colde._collator(1)), colde._collator(2))
+    assert isinstance(automatic(docs), SectionChunkBatch) and automatic(docs).sections_per_document == 2
+    with pytest.raises(TypeError, match="DocumentPair"):
+        pairs(docs)
+
+
+def test_similarity_group_datamodule_labels_aan_network_papers(tmp_path):
+    from lit_docemb.data import AANDataModule, SimilarityGroupDataModule
+
+    corpus = AANDataModule(str(write_network(tmp_path / "aan")), layout="network", citations_file="acl.txt",
+                           cache_dir=str(tmp_path / "cache"))
+    data = SimilarityGroupDataModule(corpus, rule="citations", val_fraction=0.0, num_workers=0)
+    data.setup("fit")
+    labels = {doc.id: doc.label for doc in data.train_set}
+    assert labels["aan:P0"] == labels["aan:P1"] == labels["aan:P2"] != labels["aan:P3"] == labels["aan:P4"]
+    assert labels["aan:P5"] == labels["aan:P6"] and len(labels) == 10  # 7 grouped + 3 random (all there is)
+    assert sum(label.startswith("single:") for label in labels.values()) == 3
+    wiki = SimilarityGroupDataModule(corpus, rule="link_jaccard")
+    with pytest.raises(ValueError, match="no similarity group"):  # AAN papers keep no links
+        wiki.setup("fit")
+
+
+def test_predict_without_similarities_gives_the_same_embeddings(colde):
+    docs = documents(3)
+    colde.eval()
+    full = colde.predict_step(colde.collator("predict")(docs), 0)
+    colde.hparams.predict_similarities = False
+    light = colde.predict_step(colde.collator("predict")(docs), 0)
+    assert set(light) == {"ids", "embeddings"} and light["ids"] == full["ids"] == ["d0", "d1", "d2"]
+    assert torch.allclose(light["embeddings"], full["embeddings"], atol=1e-6)
+    assert similarity_matrices(colde, docs)["section_similarity"].shape == (6, 6)  # the API still splits

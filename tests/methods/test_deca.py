@@ -1,0 +1,416 @@
+"""DECA: Doc2VecC's model and loss, SimSiam's stop-gradient, the method's checks and vocabulary, and every
+configs/deca config through the CLI (CPU fast_dev_run)."""
+
+from __future__ import annotations
+
+import random
+from collections import Counter
+from pathlib import Path
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+import torch
+import torch.nn.functional as F
+import yaml
+from conftest import _topic_texts
+from corpus_files import labelled_docs
+
+from lit_docemb.augment import DocumentAugmenter, Vocabulary, words_of
+from lit_docemb.augment.thesaurus import draws_of
+from lit_docemb.commands.cli import main
+from lit_docemb.data.document import Document, Section
+from lit_docemb.data.tokens import document_text
+from lit_docemb.losses import NegativeSamplingLoss
+from lit_docemb.methods import DECA
+from lit_docemb.models import Doc2VecC
+from lit_docemb.views.deca import (
+    AppendedAugmentationCollator,
+    Doc2VecCPairCollator,
+    IdReplacement,
+    WordDocumentCollator,
+    seeded_generator,
+    word_index,
+)
+
+ROOT = Path(__file__).resolve().parents[2]
+CONFIGS = sorted(str(p.relative_to(ROOT)) for p in (ROOT / "configs" / "deca").glob("*.yaml"))
+WORDNET = Path("/usr/share/wordnet")
+needs_wordnet = pytest.mark.skipif(not (WORDNET / "data.noun").is_file(),
+                                   reason="WordNet database missing: apt-get install -y wordnet-base")
+
+
+def topic_documents(n: int | None = None) -> list[Document]:
+    return [Document(name, sections=[Section("", text)]) for name, text in _topic_texts()[:n]]
+
+
+def identity(text: str, seed) -> list[str]:
+    return words_of(text)
+
+
+def test_doc2vecc_embedding_is_the_mean_word_embedding():
+    model = Doc2VecC(5, 4, torch.ones(5), corruption=0.5)
+    words = torch.tensor([[1, 2, 3, 0], [4, 0, 0, 0], [0, 0, 0, 0]])
+    U = model.word_embeddings.weight
+    expected = torch.stack([U[[1, 2, 3]].mean(0), U[4], torch.zeros(4)])
+    assert torch.allclose(model(words), expected)  # eq. 1; an empty document is the zero vector
+    model.eval()
+    assert torch.equal(model.corrupted(words), model(words))  # no corruption at inference
+    model.train()
+    torch.manual_seed(0)
+    draws = torch.stack([model.corrupted(words[:1]) for _ in range(4000)])
+    assert len({tuple(d.flatten().tolist()) for d in draws[:50]}) > 1  # words are dropped at random
+    assert torch.allclose(draws.mean(0), model(words[:1]), atol=0.05 * U.abs().max().item())  # unbiased
+
+
+def test_negative_sampling_loss_matches_a_naive_reference():
+    torch.manual_seed(0)
+    hidden, targets, noise = torch.randn(2, 3, 4), torch.randn(2, 3, 4), torch.randn(2, 3, 5, 4)
+    mask = torch.tensor([[True, True, False], [False, False, False]])
+    expected = 0.0
+    for s in range(2):  # only document 0 has targets: the mean is over it alone
+        expected -= F.logsigmoid(hidden[0, s] @ targets[0, s])
+        expected -= sum(F.logsigmoid(-(hidden[0, s] @ noise[0, s, k])) for k in range(5))
+    got = NegativeSamplingLoss()(hidden, targets, noise, mask)["doc2vecc_loss"]
+    assert torch.allclose(got, expected)
+    with pytest.raises(ValueError, match="need hidden"):
+        NegativeSamplingLoss()(hidden, targets, noise, mask[:, :2])
+
+
+def test_doc2vecc_loss_decreases_on_a_fixture_corpus():
+    documents = topic_documents(40)
+    vocabulary = Vocabulary.from_texts(d.text for d in documents)
+    index = word_index(vocabulary, min_count=2, max_vocabulary=2000)
+    counts = torch.tensor([vocabulary.counts[w] for w in index], dtype=torch.float64)
+    torch.manual_seed(0)
+    model, loss = Doc2VecC(len(index), 32, counts, negative_samples=5), NegativeSamplingLoss()
+    optimizer = torch.optim.Adam(model.parameters(), lr=0.05)
+    collate = Doc2VecCPairCollator(index, identity, window_size=5, targets_per_document=32, max_words=400,
+                                   deterministic=False)
+    batches = [collate(documents[i:i + 10]) for i in range(0, 40, 10)]
+    losses = []
+    for step in range(30):
+        batch = batches[step % 4]
+        h = model.corrupted(batch.words)
+        value = loss(model.hidden(h, batch.contexts), *model.output_vectors(batch.targets), batch.targets != 0)
+        optimizer.zero_grad()
+        value["doc2vecc_loss"].backward()
+        optimizer.step()
+        losses.append(value["doc2vecc_loss"].item())
+    first, last = sum(losses[:8]) / 8, sum(losses[-8:]) / 8
+    assert last < 0.7 * first, (first, last)
+
+
+def test_collated_targets_and_contexts_follow_the_document():
+    index = {w: i for i, w in enumerate("a b c d e f".split(), 1)}
+    doc = Document("d", sections=[Section("", "a b c d e f")])
+    batch = Doc2VecCPairCollator(index, identity, window_size=2, targets_per_document=6, max_words=100,
+                                 deterministic=True)([doc, Document("short", sections=[Section("", "a")])])
+    assert batch.skipped == 1 and batch.words.tolist() == [[1, 2, 3, 4, 5, 6]]
+    assert batch.targets.tolist() == [[1, 2, 3, 4, 5, 6]]
+    assert batch.contexts[0, 2].tolist() == [1, 2, 4, 5] and batch.contexts[0, 0].tolist() == [2, 3, 0, 0]
+    assert WordDocumentCollator(index, 3)([doc]).words.tolist() == [[1, 2, 3]]
+
+
+def test_simsiam_passes_no_gradient_through_the_stop_gradient_branch():
+    torch.manual_seed(0)
+    model = DECA(framework="simsiam", embedding_dim=8)
+    h, h_aug = torch.randn(6, 8, requires_grad=True), torch.randn(6, 8, requires_grad=True)
+    model.contrastive(model.predictor(h), model.predictor(h_aug), h, h_aug)["simsiam_loss"].backward()
+    # reference: the same loss with the targets as constants; a gradient through z would change h's gradient
+    h2, h2_aug = h.detach().clone().requires_grad_(), h_aug.detach().clone().requires_grad_()
+    model.zero_grad()
+    model.contrastive(model.predictor(h2), model.predictor(h2_aug), h.detach(), h_aug.detach())[
+        "simsiam_loss"].backward()
+    assert torch.allclose(h.grad, h2.grad) and torch.allclose(h_aug.grad, h2_aug.grad)
+    # and the gradient that would flow into the targets is not zero: the check above can fail
+    z = h_aug.detach().clone().requires_grad_()
+    (-F.cosine_similarity(model.predictor(h.detach()), z).mean()).backward()
+    assert z.grad.abs().sum() > 0
+
+
+def fake_trainer(documents: list[Document], world_size: int = 1, device: str = "cpu"):
+    return SimpleNamespace(datamodule=SimpleNamespace(train_set=documents), world_size=world_size,
+                           strategy=SimpleNamespace(root_device=torch.device(device)))
+
+
+@needs_wordnet
+def test_vocabulary_from_training_documents_survives_a_checkpoint():
+    docs = topic_documents(20)
+    model = DECA(augmentation="wordnet", framework="simsiam", min_word_count=2)
+    model._trainer = fake_trainer(docs, world_size=2, device="cuda")
+    model.setup("fit")
+    assert isinstance(model.predictor[1], torch.nn.SyncBatchNorm)  # DDP on GPUs: BatchNorm synchronised
+    on_cpus = DECA(augmentation="wordnet", framework="simsiam", min_word_count=2)
+    on_cpus._trainer = fake_trainer(docs, world_size=2)
+    on_cpus.setup("fit")
+    assert type(on_cpus.predictor[1]) is torch.nn.BatchNorm1d  # torch's SyncBatchNorm refuses CPU modules
+    assert model.backbone.word_embeddings.num_embeddings == len(model.index) + 1
+    checkpoint = {"state_dict": model.state_dict()}
+    model.on_save_checkpoint(checkpoint)
+    restored = DECA(augmentation="wordnet", framework="simsiam", min_word_count=2)
+    restored.on_load_checkpoint(checkpoint)
+    restored.load_state_dict(checkpoint["state_dict"])
+    batch = restored.collator("predict")(docs[:3])
+    model.eval(), restored.eval()
+    assert torch.equal(restored.embed(batch), model.embed(model.collator("predict")(docs[:3])))
+    with pytest.raises(ValueError, match="not a DECA checkpoint"):
+        restored.on_load_checkpoint({})
+
+
+def test_arguments_that_would_be_ignored_are_errors(tiny_encoder_dir):
+    with pytest.raises(ValueError, match="Doc2VecC arguments"):
+        DECA(encoder=tiny_encoder_dir, window_size=4)
+    with pytest.raises(ValueError, match="contrastive loss alone"):
+        DECA(encoder=tiny_encoder_dir, contrastive_weight=0.5)
+    with pytest.raises(ValueError, match="encoder arguments"):
+        DECA(max_length=128)
+    with pytest.raises(ValueError, match="SimSiam's"):
+        DECA(framework="simclr", predictor_hidden=32)
+    with pytest.raises(ValueError, match="NT-Xent's"):
+        DECA(framework="simsiam", temperature=0.5)
+    with pytest.raises(ValueError, match="back_translation_models"):
+        DECA(augmentation="wordnet", back_translation_cache="cache.sqlite")
+    with pytest.raises(RuntimeError, match="no vocabulary"):
+        DECA().collator("fit")
+
+
+def write_labelled_tsv(folder: Path) -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    for split, docs in [("train", labelled_docs(40)), ("test", labelled_docs(12))]:
+        (folder / f"{split}.tsv").write_text("".join(f"{d.label}\t{d.text}\n" for d in docs))
+    return folder
+
+
+@needs_wordnet
+@pytest.mark.parametrize("config", CONFIGS)
+def test_every_deca_config_runs_fast_dev_run(config, tiny_encoder_dir, tmp_path):
+    folder = write_labelled_tsv(tmp_path / "set")
+    args = ["fit", "--config", str(ROOT / config), f"--data.source={folder}", "--data.column_names=[label,text]",
+            "--data.batch_size=8", "--data.num_workers=0", "--trainer.accelerator=cpu", "--trainer.devices=1",
+            "--trainer.logger=false", "--trainer.fast_dev_run=2", f"--trainer.default_root_dir={tmp_path}"]
+    init_args = yaml.safe_load((ROOT / config).read_text())["model"]["init_args"]
+    if init_args.get("dictionary_constraint", True):
+        args += ["--model.init_args.replacement_min_count=1"]
+    if "_bt_" in config:
+        args += [f"--model.init_args.encoder={tiny_encoder_dir}", "--model.init_args.max_length=64"]
+    else:
+        args += ["--model.init_args.min_word_count=1"]
+    if init_args["augmentation"] == "ppdb":
+        ppdb = tmp_path / "ppdb"
+        ppdb.write_text("[NN] ||| boat ||| ship ||| PPDB2.0Score=3 ||| 0-0 ||| Equivalence\n"
+                        "[NN] ||| tide ||| wave ||| PPDB2.0Score=3 ||| 0-0 ||| Equivalence\n")
+        args += [f"--model.init_args.ppdb_path={ppdb}"]
+    cli = main(args)
+    assert cli.trainer.global_step == 2
+    evaluation = next(c for c in cli.trainer.callbacks if type(c).__name__ == "LabelledEmbeddingEvaluation")
+    assert 0.0 <= evaluation.metrics["probe/error_rate"] <= 1.0 and 0.0 <= evaluation.metrics["cluster/nmi"] <= 1.0
+    losses = {k for k in cli.trainer.callback_metrics if k.startswith("train/") and k.endswith("_loss")}
+    contrastive = {"simclr": {"train/ntxent_loss"}, "simsiam": {"train/simsiam_loss"}, "append": set()}
+    assert losses - {"train/doc2vecc_loss"} == contrastive[cli.model.hparams.framework]
+    assert ("train/doc2vecc_loss" in cli.trainer.callback_metrics) == ("_dc_" in config)
+
+
+@needs_wordnet
+def test_predict_from_a_checkpoint_through_the_cli(tmp_path):
+    folder = write_labelled_tsv(tmp_path / "set")
+    args = ["--config", str(ROOT / "configs/deca/r8_dc_sc.yaml"), f"--data.source={folder}", "--data.batch_size=8",
+            "--data.num_workers=0", "--model.init_args.min_word_count=1", "--model.init_args.replacement_min_count=1",
+            "--trainer.accelerator=cpu", "--trainer.devices=1", "--trainer.logger=false",
+            "--trainer.enable_progress_bar=false", f"--trainer.default_root_dir={tmp_path}"]
+    fitted = main(["fit", *args, "--trainer.max_steps=2", "--trainer.limit_val_batches=1"])
+    last = tmp_path / "checkpoints" / "last.ckpt"
+    predicted = main(["predict", *args, f"--ckpt_path={last}"])  # a fresh model: vocabulary from the checkpoint
+    assert predicted.model.index == fitted.model.index
+    outputs = predicted.trainer.predict_loop.predictions
+    embeddings = torch.cat([o["embeddings"] for o in outputs])
+    documents = [fitted.datamodule.all_set[i] for i in range(len(fitted.datamodule.all_set))]
+    fitted.model.eval()
+    with torch.no_grad():
+        expected = fitted.model.embed(fitted.model.collator("predict")(documents))
+    assert [i for o in outputs for i in o["ids"]] == [d.id for d in documents]
+    assert torch.allclose(embeddings, expected) and embeddings.abs().sum() > 0
+
+
+def test_labelled_evaluation_scores_embeddings_and_refuses_bad_input():
+    from lit_docemb.eval.labelled import LabelledEmbeddingEvaluation, evaluate_labelled
+
+    class Marker(torch.nn.Module):  # embeds a document by whether it mentions the sea
+        def collator(self, stage):
+            return lambda docs: torch.tensor([[float("tide" in d.text), float("bug" in d.text)] for d in docs])
+
+        def embed(self, batch):
+            return batch
+
+        def transfer_batch_to_device(self, batch, device, index):
+            return batch
+
+        device = torch.device("cpu")
+
+    docs = labelled_docs(16)
+    metrics = evaluate_labelled(Marker(), docs[:12], docs[12:], batch_size=5)
+    assert metrics["probe/error_rate"] == 0.0 and metrics["cluster/nmi"] == pytest.approx(1.0)
+    with pytest.raises(ValueError, match="must be labelled"):
+        evaluate_labelled(Marker(), docs[:12], [Document("x", sections=[Section("", "tide")])])
+    callback = LabelledEmbeddingEvaluation()
+    trainer = SimpleNamespace(datamodule=SimpleNamespace(train_set=docs, val_set=None), loggers=[], global_step=0)
+    with pytest.raises(ValueError, match="labelled test split"):
+        callback.on_train_end(trainer, Marker())
+
+
+def reversed_words(text: str, seed) -> list[str]:
+    return words_of(text)[::-1]
+
+
+def test_appended_batch_is_the_document_then_its_augmentation():
+    index = {w: i for i, w in enumerate("a b c d e f".split(), 1)}
+    doc = Document("d", sections=[Section("", "a b c x d")])  # x: out of vocabulary
+    batch = AppendedAugmentationCollator(index, reversed_words, window_size=1, targets_per_document=8,
+                                         max_words=100, deterministic=True)([doc])
+    assert batch.words.tolist() == [[1, 2, 3, 4, 4, 3, 2, 1]]
+    assert batch.targets.tolist() == [[1, 2, 3, 4, 4, 3, 2, 1]]  # targets over the merged words
+    assert batch.contexts[0, 3].tolist() == [3, 4] and batch.contexts[0, 4].tolist() == [4, 3]  # across the seam
+
+
+def appending_deca(**kwargs) -> DECA:
+    model = DECA(framework="append", augmentation="wordnet", min_word_count=1, corruption=0.0, **kwargs)
+    model._trainer = fake_trainer(topic_documents(20))
+    model.setup("fit")
+    return model
+
+
+@needs_wordnet
+def test_append_mode_trains_doc2vecc_on_each_document_followed_by_its_augmentation():
+    model, docs = appending_deca(replacement_min_count=1), topic_documents(20)
+    collate = model.collator("validate")  # deterministic: the augmentation seed is the document id
+    batch, changed = collate(docs), 0
+    for row, doc in zip(batch.words.tolist(), docs):
+        text = document_text(doc, True)
+        original, augmented = (a.tolist() for a in collate.replacement(words_of(text), doc.id, collate.max_words))
+        assert row[:len(original) + len(augmented)] == original + augmented
+        assert not any(row[len(original) + len(augmented):])
+        changed += augmented != original
+    assert changed > len(docs) // 2  # the appended half is an augmentation, not a copy
+    assert isinstance(model.collator("fit"), AppendedAugmentationCollator)
+
+
+@needs_wordnet
+def test_append_mode_loss_is_doc2vecc_alone_and_a_step_updates_the_weights():
+    model = appending_deca()
+    assert not hasattr(model, "contrastive") and not hasattr(model, "predictor")
+    with torch.no_grad():  # word2vec starts V at zero, where U gets no gradient: give it a value
+        model.backbone.output_embeddings.weight[1:].normal_(std=0.1)
+    batch = model.collator("fit")(topic_documents(20)[:8])
+    terms = model.losses(batch)
+    assert {k for k in terms if k.endswith("_loss")} == {"doc2vecc_loss"}
+    assert torch.equal(model.total_loss(terms), terms["doc2vecc_loss"])
+    before = {k: v.clone() for k, v in model.state_dict().items()}
+    optimizer = torch.optim.Adam(model.parameters(), lr=0.01)
+    model.total_loss(terms).backward()
+    grad = model.backbone.word_embeddings.weight.grad
+    assert (grad[batch.words[batch.words != 0].unique()].abs().sum(1) > 0).all()  # every merged word is trained
+    optimizer.step()
+    for name in ("backbone.word_embeddings.weight", "backbone.output_embeddings.weight"):
+        assert not torch.equal(before[name], model.state_dict()[name]), name
+
+
+def test_invalid_ablation_combinations_are_errors(tiny_encoder_dir):
+    with pytest.raises(ValueError, match="encoder has no loss"):
+        DECA(framework="append", encoder=tiny_encoder_dir)
+    with pytest.raises(ValueError, match="no contrastive loss"):
+        DECA(framework="append", contrastive_weight=0.5)
+    with pytest.raises(ValueError, match="NT-Xent's"):
+        DECA(framework="append", gather_across_devices=False)
+    with pytest.raises(ValueError, match="SimSiam's"):
+        DECA(framework="append", predictor_hidden=32)
+    with pytest.raises(ValueError, match="unset it"):
+        DECA(dictionary_constraint=False, replacement_min_count=2)
+    with pytest.raises(ValueError, match="no thesaurus candidates"):
+        DECA(augmentation="uninformative", dictionary_constraint=False)
+    with pytest.raises(ValueError, match="unknown framework"):
+        DECA(framework="none")
+
+
+def reference_augmentation(words: list[str], index, table, seed: str, probability: float) -> list[str]:
+    """IdReplacement's draws written per word: (2, words) uniform draws (replace?, which candidate?) from the
+    seed's generator, a candidate's words added one by one."""
+    replace, which = seeded_generator(seed, np.random.Generator(np.random.PCG64())).random((2, len(words)))
+    out = []
+    for word, u, r in zip(words, replace, which):
+        candidates = table.get(word)
+        out.extend(candidates[int(r * len(candidates))].split() if candidates and u < probability else [word])
+    return out
+
+
+def reference_doc2vecc_pairs(index, table, documents, draw: int, window_size: int, count: int, max_words: int,
+                             probability: float = 1.0):
+    """Doc2VecCPairCollator's tensors written plainly (two tokenisations, a loop per word, a ``torch.tensor`` per
+    row): (words, augmented, targets, contexts)."""
+    def ids(words):
+        return [index[w] for w in words if w in index][:max_words]
+
+    def pad(rows):
+        out = torch.zeros(len(rows), max((len(r) for r in rows), default=1) or 1, dtype=torch.long)
+        for i, row in enumerate(rows):
+            out[i, :len(row)] = torch.tensor(row, dtype=torch.long)
+        return out
+
+    kept = []
+    for doc in documents:
+        text, seed = document_text(doc, with_title=True)[:max_words * 12], f"{draw}:{doc.id}"
+        words = ids(words_of(text))
+        augmented = ids(reference_augmentation(words_of(text), index, table, seed, probability))
+        if len(words) >= 2 and augmented:
+            kept.append((words, augmented, seed))
+    targets = torch.zeros(len(kept), count, dtype=torch.long)
+    contexts = torch.zeros(len(kept), count, 2 * window_size, dtype=torch.long)
+    for i, (words, _, seed) in enumerate(kept):
+        rng = random.Random(f"targets:{seed}")
+        positions = sorted(rng.sample(range(len(words)), min(count, len(words))))
+        targets[i, :len(positions)] = torch.tensor([words[p] for p in positions])
+        for j, p in enumerate(positions):
+            row = words[max(0, p - window_size):p] + words[p + 1:p + 1 + window_size]
+            contexts[i, j, :len(row)] = torch.tensor(row, dtype=torch.long)
+    return pad([w for w, _, _ in kept]), pad([a for _, a, _ in kept]), targets, contexts
+
+
+@needs_wordnet
+@pytest.mark.parametrize("name, probability", [("wordnet", 1.0), ("wordnet", 0.4), ("antonym", 1.0)])
+def test_doc2vecc_collate_gives_the_batches_of_a_plain_per_word_implementation(name, probability):
+    """The vectorised id-level draws (IdReplacement) against a word-by-word loop over the same generator;
+    antonyms add two words ("not" + antonym), some of them outside a 300-word index (dropped on both sides)."""
+    documents = topic_documents() + [Document("short", sections=[Section("", "the")])]
+    vocabulary = Vocabulary.from_texts(document_text(d, True) for d in documents)
+    augment = DocumentAugmenter(name, vocabulary, min_count=1, probability=probability, wordnet_dir=str(WORDNET))
+    index = word_index(vocabulary, 1, 300)
+    collate = Doc2VecCPairCollator(index, augment, window_size=3, targets_per_document=4, max_words=60,
+                                   deterministic=False)
+    assert collate.replacement is not None
+    for batch_seed in range(3):  # the training loader seeds torch per batch: the augmentation seeds follow it
+        torch.manual_seed(batch_seed)
+        batch = collate(documents)
+        torch.manual_seed(batch_seed)
+        draw = int(torch.randint(2**62, (1,)))
+        words, augmented, targets, contexts = reference_doc2vecc_pairs(index, augment.table, documents, draw, 3, 4,
+                                                                       60, probability)
+        assert batch.skipped == 1 and torch.equal(batch.words, words) and torch.equal(batch.augmented, augmented)
+        assert torch.equal(batch.targets, targets) and torch.equal(batch.contexts, contexts)
+        assert not torch.equal(augmented, words)  # the augmentation replaced words
+
+
+def test_id_replacement_draws_each_candidate_uniformly_with_the_given_probability():
+    """Word "a" has 3 candidates (itself, "b", the two-word "c d"), "z" none; over 4,000 seeds "a" is resampled
+    with probability 0.5, each candidate then about a third of the time; "z" and out-of-index "q" never change."""
+    index = {w: i for i, w in enumerate("abcdz", 1)}
+    replacement = IdReplacement(index, draws_of({"a": ("a", "b", "c d")}), probability=0.5)
+    drawn = Counter()
+    for seed in range(4000):
+        ids, augmented = (a.tolist() for a in replacement(["z", "a", "q", "z"], str(seed), max_words=10))
+        assert ids == [5, 1, 5]
+        drawn[tuple(augmented)] += 1
+        assert replacement(["z", "a", "q", "z"], str(seed), 10)[1].tolist() == augmented  # pure in its seed
+    assert set(drawn) == {(5, 1, 5), (5, 2, 5), (5, 3, 4, 5)}
+    kept = drawn[(5, 1, 5)]  # not resampled (≈ 2,000) or resampled to itself (≈ 667)
+    assert abs(kept - 4000 * (0.5 + 0.5 / 3)) < 150
+    assert all(abs(drawn[k] - 4000 * 0.5 / 3) < 120 for k in [(5, 2, 5), (5, 3, 4, 5)])
+    assert replacement(["a", "b", "a"], "s", max_words=2)[0].tolist() == [1, 2]  # cut after dropping, as ids() does

@@ -1,0 +1,248 @@
+"""Graph-RoBERTa: graph edges, the single-node case, pretraining splits, GradCache, and every config via the CLI."""
+
+from __future__ import annotations
+
+import copy
+import random
+from collections import Counter
+from pathlib import Path
+
+import pytest
+import torch
+
+from lit_docemb.commands.cli import main
+from lit_docemb.commands.figures import attention_heatmap
+from lit_docemb.data.batches import PassageGraphBatch, TokenBatch
+from lit_docemb.data.document import Document, Section
+from lit_docemb.data.text import chunk_passages
+from lit_docemb.methods import GraphRoBERTa, LinearWarmupDecay
+from lit_docemb.models.graph_document import (
+    GraphDocumentEncoder,
+    fully_connected_edges,
+    section_edges,
+)
+from lit_docemb.views.graph_roberta import (
+    GraphDocumentCollator,
+    PassageGraphBuilder,
+    select_graphs,
+    split_passages,
+)
+
+ROOT = Path(__file__).resolve().parents[2]
+CONFIGS = sorted(str(p.relative_to(ROOT)) for p in (ROOT / "configs" / "graph_roberta").glob("pretrain_*.yaml"))
+
+
+def edge_set(edges: torch.Tensor) -> set[tuple[int, int]]:
+    return {tuple(e) for e in edges.T.tolist()}
+
+
+def sectioned_document(n_sections: int = 3, sentences: int = 4) -> Document:
+    return Document("doc", title="T", sections=[Section(f"S{s}", " ".join(
+        f"Section {s} sentence {j} has some words in it." for j in range(sentences))) for s in range(n_sections)])
+
+
+@pytest.fixture(scope="module")
+def model(tiny_encoder_dir) -> GraphRoBERTa:
+    torch.manual_seed(0)
+    return GraphRoBERTa(tiny_encoder_dir, node_dim=16, words_per_passage=8, max_passage_tokens=32)
+
+
+def test_fully_connected_graph_links_every_pair_of_nodes():
+    assert edge_set(fully_connected_edges(3)) == {(i, j) for i in range(4) for j in range(4) if i != j}
+    assert fully_connected_edges(1).shape == (2, 0)
+
+
+def test_section_graph_edges():
+    # passages 1, 2 in section 0; 3 in section 1; 4, 5, 6 in section 2 (node 0 is the document)
+    edges = edge_set(section_edges([0, 0, 1, 2, 2, 2]))
+    within = {(1, 2), (2, 1), (4, 5), (5, 4), (4, 6), (6, 4), (5, 6), (6, 5)}
+    to_document = {(0, 1), (1, 0), (0, 3), (3, 0), (0, 4), (4, 0)}  # the first passage of each section
+    assert edges == within | to_document
+
+
+def test_collated_section_graph_follows_the_document(model):
+    doc = sectioned_document()
+    batch = GraphDocumentCollator(PassageGraphBuilder(model.tokenizer, 8, 32, "section"), 100)([doc])
+    sections = [p.section_index for p in chunk_passages(doc, 8)]
+    assert batch.graphs.passage_counts.tolist() == [len(sections)]
+    assert len(sections) >= 6 and sorted(set(sections)) == [0, 1, 2]  # 3 sections, several passages each
+    assert edge_set(batch.graphs.edges[0]) == edge_set(section_edges(sections))
+
+
+def test_one_passage_document_is_the_encoder_and_projection(model):
+    doc = Document("one", sections=[Section("", "A single short passage.")])
+    batch = model.collator("predict")([doc])
+    assert batch.graphs.passage_counts.tolist() == [1]
+    model.eval()
+    try:
+        with torch.no_grad():
+            got = model.embed(batch)
+            tokens = batch.graphs.passages
+            cls = model.model.encoder.backbone(input_ids=tokens.input_ids,
+                                               attention_mask=tokens.attention_mask).last_hidden_state[:, 0]
+            expected = torch.tanh(cls @ model.model.project.weight.T + model.model.project.bias)  # eq. 1
+    finally:
+        model.train()
+    assert torch.allclose(got, expected, atol=1e-6)
+
+
+def test_graph_layers_change_multi_passage_documents(model):
+    model.eval()
+    try:
+        with torch.no_grad():
+            batch = model.collator("predict")([sectioned_document()])
+            out = model.model(batch.graphs)
+            nodes = model.model.passage_nodes(batch.graphs.passages)
+    finally:
+        model.train()
+    assert not torch.allclose(out[0], nodes.mean(0), atol=1e-4)  # not just eq. 2: the layers ran
+
+
+@pytest.mark.parametrize("n", [2, 3, 7, 50])
+def test_halves_are_disjoint_covering_and_balanced(n):
+    for seed in range(20):
+        a, b = split_passages(n, random.Random(seed), "halves")
+        assert sorted(a + b) == list(range(n)) and not set(a) & set(b)
+        assert len(a) == n // 2 and len(b) == n - n // 2
+
+
+def test_one_passage_split_takes_the_first_half_the_time():
+    firsts = Counter()
+    for seed in range(2000):
+        a, b = split_passages(10, random.Random(seed), "one_passage")
+        assert len(a) == 1 and sorted(a + b) == list(range(10))
+        firsts[a[0] == 0] += 1
+    assert 0.50 < firsts[True] / 2000 < 0.60  # 0.5 + 0.5 * 1/10 = 0.55
+
+
+def test_pretraining_batch_keeps_at_most_max_passages_and_counts_short_documents(tiny_encoder_dir):
+    model = GraphRoBERTa(tiny_encoder_dir, node_dim=16, words_per_passage=8, max_passage_tokens=32, max_passages=5)
+    long_doc = sectioned_document(n_sections=4, sentences=6)
+    batch = model.collator("fit")([long_doc, Document("short", sections=[Section("", "Too short.")])])
+    assert len(batch) == 1 and batch.skipped == 1
+    assert int(batch.view_a.passage_counts[0] + batch.view_b.passage_counts[0]) == 5
+    assert batch.view_a.passages.input_ids.shape[0] == int(batch.view_a.passage_counts.sum())
+
+
+def test_training_step_reaches_every_weight(model):
+    docs = [sectioned_document(2 + i % 2, 3 + i) for i in range(4)]
+    for i, d in enumerate(docs):
+        d.id = f"d{i}"
+    batch = model.collator("fit")(docs)
+    terms = model.losses(batch)
+    assert set(terms) == {"info_nce_loss", "negatives_per_anchor", "skipped_documents"}
+    assert terms["negatives_per_anchor"].item() == 3
+    model.zero_grad()
+    model.total_loss(terms).backward()
+    assert all(p.grad is not None and p.grad.abs().sum() > 0 for p in model.parameters())
+
+
+@pytest.mark.parametrize("objective", ["halves", "one_passage"])
+def test_grad_cache_equals_plain_training(no_dropout_encoder_dir, objective):
+    torch.manual_seed(0)
+    plain = GraphRoBERTa(no_dropout_encoder_dir, node_dim=16, words_per_passage=8, max_passage_tokens=32,
+                         attention_dropout=0.0, objective=objective)
+    cached = copy.deepcopy(plain)
+    cached.grad_cache_token_budget = 64
+    docs = [sectioned_document(1 + i % 3, 2 + i) for i in range(6)]
+    for i, d in enumerate(docs):
+        d.id = f"d{i}"
+    torch.manual_seed(1)
+    batch = plain.collator("fit")(docs)
+    terms = plain.losses(batch)
+    plain.total_loss(terms).backward()
+    out = cached.grad_cache_forward(batch)
+    out.backward_loss.backward()
+    assert out.sub_batches > 2
+    assert abs(out.loss.item() - terms["info_nce_loss"].item()) <= 1e-5
+    for (name, p), q in zip(plain.named_parameters(), cached.parameters()):
+        assert (p.grad - q.grad).abs().max().item() <= 1e-5, name
+
+
+def test_select_graphs_keeps_each_graphs_passages():
+    counts = torch.tensor([2, 1, 3])
+    ids = torch.arange(6)[:, None].repeat(1, 4) + 10  # passage i's tokens are all 10 + i
+    graphs = PassageGraphBatch(TokenBatch(ids, torch.ones_like(ids)), counts,
+                               [fully_connected_edges(int(c)) for c in counts])
+    picked = select_graphs(graphs, torch.tensor([2, 0]))
+    assert picked.passage_counts.tolist() == [3, 2]
+    assert picked.passages.input_ids[:, 0].tolist() == [13, 14, 15, 10, 11]
+    assert edge_set(picked.edges[0]) == edge_set(fully_connected_edges(3))
+
+
+def test_node_layout():
+    doc_nodes, passage_nodes = GraphDocumentEncoder.node_layout(torch.tensor([2, 1, 3]))
+    assert doc_nodes.tolist() == [0, 3, 5]
+    assert passage_nodes.tolist() == [1, 2, 4, 6, 7, 8]
+
+
+def test_warmup_fraction_follows_the_run_length():
+    optimizer = torch.optim.SGD([torch.nn.Parameter(torch.zeros(1))], lr=1.0)
+    scheduler = LinearWarmupDecay(optimizer, warmup_fraction=0.1)
+    scheduler.set_total_steps(100)  # as the method does once the trainer knows the run length
+    assert optimizer.param_groups[0]["lr"] == pytest.approx(1 / 11)  # step 0 of a 10-step warm-up
+    lrs = []
+    for _ in range(100):
+        optimizer.step()
+        scheduler.step()
+        lrs.append(optimizer.param_groups[0]["lr"])
+    assert lrs[9] == pytest.approx(1.0) and lrs[54] == pytest.approx(0.5) and lrs[-1] == pytest.approx(0.0)
+
+
+@pytest.mark.parametrize("config", CONFIGS)
+def test_every_pretraining_config_runs_fast_dev_run(config, tiny_encoder_dir, corpus_jsonl, tmp_path):
+    cli = main(["fit", "--config", str(ROOT / config), f"--model.init_args.encoder={tiny_encoder_dir}",
+                "--model.init_args.node_dim=16", "--model.init_args.max_passage_tokens=64",
+                "--model.init_args.grad_cache_token_budget=256", "--data=lit_docemb.data.JSONLDataModule",
+                f"--data.paths=[{corpus_jsonl}]", "--data.batch_size=4", "--data.num_workers=0",
+                "--trainer.accelerator=cpu", "--trainer.devices=1", "--trainer.strategy=auto",
+                "--trainer.logger=lightning.pytorch.loggers.CSVLogger", f"--trainer.logger.save_dir={tmp_path}",
+                "--trainer.fast_dev_run=2", "--trainer.precision=32-true",
+                f"--trainer.default_root_dir={tmp_path}"])
+    assert cli.trainer.global_step == 2
+    assert cli.trainer.callback_metrics["train/grad_cache_sub_batches"].item() > 1
+
+
+def test_predict_returns_attention_rows_that_sum_to_one(model, tmp_path):
+    docs = [sectioned_document(), Document("one", sections=[Section("", "Just one passage.")])]
+    model.eval()
+    try:
+        with torch.no_grad():
+            out = model.predict_step(model.collator("predict")(docs), 0)
+            plain = model.embed(model.collator("predict")(docs))
+    finally:
+        model.train()
+    assert torch.allclose(out["embeddings"], plain, atol=1e-6)
+    n = model.collator("predict")(docs).graphs.passage_counts.tolist()
+    full, single = out["attention"]
+    assert full.shape == (2, n[0] + 1, n[0] + 1) and single.shape == (2, 2, 2)
+    assert torch.allclose(full.sum(-1), torch.ones(2, n[0] + 1), atol=1e-5)  # fully connected + self loops
+    assert (full > 0).all()
+    path = attention_heatmap(full, tmp_path / "fig6.png", title="doc")
+    assert path.stat().st_size > 1000 and path.read_bytes()[:4] == b"\x89PNG"
+    with pytest.raises(ValueError, match="need attention"):
+        attention_heatmap(full[0], tmp_path / "bad.png")
+
+
+@pytest.mark.parametrize("stage", ["fit", "validate", "predict"])
+def test_cached_passages_collate_exactly_like_documents(model, stage, tmp_path):
+    docs = [sectioned_document(2 + i % 2, 3 + i) for i in range(4)] + [Document("short", sections=[
+        Section("", "Too short.")])]
+    for i, d in enumerate(docs[:4]):
+        d.id = f"d{i}"
+    cached = model.passage_cache
+    cached.cache_dir = str(tmp_path)
+    items = list(cached.open(docs))
+    torch.manual_seed(3)
+    from_documents = model.collator(stage)(docs)
+    torch.manual_seed(3)
+    from_cache = model.collator(stage)(items)
+    graphs = [("graphs",)] if stage == "predict" else [("view_a",), ("view_b",)]
+    for (field,) in graphs:
+        a, b = getattr(from_documents, field), getattr(from_cache, field)
+        assert torch.equal(a.passages.input_ids, b.passages.input_ids)
+        assert torch.equal(a.passages.attention_mask, b.passages.attention_mask)
+        assert torch.equal(a.passage_counts, b.passage_counts)
+        assert all(torch.equal(x, y) for x, y in zip(a.edges, b.edges))
+    if stage != "predict":
+        assert from_cache.skipped == from_documents.skipped == 1
