@@ -177,7 +177,7 @@ def replace_words(words: list[str], table: ReplacementTable, seed: int | str, pr
     The draws are, per word with candidates, ``rng.random() < probability`` then ``rng.choice(candidates)`` of
     ``rng = random.Random(seed)``, with ``choice`` inlined as CPython's ``_randbelow_with_getrandbits`` (the
     top ``n.bit_length()`` bits of one output, drawn again while they are ``>= n``): the same generator calls,
-    so the same words (``tests/test_deca_augment.py`` compares the two). ``draws``: :func:`draws_of` ``(table)``
+    so the same words (``tests/augment/test_augment.py`` compares the two). ``draws``: :func:`draws_of` ``(table)``
     when the caller keeps it, else it is prepared for the words of this call."""
     if not 0.0 <= probability <= 1.0:
         raise ValueError(f"probability must be in [0, 1], got {probability}")

@@ -155,7 +155,7 @@ def tokenizer_fingerprint(tokenizer) -> str:
     state = json.loads(tokenizer.backend_tokenizer.to_str())
     state["truncation"] = state["padding"] = None
     # Not sort_keys: the Rust serialisation has a fixed order (vocabulary by id), and sorting 30k-entry
-    # vocabularies would double the cost (~40 ms for a BERT vocabulary, once per open).
+    # vocabularies would double the cost of the key (figures: docs/performance.md).
     key = f"{type(tokenizer).__name__}\n{json.dumps(state)}"
     return hashlib.blake2b(key.encode(), digest_size=16).hexdigest()
 

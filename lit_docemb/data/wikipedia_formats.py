@@ -41,11 +41,9 @@ Empty sections and boilerplate sections (with their subsections) are dropped; ``
 lists the links of every section, "See also" included. A comment left open hides the rest of the page, as
 in MediaWiki.
 
-Why not mwparserfromhell (0.7.2 has a manylinux wheel): measured here, parse + ``strip_code`` takes ~2 ms per
-KB of ordinary wikitext (over half an hour per GB on one core), and on 1 MB of unclosed ``<ref>`` it did not
-finish in 300 s (its backtracking is quadratic); dumps do contain unclosed tags. It would also be a new
-dependency, and the links, categories and section paths still need code around it. This converter runs at
-~5 MB/s on ordinary wikitext and handles any 1 MB malformed input in well under a second.
+Why not mwparserfromhell: it is much slower on ordinary wikitext, quadratic on unclosed ``<ref>`` tags (which
+dumps do contain), a new dependency, and the links, categories and section paths would still need code around it;
+this converter is linear on any input (figures: docs/performance.md).
 
 Limitations: templates are removed, never expanded, so text that comes only from templates (``{{convert}}``
 quantities, ``{{lang}}`` words, infobox facts, navboxes) is missing and may leave a gap ("a height of  m"

@@ -100,10 +100,9 @@ class GradCacheOutput:
 
 KEEP_LAST_GRAPH_UP_TO = 4
 """Batches of at most this many sub-batches keep the last one's first graph instead of encoding it again: that
-saves at least a quarter of the forward work there (measured step time over the plain step at 2 sub-batches:
-1.14 instead of about 1.5). In bigger batches the saving is small, and holding that graph while the loss and
-the gradient buffer are allocated made the CPU heap grow (peak at 128 sub-batches 1.34-1.45 GiB instead of
-1.11), so they re-encode every sub-batch."""
+saves at least a quarter of the forward work there. In bigger batches the saving is small, and holding that
+graph while the loss and the gradient buffer are allocated made the CPU heap grow, so they re-encode every
+sub-batch (figures: docs/performance.md)."""
 
 
 def _at_least_fp32(x: Tensor) -> Tensor:

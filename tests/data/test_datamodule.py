@@ -1,7 +1,7 @@
 """DocumentDataModule: split, counted empties, loaders; and real 2-process CPU DDP fits that record the ids each
 rank trains on: exact-once coverage, equal step counts, and mid-epoch resume equal to an uninterrupted run.
 
-Run as a script (``python tests/test_datamodule.py '<json>'``) it is the DDP training program: Lightning's
+Run as a script (``python tests/data/test_datamodule.py '<json>'``) it is the DDP training program: Lightning's
 ``strategy="ddp"`` relaunches the script for rank 1, so the fits run in subprocesses, never inside pytest.
 """
 

@@ -1,0 +1,190 @@
+"""The package's floors (docs/architecture.md), kept by walking every import with ``ast``.
+
+A module may import its own floor and the floors below it, never a higher one; only ``lit_docemb/distributed.py``
+imports ``torch.distributed``; ``models/`` and ``losses/`` import no Lightning; no two modules import each other
+(directly or through others) at import time. Imports inside functions count as much as those at the top.
+"""
+
+from __future__ import annotations
+
+import ast
+from collections import defaultdict
+from pathlib import Path
+
+import pytest
+
+PACKAGE = Path(__file__).resolve().parents[1] / "lit_docemb"
+
+#: Top-level part of a module path -> floor. ``lit_docemb`` itself (its ``__init__``) is floor 0.
+FLOORS = {"": 0, "distributed": 0, "errors": 0, "_moved": 0,
+          "data": 1, "losses": 1, "models": 1, "augment": 1,
+          "views": 2, "methods": 3, "eval": 4, "commands": 5, "__main__": 5}
+NO_LIGHTNING = ("models", "losses")
+DISTRIBUTED_HOME = "lit_docemb.distributed"
+
+
+def module_name(path: Path, root: Path) -> str:
+    parts = [root.name, *path.relative_to(root).with_suffix("").parts]
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def floor_of(module: str) -> int:
+    part = module.split(".")[1] if module.count(".") else ""
+    if part not in FLOORS:
+        raise KeyError(f"{module}: no floor for '{part}' (add it to FLOORS and docs/architecture.md)")
+    return FLOORS[part]
+
+
+def imports_of(path: Path, module: str) -> list[tuple[str, int, bool]]:
+    """(imported module, line, at import time) for every import in ``path``; ``from a import b`` names
+    ``a.b`` (a submodule or a name of ``a``, resolved by the caller)."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    top = {id(node) for node in tree.body}
+    package = module if path.name == "__init__.py" else module.rpartition(".")[0]
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            found += [(alias.name, node.lineno, id(node) in top) for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:  # relative import
+                anchor = package.split(".")[: len(package.split(".")) - node.level + 1]
+                base = ".".join(anchor + ([base] if base else []))
+            found += [(f"{base}.{alias.name}" if base else alias.name, node.lineno, id(node) in top)
+                      for alias in node.names]
+            found.append((base, node.lineno, id(node) in top))
+    return found
+
+
+def scan(root: Path) -> dict[str, list]:
+    """The violations found in package ``root``: upward imports, torch.distributed importers, Lightning in
+    models/losses and import-time cycles."""
+    modules = {module_name(p, root): p for p in sorted(root.rglob("*.py"))}
+    name = root.name
+
+    def resolve(target: str) -> str | None:
+        while target and target not in modules:
+            target = target.rpartition(".")[0]
+        return target or None
+
+    upward, distributed, lightning, graph = [], [], [], defaultdict(set)
+    for module, path in modules.items():
+        own = floor_of(module)
+        for target, line, at_import in imports_of(path, module):
+            where = f"{path.relative_to(root.parent)}:{line}"
+            if target == "torch.distributed" or target.startswith("torch.distributed."):
+                if module != name + DISTRIBUTED_HOME[len("lit_docemb"):]:
+                    distributed.append(f"{where} imports {target}")
+            if target.split(".")[0] in ("lightning", "pytorch_lightning") and module.count(".") \
+                    and module.split(".")[1] in NO_LIGHTNING:
+                lightning.append(f"{where} imports {target}")
+            if not target.startswith(name + ".") and target != name:
+                continue
+            resolved = resolve(target)
+            if resolved is None or resolved == module:
+                continue
+            if floor_of(resolved) > own and not any(v.startswith(f"{where}: ") and v.endswith(
+                    f"imports {resolved} (floor {floor_of(resolved)})") for v in upward):
+                upward.append(f"{where}: {module} (floor {own}) imports {resolved} (floor {floor_of(resolved)})")
+            if at_import and not (path.name == "__init__.py" and resolved.startswith(module + ".")):
+                graph[module].add(resolved)
+    return {"upward": upward, "distributed": distributed, "lightning": lightning, "cycles": cycles(graph)}
+
+
+def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Strongly connected components with more than one module (Tarjan), each sorted."""
+    index, low, stack, on_stack, found, counter = {}, {}, [], set(), [], [0]
+
+    def visit(node: str) -> None:
+        index[node] = low[node] = counter[0]
+        counter[0] += 1
+        stack.append(node)
+        on_stack.add(node)
+        for nxt in graph.get(node, ()):
+            if nxt not in index:
+                visit(nxt)
+                low[node] = min(low[node], low[nxt])
+            elif nxt in on_stack:
+                low[node] = min(low[node], index[nxt])
+        if low[node] == index[node]:
+            component = []
+            while True:
+                top = stack.pop()
+                on_stack.discard(top)
+                component.append(top)
+                if top == node:
+                    break
+            if len(component) > 1:
+                found.append(sorted(component))
+
+    for node in sorted(graph):
+        if node not in index:
+            visit(node)
+    return found
+
+
+@pytest.fixture(scope="module")
+def violations() -> dict[str, list]:
+    return scan(PACKAGE)
+
+
+def test_no_module_imports_a_higher_floor(violations):
+    assert violations["upward"] == []
+
+
+def test_only_distributed_py_imports_torch_distributed(violations):
+    assert violations["distributed"] == []
+
+
+def test_models_and_losses_import_no_lightning(violations):
+    assert violations["lightning"] == []
+
+
+def test_no_import_cycles(violations):
+    assert violations["cycles"] == []
+
+
+def test_every_folder_has_a_floor():
+    for path in PACKAGE.rglob("*.py"):
+        floor_of(module_name(path, PACKAGE))  # raises for a folder the floors do not name
+
+
+def test_test_files_have_unique_names():
+    """pytest imports test files by their base name (prepend mode): two ``test_x.py`` in different folders
+    would collide."""
+    names = [p.name for p in (PACKAGE.parent / "tests").rglob("test_*.py")]
+    assert sorted({n for n in names if names.count(n) > 1}) == []
+
+
+def _package(tmp_path: Path, files: dict[str, str]) -> Path:
+    root = tmp_path / "lit_docemb"
+    for relative, text in files.items():
+        (root / relative).parent.mkdir(parents=True, exist_ok=True)
+        (root / relative).write_text(text)
+    return root
+
+
+def test_the_checker_finds_each_kind_of_violation(tmp_path):
+    root = _package(tmp_path, {
+        "__init__.py": "",
+        "distributed.py": "import torch.distributed as dist\n",
+        "data/__init__.py": "",
+        "data/a.py": "def f():\n    from lit_docemb.methods.m import M  # upward, inside a function\n",
+        "data/b.py": "from lit_docemb.data import c\n",
+        "data/c.py": "from lit_docemb.data.b import x\n",
+        "models/__init__.py": "import lightning as L\n",
+        "methods/__init__.py": "",
+        "methods/m.py": "from torch import distributed\nfrom ..eval import e\nM = 1\n",
+        "eval/__init__.py": "",
+        "eval/e.py": "from lit_docemb.methods.m import M\n",
+    })
+    found = scan(root)
+    assert sorted(v.split(": ", 1)[1] for v in found["upward"]) == [
+        "lit_docemb.data.a (floor 1) imports lit_docemb.methods.m (floor 3)",
+        "lit_docemb.methods.m (floor 3) imports lit_docemb.eval (floor 4)",
+        "lit_docemb.methods.m (floor 3) imports lit_docemb.eval.e (floor 4)",
+    ]
+    assert found["distributed"] == ["lit_docemb/methods/m.py:1 imports torch.distributed"]
+    assert found["lightning"] == ["lit_docemb/models/__init__.py:1 imports lightning"]
+    assert sorted(found["cycles"]) == [["lit_docemb.data.b", "lit_docemb.data.c"],
+                                     ["lit_docemb.eval.e", "lit_docemb.methods.m"]]
