@@ -39,8 +39,8 @@ def all_finite(tensors: list[torch.Tensor]) -> bool:
 
     A sum is finite only if all its terms are (an infinity or a NaN stays non-finite through a sum), so one sum
     per tensor decides the common case in a single pass over memory, much faster on CPU than
-    ``isfinite(t).all()`` (figures: docs/performance.md); only a non-finite sum, which finite elements can also give by overflowing, is
-    checked element by element.
+    ``isfinite(t).all()`` (figures: docs/performance.md); only a non-finite sum, which finite elements can
+    also give by overflowing, is checked element by element.
     """
     if not tensors:
         return True

@@ -1,4 +1,5 @@
-"""Graph-RoBERTa's views (seed paper 000): passage graphs of documents and of their sub-documents, run in dataloader workers."""
+"""Graph-RoBERTa's views (seed paper 000): passage graphs of documents and of their sub-documents, built in
+dataloader workers."""
 
 from __future__ import annotations
 
