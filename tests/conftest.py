@@ -97,3 +97,22 @@ def write_corpus_jsonl(path: Path, n_documents: int | None = None) -> Path:
 @pytest.fixture(scope="session")
 def corpus_jsonl(tmp_path_factory) -> str:
     return str(write_corpus_jsonl(tmp_path_factory.mktemp("corpus") / "docs.jsonl"))
+
+
+# --- skips are failures where everything must run -------------------------------------------------------------
+_skipped: list[str] = []
+
+
+def pytest_runtest_logreport(report) -> None:
+    if report.skipped and report.when in ("setup", "call"):
+        reason = report.longrepr[2] if isinstance(report.longrepr, tuple) else str(report.longrepr)
+        _skipped.append(f"{report.nodeid}: {reason}")
+
+
+def pytest_sessionfinish(session, exitstatus) -> None:
+    """Under CI (``CI=true``) or with ``LIT_DOCEMB_NO_SKIPS=1`` a skipped test fails the run: a green suite
+    with silent skips is not green. The README lists what each skip needs."""
+    strict = os.environ.get("CI", "").lower() in ("1", "true") or os.environ.get("LIT_DOCEMB_NO_SKIPS") == "1"
+    if strict and _skipped and session.exitstatus == 0:
+        print(f"\n{len(_skipped)} test(s) skipped, which CI does not allow:\n  " + "\n  ".join(_skipped))
+        session.exitstatus = 1
