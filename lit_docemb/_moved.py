@@ -95,6 +95,7 @@ MOVED_NAMES = {
         "split_passages": "lit_docemb.views.graph_roberta",
     },
     "lit_docemb.eval": {"evaluate_checkpoint": "lit_docemb.commands.candidates"},
+    "lit_docemb.data.trec": {"bm25_run": "lit_docemb.data.bm25"},
 }
 
 
@@ -106,12 +107,13 @@ def _resolve(module: str, name: str):
     target = None if name.startswith("__") else _new_home(module, name)
     if target is None:
         raise AttributeError(f"module {module!r} has no attribute {name!r}")
-    warnings.warn(f"{module}.{name} moved to {target}.{name}; the old path goes in the release after next",
-                  DeprecationWarning, stacklevel=3)
     try:
-        return getattr(importlib.import_module(target), name)
+        value = getattr(importlib.import_module(target), name)
     except AttributeError:
         raise AttributeError(f"module {module!r} has no attribute {name!r}") from None
+    warnings.warn(f"{module}.{name} moved to {target}.{name}; the old path goes in the release after next",
+                  DeprecationWarning, stacklevel=3)
+    return value
 
 
 def moved_attribute(module: str):

@@ -41,3 +41,13 @@ class BM25Index:
         rows, scores = self.retriever.retrieve(tokens, k=min(depth, len(self.ids)), show_progress=False)
         return {qid: {self.ids[r]: float(s) for r, s in zip(rows[i], scores[i], strict=True) if s > 0}
                 for i, qid in enumerate(qids)}
+
+
+def bm25_run(documents: Sequence[Document], queries: Mapping[str, Query], depth: int = 100) -> Run:
+    """A BM25 run over ``documents`` (:class:`BM25Index`: title + text, ``bm25s``, English
+    stopwords, no stemming).
+
+    For corpora without an official run (Robust04): ``write_run(bm25_run(...), "bm25.run")`` once, then
+    ``negatives_run: bm25.run``. It holds the whole corpus's tokens in memory.
+    """
+    return BM25Index(documents).run(queries, depth)

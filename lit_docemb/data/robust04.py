@@ -286,7 +286,7 @@ class Robust04DataModule(RetrievalDataModule):
     In retrieval mode the ``test_fold`` is the test split, ``val_fold`` the validation split and the other
     folds the training split. Graph-RoBERTa §3.3 draws 8 uniform negatives per training query (the defaults).
     Robust04 ships no BM25 run: for ``negatives="run"`` write one (e.g. with
-    :func:`~lit_docemb.data.trec.bm25_run` or Anserini) and set ``negatives_run``.
+    :func:`~lit_docemb.data.bm25.bm25_run` or Anserini) and set ``negatives_run``.
 
     Args:
         documents: Document files, folders (read recursively) or globs, e.g. ``[disk4/FT, disk4/FR94, disk5/FBIS,

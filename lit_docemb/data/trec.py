@@ -28,13 +28,19 @@ import json
 import math
 import unicodedata
 from collections import Counter
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
-from lit_docemb.data.document import Document
-from lit_docemb.data.reading import MalformedInputError, ReadContext, open_binary, read_lines, require_path
+from lit_docemb._moved import moved_attribute
+from lit_docemb.data.reading import (
+    MalformedInputError,
+    ReadContext,
+    open_binary,
+    read_lines,
+    require_path,
+)
 
 Qrels = dict[str, dict[str, int]]
 """query id → {document id: relevance}, the shape pytrec_eval takes."""
@@ -236,13 +242,4 @@ def _checked_folds(folds, path) -> list[list[str]]:
     return checked
 
 
-def bm25_run(documents: Sequence[Document], queries: Mapping[str, Query], depth: int = 100) -> Run:
-    """A BM25 run over ``documents`` (:class:`~lit_docemb.data.bm25.BM25Index`: title + text, ``bm25s``, English
-    stopwords, no stemming).
-
-    For corpora without an official run (Robust04): ``write_run(bm25_run(...), "bm25.run")`` once, then
-    ``negatives_run: bm25.run``. It holds the whole corpus's tokens in memory.
-    """
-    from lit_docemb.data.bm25 import BM25Index
-
-    return BM25Index(documents).run(queries, depth)
+__getattr__ = moved_attribute(__name__)  # names that moved to other modules, deprecated

@@ -12,12 +12,12 @@ from collections import Counter
 import numpy as np
 import pytest
 
+from lit_docemb.data.bm25 import bm25_run
 from lit_docemb.data.document import Document, Section
 from lit_docemb.data.reading import MalformedInputError, ReadContext
 from lit_docemb.data.retrieval import NegativeSampler, read_run_pools
 from lit_docemb.data.trec import (
     Query,
-    bm25_run,
     ranked,
     read_folds,
     read_qrels,

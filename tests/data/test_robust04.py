@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from lit_docemb.data.bm25 import bm25_run
 from lit_docemb.data.document import Document
 from lit_docemb.data.reading import MalformedInputError
 from lit_docemb.data.retrieval import RetrievalExample
@@ -24,7 +25,7 @@ from lit_docemb.data.robust04 import (
     read_trec_topics,
     unlzw,
 )
-from lit_docemb.data.trec import bm25_run, write_run
+from lit_docemb.data.trec import write_run
 
 THEMES = ["lighthouse", "beekeeping", "tramway", "salt marsh", "glassblowing"]  # topics 301-305 / 601-605
 
