@@ -16,7 +16,6 @@ sentence-transformers form (:mod:`lit_docemb.commands.export`), ``figures`` draw
 
 from __future__ import annotations
 
-import importlib
 import os
 import re
 import sys
@@ -102,19 +101,17 @@ class DocEmbCLI(LightningCLI):
         return trainer
 
 
-#: Commands other than LightningCLI's fit/validate/test/predict: name -> module of ``lit_docemb.commands`` whose
-#: ``main(argv)`` runs it (imported only when that command runs).
-COMMANDS = {"evaluate": "evaluate", "embed": "embed", "export": "export", "figures": "figures", "slurm": "slurm",
-            "dense-search": "dense_search", "candidates": "candidates", "matching": "matching"}
-
-
 def main(args: list[str] | None = None) -> DocEmbCLI | None:
+    """LightningCLI's ``fit``/``validate``/``test``/``predict``; any other command goes to
+    :func:`lit_docemb.commands.main`."""
+    from lit_docemb.commands import COMMANDS
+    from lit_docemb.commands import main as run_command
+
     argv = sys.argv[1:] if args is None else args
-    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")  # tokenisation runs in dataloader workers
-    if argv[:1] and argv[0] in COMMANDS:
-        module = importlib.import_module(f"lit_docemb.commands.{COMMANDS[argv[0]]}")
-        (module.submit_main if argv[0] == "slurm" else module.main)(argv[1:])
+    if argv[:1] and COMMANDS.get(argv[0], ("cli",))[0] != "cli":
+        run_command(argv)
         return None
+    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")  # tokenisation runs in dataloader workers
     try:
         return DocEmbCLI(args=args)
     except ConfigError as err:  # found before training started: one line, as jsonargparse reports a bad key
