@@ -95,7 +95,9 @@ MOVED_NAMES = {
         "split_passages": "lit_docemb.views.graph_roberta",
     },
     "lit_docemb.eval": {"evaluate_checkpoint": "lit_docemb.commands.candidates"},
+    "lit_docemb.eval.heldout": {"retrieval_metrics": "lit_docemb.eval.heldout:target_rank_metrics"},
 }
+"""A target ``module:new_name`` serves a name that was also renamed."""
 
 
 def _new_home(module: str, name: str) -> str | None:
@@ -106,10 +108,12 @@ def _resolve(module: str, name: str):
     target = None if name.startswith("__") else _new_home(module, name)
     if target is None:
         raise AttributeError(f"module {module!r} has no attribute {name!r}")
-    warnings.warn(f"{module}.{name} moved to {target}.{name}; the old path goes in the release after next",
+    target, _, new_name = target.partition(":")
+    new_name = new_name or name
+    warnings.warn(f"{module}.{name} moved to {target}.{new_name}; the old path goes in the release after next",
                   DeprecationWarning, stacklevel=3)
     try:
-        return getattr(importlib.import_module(target), name)
+        return getattr(importlib.import_module(target), new_name)
     except AttributeError:
         raise AttributeError(f"module {module!r} has no attribute {name!r}") from None
 
