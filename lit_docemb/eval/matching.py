@@ -10,13 +10,9 @@ test (and optionally train). Two protocols:
   pair features ``[u, v, u*v, |u-v|]`` of the two frozen embeddings (logistic regression or a small MLP),
   fitted on the train pairs (the validation pairs when there are none), same metrics on the test pairs.
 
-Metrics are of the positive class (label 1); a metric whose denominator is 0 is 0.
-
-Command line, for any method and a DataModule of labelled pairs (``AANDataModule`` in ``mode: pairs``, whose
-``eval`` file is the validation split): both protocols on the checkpoint's embeddings, printed as JSON::
-
-    python -m lit_docemb matching --config configs/colde/aan.yaml \
-        --ckpt runs/colde_aan/checkpoints/last.ckpt --data.init_args.source /data/lra_release/tsv_data
+Metrics are of the positive class (label 1); a metric whose denominator is 0 is 0. On a DataModule of labelled
+pairs (``AANDataModule`` in ``mode: pairs``): :class:`DocumentMatching` (both protocols; also ``python -m
+lit_docemb matching``) and :class:`ValidationMatching` (CoLDE's ``val/matching_*`` during ``fit``).
 """
 
 from __future__ import annotations
@@ -197,18 +193,15 @@ class DocumentMatching(Evaluation):
         return {f"matching/{k}": v for k, v in metrics.items()}
 
 
-
 class ValidationMatching(Evaluation):
     """CoLDE's matching protocol (§4.2) during ``fit`` and ``test``, on a DataModule of labelled pairs
     (``AANDataModule`` in ``mode: pairs``), configured under ``trainer.callbacks``.
 
-    At each validation of ``fit`` the documents of the validation pairs are embedded unsplit (sharded across
-    ranks) and each pair scored by cosine; the threshold that maximises ``criterion`` on them is chosen and logged
-    with the metrics at it as ``val/matching_{precision,recall,f1,accuracy,threshold,skipped_pairs}`` (a
-    ``ModelCheckpoint`` can monitor ``val/matching_f1``). The threshold is kept in this callback's state, so in
-    checkpoints; ``test`` logs ``test/matching_*`` on the test pairs at that threshold. A pair with a document the
-    method cannot represent is left out and counted (``skipped_pairs``). ``evaluate --evaluation
-    validation_matching`` reports the validation figures.
+    At each validation of ``fit`` the documents of the validation pairs are embedded (sharded across ranks) and
+    each pair scored by cosine; the threshold that maximises ``criterion`` on them is logged with the metrics at it
+    as ``val/matching_{precision,recall,f1,accuracy,threshold,skipped_pairs}`` and kept in this callback's state
+    (so in checkpoints); ``test`` logs ``test/matching_*`` on the test pairs at it. Pairs with a document the
+    method cannot represent are left out and counted (``skipped_pairs``).
 
     Args:
         criterion: What the validation threshold maximises: ``"f1"`` or ``"accuracy"``.
@@ -263,7 +256,7 @@ class ValidationMatching(Evaluation):
                                                    else data.val_set))
 
     def on_validation_epoch_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
-        if not trainer.sanity_checking:
+        if not trainer.sanity_checking:  # identical on every rank
             pl_module.log_dict(self._run(trainer, pl_module, f"epoch={trainer.current_epoch}"), sync_dist=False)
 
     def on_test_epoch_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
