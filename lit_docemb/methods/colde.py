@@ -6,8 +6,8 @@ attention (section p → section p + 1) and a Bi-LSTM (output 512) give section 
 256; the supervised contrastive loss (τ 0.5) pulls together the sections of a document and of documents with
 the same label or similarity group, over the batch gathered from all devices. §4.2: at evaluation a document
 is not split and the data encoder gives one representation (before the projection); pairs are matched by
-cosine similarity with a threshold chosen on validation (``val/matching_*``, ``test/matching_*``: the
-:class:`~lit_docemb.eval.matching.ValidationMatching` callback); validation and test batches give the loss. §4.3: three
+cosine similarity with a threshold chosen on validation (``val/matching_*``, ``test/matching_*``: the callback
+:class:`~lit_docemb.eval.matching.ValidationMatching`; validation and test batches give the loss). §4.3: three
 levels of similarity (document, section, chunk) from ``predict`` and :func:`similarity_matrices`. §4.5: the
 ablations are switches: −Aug ``augmentation: false`` (one section, no section/chunk embeddings), −LSTM
 ``aggregation: mean`` (mean of chunk vectors, no chunkwise attention), −CL ``objective: cosine`` (no split,
@@ -154,7 +154,7 @@ class CoLDE(EmbeddingMethod):
 
         return CacheableBatch(longest * chunks, lambda index: select_documents(batch, index), encode, loss)
 
-    # --- evaluation: document matching -----------------------------------------------------------------
+    # --- evaluation: unsplit documents -----------------------------------------------------------------
     def embed(self, batch: SectionChunkBatch | DocumentSectionsBatch) -> Tensor:
         """(B, D_f) representations of unsplit documents (the data encoder, before the projection)."""
         whole = batch.whole if isinstance(batch, DocumentSectionsBatch) else batch
