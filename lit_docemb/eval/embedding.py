@@ -28,7 +28,7 @@ log = logging.getLogger(__name__)
 @torch.no_grad()
 def embed_rows(method: EmbeddingMethod, documents: Sequence[Document], batch_size: int = 64,
                sharded: bool = False) -> tuple[Tensor, Tensor]:
-    """The one place documents are embedded with a method: (N, D) fp32 embeddings in document order and an (N,)
+    """The one place documents are embedded with a method: (N, D, ...) fp32 embeddings in document order, an (N,)
     bool mask of the documents the method could represent (the others' rows are 0). Through the method's predict
     collator and ``embed`` in eval mode (its mode is restored after), batched by length (less padding). A
     collator may drop documents it cannot represent (CTPE: unsplittable ones; they are reported as its batch's
@@ -70,7 +70,7 @@ def _embed_rows(method: EmbeddingMethod, documents: Sequence[Document], batch_si
     if not parts:  # none represented: zero rows of the method's width (1 when it cannot say)
         return torch.zeros(len(documents), 1, device=method.device), kept.to(method.device)
     embedded = torch.cat(parts)  # (K, D) in length order
-    out = embedded.new_zeros(len(documents), embedded.shape[1])
+    out = embedded.new_zeros((len(documents), *embedded.shape[1:]))  # a method may give several vectors each
     index = torch.tensor(positions, device=embedded.device)
     out[index] = embedded
     kept[torch.tensor(positions)] = True
