@@ -96,7 +96,9 @@ MOVED_NAMES = {
     },
     "lit_docemb.eval": {"evaluate_checkpoint": "lit_docemb.commands.candidates"},
     "lit_docemb.data.trec": {"bm25_run": "lit_docemb.data.bm25"},
+    "lit_docemb.eval.heldout": {"retrieval_metrics": "lit_docemb.eval.heldout:target_rank_metrics"},
 }
+"""A target ``module:new_name`` serves a name that was also renamed."""
 
 
 def _new_home(module: str, name: str) -> str | None:
@@ -107,11 +109,13 @@ def _resolve(module: str, name: str):
     target = None if name.startswith("__") else _new_home(module, name)
     if target is None:
         raise AttributeError(f"module {module!r} has no attribute {name!r}")
+    target, _, new_name = target.partition(":")
+    new_name = new_name or name
     try:
-        value = getattr(importlib.import_module(target), name)
+        value = getattr(importlib.import_module(target), new_name)
     except AttributeError:
         raise AttributeError(f"module {module!r} has no attribute {name!r}") from None
-    warnings.warn(f"{module}.{name} moved to {target}.{name}; the old path goes in the release after next",
+    warnings.warn(f"{module}.{name} moved to {target}.{new_name}; the old path goes in the release after next",
                   DeprecationWarning, stacklevel=3)
     return value
 

@@ -32,13 +32,14 @@ import yaml
 from lit_docemb.data.retrieval import RetrievalDataModule
 from lit_docemb.eval.candidates import CandidateRanking
 from lit_docemb.eval.evaluation import Evaluation, EvaluationContext, markdown_table
+from lit_docemb.eval.heldout import HeldOutRetrieval
 from lit_docemb.eval.labelled import (
     Clustering,
     FewShot,
     LabelledEmbeddingEvaluation,
     LinearProbe,
 )
-from lit_docemb.eval.matching import DocumentMatching
+from lit_docemb.eval.matching import DocumentMatching, ValidationMatching
 from lit_docemb.eval.retrieval import RetrievalEvaluation
 from lit_docemb.methods.base import load_method_checkpoint
 
@@ -46,7 +47,7 @@ log = logging.getLogger(__name__)
 
 EVALUATIONS: dict[str, type[Evaluation]] = {cls.name: cls for cls in (
     Clustering, LinearProbe, FewShot, RetrievalEvaluation, LabelledEmbeddingEvaluation, CandidateRanking,
-    DocumentMatching)}
+    DocumentMatching, ValidationMatching, HeldOutRetrieval)}
 """Evaluations by short name; a new one (e.g. document matching) registers here."""
 
 SUBCOMMAND_KEYS = {"ckpt_path", "weights_only"}

@@ -21,12 +21,7 @@ import torch
 from torch import Tensor
 
 from lit_docemb.data.aan import DocumentPair
-from lit_docemb.data.batches import (
-    DocumentSectionsBatch,
-    PairMatchingBatch,
-    SectionChunkBatch,
-    SectionChunks,
-)
+from lit_docemb.data.batches import DocumentSectionsBatch, SectionChunkBatch, SectionChunks
 from lit_docemb.data.document import Document, doc_index
 from lit_docemb.data.text import token_windows
 from lit_docemb.data.tokens import pad_ids, take_rows
@@ -172,28 +167,6 @@ def pair_groups(pairs: list[DocumentPair]) -> tuple[list[Document], list[int]]:
     return [documents[i] for i in ids], [doc_index(f"group:{root(i)}") for i in ids]
 
 
-class PairMatchingCollator:
-    """AAN document pairs → :class:`PairMatchingBatch` of unsplit documents (matching evaluation). A pair whose
-    document has no token cannot be scored: it is dropped and counted in both halves' ``skipped``."""
-
-    def __init__(self, collator: SectionChunkCollator) -> None:
-        if collator.num_sections != 1:
-            raise ValueError("matching pairs are scored on unsplit documents (num_sections=1)")
-        self.collator = collator
-
-    def __call__(self, pairs: list[DocumentPair]) -> PairMatchingBatch:
-        if pairs and not isinstance(pairs[0], DocumentPair):
-            raise TypeError(f"matching evaluation needs DocumentPair items (AANDataModule mode: pairs), got "
-                            f"{type(pairs[0]).__name__}")
-        tokens = self.collator.section_tokens([d for p in pairs for d in (p.first, p.second)])
-        usable = [i for i in range(len(pairs)) if any(tokens[2 * i]) and any(tokens[2 * i + 1])]
-        zeros = [0] * len(usable)
-        first = self.collator.batch([pairs[i].first for i in usable], zeros, [tokens[2 * i] for i in usable])
-        second = self.collator.batch([pairs[i].second for i in usable], zeros, [tokens[2 * i + 1] for i in usable])
-        first.skipped = second.skipped = len(pairs) - len(usable)
-        return PairMatchingBatch(first, second, torch.tensor([pairs[i].label for i in usable], dtype=torch.long))
-
-
 class PredictCollator:
     """Documents → :class:`DocumentSectionsBatch` (each tokenized once for both views); without ``split``
     the unsplit documents alone (:class:`SectionChunkBatch`, embeddings only)."""
@@ -206,24 +179,6 @@ class PredictCollator:
         labels = [0] * len(documents)
         whole = self.whole.batch(documents, labels, tokens)
         return whole if self.split is None else DocumentSectionsBatch(whole, self.split.batch(documents, labels, tokens))
-
-
-class EvaluationCollator:
-    """AAN pairs → :class:`PairMatchingBatch` (matching metrics); documents → the training batch (loss).
-
-    ``pair_items`` says which the dataset holds (``None``: decided by each batch's first item). Knowing it
-    matters under DDP: a device whose last batch is empty must still produce the same kind of batch as the
-    others, or their logged metrics (and collectives) would differ."""
-
-    def __init__(self, pairs: PairMatchingCollator, documents: SectionChunkCollator,
-                 pair_items: bool | None = None) -> None:
-        self.pairs, self.documents, self.pair_items = pairs, documents, pair_items
-
-    def __call__(self, items: list):
-        pair_items = self.pair_items
-        if pair_items is None:
-            pair_items = bool(items) and isinstance(items[0], DocumentPair)
-        return self.pairs(items) if pair_items else self.documents(items)
 
 
 def select_documents(batch: SectionChunkBatch, index: Tensor) -> SectionChunkBatch:
