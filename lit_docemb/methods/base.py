@@ -27,6 +27,7 @@ from torch.nn.parallel import DistributedDataParallel
 
 from lit_docemb._moved import moved_attribute
 from lit_docemb.data.batches import DocumentBatch
+from lit_docemb.data.passage_cache import PassageCache
 from lit_docemb.data.tokens import split_rows_by_token_budget
 from lit_docemb.errors import ConfigError
 from lit_docemb.methods import schedulers
@@ -59,6 +60,10 @@ class EmbeddingMethod(L.LightningModule, ABC):
 
     #: Multipliers of the ``*_loss`` terms in the total; a method sets these from its own arguments.
     loss_weights: dict[str, float]
+
+    #: Set by a method that reads each document as tokenized passages: the DataModule then hands its collators
+    #: the cached :class:`~lit_docemb.data.passage_cache.TokenizedPassages` (see :meth:`setup`).
+    passage_cache: PassageCache | None = None
 
     def __init__(self, optimizer: OptimizerCallable | None = None,
                  scheduler: LRSchedulerCallable | None = None, grad_cache_token_budget: int | None = None) -> None:
@@ -170,11 +175,16 @@ class EmbeddingMethod(L.LightningModule, ABC):
                 if not any(isinstance(c, callback) for c in self.trainer.callbacks)]
 
     def setup(self, stage: str) -> None:
+        """Checks the configuration against the trainer and the corpus, and connects the trainer's DataModule
+        (:meth:`~lit_docemb.data.datamodule.DocumentDataModule.connect`: this method's collators and passage
+        cache). A subclass that overrides it calls it."""
         if stage == "fit" and self.grad_cache_token_budget is not None:
             self._check_grad_cache()
         datamodule = getattr(self.trainer, "datamodule", None) if self._trainer is not None else None
         if stage == "fit" and datamodule is not None:
             self.check_corpus(datamodule)
+        if hasattr(datamodule, "connect"):  # a lit_docemb DataModule; another one brings its own collate_fn
+            datamodule.connect(self.collator, self.passage_cache)
 
     def check_corpus(self, datamodule) -> None:
         """Refuses, before training starts (the DataModule is set up), a corpus this method's configuration cannot
