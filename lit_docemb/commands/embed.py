@@ -42,8 +42,8 @@ from torch import Tensor
 from torch.utils.data import DataLoader, Dataset, Sampler
 
 from lit_docemb.data.document import Document, Section
-from lit_docemb.data.passage_cache import PassageCache
 from lit_docemb.data.jsonl import read_jsonl
+from lit_docemb.data.passage_cache import PassageCache
 from lit_docemb.data.reading import ReadContext, read_lines, require_path
 from lit_docemb.methods.base import EmbeddingMethod
 

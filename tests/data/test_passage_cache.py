@@ -14,6 +14,7 @@ import pytest
 from conftest import write_corpus_jsonl
 from transformers import AutoTokenizer
 
+from lit_docemb.data import passage_cache
 from lit_docemb.data.document import Document, Section
 from lit_docemb.data.jsonl import JSONLDataModule, read_jsonl
 from lit_docemb.data.openwebtext_formats import iter_openwebtext
@@ -91,10 +92,10 @@ def test_second_open_reads_the_cache_without_tokenizing(tmp_path, tiny_encoder_d
     reloaded = AutoTokenizer.from_pretrained(tiny_encoder_dir)  # another instance of the same tokenizer
     reloaded("some text", truncation=True, max_length=3, padding="max_length")  # leaves state behind
 
-    def no_tokenizing(self, passages):
+    def no_tokenizing(*args, **kwargs):
         raise AssertionError("the second open tokenized again")
 
-    monkeypatch.setattr(PassageCache, "_encode", no_tokenizing)
+    monkeypatch.setattr(passage_cache, "tokenize_passages", no_tokenizing)
     second = PassageCache(reloaded, 30, cache_dir=str(tmp_path)).open(documents)
     assert second.fingerprint == first.fingerprint
     assert second.table.cache_files == first.table.cache_files
@@ -170,9 +171,9 @@ def test_parallel_build_equals_serial_and_rows_pickle_as_paths(tmp_path, tokeniz
         serial[len(serial)]
 
 
-def connected(datamodule, passage_cache: PassageCache):
+def connected(datamodule, cache: PassageCache):
     """The DataModule wired as a passage-reading method wires it, its collator handing over the rows as they are."""
-    datamodule.connect(lambda stage: list, passage_cache)
+    datamodule.connect(lambda stage: list, cache)
     return datamodule
 
 
@@ -196,10 +197,10 @@ def test_datamodule_hands_the_methods_collator_cached_passages(tmp_path, tokeniz
     for row in seen:
         assert row.passage_ids() == reference(by_id[row.id], tokenizer, 60, None, 64, True)
 
-    def no_tokenizing(self, passages):
+    def no_tokenizing(*args, **kwargs):
         raise AssertionError("the second run tokenized again")
 
-    monkeypatch.setattr(PassageCache, "_encode", no_tokenizing)
+    monkeypatch.setattr(passage_cache, "tokenize_passages", no_tokenizing)
     second = connected(JSONLDataModule(**kwargs), PassageCache(tokenizer, 60, max_length=64,
                                                                 cache_dir=str(tmp_path / "hf")))
     second.setup("fit")  # connected before setup: setup opens the cache

@@ -3,8 +3,7 @@ import warnings
 import pytest
 import torch
 
-import lit_docemb.methods.base as base
-from lit_docemb.methods import LinearWarmupDecay
+from lit_docemb.methods import LinearWarmupDecay, base
 from lit_docemb.methods.checkpoints import load_method_checkpoint
 
 
