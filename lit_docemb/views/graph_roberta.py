@@ -71,10 +71,10 @@ class PassageGraphBuilder:
                                        self.words_per_passage, max_passages, self.max_passage_tokens))
         rows = [next(fresh) if isinstance(item, Document) else item for item in items]
         # a document without passages keeps one node: its title (a cached row has none, so nothing)
-        untitled = [getattr(item, "title", "") for item, row in zip(items, rows, strict=True)
+        titles = [getattr(item, "title", "") for item, row in zip(items, rows, strict=True)
                     if not min(len(row), max_passages)]
-        fallback = iter(self.tokenizer(untitled, truncation=True, max_length=self.max_passage_tokens)["input_ids"]
-                        if untitled else [])
+        fallback = iter(self.tokenizer(titles, truncation=True, max_length=self.max_passage_tokens)["input_ids"]
+                        if titles else [])
         frame = frame_token_ids(self.tokenizer)
         out = []
         for row in rows:
