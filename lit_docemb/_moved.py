@@ -94,6 +94,10 @@ MOVED_NAMES = {
         "select_graphs": "lit_docemb.views.graph_roberta",
         "split_passages": "lit_docemb.views.graph_roberta",
     },
+    "lit_docemb.methods.base": {
+        "LinearWarmupDecay": "lit_docemb.methods.schedulers",
+        "load_method_checkpoint": "lit_docemb.methods.checkpoints",
+    },
     "lit_docemb.eval": {"evaluate_checkpoint": "lit_docemb.commands.candidates"},
     "lit_docemb.data.trec": {"bm25_run": "lit_docemb.data.bm25"},
     "lit_docemb.eval.heldout": {"retrieval_metrics": "lit_docemb.eval.heldout:target_rank_metrics"},

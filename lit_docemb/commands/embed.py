@@ -28,7 +28,7 @@ import logging
 import os
 import warnings
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 from pathlib import Path
 
@@ -43,6 +43,7 @@ from torch.utils.data import DataLoader, Dataset, Sampler
 
 from lit_docemb.data.document import Document, Section
 from lit_docemb.data.jsonl import read_jsonl
+from lit_docemb.data.passage_cache import PassageCache
 from lit_docemb.data.reading import ReadContext, read_lines, require_path
 from lit_docemb.methods.base import EmbeddingMethod
 
@@ -175,13 +176,28 @@ class EmbedDataModule(L.LightningDataModule):
         self.documents = documents
         self.batch_size = batch_size
         self.num_workers = num_workers
+        self.collator_factory: Callable[[str], Callable] | None = None
+
+    def connect(self, collator: Callable[[str], Callable], passage_cache: PassageCache | None = None) -> None:
+        """Takes the method's collator factory (called by the method's ``setup``, as for a corpus DataModule).
+
+        Args:
+            collator: The method's ``collator(stage)``; its ``"predict"`` collator batches the documents.
+            passage_cache: A passage-reading method's cache, deliberately not opened: ``embed`` reads each
+                document once, so its collator splits and tokenizes the documents itself (same ids as the cache
+                gives) rather than writing a cache that nothing would read again.
+        """
+        self.collator_factory = collator
 
     def predict_dataloader(self) -> DataLoader:
+        if self.collator_factory is None:
+            raise RuntimeError("EmbedDataModule needs a collator: call datamodule.connect(method.collator) (a "
+                               "lit_docemb method does it in its setup when a Trainer runs it)")
         trainer = self.trainer
         sampler = LengthBuckets([len(d.text) + len(d.title) for d in self.documents], self.batch_size,
                                 trainer.global_rank, trainer.world_size)
         return DataLoader(PositionedDocuments(self.documents), batch_sampler=sampler, num_workers=self.num_workers,
-                          collate_fn=trainer.lightning_module.collator("predict"))
+                          collate_fn=self.collator_factory("predict"))
 
 
 # --- writing ----------------------------------------------------------------------------------------------

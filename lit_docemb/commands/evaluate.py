@@ -41,7 +41,7 @@ from lit_docemb.eval.labelled import (
 )
 from lit_docemb.eval.matching import DocumentMatching, ValidationMatching
 from lit_docemb.eval.retrieval import RetrievalEvaluation
-from lit_docemb.methods.base import load_method_checkpoint
+from lit_docemb.methods.checkpoints import load_method_checkpoint
 
 log = logging.getLogger(__name__)
 
@@ -73,7 +73,7 @@ def build_evaluation(spec: str) -> Evaluation:
 
 
 def load_checkpoint(method: L.LightningModule, path: str) -> None:
-    """The method's weights from a Lightning checkpoint (:func:`~lit_docemb.methods.base.load_method_checkpoint`),
+    """The method's weights from a Lightning checkpoint (:func:`~lit_docemb.methods.checkpoints.load_method_checkpoint`),
     after the method's own ``on_load_checkpoint`` has read what it keeps beside them (DECA's and CTPE's
     vocabularies, which size their embedding tables)."""
     if type(method).on_load_checkpoint is not L.LightningModule.on_load_checkpoint:

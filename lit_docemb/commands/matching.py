@@ -12,7 +12,7 @@ from lit_docemb.eval.matching import evaluate_pairs
 
 def main(args: list[str] | None = None) -> dict[str, float]:
     from lit_docemb.commands.cli import DocEmbCLI
-    from lit_docemb.methods.base import load_method_checkpoint
+    from lit_docemb.methods.checkpoints import load_method_checkpoint
 
     parser = argparse.ArgumentParser(description="Document matching (threshold and pair classifier) of a method.")
     parser.add_argument("--config", required=True, help="the run's config (method and a pairs DataModule)")

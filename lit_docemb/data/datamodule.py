@@ -3,10 +3,11 @@
 A corpus DataModule only says how to read its documents (:meth:`DocumentDataModule.load_documents`); this
 base splits them into train/validation by a stable hash of the document id (independent of order and size,
 so the same document is always held out), drops empty documents with a count, and builds the dataloaders.
-The *method* decides what a batch is: the dataloaders use the collator of the LightningModule being trained
-(``lightning_module.collator(stage)``), so DataModules stay method-agnostic. A method that reads tokenized
-passages rather than documents (hierarchical encoders) says so with a ``passage_cache`` attribute, a
-:class:`~lit_docemb.data.passage_cache.PassageCache` built with its tokenizer: ``setup`` then opens that cache
+The *method* decides what a batch is, and says so with one explicit call, :meth:`DocumentDataModule.connect`:
+its collator factory (``collator(stage)``), and, for a method that reads tokenized passages rather than documents
+(hierarchical encoders), a :class:`~lit_docemb.data.passage_cache.PassageCache` built with its tokenizer. Every
+lit_docemb method makes that call in its ``setup`` (Lightning runs it after the DataModule's ``setup``); code
+that uses a DataModule's loaders without a Trainer calls it itself. With a passage cache, the cache is opened
 over the corpus (splitting and tokenizing once, on the first run) and the collator receives
 :class:`~lit_docemb.data.passage_cache.TokenizedPassages`, in the same splits and order.
 
@@ -32,8 +33,9 @@ import numpy as np
 from torch.utils.data import DataLoader, Dataset
 
 from lit_docemb.data.document import Document
-from lit_docemb.errors import ConfigError
+from lit_docemb.data.passage_cache import PassageCache
 from lit_docemb.data.sampling import DistributedBatchSampler, ResumableLoader
+from lit_docemb.errors import ConfigError
 
 log = logging.getLogger(__name__)
 
@@ -105,7 +107,10 @@ class DocumentDataModule(L.LightningDataModule, ABC):
         self.predict_split = predict_split
         self.drop_last = drop_last
         self.all_set: DocumentDataset | None = None
-        self.collate_fn: Collator | dict[str, Collator] | None = None
+        self.collate_fn: Collator | dict[str, Collator] | None = None  # set directly: wins over connect's
+        self.collator_factory: Callable[[str], Collator] | None = None
+        self.passage_cache: PassageCache | None = None
+        self.documents: Sequence[Document] | None = None  # the corpus the datasets index (after setup)
         self.stats: Counter = Counter()
         self.train_set: DocumentDataset | None = None
         self.val_set: DocumentDataset | None = None
@@ -145,20 +150,35 @@ class DocumentDataModule(L.LightningDataModule, ABC):
             val = val[: self.max_val_documents]
         if not len(train):
             raise ValueError(f"{type(self).__name__}: no non-empty training documents (read {len(documents)})")
-        items = self._items(documents)
-        self.train_set, self.val_set = DocumentDataset(items, train), DocumentDataset(items, val)
-        self.all_set = DocumentDataset(items, np.sort(np.concatenate([train, val])))
+        self.documents = documents
+        self.train_set, self.val_set = DocumentDataset(documents, train), DocumentDataset(documents, val)
+        self.all_set = DocumentDataset(documents, np.sort(np.concatenate([train, val])))
+        self._open_passages()
         log.info("%s: %d train / %d validation documents, skipped %s", type(self).__name__, len(train), len(val),
                  dict(self.stats) or "none")
 
-    def _items(self, documents: Sequence[Document]) -> Sequence:
-        """What the datasets hold: the documents, or their tokenized passages when the trained method has a
-        ``passage_cache`` (see the module docstring)."""
-        module = self.trainer.lightning_module if self.trainer is not None else None
-        passage_cache = getattr(module, "passage_cache", None)
-        if passage_cache is None:
-            return documents
-        return passage_cache.open(documents)
+    def connect(self, collator: Callable[[str], Collator], passage_cache: PassageCache | None = None) -> None:
+        """Wires the method in: its collators, and where it reads passages, its passage cache.
+
+        Args:
+            collator: The method's collator factory: stage (``"fit"``, ``"validate"``, ``"predict"``) → the
+                function turning a list of dataset items into a batch (run in dataloader workers).
+            passage_cache: The method's passage cache: the datasets then hold each document's
+                :class:`~lit_docemb.data.passage_cache.TokenizedPassages` (opened now if ``setup`` already ran,
+                else by ``setup``); ``None``: the datasets hold the documents.
+        """
+        self.collator_factory = collator
+        if passage_cache is not self.passage_cache:
+            self.passage_cache = passage_cache
+            self._open_passages()
+
+    def _open_passages(self) -> None:
+        """Points the datasets of ``setup`` at the documents, or at their cached passages (same rows)."""
+        if self.documents is None:
+            return
+        items = self.documents if self.passage_cache is None else self.passage_cache.open(self.documents)
+        for dataset in (self.train_set, self.val_set, self.all_set):
+            dataset.documents = items
 
     def _usable_ids(self, documents: Sequence[Document]) -> list[str | None]:
         """Ids of the documents, ``None`` for empty ones (counted). Lazy corpora expose an ``ids`` column, read
@@ -176,11 +196,11 @@ class DocumentDataModule(L.LightningDataModule, ABC):
     def _collator(self, stage: str) -> Collator:
         if self.collate_fn is not None:
             return self.collate_fn[stage] if isinstance(self.collate_fn, dict) else self.collate_fn
-        module = self.trainer.lightning_module if self.trainer is not None else None
-        if module is None or not hasattr(module, "collator"):
-            raise RuntimeError(f"{type(self).__name__} needs a collator: train a lit_docemb method with it, "
-                               "or set `datamodule.collate_fn`")
-        return module.collator(stage)
+        if self.collator_factory is None:
+            raise RuntimeError(f"{type(self).__name__} needs a collator: call datamodule.connect(method.collator) "
+                               "before asking for a dataloader (a lit_docemb method does it in its setup when a "
+                               "Trainer runs it), or set datamodule.collate_fn")
+        return self.collator_factory(stage)
 
     def _loader(self, dataset: DocumentDataset, stage: str, shuffle: bool) -> ResumableLoader:
         """Every document of ``dataset`` once, the same number of batches on every rank."""

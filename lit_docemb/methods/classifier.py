@@ -20,7 +20,8 @@ from torchmetrics.classification import MulticlassF1Score
 from lit_docemb._moved import moved_attribute
 from lit_docemb.data.batches import LabelledBatch
 from lit_docemb.data.document import Document
-from lit_docemb.methods.base import EmbeddingMethod, load_method_checkpoint
+from lit_docemb.methods.base import EmbeddingMethod
+from lit_docemb.methods.checkpoints import load_method_checkpoint
 from lit_docemb.views.classifier import LabelledCollator
 
 log = logging.getLogger(__name__)

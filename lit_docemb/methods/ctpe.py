@@ -125,6 +125,7 @@ class CTPE(EmbeddingMethod):
                          "validate": _sampler(val_documents)}
 
     def setup(self, stage: str) -> None:
+        super().setup(stage)
         if stage == "predict":
             return
         datamodule = self.trainer.datamodule

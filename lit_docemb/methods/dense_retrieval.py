@@ -19,7 +19,8 @@ from torch import Tensor
 from lit_docemb._moved import moved_attribute
 from lit_docemb.data.batches import QueryDocumentBatch
 from lit_docemb.losses import InfoNCELoss
-from lit_docemb.methods.base import EmbeddingMethod, load_method_checkpoint
+from lit_docemb.methods.base import EmbeddingMethod
+from lit_docemb.methods.checkpoints import load_method_checkpoint
 from lit_docemb.views.dense_retrieval import QueryDocumentCollator
 
 log = logging.getLogger(__name__)

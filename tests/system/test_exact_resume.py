@@ -140,7 +140,7 @@ def fit_command(encoder: str, corpus: str, root: Path, *extra: str) -> list[str]
     return [
         sys.executable, "-m", "lit_docemb", "fit", "--seed_everything=7",
         "--model=lit_docemb.methods.DocSplit", f"--model.encoder={encoder}", "--model.max_length=48",
-        "--model.scheduler=lit_docemb.methods.base.LinearWarmupDecay", "--model.scheduler.warmup_steps=3",
+        "--model.scheduler=lit_docemb.methods.LinearWarmupDecay", "--model.scheduler.warmup_steps=3",
         "--data=lit_docemb.data.JSONLDataModule", f"--data.paths=[{corpus}]", "--data.batch_size=4",
         "--data.num_workers=1", "--data.val_fraction=0.2", "--data.max_documents=40",
         "--trainer.accelerator=cpu", "--trainer.devices=1",
