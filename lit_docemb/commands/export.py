@@ -166,8 +166,8 @@ class DECAExport(FlatEncoderExport):
     """DECA with a Hugging Face encoder ([CLS], its ``max_length``); its Doc2VecC backbone has no such form."""
 
     def __init__(self, method: DECA) -> None:
-        if method.hparams.encoder is None:
-            raise ExportError("DECA with its Doc2VecC backbone (encoder: null) has no Hugging Face / "
+        if not hasattr(method, "encoder"):
+            raise ExportError("DECA with its Doc2VecC backbone (Doc2VecCBackbone) has no Hugging Face / "
                               f"sentence-transformers form: its document vector is a mean of its own word vectors; "
                               f"{EMBED_INSTEAD}")
         super().__init__(method)

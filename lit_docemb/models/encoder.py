@@ -11,7 +11,8 @@ from typing import Literal
 
 import torch
 from torch import Tensor, nn
-from transformers import AutoConfig, AutoModel, AutoModelForMaskedLM, AutoTokenizer, PreTrainedModel, PreTrainedTokenizerBase
+from transformers import (AutoConfig, AutoModel, AutoModelForMaskedLM, AutoTokenizer, PreTrainedModel,
+                          PreTrainedTokenizerBase)
 
 log = logging.getLogger(__name__)
 
