@@ -22,14 +22,13 @@ import torch
 import torch.nn.functional as F
 from lightning.pytorch.cli import LRSchedulerCallable, OptimizerCallable
 from torch import Tensor
-from transformers import AutoTokenizer
 
 from lit_docemb.data.batches import DocumentSectionsBatch, SectionChunkBatch
 from lit_docemb.data.document import Document
 from lit_docemb.losses import CosineSimilarityLoss, SupConLoss
 from lit_docemb.methods.base import EmbeddingMethod
 from lit_docemb.methods.grad_cache import CacheableBatch
-from lit_docemb.models import HFEncoder, resolve_model_path
+from lit_docemb.models import tokenizer_and_encoder
 from lit_docemb.models.colde import Aggregation, CoLDEEncoder
 from lit_docemb.views.colde import PredictCollator, SectionChunkCollator, select_documents
 
@@ -100,9 +99,8 @@ class CoLDE(EmbeddingMethod):
             raise ValueError(f"num_sections must be in 2..5 (§4.5.4), got {num_sections}")
         if max_chunks_per_section is not None and not 1 <= max_chunks_per_section <= chunk_embeddings:
             raise ValueError(f"max_chunks_per_section must be in 1..chunk_embeddings={chunk_embeddings}")
-        self.tokenizer = AutoTokenizer.from_pretrained(resolve_model_path(encoder))
-        chunk_encoder = HFEncoder(encoder, pretrained=pretrained, pooling=pooling)
-        chunk_encoder.check_length(chunk_tokens, "chunk_tokens")
+        self.tokenizer, chunk_encoder = tokenizer_and_encoder(encoder, chunk_tokens, "chunk_tokens",
+                                                              pretrained=pretrained, pooling=pooling)
         self.model = CoLDEEncoder(chunk_encoder, augmentation, aggregation, num_sections, chunk_embeddings,
                                   num_heads, lstm_output_size, projection_size if objective == "supcon" else None,
                                   chunk_token_budget)

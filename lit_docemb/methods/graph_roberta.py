@@ -22,7 +22,6 @@ import numpy as np
 import torch
 from lightning.pytorch.cli import LRSchedulerCallable, OptimizerCallable
 from torch import Tensor
-from transformers import AutoTokenizer
 
 from lit_docemb._moved import moved_attribute
 from lit_docemb.data.batches import (
@@ -36,7 +35,7 @@ from lit_docemb.errors import ConfigError
 from lit_docemb.losses import InfoNCELoss
 from lit_docemb.methods.base import EmbeddingMethod
 from lit_docemb.methods.grad_cache import CacheableBatch
-from lit_docemb.models import HFEncoder, resolve_model_path
+from lit_docemb.models import tokenizer_and_encoder
 from lit_docemb.models.graph_document import (
     GraphDocumentEncoder,
 )
@@ -126,9 +125,9 @@ class GraphRoBERTa(EmbeddingMethod):
                              f"{graph!r}, {objective!r}")
         if max_passages < 2:
             raise ValueError(f"max_passages must be >= 2 to split documents in two, got {max_passages}")
-        self.tokenizer = AutoTokenizer.from_pretrained(resolve_model_path(encoder))
-        passage_encoder = HFEncoder(encoder, pretrained=pretrained, pooling=pooling, compile=compile_encoder)
-        passage_encoder.check_length(max_passage_tokens, "max_passage_tokens")
+        self.tokenizer, passage_encoder = tokenizer_and_encoder(
+            encoder, max_passage_tokens, "max_passage_tokens", pretrained=pretrained, pooling=pooling,
+            compile=compile_encoder)
         self.model = GraphDocumentEncoder(passage_encoder, node_dim, num_graph_layers, num_heads,
                                           attention_dropout, passage_token_budget, bucket_passages)
         self.contrastive = InfoNCELoss(temperature, similarity="dot", symmetric=objective == "halves",

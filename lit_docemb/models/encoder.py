@@ -11,7 +11,8 @@ from typing import Literal
 
 import torch
 from torch import Tensor, nn
-from transformers import AutoConfig, AutoModel, AutoModelForMaskedLM, PreTrainedModel
+from transformers import (AutoConfig, AutoModel, AutoModelForMaskedLM, AutoTokenizer, PreTrainedModel,
+                          PreTrainedTokenizerBase)
 
 log = logging.getLogger(__name__)
 
@@ -33,6 +34,32 @@ def resolve_model_path(name_or_path: str) -> str:
     if not hasattr(module, "get_model_path"):
         raise ValueError(f"encoder {name_or_path!r}: {module_name} has no get_model_path()")
     return str(module.get_model_path())
+
+
+def load_tokenizer(name_or_path: str) -> PreTrainedTokenizerBase:
+    """The tokenizer of the encoder ``name_or_path`` (a folder, a hub name or ``package:<module>``).
+
+    Args:
+        name_or_path: The encoder whose tokenizer to load (see :func:`resolve_model_path`).
+    """
+    return AutoTokenizer.from_pretrained(resolve_model_path(name_or_path))
+
+
+def tokenizer_and_encoder(name_or_path: str, max_tokens: int | None = None, argument: str = "max_length",
+                          **encoder_args) -> tuple[PreTrainedTokenizerBase, HFEncoder]:
+    """The tokenizer and the :class:`HFEncoder` of one checkpoint, the encoder checked to hold ``max_tokens``.
+
+    Args:
+        name_or_path: Local folder, hub name or ``package:<module>`` of the checkpoint.
+        max_tokens: Longest input the caller will give the encoder; ``None`` skips the check.
+        argument: The caller's config key of ``max_tokens``, named by the error (see :meth:`HFEncoder.check_length`).
+        **encoder_args: :class:`HFEncoder`'s other arguments (``pretrained``, ``pooling``, ...).
+    """
+    tokenizer = load_tokenizer(name_or_path)
+    encoder = HFEncoder(name_or_path, **encoder_args)
+    if max_tokens is not None:
+        encoder.check_length(max_tokens, argument)
+    return tokenizer, encoder
 
 
 def pool(hidden: Tensor, attention_mask: Tensor, pooling: Pooling) -> Tensor:

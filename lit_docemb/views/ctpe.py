@@ -19,7 +19,7 @@ from lit_docemb.data.batches import CoupledDocumentBatch, CoupledPairBatch
 from lit_docemb.data.document import Document, doc_index
 from lit_docemb.data.tokens import pad_ids
 from lit_docemb.models.ctpe import FrozenTransformerStates, WordVectors
-from lit_docemb.models.encoder import resolve_model_path
+from lit_docemb.models.encoder import load_tokenizer
 
 
 class PairSplitter:
@@ -209,9 +209,7 @@ class HFTokenIds:
     """
 
     def __init__(self, name_or_path: str) -> None:
-        from transformers import AutoTokenizer
-
-        self.tokenizer = AutoTokenizer.from_pretrained(resolve_model_path(name_or_path))
+        self.tokenizer = load_tokenizer(name_or_path)
         self.pad_id = self.tokenizer.pad_token_id or 0
 
     def __len__(self) -> int:

@@ -22,6 +22,7 @@ from lit_docemb.data.document import Document, Section
 from lit_docemb.data.tokens import document_text
 from lit_docemb.eval.embedding import embed_documents
 from lit_docemb.methods import CTPE, DECA, DocSplit, GraphRoBERTa
+from lit_docemb.methods.deca_components import Doc2VecCBackbone
 from lit_docemb.views.ctpe import WordEmbeddings
 
 
@@ -96,8 +97,10 @@ def test_graph_roberta_npy(tiny_encoder_dir, tmp_path):
 
 def test_deca_doc2vecc_vocabulary_comes_from_the_checkpoint(tmp_path):
     torch.manual_seed(0)
-    args = {"augmentation": "wordnet", "min_word_count": 1, "embedding_dim": 8}
-    method = DECA(**args)
+    args = {"backbone": {"class_path": "lit_docemb.methods.deca_components.Doc2VecCBackbone",
+                         "init_args": {"min_word_count": 1, "embedding_dim": 8}},
+            "augmentation": {"class_path": "lit_docemb.augment.specs.WordNet"}}
+    method = DECA(Doc2VecCBackbone(min_word_count=1, embedding_dim=8))
     docs = topic_documents(6)
     method._set_vocabulary(Vocabulary.from_texts(document_text(d, True) for d in docs))
     config, ckpt = save_run(method, tmp_path / "run", args)
