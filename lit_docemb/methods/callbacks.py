@@ -57,7 +57,8 @@ class RunCheckpoint(ModelCheckpoint):
     ``--ckpt_path last`` the newest of ``checkpoints/last.ckpt`` and the checkpoints Lightning writes into
     ``<default_root_dir>`` when SLURM signals a preemption (``hpc_ckpt_<n>.ckpt``) is resumed; with none, the
     run starts from scratch. Arguments are those of :class:`~lightning.pytorch.callbacks.ModelCheckpoint`
-    (``save_last`` defaults on).
+    (``save_last`` defaults on). When a fit starts, the unfinished files of a save that a kill interrupted
+    (:class:`AtomicCheckpointIO`'s ``.<name>.<random>.tmp``) are removed from both folders.
 
     With ``accumulate_grad_batches > 1`` checkpoints are written only at optimizer-step boundaries, after the
     micro-batch that completes a step, so a resume never loses accumulated gradients: a step-triggered save
@@ -93,11 +94,35 @@ class RunCheckpoint(ModelCheckpoint):
     def setup(self, trainer: L.Trainer, pl_module: L.LightningModule, stage: str) -> None:
         self._default_dirpath(trainer)
         super().setup(trainer, pl_module, stage)
+        if stage == "fit" and trainer.is_global_zero:  # what a kill during a save left behind
+            for folder in {self.dirpath, run_dir(trainer)}:
+                remove_partial_saves(folder)
 
     def _find_last_checkpoints(self, trainer: L.Trainer) -> set[str]:
         self._default_dirpath(trainer)  # ckpt_path="last" is resolved before the callbacks' setup
         preempted = glob.glob(os.path.join(glob.escape(run_dir(trainer)), "hpc_ckpt_*.ckpt"))
         return super()._find_last_checkpoints(trainer) | {os.path.normpath(p) for p in preempted}
+
+
+#: The name of a checkpoint being written by :class:`AtomicCheckpointIO`: ``.<name>.<8 random characters>.tmp``.
+PARTIAL_SAVE = re.compile(r"\..+\.[A-Za-z0-9_]{8}\.tmp")
+
+
+def remove_partial_saves(folder: str) -> list[str]:
+    """Deletes the temporary files :class:`AtomicCheckpointIO` left in ``folder`` when a run was killed while
+    saving (never read: the checkpoint they were to become is the previous complete one) and returns their
+    paths. Other files, checkpoints included, are left alone."""
+    if not isinstance(get_filesystem(folder), LocalFileSystem) or not os.path.isdir(folder):
+        return []
+    removed = []
+    for name in sorted(os.listdir(folder)):
+        path = os.path.join(folder, name)
+        if PARTIAL_SAVE.fullmatch(name) and os.path.isfile(path):
+            os.unlink(path)
+            removed.append(path)
+    if removed:
+        log.warning("removed %d unfinished checkpoint file(s) of an interrupted save in %s", len(removed), folder)
+    return removed
 
 
 class AtomicCheckpointIO(TorchCheckpointIO):
@@ -106,7 +131,8 @@ class AtomicCheckpointIO(TorchCheckpointIO):
     the job is killed while saving. (Lightning's own save stages the file in the system's temporary folder and
     moves it, which is a copy — not atomic — when the checkpoint folder is on another file system, as on
     clusters.) Remote paths (``s3://`` ...) keep Lightning's write. The DeepSpeed strategy writes its sharded
-    checkpoint folders itself and does not use this.
+    checkpoint folders itself and does not use this. A kill during the write leaves the temporary file
+    (``.<name>.<random>.tmp``); :class:`RunCheckpoint` removes those of its folders when the next fit starts.
     """
 
     def save_checkpoint(self, checkpoint: dict[str, Any], path, storage_options: Any | None = None) -> None:
