@@ -10,7 +10,11 @@ from lightning.pytorch.callbacks import Callback
 from torch.utils.data import DataLoader
 
 from lit_docemb.methods import callbacks
-from lit_docemb.methods.callbacks import RunCheckpoint, SlurmRequeue, inside_accumulation_window
+from lit_docemb.methods.callbacks import (
+    RunCheckpoint,
+    SlurmRequeue,
+    inside_accumulation_window,
+)
 
 BATCHES = 8  # per epoch
 

@@ -1,11 +1,13 @@
-"""Exact resume: a CPU fit through the real CLI, killed with SIGKILL inside a random mid-epoch step and resumed
-from its ``last.ckpt`` (``--ckpt_path last``), ends with parameters bitwise equal to those of an uninterrupted
-run with the same config and checkpoint cadence, after the same per-step losses.
+"""Exact resume: a CPU fit through the real CLI, killed with SIGKILL inside random mid-epoch micro-batches and
+resumed each time from its ``last.ckpt`` (``--ckpt_path last``), ends with parameters bitwise equal to those of
+an uninterrupted run with the same config and checkpoint cadence, after the same per-micro-batch losses; without
+gradient accumulation and with ``accumulate_grad_batches: 2`` (checkpoints only at optimizer-step boundaries).
 
 What has to come back for that: the data order and position in the epoch (the loader's state), every batch's
 views and masks (seeded per batch, so also with a dataloader worker), the dropout random state
 (``RandomStateCheckpoint``), AdamW's moments and the warm-up/decay schedule's step. The run validates mid-epoch
-and crosses an epoch boundary, with dropout on and one dataloader worker.
+(inside an accumulation window) and crosses an epoch boundary (whose last window is a single micro-batch), with
+dropout on and one dataloader worker.
 """
 
 from __future__ import annotations
