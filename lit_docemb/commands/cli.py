@@ -63,7 +63,12 @@ def one_line_parse_error(message: str) -> str:
 class OneLineErrorParser(LightningArgumentParser):
     """LightningCLI's parser, reporting a bad config in one line naming the key instead of the usage text
     followed by jsonargparse's nested union errors (``--help`` still prints the usage; ``JSONARGPARSE_DEBUG=1``
-    gives jsonargparse's full report)."""
+    gives jsonargparse's full report). Options are never abbreviated: argparse would take ``--trainer.max_step``
+    for ``--trainer.max_steps``, while a misspelt model or data option is refused."""
+
+    def __init__(self, *args, **kwargs) -> None:
+        kwargs.setdefault("allow_abbrev", False)
+        super().__init__(*args, **kwargs)
 
     def error(self, message: str, ex: Exception | None = None):
         if not self.exit_on_error or os.environ.get("JSONARGPARSE_DEBUG"):  # raise / jsonargparse's own report

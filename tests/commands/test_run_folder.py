@@ -90,6 +90,26 @@ def test_atomic_checkpoint_keeps_the_previous_file_when_a_save_fails(tmp_path):
     assert torch.load(path, weights_only=True)["global_step"] == 3
 
 
+def test_a_fit_removes_the_unfinished_files_of_an_interrupted_save(tiny_encoder_dir, corpus_jsonl, tmp_path):
+    base = tiny_args(tiny_encoder_dir, corpus_jsonl, tmp_path) + [
+        "--trainer.callbacks+=lit_docemb.methods.callbacks.RunCheckpoint", "--trainer.limit_val_batches=0",
+        "--ckpt_path=last"]
+    main(["fit", *base, "--trainer.max_steps=1"])
+    checkpoints = tmp_path / "checkpoints"
+    (checkpoints / "kept.ckpt").write_bytes((checkpoints / "last.ckpt").read_bytes())
+    partial = [checkpoints / ".last.ckpt.k3_x9abc.tmp", tmp_path / ".hpc_ckpt_2.ckpt.0a1b2c3d.tmp"]
+    others = [checkpoints / "notes.tmp", tmp_path / ".last.ckpt.tmp"]  # not the name of an atomic save's file
+    for path in partial + others:
+        path.write_bytes(b"half a checkpoint")
+    kept = (checkpoints / "kept.ckpt").read_bytes()
+    resumed = main(["fit", *base, "--trainer.max_steps=2"])
+    assert resumed.trainer.global_step == 2
+    assert [path.name for path in partial if path.exists()] == []
+    assert all(path.read_bytes() == b"half a checkpoint" for path in others)
+    assert (checkpoints / "kept.ckpt").read_bytes() == kept
+    assert torch.load(checkpoints / "last.ckpt", weights_only=True)["global_step"] == 2
+
+
 def test_ckpt_path_last_starts_cleanly_then_resumes_the_newest_checkpoint(tiny_encoder_dir, corpus_jsonl, tmp_path):
     base = tiny_args(tiny_encoder_dir, corpus_jsonl, tmp_path) + [
         "--trainer.callbacks+=lit_docemb.methods.callbacks.RunCheckpoint", "--trainer.limit_val_batches=0",
