@@ -23,6 +23,7 @@ import sys
 from pathlib import Path
 
 import lightning as L
+import yaml
 from lightning.fabric.plugins.environments import ClusterEnvironment, SLURMEnvironment
 from lightning.pytorch.cli import LightningArgumentParser, LightningCLI
 from lightning.pytorch.plugins.io import CheckpointIO
@@ -133,12 +134,26 @@ def refuse_untrusted_arguments(args: list[str]) -> None:
         if not eq:
             value = args[i + 1] if i + 1 < len(args) else ""
         if name in ("--config", "-c"):
-            if Path(value).is_file():
+            if _is_file(value):
                 load_yaml(value)
             elif value:
                 refuse_untrusted(parse_yaml(value, "--config"))
         elif name.startswith("--") and name.endswith(("class_path", "class_path+")):
             refuse_untrusted({"class_path": value}, name[2:].rstrip("+").rsplit(".class_path", 1)[0])
+        elif name.startswith("--") and eq and value.lstrip().startswith(("{", "[")):  # --key={class_path: ...}
+            try:
+                parsed = yaml.safe_load(value)
+            except yaml.YAMLError:
+                continue  # not YAML: jsonargparse reports the value
+            refuse_untrusted(parsed, name[2:].rstrip("+"))
+
+
+def _is_file(value: str) -> bool:
+    """Whether a ``--config`` value names a file (it may also be YAML text, too long for a path)."""
+    try:
+        return "\n" not in value and Path(value).is_file()
+    except OSError:
+        return False
 
 
 def checkpoint_differences(config) -> tuple[str, dict, dict[str, tuple]]:
