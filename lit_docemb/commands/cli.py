@@ -12,6 +12,11 @@ CheckpointIO) and logs documents/s, tokens/s and peak memory
 checkpoint's embeddings of a JSONL/TSV file (:mod:`lit_docemb.commands.embed`), ``export`` saves it in Hugging Face /
 sentence-transformers form (:mod:`lit_docemb.commands.export`), ``figures`` draws a run's plots (:mod:`lit_docemb.commands.figures`).
 ``python -m lit_docemb evaluate --config ... --ckpt_path ...`` evaluates a checkpoint (:mod:`lit_docemb.commands.evaluate`).
+
+Configs are data: a config instantiates only allow-listed classes (:mod:`lit_docemb.commands.trust`), checked
+before anything is built. A checkpoint is weights and state: with ``--ckpt_path`` its stored hyper-parameters never
+override the config (Lightning would merge them); how they differ is printed, and weights that do not fit the
+configured model stop the command with the differing keys.
 """
 
 from __future__ import annotations
