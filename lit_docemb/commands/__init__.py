@@ -11,6 +11,8 @@ import importlib
 import os
 import sys
 
+from lit_docemb.errors import ConfigError
+
 #: Command -> (module of ``lit_docemb.commands`` that runs it, one-line description).
 COMMANDS: dict[str, tuple[str, str]] = {
     "fit": ("cli", "train a method on a corpus (a config from configs/, LightningCLI)"),
@@ -50,4 +52,8 @@ def main(argv: list[str] | None = None):
     module = importlib.import_module(f"lit_docemb.commands.{module_name}")
     if module_name == "cli":
         return module.main(argv)
-    return (module.submit_main if module_name == "slurm" else module.main)(argv[1:])
+    try:
+        return (module.submit_main if module_name == "slurm" else module.main)(argv[1:])
+    except ConfigError as err:  # a config or argument that cannot run: one line, as for fit
+        print(f"error: {err}", file=sys.stderr)
+        raise SystemExit(2) from err

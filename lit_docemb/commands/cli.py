@@ -12,6 +12,11 @@ CheckpointIO) and logs documents/s, tokens/s and peak memory
 checkpoint's embeddings of a JSONL/TSV file (:mod:`lit_docemb.commands.embed`), ``export`` saves it in Hugging Face /
 sentence-transformers form (:mod:`lit_docemb.commands.export`), ``figures`` draws a run's plots (:mod:`lit_docemb.commands.figures`).
 ``python -m lit_docemb evaluate --config ... --ckpt_path ...`` evaluates a checkpoint (:mod:`lit_docemb.commands.evaluate`).
+
+Configs are data: a config instantiates only allow-listed classes (:mod:`lit_docemb.commands.trust`), checked
+before anything is built. A checkpoint is weights and state: with ``--ckpt_path`` its stored hyper-parameters never
+override the config (Lightning would merge them); how they differ is printed, and weights that do not fit the
+configured model stop the command with the differing keys.
 """
 
 from __future__ import annotations
@@ -19,8 +24,10 @@ from __future__ import annotations
 import os
 import re
 import sys
+from pathlib import Path
 
 import lightning as L
+import yaml
 from lightning.fabric.plugins.environments import ClusterEnvironment, SLURMEnvironment
 from lightning.pytorch.cli import LightningArgumentParser, LightningCLI
 from lightning.pytorch.plugins.io import CheckpointIO
@@ -28,6 +35,7 @@ from lightning.pytorch.plugins.io import CheckpointIO
 import lit_docemb.data  # noqa: F401  (registers the DataModules as known subclasses)
 import lit_docemb.methods  # noqa: F401  (registers the methods)
 from lit_docemb.commands.loggers import configure_wandb_loggers
+from lit_docemb.commands.trust import load_yaml, parse_yaml, refuse_untrusted
 from lit_docemb.data.datamodule import DocumentDataModule
 from lit_docemb.errors import ConfigError
 from lit_docemb.methods.base import EmbeddingMethod
@@ -86,6 +94,26 @@ class DocEmbCLI(LightningCLI):
         super().__init__(EmbeddingMethod, DocumentDataModule, *args, subclass_mode_model=True,
                          subclass_mode_data=True, auto_configure_optimizers=False, **kwargs)
 
+    def parse_arguments(self, parser: LightningArgumentParser, args) -> None:
+        """Parses as LightningCLI does, between two checks of what the config may instantiate
+        (:func:`~lit_docemb.commands.trust.refuse_untrusted`): the config files and ``class_path`` options before
+        jsonargparse imports anything they name, and the whole parsed config (shorthands and callables resolved)
+        before anything is built."""
+        refuse_untrusted_arguments(sys.argv[1:] if args is None else args)
+        super().parse_arguments(parser, args)
+        subcommand = self.config.get("subcommand")
+        refuse_untrusted(self.config[subcommand] if subcommand else self.config)
+
+    def _parse_ckpt_path(self) -> None:
+        """Lightning merges a checkpoint's stored hyper-parameters over the config here; lit_docemb does not (a
+        checkpoint is weights and state, the config decides): :func:`checkpoint_differences` only records how they
+        differ, reported once the model is built (:meth:`instantiate_classes`)."""
+        self._checkpoint_differences = checkpoint_differences(self.config)
+
+    def instantiate_classes(self) -> None:
+        super().instantiate_classes()
+        report_checkpoint_differences(self.model, *self._checkpoint_differences)
+
     def before_instantiate_classes(self) -> None:
         if self.subcommand == "fit":
             configure_wandb_loggers(self.config.fit.trainer)
@@ -106,6 +134,102 @@ class DocEmbCLI(LightningCLI):
         return trainer
 
 
+def refuse_untrusted_arguments(args: list[str]) -> None:
+    """Checks the configs of a command line before jsonargparse reads them: each ``--config`` (a file, or YAML
+    text as ``evaluate`` passes it) and each ``--<key>.class_path`` value."""
+    args = [str(arg) for arg in args]
+    for i, arg in enumerate(args):
+        name, eq, value = arg.partition("=")
+        if not eq:
+            value = args[i + 1] if i + 1 < len(args) else ""
+        if name in ("--config", "-c"):
+            if _is_file(value):
+                load_yaml(value)
+            elif value:
+                refuse_untrusted(parse_yaml(value, "--config"))
+        elif name.startswith("--") and name.endswith(("class_path", "class_path+")):
+            refuse_untrusted({"class_path": value}, name[2:].rstrip("+").rsplit(".class_path", 1)[0])
+        elif name.startswith("--") and eq and value.lstrip().startswith(("{", "[")):  # --key={class_path: ...}
+            try:
+                parsed = yaml.safe_load(value)
+            except yaml.YAMLError:
+                continue  # not YAML: jsonargparse reports the value
+            refuse_untrusted(parsed, name[2:].rstrip("+"))
+
+
+def _is_file(value: str) -> bool:
+    """Whether a ``--config`` value names a file (it may also be YAML text, too long for a path)."""
+    try:
+        return "\n" not in value and Path(value).is_file()
+    except OSError:
+        return False
+
+
+def checkpoint_differences(config) -> tuple[str, dict, dict[str, tuple]]:
+    """(checkpoint path, {key: (checkpoint value, config value)}, {weight: shape}) of the subcommand's
+    ``--ckpt_path``: how the checkpoint's stored hyper-parameters differ from the config's ``model.init_args``
+    (plain values only; nothing in them is imported or built), and the shapes of its weights."""
+    subcommand = config.get("subcommand")
+    ckpt_path = config[subcommand].get("ckpt_path") if subcommand else None
+    if not ckpt_path or not Path(ckpt_path).is_file():
+        return "", {}, {}
+    import pickle
+
+    import torch
+
+    try:
+        checkpoint = torch.load(ckpt_path, map_location="cpu", weights_only=True)
+    except (OSError, RuntimeError, EOFError, ValueError, pickle.UnpicklingError):  # the Trainer reports it
+        return "", {}, {}
+    if not isinstance(checkpoint, dict):
+        return "", {}, {}
+    stored = checkpoint.get("hyper_parameters") or {}
+    model = config[subcommand].get("model")
+    init_args = model.get("init_args") if model is not None else None
+    configured = init_args.as_dict() if hasattr(init_args, "as_dict") else dict(init_args or {})
+    differences, flat = {}, _flat(configured)
+    for key, value in _flat(stored).items():
+        if key.split(".")[0].startswith("_") or key not in flat:
+            continue
+        if _plain(value) and _plain(flat[key]) and value != flat[key]:
+            differences[f"model.init_args.{key}"] = (value, flat[key])
+    shapes = {k: tuple(v.shape) for k, v in (checkpoint.get("state_dict") or {}).items() if hasattr(v, "shape")}
+    return str(ckpt_path), differences, shapes
+
+
+def _flat(mapping, prefix: str = "") -> dict:
+    flat = {}
+    for key, value in (mapping.items() if isinstance(mapping, dict) else []):
+        if isinstance(value, dict):
+            flat.update(_flat(value, f"{prefix}{key}."))
+        else:
+            flat[f"{prefix}{key}"] = value
+    return flat
+
+
+def _plain(value) -> bool:
+    return value is None or isinstance(value, (bool, int, float, str)) or (
+        isinstance(value, (list, tuple)) and all(_plain(v) for v in value))
+
+
+def report_checkpoint_differences(model, ckpt_path: str, differences: dict, shapes: dict) -> None:
+    """Stops (:class:`ConfigError`) when the checkpoint's weights do not fit the model the config built, naming
+    the hyper-parameters that differ; otherwise prints the differences once, as the config's values are used."""
+    if not ckpt_path:
+        return
+    built = {k: tuple(v.shape) for k, v in model.state_dict().items()} if model is not None else {}
+    misfits = [k for k, shape in shapes.items() if k in built and built[k] != shape]
+    listed = ", ".join(f"{k}={old!r} (config: {new!r})" for k, (old, new) in differences.items())
+    if misfits:
+        keys = listed or "no stored hyper-parameter"
+        raise ConfigError(f"--ckpt_path {ckpt_path}: its weights do not fit the model of this config "
+                          f"({len(misfits)} differ in shape, first {misfits[0]}: {shapes[misfits[0]]} vs "
+                          f"{built[misfits[0]]}); the checkpoint was trained with {keys}: use its config's values")
+    if differences:
+        print(f"note: --ckpt_path {ckpt_path} was trained with {listed}; using the config's values",
+              file=sys.stderr)
+
+
 def main(args: list[str] | None = None) -> DocEmbCLI | None:
     """LightningCLI's ``fit``/``validate``/``test``/``predict``; any other command goes to
     :func:`lit_docemb.commands.main`."""
@@ -114,8 +238,7 @@ def main(args: list[str] | None = None) -> DocEmbCLI | None:
 
     argv = sys.argv[1:] if args is None else args
     if argv[:1] and COMMANDS.get(argv[0], ("cli",))[0] != "cli":
-        run_command(argv)
-        return None
+        return run_command(argv)
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")  # tokenisation runs in dataloader workers
     try:
         return DocEmbCLI(args=args)

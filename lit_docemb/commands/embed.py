@@ -36,11 +36,11 @@ import lightning as L
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
-import yaml
 from lightning.pytorch.callbacks import BasePredictionWriter
 from torch import Tensor
 from torch.utils.data import DataLoader, Dataset, Sampler
 
+from lit_docemb.commands.trust import load_yaml, refuse_untrusted
 from lit_docemb.data.document import Document, Section
 from lit_docemb.data.jsonl import read_jsonl
 from lit_docemb.data.passage_cache import PassageCache
@@ -112,13 +112,14 @@ def build_method(configs: Sequence[str | Path]) -> EmbeddingMethod:
 
     model: dict = {}
     for path in configs:
-        config = yaml.safe_load(Path(path).read_text(encoding="utf-8")) or {}
-        if "model" not in config:
+        config = load_yaml(path) or {}  # safe YAML, class paths checked before jsonargparse imports any
+        if not isinstance(config, dict) or "model" not in config:
             raise ValueError(f"{path} has no 'model' section: pass the run's config.yaml (or the fit config)")
         model = _merge(model, config["model"])
     parser = LightningArgumentParser(exit_on_error=False)
     parser.add_subclass_arguments(EmbeddingMethod, "model", required=True)
     parsed = parser.parse_object({"model": model})
+    refuse_untrusted(parsed)  # callables resolved from strings, before anything is built
     instantiate = getattr(parser, "instantiate", None) or parser.instantiate_classes
     return instantiate(parsed).model
 

@@ -29,6 +29,7 @@ import lightning as L
 import torch
 import yaml
 
+from lit_docemb.commands.trust import check_class_path, load_yaml
 from lit_docemb.data.retrieval import RetrievalDataModule
 from lit_docemb.eval.candidates import CandidateRanking
 from lit_docemb.eval.evaluation import Evaluation, EvaluationContext, markdown_table
@@ -63,6 +64,7 @@ def build_evaluation(spec: str) -> Evaluation:
     if path in EVALUATIONS:
         cls = EVALUATIONS[path]
     elif "." in path:
+        check_class_path("--evaluation", path)  # only allow-listed modules are imported
         module, _, name = path.rpartition(".")
         cls = getattr(importlib.import_module(module), name, None)
     else:
@@ -94,8 +96,7 @@ def default_evaluations(data) -> list[Evaluation]:
 def _without_subcommand_keys(path: str) -> str:
     """The config at ``path``, as YAML text without the keys only a subcommand takes (a run's saved config.yaml
     holds ``ckpt_path`` and ``weights_only``); the path itself when it has none."""
-    with open(path, encoding="utf-8") as f:
-        config = yaml.safe_load(f) or {}
+    config = load_yaml(path) or {}  # safe YAML, class paths checked (as DocEmbCLI checks them again)
     if not isinstance(config, dict) or not SUBCOMMAND_KEYS & config.keys():
         return path
     return yaml.safe_dump({k: v for k, v in config.items() if k not in SUBCOMMAND_KEYS}, sort_keys=False)
