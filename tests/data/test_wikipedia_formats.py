@@ -236,9 +236,9 @@ def test_malformed_megabyte_is_linear_time():
     fuzz = "".join(rng.choice(pieces) for _ in range(150_000))
     for text in (fuzz, "{{a " * 250_000, "[[a|" * 250_000, "<ref>a " * 150_000, "[[" * 250_000 + "]]" * 250_000,
                  "[http://a b " * 90_000, "{|\n|a\n" * 150_000):
-        start = time.perf_counter()
+        start = time.process_time()  # CPU time of this process: other processes on the machine do not count
         document = wikitext_to_document("T", 1, text)
-        assert time.perf_counter() - start < 3.0, text[:20]
+        assert time.process_time() - start < 15.0, text[:20]  # linear: ~1 s; quadratic: many minutes
         assert isinstance(document.text, str)
     assert "Word." in wikitext_to_document("T", 1, "{{a " * 250_000 + "Word.").text
 
