@@ -33,7 +33,7 @@ import numpy as np
 from torch.utils.data import DataLoader, Dataset
 
 from lit_docemb.data.document import Document
-from lit_docemb.data.reading import reading_summary
+from lit_docemb.data.reading import READ_COUNT_KEYS, reading_summary
 from lit_docemb.errors import ConfigError
 from lit_docemb.data.sampling import DistributedBatchSampler, ResumableLoader
 
@@ -161,7 +161,7 @@ class DocumentDataModule(L.LightningDataModule, ABC):
         reason: a skipped record is in no count but its reason's),
         and, when the DataModule runs in a trainer, ``<default_root_dir>/data_stats.json`` (rank 0; every part
         read so far, under ``part``) and a ``data_stats`` hyper-parameter of each of the trainer's loggers."""
-        skipped = {reason: int(n) for reason, n in sorted(skipped.items()) if n}
+        skipped = {reason: int(n) for reason, n in sorted(skipped.items()) if n and reason not in READ_COUNT_KEYS}
         self.data_stats[part] = {"documents_read": int(documents_read), **{k: int(v) for k, v in splits.items()},
                                  "skipped": skipped}
         log.warning(reading_summary(f"{type(self).__name__} {part}", documents_read, splits, skipped))
