@@ -158,9 +158,9 @@ class DocumentDataModule(L.LightningDataModule, ABC):
 
     def report_reading(self, part: str, documents_read: int, splits: dict[str, int], skipped: Counter) -> None:
         """Makes a read visible, cached or not: one WARNING line (documents read and kept, per split, skipped by
-        reason: a skipped record is in no count but its reason's),
-        and, when the DataModule runs in a trainer, ``<default_root_dir>/data_stats.json`` (rank 0; every part
-        read so far, under ``part``) and a ``data_stats`` hyper-parameter of each of the trainer's loggers."""
+        reason: a skipped record is in no count but its reason's), and, when the DataModule runs in a trainer,
+        ``<default_root_dir>/data_stats.json`` (rank 0; every part read so far, under ``part``) and a
+        ``data_stats`` hyper-parameter of each of the trainer's loggers."""
         skipped = {reason: int(n) for reason, n in sorted(skipped.items()) if n and reason not in READ_COUNT_KEYS}
         self.data_stats[part] = {"documents_read": int(documents_read), **{k: int(v) for k, v in splits.items()},
                                  "skipped": skipped}
