@@ -159,7 +159,8 @@ class DocumentDataModule(L.LightningDataModule, ABC):
     def report_reading(self, part: str, documents_read: int, splits: dict[str, int], skipped: Counter) -> None:
         """Makes a read visible, cached or not: one WARNING line (documents read and kept, per split, skipped by
         reason: a skipped record is in no count but its reason's), and, when the DataModule runs in a trainer,
-        ``<default_root_dir>/data_stats.json`` (rank 0; every part read so far, under ``part``) and a
+        ``<default_root_dir>/data_stats.json`` (rank 0, when the trainer was given a ``default_root_dir``; every
+        part read so far, under ``part``) and a
         ``data_stats`` hyper-parameter of each of the trainer's loggers."""
         skipped = {reason: int(n) for reason, n in sorted(skipped.items()) if n and reason not in READ_COUNT_KEYS}
         self.data_stats[part] = {"documents_read": int(documents_read), **{k: int(v) for k, v in splits.items()},
@@ -171,7 +172,7 @@ class DocumentDataModule(L.LightningDataModule, ABC):
         report = {"corpus": type(self).__name__, **self.data_stats}
         for logger in trainer.loggers:
             logger.log_hyperparams({"data_stats": report})
-        root = trainer.default_root_dir
+        root = trainer._default_root_dir  # a run folder the trainer was given, not Lightning's default (cwd)
         if trainer.is_global_zero and root and "://" not in str(root):
             os.makedirs(root, exist_ok=True)
             with open(os.path.join(root, STATS_FILE), "w", encoding="utf-8") as f:
