@@ -4,7 +4,9 @@ Every :class:`~lit_docemb.methods.base.EmbeddingMethod` is a ``--model`` and eve
 :class:`~lit_docemb.data.datamodule.DocumentDataModule` a ``--data``; ``--help`` lists the known ones.
 A config that cannot run (:class:`~lit_docemb.errors.ConfigError`: a missing data path, options that do not go
 together) ends the command before training with ``error: <message naming the key>`` and status 2, like an
-unknown key or a wrong type. A fit keeps one wandb run id per run folder (:mod:`lit_docemb.commands.loggers`) and writes
+unknown key or a wrong type. A fit without ``--ckpt_path`` refuses a run folder that already holds a run
+(:mod:`lit_docemb.commands.run_folder`). A fit keeps one wandb run id per run folder
+(:mod:`lit_docemb.commands.loggers`) and writes
 checkpoints atomically (:class:`~lit_docemb.methods.callbacks.AtomicCheckpointIO`, unless the config names another
 CheckpointIO) and logs documents/s, tokens/s and peak memory
 (:class:`~lit_docemb.methods.callbacks.Throughput`, unless the config has one).
@@ -35,6 +37,7 @@ from lightning.pytorch.plugins.io import CheckpointIO
 import lit_docemb.data  # noqa: F401  (registers the DataModules as known subclasses)
 import lit_docemb.methods  # noqa: F401  (registers the methods)
 from lit_docemb.commands.loggers import configure_wandb_loggers
+from lit_docemb.commands.run_folder import check_fresh_fit
 from lit_docemb.commands.trust import load_yaml, parse_yaml, refuse_untrusted
 from lit_docemb.data.datamodule import DocumentDataModule
 from lit_docemb.errors import ConfigError
@@ -115,7 +118,8 @@ class DocEmbCLI(LightningCLI):
         report_checkpoint_differences(self.model, *self._checkpoint_differences)
 
     def before_instantiate_classes(self) -> None:
-        if self.subcommand == "fit":
+        if self.subcommand == "fit":  # one run per folder, checked before anything is written
+            check_fresh_fit(self.config.fit.trainer.default_root_dir, self.config.fit.ckpt_path)
             configure_wandb_loggers(self.config.fit.trainer)
 
     def instantiate_trainer(self, **kwargs) -> L.Trainer:

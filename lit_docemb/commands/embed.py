@@ -44,7 +44,7 @@ from lit_docemb.commands.trust import load_yaml, refuse_untrusted
 from lit_docemb.data.document import Document, Section
 from lit_docemb.data.jsonl import read_jsonl
 from lit_docemb.data.passage_cache import PassageCache
-from lit_docemb.data.reading import ReadContext, read_lines, require_path
+from lit_docemb.data.reading import ReadContext, read_lines, reading_summary, require_path
 from lit_docemb.methods.base import EmbeddingMethod
 
 log = logging.getLogger(__name__)
@@ -328,6 +328,7 @@ def embed(configs: Sequence[str | Path], ckpt_path: str, input_path: str, output
         raise FileNotFoundError(f"--ckpt_path {ckpt_path} does not exist")
     stats: Counter = Counter()
     documents = read_documents(input_path, stats)
+    log.warning(reading_summary(f"embed --input {input_path}", len(documents), {}, stats))
     if not documents:
         raise ValueError(f"{input_path}: no document to embed (skipped: {dict(stats) or 'none'})")
     written = write_embeddings(build_method(configs), documents, output_dir, output_format, batch_size, num_workers,

@@ -144,12 +144,15 @@ def main(args: list[str] | None = None) -> dict[str, dict[str, float]]:
     output = Path(options.output or Path(cli.trainer.default_root_dir) / "evaluation")
     context = EvaluationContext(method, data, output, options.batch_size)
     results = run_evaluations(evaluations, context)
+    if isinstance(data, RetrievalDataModule) and not data.data_stats and data.corpus is not None:
+        data.report_reading("corpus", len(data.corpus), {}, data.stats)  # read by the evaluations, not by setup
     table = markdown_table(results)
     if context.writes():
         output.mkdir(parents=True, exist_ok=True)
         header = f"# Evaluation of `{options.ckpt_path}`\n\nConfig: {', '.join(options.config)}\n\n"
         (output / "evaluation.md").write_text(header + table, encoding="utf-8")
-        record = {"checkpoint": options.ckpt_path, "config": options.config, "results": results}
+        record = {"checkpoint": options.ckpt_path, "config": options.config, "results": results,
+                  "data_stats": {"corpus": type(data).__name__, **getattr(data, "data_stats", {})}}
         (output / "evaluation.json").write_text(json.dumps(record, indent=2) + "\n", encoding="utf-8")
         print(table + f"\nwritten to {output}/evaluation.md and evaluation.json")
     return results

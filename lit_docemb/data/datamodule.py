@@ -21,6 +21,7 @@ map-style datasets over memory-mapped Arrow tables are how this scales.
 from __future__ import annotations
 
 import hashlib
+import json
 import logging
 import os
 from abc import ABC, abstractmethod
@@ -34,12 +35,15 @@ from torch.utils.data import DataLoader, Dataset
 
 from lit_docemb.data.document import Document
 from lit_docemb.data.passage_cache import PassageCache
-from lit_docemb.data.sampling import DistributedBatchSampler, ResumableLoader
+from lit_docemb.data.reading import READ_COUNT_KEYS, reading_summary
 from lit_docemb.errors import ConfigError
+from lit_docemb.data.sampling import DistributedBatchSampler, ResumableLoader
 
 log = logging.getLogger(__name__)
 
 Collator = Callable[[list[Document]], Any]
+
+STATS_FILE = "data_stats.json"  # what a run read and skipped, in its run folder
 
 
 def stable_fraction(doc_id: str, seed: int = 0) -> float:
@@ -112,6 +116,7 @@ class DocumentDataModule(L.LightningDataModule, ABC):
         self.passage_cache: PassageCache | None = None
         self.documents: Sequence[Document] | None = None  # the corpus the datasets index (after setup)
         self.stats: Counter = Counter()
+        self.data_stats: dict[str, Any] = {}
         self.train_set: DocumentDataset | None = None
         self.val_set: DocumentDataset | None = None
 
@@ -154,8 +159,30 @@ class DocumentDataModule(L.LightningDataModule, ABC):
         self.train_set, self.val_set = DocumentDataset(documents, train), DocumentDataset(documents, val)
         self.all_set = DocumentDataset(documents, np.sort(np.concatenate([train, val])))
         self._open_passages()
-        log.info("%s: %d train / %d validation documents, skipped %s", type(self).__name__, len(train), len(val),
-                 dict(self.stats) or "none")
+        splits = {"train": len(train), "validation": len(val)}
+        self.report_reading("documents", int(usable.sum()), splits, self.stats)
+
+    def report_reading(self, part: str, documents_read: int, splits: dict[str, int], skipped: Counter) -> None:
+        """Makes a read visible, cached or not: one WARNING line (documents read and kept, per split, skipped by
+        reason: a skipped record is in no count but its reason's), and, when the DataModule runs in a trainer,
+        ``<default_root_dir>/data_stats.json`` (rank 0, when the trainer was given a ``default_root_dir``; every
+        part read so far, under ``part``) and a
+        ``data_stats`` hyper-parameter of each of the trainer's loggers."""
+        skipped = {reason: int(n) for reason, n in sorted(skipped.items()) if n and reason not in READ_COUNT_KEYS}
+        self.data_stats[part] = {"documents_read": int(documents_read), **{k: int(v) for k, v in splits.items()},
+                                 "skipped": skipped}
+        log.warning(reading_summary(f"{type(self).__name__} {part}", documents_read, splits, skipped))
+        trainer = self.trainer
+        if trainer is None:
+            return
+        report = {"corpus": type(self).__name__, **self.data_stats}
+        for logger in trainer.loggers:
+            logger.log_hyperparams({"data_stats": report})
+        root = trainer._default_root_dir  # a run folder the trainer was given, not Lightning's default (cwd)
+        if trainer.is_global_zero and root and "://" not in str(root):
+            os.makedirs(root, exist_ok=True)
+            with open(os.path.join(root, STATS_FILE), "w", encoding="utf-8") as f:
+                f.write(json.dumps(report, indent=2) + "\n")
 
     def connect(self, collator: Callable[[str], Collator], passage_cache: PassageCache | None = None) -> None:
         """Wires the method in: its collators, and where it reads passages, its passage cache.

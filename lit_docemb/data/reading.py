@@ -215,6 +215,19 @@ def read_lines(path: str | os.PathLike, context: ReadContext, keepends: bool = F
                               "a complete gzip/bzip2/xz stream", key="corrupt_file")
 
 
+#: ``stats`` keys that count what a reader yielded, not what it skipped (left out of the skip summaries).
+READ_COUNT_KEYS = frozenset({"document"})
+
+
+def reading_summary(name: str, documents_read: int, splits: dict[str, int], skipped: dict[str, int]) -> str:
+    """One line saying what a read gave: ``<name>: read 50 documents (train 40, validation 10); skipped 3
+    (empty_document 1, malformed_record 2)``."""
+    parts = ", ".join(f"{split} {n}" for split, n in splits.items())
+    reasons = ", ".join(f"{reason} {n}" for reason, n in sorted(skipped.items()) if n)
+    return (f"{name}: read {documents_read} documents" + (f" ({parts})" if parts else "")
+            + f"; skipped {sum(skipped.values())}" + (f" ({reasons})" if reasons else ""))
+
+
 def require_path(path: str | os.PathLike, what: str, expected: str) -> Path:
     """``Path(path)``, or a FileNotFoundError naming ``what`` was not found and what is ``expected`` there (a
     format, or a multi-line layout)."""

@@ -103,6 +103,27 @@ class RunCheckpoint(ModelCheckpoint):
         preempted = glob.glob(os.path.join(glob.escape(run_dir(trainer)), "hpc_ckpt_*.ckpt"))
         return super()._find_last_checkpoints(trainer) | {os.path.normpath(p) for p in preempted}
 
+    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
+        """A run folder that was moved or copied keeps its checkpoint bookkeeping: the paths the checkpoint
+        recorded under its old folder are read as the same files in this one (so ``last.ckpt`` is written again,
+        not ``last-v1.ckpt``, and superseded top-k files in this folder are removed, never the old folder's)."""
+        old = state_dict.get("dirpath")
+        if old is not None and self.dirpath is not None and os.path.normpath(old) != os.path.normpath(self.dirpath):
+            old, new = os.path.normpath(old), os.path.normpath(self.dirpath)
+
+            def moved(path):
+                if not isinstance(path, str) or not path.startswith(old + os.sep):
+                    return path
+                return os.path.join(new, os.path.relpath(path, old))
+
+            state_dict = {**state_dict, "dirpath": self.dirpath,
+                          **{key: moved(state_dict[key]) for key in ("best_model_path", "kth_best_model_path",
+                                                                     "last_model_path") if key in state_dict}}
+            if "best_k_models" in state_dict:
+                state_dict["best_k_models"] = {moved(k): v for k, v in state_dict["best_k_models"].items()}
+            log.info("run folder moved: checkpoint paths under %s are read as under %s", old, new)
+        super().load_state_dict(state_dict)
+
 
 #: The name of a checkpoint being written by :class:`AtomicCheckpointIO`: ``.<name>.<8 random characters>.tmp``.
 PARTIAL_SAVE = re.compile(r"\..+\.[A-Za-z0-9_]{8}\.tmp")

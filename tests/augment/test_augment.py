@@ -7,7 +7,6 @@ import random
 from pathlib import Path
 
 import pytest
-import torch
 
 from lit_docemb.augment import (
     BackTranslator,

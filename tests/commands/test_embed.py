@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+import logging
 import subprocess
 import sys
 from collections import Counter
@@ -63,13 +64,16 @@ def test_length_buckets_deal_every_document_once_to_the_ranks():
     assert sorted(i for r in ranks for b in r for i in b) == list(range(7))
 
 
-def test_docsplit_parquet_in_input_order(tiny_encoder_dir, tmp_path):
+def test_docsplit_parquet_in_input_order(tiny_encoder_dir, tmp_path, caplog):
     torch.manual_seed(0)
     args = {"encoder": tiny_encoder_dir, "max_length": 64, "pooling": "mean"}
     method = DocSplit(**args)
     config, ckpt = save_run(method, tmp_path / "run", args)
     docs = topic_documents(7)
-    run_embed(config, ckpt, write_tsv(tmp_path / "docs.tsv", docs), tmp_path / "out")
+    with caplog.at_level(logging.WARNING, logger="lit_docemb.commands.embed"):
+        run_embed(config, ckpt, write_tsv(tmp_path / "docs.tsv", docs), tmp_path / "out")
+    assert [r.getMessage() for r in caplog.records if r.name == "lit_docemb.commands.embed"] == [
+        f"embed --input {tmp_path / 'docs.tsv'}: read 7 documents; skipped 2 (malformed_record 2)"]
     ids, vectors = read_parquet(tmp_path / "out")
     assert ids == [d.id for d in docs] and list(vectors) == ["embeddings"]
     expected = embed_documents(method, docs).numpy()
