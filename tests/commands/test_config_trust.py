@@ -95,10 +95,10 @@ def test_a_shorthand_class_is_refused_after_parsing_and_allowed_by_the_environme
 
 
 def test_a_re_export_inside_lit_docemb_is_judged_by_what_it_names():
-    """``lit_docemb.commands.cli.importlib.import_module`` starts with ``lit_docemb`` but names a function of
+    """``lit_docemb.commands.importlib.import_module`` starts with ``lit_docemb`` but names a function of
     ``importlib``: refused by the module it comes from."""
     with pytest.raises(ConfigError, match=r"^a.class_path: importlib.import_module is not allowed"):
-        refuse_untrusted({"a": {"class_path": "lit_docemb.commands.cli.importlib.import_module"}})
+        refuse_untrusted({"a": {"class_path": "lit_docemb.commands.importlib.import_module"}})
     refuse_untrusted({"a": {"class_path": "lit_docemb.methods.DocSplit"}, "b": [{"class_path": "torch.optim.AdamW"}]})
 
 
