@@ -44,7 +44,13 @@ from lit_docemb.commands.trust import load_yaml, refuse_untrusted
 from lit_docemb.data.document import Document, Section
 from lit_docemb.data.jsonl import read_jsonl
 from lit_docemb.data.passage_cache import PassageCache
-from lit_docemb.data.reading import ReadContext, read_lines, reading_summary, require_path
+from lit_docemb.data.reading import (
+    ReadContext,
+    read_lines,
+    reading_summary,
+    require_path,
+)
+from lit_docemb.errors import ConfigError
 from lit_docemb.methods.base import EmbeddingMethod
 
 log = logging.getLogger(__name__)
@@ -325,7 +331,8 @@ def embed(configs: Sequence[str | Path], ckpt_path: str, input_path: str, output
     """Embeds ``input_path`` with the run's method and checkpoint into ``output_dir`` and writes
     ``embed_stats.json``; returns the stats on rank 0 (``None`` on the other ranks)."""
     if not Path(ckpt_path).exists():
-        raise FileNotFoundError(f"--ckpt_path {ckpt_path} does not exist")
+        raise ConfigError(f"--ckpt_path: {ckpt_path} does not exist; give a checkpoint of the run "
+                          "(e.g. <run>/checkpoints/last.ckpt)")
     stats: Counter = Counter()
     documents = read_documents(input_path, stats)
     log.warning(reading_summary(f"embed --input {input_path}", len(documents), {}, stats))
