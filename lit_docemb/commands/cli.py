@@ -135,6 +135,8 @@ class DocEmbCLI(LightningCLI):
             trainer.callbacks.append(SlurmRequeue())
         if not any(isinstance(c, Throughput) for c in trainer.callbacks):  # documents/s, tokens/s, peak memory
             trainer.callbacks.append(Throughput())
+        if isinstance(self.datamodule, DocumentDataModule):  # what the corpus read and skipped, in the run folder
+            self.datamodule.stats_dir = trainer.default_root_dir
         return trainer
 
 

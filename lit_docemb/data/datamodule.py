@@ -117,6 +117,8 @@ class DocumentDataModule(L.LightningDataModule, ABC):
         self.documents: Sequence[Document] | None = None  # the corpus the datasets index (after setup)
         self.stats: Counter = Counter()
         self.data_stats: dict[str, Any] = {}
+        #: The run folder that ``data_stats.json`` goes to; the CLI sets it to ``trainer.default_root_dir``.
+        self.stats_dir: str | None = None
         self.train_set: DocumentDataset | None = None
         self.val_set: DocumentDataset | None = None
 
@@ -165,7 +167,7 @@ class DocumentDataModule(L.LightningDataModule, ABC):
     def report_reading(self, part: str, documents_read: int, splits: dict[str, int], skipped: Counter) -> None:
         """Makes a read visible, cached or not: one WARNING line (documents read and kept, per split, skipped by
         reason: a skipped record is in no count but its reason's), and, when the DataModule runs in a trainer,
-        ``<default_root_dir>/data_stats.json`` (rank 0, when the trainer was given a ``default_root_dir``; every
+        ``<stats_dir>/data_stats.json`` (rank 0, when a run folder was set as ``stats_dir``, as the CLI does; every
         part read so far, under ``part``) and a
         ``data_stats`` hyper-parameter of each of the trainer's loggers."""
         skipped = {reason: int(n) for reason, n in sorted(skipped.items()) if n and reason not in READ_COUNT_KEYS}
@@ -178,7 +180,7 @@ class DocumentDataModule(L.LightningDataModule, ABC):
         report = {"corpus": type(self).__name__, **self.data_stats}
         for logger in trainer.loggers:
             logger.log_hyperparams({"data_stats": report})
-        root = trainer._default_root_dir  # a run folder the trainer was given, not Lightning's default (cwd)
+        root = self.stats_dir
         if trainer.is_global_zero and root and "://" not in str(root):
             os.makedirs(root, exist_ok=True)
             with open(os.path.join(root, STATS_FILE), "w", encoding="utf-8") as f:
