@@ -155,3 +155,27 @@ def test_two_processes_merge_to_the_one_process_output(tiny_encoder_dir, tmp_pat
     assert two_ids == one_ids and len(one_ids) == 11
     np.testing.assert_allclose(two["embeddings"], one["embeddings"], atol=1e-6)
     assert json.loads((tmp_path / "two" / "embed_stats.json").read_text())["devices"] == 2
+
+
+@pytest.mark.parametrize("keep_empty", [False, True])
+def test_deca_doc2vecc_documents_without_a_known_word_are_counted(tmp_path, keep_empty):
+    torch.manual_seed(0)
+    args = {"backbone": {"class_path": "lit_docemb.methods.deca_components.Doc2VecCBackbone",
+                         "init_args": {"min_word_count": 1, "embedding_dim": 8, "keep_empty": keep_empty}},
+            "augmentation": {"class_path": "lit_docemb.augment.specs.WordNet"}}
+    method = DECA(Doc2VecCBackbone(min_word_count=1, embedding_dim=8, keep_empty=keep_empty))
+    docs = topic_documents(4)
+    method._set_vocabulary(Vocabulary.from_texts(document_text(d, True) for d in docs))
+    config, ckpt = save_run(method, tmp_path / "run", args)
+    unknown = Document("unknown", sections=[Section("", "zzqx qqzv xxyzzy")])
+    run_embed(config, ckpt, write_tsv(tmp_path / "docs.tsv", docs[:2] + [unknown] + docs[2:], bad_lines=False),
+              tmp_path / "out")
+    ids, vectors = read_parquet(tmp_path / "out")
+    stats = json.loads((tmp_path / "out" / "embed_stats.json").read_text())
+    assert stats["empty_documents"] == 1
+    if keep_empty:
+        assert ids == ["t0", "t1", "unknown", "t2", "t3"] and stats["skipped_by_method"] == 0
+        assert not vectors["embeddings"][2].any() and vectors["embeddings"][[0, 1, 3, 4]].any(1).all()
+    else:
+        assert ids == [d.id for d in docs] and stats["skipped_by_method"] == 1
+        assert vectors["embeddings"].any(1).all()
