@@ -179,3 +179,19 @@ def test_deca_doc2vecc_documents_without_a_known_word_are_counted(tmp_path, keep
     else:
         assert ids == [d.id for d in docs] and stats["skipped_by_method"] == 1
         assert vectors["embeddings"].any(1).all()
+
+
+def test_colde_embeds_a_document_longer_than_its_chunk_table(tiny_encoder_dir, tmp_path):
+    from lit_docemb.methods import CoLDE
+
+    torch.manual_seed(0)
+    args = {"encoder": tiny_encoder_dir, "chunk_tokens": 16, "chunk_embeddings": 4, "num_heads": 2,
+            "lstm_output_size": 8, "projection_size": 4, "predict_similarities": False}
+    method = CoLDE(**args)
+    docs = topic_documents(3)
+    long = Document("long", sections=[Section("", " ".join(" ".join(t for _, t in _topic_texts()).split()[:400]))])
+    config, ckpt = save_run(method, tmp_path / "run", args)
+    run_embed(config, ckpt, write_tsv(tmp_path / "docs.tsv", [long, *docs], bad_lines=False), tmp_path / "out")
+    ids, vectors = read_parquet(tmp_path / "out")
+    assert ids == ["long", "t0", "t1", "t2"] and np.isfinite(vectors["embeddings"]).all()
+    assert json.loads((tmp_path / "out" / "embed_stats.json").read_text())["skipped_by_method"] == 0
