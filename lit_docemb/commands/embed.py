@@ -17,7 +17,9 @@
 * **Output**: every per-document vector field of the method's ``predict_step`` (``embeddings``; CTPE's
   ``former`` and ``latter``): ``embeddings.parquet`` with an ``id`` column and one list-of-float32 column per
   field, or ``<field>.npy`` (N, D) per field plus ``ids.txt``; ``embed_stats.json`` holds the counts. Documents
-  a method cannot embed (CTPE's unsplittable ones) are left out and counted.
+  a method cannot embed (CTPE's unsplittable ones; DECA-Doc2VecC's documents without a known word, unless its
+  backbone's ``keep_empty`` is set) are left out and counted (``skipped_by_method``; ``empty_documents`` for
+  Doc2VecC's, kept or not).
 """
 
 from __future__ import annotations
@@ -239,7 +241,7 @@ class ShardWriter(BasePredictionWriter):
         super().__init__(write_interval="batch")
         self.shard_dir = Path(output_dir) / "shards"
         self._writer: pq.ParquetWriter | None = None
-        self.documents_in = 0
+        self.documents_in = self.empty_documents = 0
 
     def on_predict_start(self, trainer, pl_module) -> None:
         self.shard_dir.mkdir(parents=True, exist_ok=True)
@@ -249,11 +251,12 @@ class ShardWriter(BasePredictionWriter):
             for stale in self.shard_dir.glob("rank-*"):
                 if int(stale.name[5:10]) >= trainer.world_size:
                     stale.unlink()
-        self._writer, self.documents_in = None, 0
+        self._writer, self.documents_in, self.empty_documents = None, 0, 0
 
     def write_on_batch_end(self, trainer, pl_module, prediction, batch_indices, batch, batch_idx,
                            dataloader_idx) -> None:
         self.documents_in += len(batch) + int(getattr(batch, "skipped", 0))
+        self.empty_documents += int(prediction.get("empty_documents", 0))
         fields = vector_fields(prediction)
         if not fields:
             raise ValueError(f"{type(pl_module).__name__}.predict_step returned no per-document vectors: "
@@ -269,7 +272,7 @@ class ShardWriter(BasePredictionWriter):
         if self._writer is not None:
             self._writer.close()
         (self.shard_dir / f"rank-{trainer.global_rank:05d}.json").write_text(
-            json.dumps({"documents_in": self.documents_in}))
+            json.dumps({"documents_in": self.documents_in, "empty_documents": self.empty_documents}))
 
 
 def merge_shards(output_dir: str | Path, documents: Sequence[Document], output_format: str) -> dict:
@@ -294,11 +297,13 @@ def merge_shards(output_dir: str | Path, documents: Sequence[Document], output_f
         for name in fields:
             np.save(output_dir / f"{name}.npy", _column_vectors(table.column(name))[order])
         (output_dir / "ids.txt").write_text("".join(f"{i}\n" for i in ids), encoding="utf-8")
-    received = sum(json.loads(p.read_text())["documents_in"] for p in shard_dir.glob("rank-*.json"))
+    counts = [json.loads(p.read_text()) for p in shard_dir.glob("rank-*.json")]
+    received = sum(c["documents_in"] for c in counts)
     for path in shard_dir.iterdir():
         path.unlink()
     shard_dir.rmdir()
     return {"embedded": len(ids), "skipped_by_method": received - len(ids),
+            "empty_documents": sum(c.get("empty_documents", 0) for c in counts),
             "dimensions": {n: table.schema.field(n).type.list_size for n in fields}}
 
 

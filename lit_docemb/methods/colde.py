@@ -44,8 +44,8 @@ class CoLDE(EmbeddingMethod):
         chunk_tokens: Tokens per chunk, special tokens included (paper: 512).
         max_chunks_per_section: Keep at most this many chunks of a section, dropping (and counting, as
             ``train/truncated_chunks``) the rest; ``None`` keeps every chunk.
-        chunk_embeddings: Chunk ids q embedded (a section with more chunks is an error unless
-            ``max_chunks_per_section`` caps it).
+        chunk_embeddings: Chunk ids q embedded: a section keeps its first ``chunk_embeddings`` chunks, the
+            others are dropped and counted (``truncated_chunks``), in training, validation and predict alike.
         augmentation: Split documents into sections and add section/chunk embeddings; ``False`` is −Aug.
         aggregation: ``"lstm"``: chunkwise attention + Bi-LSTM (the paper); ``"mean"``: −LSTM.
         objective: ``"supcon"``: supervised contrastive loss over sections; ``"cosine"``: −CL (needs
@@ -109,7 +109,8 @@ class CoLDE(EmbeddingMethod):
 
     def _collator(self, num_sections: int) -> SectionChunkCollator:
         hp = self.hparams
-        return SectionChunkCollator(self.tokenizer, num_sections, hp.chunk_tokens, hp.max_chunks_per_section)
+        return SectionChunkCollator(self.tokenizer, num_sections, hp.chunk_tokens, hp.max_chunks_per_section,
+                                    hp.chunk_embeddings if hp.augmentation else None)
 
     def collator(self, stage: str):
         training = self._collator(self.hparams.num_sections if self.hparams.augmentation else 1)

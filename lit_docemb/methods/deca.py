@@ -216,6 +216,18 @@ class DECA(EmbeddingMethod):
         terms["skipped_documents"] = torch.tensor(float(batch.skipped), device=h.device)
         return terms
 
+    def predict_step(self, batch, batch_idx: int) -> dict:
+        """Ids and embeddings; with Doc2VecC, a document with no word of the vocabulary (an all-zero mean) is
+        left out and counted as ``empty_documents`` unless the backbone's ``keep_empty`` is set."""
+        out = super().predict_step(batch, batch_idx)
+        if not isinstance(self.backbone_spec, Doc2VecCBackbone):
+            return out
+        known = (batch.words != 0).any(1).cpu()  # (B,)
+        out["empty_documents"] = int((~known).sum())
+        if self.backbone_spec.keep_empty or bool(known.all()):
+            return out
+        return out | {"ids": [i for i, k in zip(out["ids"], known.tolist()) if k], "embeddings": out["embeddings"][known]}
+
     def embed(self, batch) -> Tensor:
         if isinstance(self.backbone_spec, Doc2VecCBackbone):
             return self.backbone(batch.words)

@@ -32,14 +32,18 @@ class Doc2VecCBackbone:
         min_word_count: Corpus count a word needs to be in the Doc2VecC vocabulary.
         max_vocabulary: Most frequent words kept in the Doc2VecC vocabulary.
         max_words: Words read per document.
+        keep_empty: ``predict`` (and so ``embed``) also returns the all-zero vector of a document with no
+            word of the vocabulary; by default such documents are left out and counted
+            (``empty_documents`` in ``embed_stats.json``). Evaluation always represents them (zero rows).
     """
 
     def __init__(self, embedding_dim: int = 100, window_size: int = 10, negative_samples: int = 5,
                  targets_per_document: int = 5, corruption: float = 0.3, min_word_count: int = 10,
-                 max_vocabulary: int = 100_000, max_words: int = 10_000) -> None:
+                 max_vocabulary: int = 100_000, max_words: int = 10_000, keep_empty: bool = False) -> None:
         self.embedding_dim, self.window_size, self.negative_samples = embedding_dim, window_size, negative_samples
         self.targets_per_document, self.corruption = targets_per_document, corruption
         self.min_word_count, self.max_vocabulary, self.max_words = min_word_count, max_vocabulary, max_words
+        self.keep_empty = keep_empty
 
     @property
     def vocabulary_words(self) -> int:

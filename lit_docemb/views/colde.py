@@ -5,8 +5,9 @@ real sections are merged into n groups of about equal token counts, never cuttin
 the document's tokens are split into n equal parts. Each section is cut into chunks with
 :func:`~lit_docemb.data.text.token_windows` and wrapped in the tokenizer's special tokens. A document with
 fewer tokens than sections is dropped from the batch and counted (``skipped``); a configured
-``max_chunks_per_section`` keeps the first chunks of a section and counts the others (``truncated_chunks``,
-logged as ``train/truncated_chunks``). Labels are similarity groups (``Document.label``): two documents share
+``max_chunks_per_section``, and the size of the model's chunk-embedding table (``chunk_positions``), keep the
+first chunks of a section and count the others (``truncated_chunks``, logged as ``train/truncated_chunks``), so
+that a document of any length reaches the model with chunk ids inside its table. Labels are similarity groups (``Document.label``): two documents share
 one when their labels are equal; a document without a label is its own group. Items that are
 :class:`~lit_docemb.data.aan.DocumentPair` (AAN's LRA pairs) become groups by their matching links within the
 batch (connected components of the pairs labelled 1), each document once.
@@ -82,9 +83,12 @@ class SectionChunkCollator:
         num_sections: Sections n per document (1: unsplit).
         chunk_tokens: Tokens per chunk, special tokens included (paper: 512).
         max_chunks_per_section: Keep at most this many chunks of a section (counted); None keeps all.
+        chunk_positions: Chunk ids the model embeds (its chunk-embedding table): the chunks of a section beyond
+            it are dropped and counted too; None when the model embeds no chunk id (−Aug).
     """
 
-    def __init__(self, tokenizer, num_sections: int, chunk_tokens: int, max_chunks_per_section: int | None) -> None:
+    def __init__(self, tokenizer, num_sections: int, chunk_tokens: int, max_chunks_per_section: int | None,
+                 chunk_positions: int | None = None) -> None:
         self.tokenizer = tokenizer
         self.num_sections = num_sections
         self.prefix, self.suffix = special_tokens(tokenizer)
@@ -92,6 +96,8 @@ class SectionChunkCollator:
         if self.body_tokens < 1:
             raise ValueError(f"chunk_tokens={chunk_tokens} leaves no room besides the special tokens")
         self.max_chunks_per_section = max_chunks_per_section
+        limits = [n for n in (max_chunks_per_section, chunk_positions) if n is not None]
+        self.chunk_limit = min(limits) if limits else None
         self._warned = False
 
     def section_tokens(self, documents: list[Document]) -> list[list[list[int]]]:
@@ -125,15 +131,16 @@ class SectionChunkCollator:
             kept.append(i)
             for p, section in enumerate(sections):
                 windows = token_windows(section, self.body_tokens)
-                if self.max_chunks_per_section is not None and len(windows) > self.max_chunks_per_section:
-                    truncated += len(windows) - self.max_chunks_per_section
-                    windows = windows[:self.max_chunks_per_section]
+                if self.chunk_limit is not None and len(windows) > self.chunk_limit:
+                    truncated += len(windows) - self.chunk_limit
+                    windows = windows[:self.chunk_limit]
                 chunks += [self.prefix + w + self.suffix for w in windows]
                 section_ids += [p] * len(windows)
                 chunk_ids += list(range(len(windows)))
                 per_section.append(len(windows))
         if truncated and not self._warned:
-            log.warning("max_chunks_per_section=%s drops chunks (%d in this batch; counted as truncated_chunks)",
+            log.warning("sections longer than %d chunks (max_chunks_per_section=%s, chunk embeddings) lose their "
+                        "last chunks (%d in this batch; counted as truncated_chunks)", self.chunk_limit,
                         self.max_chunks_per_section, truncated)
             self._warned = True
         sections = SectionChunks(pad_ids(chunks, self.tokenizer.pad_token_id or 0),  # (C, T)

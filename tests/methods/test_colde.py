@@ -371,3 +371,30 @@ def test_checkpoints_with_the_old_matching_threshold_buffers_still_load(colde):
     colde.on_load_checkpoint(checkpoint)
     assert set(checkpoint["state_dict"]) == set(state)
     colde.load_state_dict(checkpoint["state_dict"])  # strict, as Lightning loads it
+
+
+# --- documents of any length (issue 18, deliverable 6) ------------------------------------------------------------
+def long_document(chunks: int, colde: CoLDE) -> Document:
+    """One section whose tokens fill more than ``chunks`` chunks of ``colde``'s collator."""
+    words = " ".join(texts(20)).split()[:chunks * (colde.hparams.chunk_tokens - 2) + 1]  # a word: >= 1 token
+    return Document("long", "", [Section("", " ".join(words))], label="0")
+
+
+def test_a_document_longer_than_the_chunk_table_is_truncated_and_counted(colde):
+    table = colde.hparams.chunk_embeddings
+    docs = [long_document(2 * table, colde)] + documents(3)
+    batch = colde.collator("fit")(docs)  # two sections, each beyond the table
+    assert int(batch.sections.chunk_ids.max()) == table - 1
+    assert batch.sections.chunks_per_section[:2].tolist() == [table, table]
+    assert batch.truncated_chunks > 0 and batch.ids == ["long", "d0", "d1", "d2"]
+    assert colde.losses(batch)["truncated_chunks"] == batch.truncated_chunks
+    colde.eval()
+    out = colde.predict_step(colde.collator("predict")(docs), 0)  # unsplit: one section of 2x the table
+    assert out["ids"] == ["long", "d0", "d1", "d2"] and out["embeddings"].isfinite().all()
+    assert out["embeddings"].shape == (4, colde.model.output_size)
+
+
+def test_without_structural_embeddings_no_chunk_is_dropped(no_dropout_encoder_dir):
+    colde = CoLDE(no_dropout_encoder_dir, **SMALL | {"augmentation": False})
+    batch = colde.collator("fit")([long_document(2 * SMALL["chunk_embeddings"], colde)])
+    assert batch.truncated_chunks == 0 and int(batch.sections.chunks_per_section[0]) > 2 * SMALL["chunk_embeddings"]
