@@ -1,0 +1,99 @@
+"""Every bad value is one line (issue 18, item 5): a range or semantic check of a method, a loss, a DataModule
+or a command stops the command before any step with ``error: <full key or file>: ...`` and status 2, no
+traceback. Through the real entry point, on the tiny encoder."""
+
+from __future__ import annotations
+
+import pytest
+from runs import tiny_args
+
+from lit_docemb.commands import main
+
+METHODS = {
+    "docsplit": ["--model=lit_docemb.methods.DocSplit", "--model.max_length=64"],
+    "graph_roberta": ["--model=lit_docemb.methods.GraphRoBERTa", "--model.node_dim=16",
+                      "--model.max_passage_tokens=32", "--model.words_per_passage=3", "--model.cache_passages=false"],
+    "colde": ["--model=lit_docemb.methods.CoLDE", "--model.chunk_tokens=16"],
+    "deca": ["--model=lit_docemb.methods.DECA"],
+    "ctpe": ["--model=lit_docemb.methods.CTPE", "--model.embeddings=lit_docemb.methods.WordEmbeddings"],
+}
+
+#: (id, method, extra arguments, the error line's start)
+FIT_CASES = [
+    ("docsplit-temperature", "docsplit", ["--model.temperature=-1"],
+     "model.init_args.temperature: must be > 0, got -1"),
+    ("docsplit-temperature-zero", "docsplit", ["--model.temperature=0"],
+     "model.init_args.temperature: must be > 0, got 0"),
+    ("docsplit-max-length-positions", "docsplit", ["--model.max_length=100000"],
+     "model.init_args.max_length: 100000 exceeds the 128 positions of encoder"),
+    ("docsplit-max-length-zero", "docsplit", ["--model.max_length=0"], "model.init_args.max_length: must be >= 1"),
+    ("docsplit-grad-cache", "docsplit", ["--model.grad_cache_token_budget=0"],
+     "model.init_args.grad_cache_token_budget: must be >= 1"),
+    ("docsplit-missing-encoder", "docsplit", ["--model.encoder={root}/no-such-encoder"],
+     "model.init_args.encoder: folder '{root}/no-such-encoder' does not exist"),
+    ("graph-temperature", "graph_roberta", ["--model.temperature=-0.5"],
+     "model.init_args.temperature: must be > 0, got -0.5"),
+    ("graph-max-passages", "graph_roberta", ["--model.max_passages=1"],
+     "model.init_args.max_passages: must be >= 2 to split documents in two, got 1"),
+    ("graph-max-passage-tokens", "graph_roberta", ["--model.max_passage_tokens=4096"],
+     "model.init_args.max_passage_tokens: 4096 exceeds the 128 positions"),
+    ("colde-temperature", "colde", ["--model.temperature=0"], "model.init_args.temperature: must be > 0, got 0"),
+    ("colde-num-sections", "colde", ["--model.num_sections=7"], "model.init_args.num_sections: must be in 2..5"),
+    ("colde-max-chunks", "colde", ["--model.max_chunks_per_section=0"],
+     "model.init_args.max_chunks_per_section: must be in 1..chunk_embeddings"),
+    ("colde-chunk-tokens", "colde", ["--model.chunk_tokens=1000"],
+     "model.init_args.chunk_tokens: 1000 exceeds the 128 positions"),
+    ("colde-cosine-augmentation", "colde", ["--model.objective=cosine"],
+     "model.init_args.augmentation: objective 'cosine'"),
+    ("deca-temperature", "deca", ["--model.framework=lit_docemb.methods.deca_components.SimCLR",
+                                  "--model.framework.temperature=-1"],
+     "model.init_args.framework.init_args.temperature: must be > 0, got -1"),
+    ("deca-corruption", "deca", ["--model.backbone=lit_docemb.methods.deca_components.Doc2VecCBackbone",
+                                 "--model.backbone.corruption=1.5"],
+     "model.init_args.backbone.init_args.corruption: must be in [0, 1), got 1.5"),
+    ("deca-encoder-max-length", "deca", ["--model.backbone=lit_docemb.methods.deca_components.EncoderBackbone",
+                                         "--model.backbone.encoder={encoder}", "--model.backbone.max_length=4096"],
+     "model.init_args.backbone.init_args.max_length: 4096 exceeds the 128 positions"),
+    ("deca-missing-encoder", "deca", ["--model.backbone=lit_docemb.methods.deca_components.EncoderBackbone",
+                                      "--model.backbone.encoder=./no/such/encoder"],
+     "model.init_args.backbone.init_args.encoder: folder './no/such/encoder' does not exist; set it to a Hugging "
+     "Face model folder"),
+    ("ctpe-max-length", "ctpe", ["--model.max_length=0"], "model.init_args.max_length: must be >= 1, got 0"),
+    ("ctpe-tfidf-neighbours", "ctpe", ["--model.tfidf_neighbours=0"],
+     "model.init_args.tfidf_neighbours: must be >= 1 or null, got 0"),
+    ("data-batch-size", "docsplit", ["--data.batch_size=0"], "data.init_args.batch_size: must be >= 1"),
+    ("data-batch-size-negative", "docsplit", ["--data.batch_size=-3"], "data.init_args.batch_size: must be >= 1"),
+    ("data-num-workers", "docsplit", ["--data.num_workers=-1"], "data.init_args.num_workers: must be >= 0"),
+    ("data-val-fraction-one", "docsplit", ["--data.val_fraction=1.0"],
+     "data.init_args.val_fraction: must be in [0, 1), got 1.0"),
+    ("data-val-fraction-negative", "docsplit", ["--data.val_fraction=-0.1"],
+     "data.init_args.val_fraction: must be in [0, 1), got -0.1"),
+    ("data-max-documents", "docsplit", ["--data.max_documents=0"], "data.init_args.max_documents: must be >= 1"),
+    ("data-missing-path", "docsplit", ["--data.paths=[{root}/nowhere/docs.jsonl]"],
+     "data.init_args.paths: '{root}/nowhere/docs.jsonl' does not exist"),
+]
+
+
+def one_error_line(argv: list[str], capsys) -> str:
+    """Runs ``python -m lit_docemb <argv>`` in this process; asserts status 2, no traceback and exactly one stderr
+    line starting ``error: ``, the last one (loading may print progress before it); returns it without ``error: ``."""
+    with pytest.raises(SystemExit) as stopped:
+        main(argv)
+    err = capsys.readouterr().err
+    assert stopped.value.code == 2, err[-2000:]
+    assert "Traceback" not in err
+    errors = [line for line in err.splitlines() if line.startswith("error")]
+    assert len(errors) == 1 and errors[0].startswith("error: ") and err.endswith(errors[0] + "\n"), err[-2000:]
+    return errors[0].removeprefix("error: ")
+
+
+@pytest.mark.parametrize("method, extra, expected", [case[1:] for case in FIT_CASES], ids=[c[0] for c in FIT_CASES])
+def test_a_bad_value_of_fit_is_one_line_naming_the_key(tiny_encoder_dir, corpus_jsonl, tmp_path, capsys, method,
+                                                       extra, expected):
+    base = tiny_args(tiny_encoder_dir, corpus_jsonl, tmp_path)
+    encoder = [f"--model.encoder={tiny_encoder_dir}"] * (method not in ("ctpe", "deca"))
+    model = METHODS[method][:1] + encoder + METHODS[method][1:]
+    extra = [e.format(root=tmp_path, encoder=tiny_encoder_dir) for e in extra]
+    argv = ["fit", *model, *base[3:], "--trainer.max_steps=1", *extra]
+    assert one_error_line(argv, capsys).startswith(expected.format(root=tmp_path))
+    assert not (tmp_path / "checkpoints").exists()  # stopped before any step
