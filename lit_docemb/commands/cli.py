@@ -37,7 +37,7 @@ from lightning.pytorch.plugins.io import CheckpointIO
 import lit_docemb.data  # noqa: F401  (registers the DataModules as known subclasses)
 import lit_docemb.methods  # noqa: F401  (registers the methods)
 from lit_docemb.commands.loggers import configure_wandb_loggers
-from lit_docemb.commands.run_folder import check_fresh_fit
+from lit_docemb.commands.run_folder import check_fresh_fit, last_checkpoint
 from lit_docemb.commands.trust import load_yaml, parse_yaml, refuse_untrusted
 from lit_docemb.data.datamodule import DocumentDataModule
 from lit_docemb.errors import BadArgument, ConfigError
@@ -48,6 +48,7 @@ from lit_docemb.methods.callbacks import (
     SlurmRequeue,
     Throughput,
 )
+from lit_docemb.methods.checkpoints import read_checkpoint
 
 
 def one_line_parse_error(message: str) -> str:
@@ -118,7 +119,14 @@ class DocEmbCLI(LightningCLI):
     def _parse_ckpt_path(self) -> None:
         """Lightning merges a checkpoint's stored hyper-parameters over the config here; lit_docemb does not (a
         checkpoint is weights and state, the config decides): :func:`checkpoint_differences` only records how they
-        differ, reported once the model is built (:meth:`instantiate_classes`)."""
+        differ, reported once the model is built (:meth:`instantiate_classes`). ``--ckpt_path last`` is resolved
+        here, to the newest intact checkpoint when ``last.ckpt`` is corrupt (:func:`last_checkpoint`)."""
+        subcommand = self.config.get("subcommand")
+        if subcommand and self.config[subcommand].get("ckpt_path") == "last":
+            trainer = self.config[subcommand].get("trainer")
+            resolved = last_checkpoint(trainer.get("default_root_dir") if trainer is not None else None)
+            if resolved is not None:
+                self.config[subcommand].ckpt_path = resolved
         self._checkpoint_differences = checkpoint_differences(self.config)
 
     def instantiate_classes(self) -> None:
@@ -211,24 +219,19 @@ def _is_file(value: str) -> bool:
         return False
 
 
+#: ``--ckpt_path`` values that Lightning resolves itself (``last`` only when the run folder has no ``last`` file).
+LIGHTNING_CKPT_NAMES = ("last", "best", "hpc")
+
+
 def checkpoint_differences(config) -> tuple[str, dict, dict[str, tuple]]:
     """(checkpoint path, {key: (checkpoint value, config value)}, {weight: shape}) of the subcommand's
     ``--ckpt_path``: how the checkpoint's stored hyper-parameters differ from the config's ``model.init_args``
     (plain values only; nothing in them is imported or built), and the shapes of its weights."""
     subcommand = config.get("subcommand")
     ckpt_path = config[subcommand].get("ckpt_path") if subcommand else None
-    if not ckpt_path or not Path(ckpt_path).is_file():
+    if not ckpt_path or str(ckpt_path) in LIGHTNING_CKPT_NAMES or str(ckpt_path).startswith("registry"):
         return "", {}, {}
-    import pickle
-
-    import torch
-
-    try:
-        checkpoint = torch.load(ckpt_path, map_location="cpu", weights_only=True)
-    except (OSError, RuntimeError, EOFError, ValueError, pickle.UnpicklingError):  # the Trainer reports it
-        return "", {}, {}
-    if not isinstance(checkpoint, dict):
-        return "", {}, {}
+    checkpoint = read_checkpoint(ckpt_path)  # an unreadable file stops here, naming it
     stored = checkpoint.get("hyper_parameters") or {}
     model = config[subcommand].get("model")
     init_args = model.get("init_args") if model is not None else None

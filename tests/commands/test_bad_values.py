@@ -4,10 +4,20 @@ traceback. Through the real entry point, on the tiny encoder."""
 
 from __future__ import annotations
 
+import collections
+import os
+import random
+import shutil
+from pathlib import Path
+
 import pytest
-from runs import tiny_args
+import torch
+import yaml
+from runs import save_run, tiny_args
 
 from lit_docemb.commands import main
+from lit_docemb.commands.run_folder import last_checkpoint
+from lit_docemb.methods import DocSplit
 
 METHODS = {
     "docsplit": ["--model=lit_docemb.methods.DocSplit", "--model.max_length=64"],
@@ -97,3 +107,108 @@ def test_a_bad_value_of_fit_is_one_line_naming_the_key(tiny_encoder_dir, corpus_
     argv = ["fit", *model, *base[3:], "--trainer.max_steps=1", *extra]
     assert one_error_line(argv, capsys).startswith(expected.format(root=tmp_path))
     assert not (tmp_path / "checkpoints").exists()  # stopped before any step
+
+
+# --- checkpoints: every command names the file and what to do ---------------------------------------------------
+def bad_checkpoint(kind: str, good: Path, folder: Path) -> Path:
+    """A checkpoint path that cannot be read: missing, a folder, empty, truncated, random bytes, pickled code."""
+    path = folder / f"{kind}.ckpt"
+    if kind == "folder":
+        path.mkdir()
+    elif kind == "empty":
+        path.write_bytes(b"")
+    elif kind == "truncated":
+        path.write_bytes(good.read_bytes()[: good.stat().st_size // 2])
+    elif kind == "random":
+        path.write_bytes(random.Random(0).randbytes(4096))
+    elif kind == "code":
+        torch.save({"state_dict": {}, "callback": collections.OrderedDict, "x": Path("p")}, path)
+    return path
+
+
+CHECKPOINT_PROBLEMS = {
+    "missing": "does not exist; give another checkpoint of the run",
+    "folder": "is a folder, not a checkpoint file; give another checkpoint of the run",
+    "empty": "is empty (0 bytes; a save that never finished); give another checkpoint of the run",
+    "truncated": "is not a torch checkpoint (not a zip archive: truncated, corrupt or another kind of file)",
+    "random": "is not a torch checkpoint (not a zip archive: truncated, corrupt or another kind of file)",
+    "code": "holds objects other than weights and plain values (",
+}
+
+
+@pytest.fixture(scope="module")
+def saved_run(tiny_encoder_dir, corpus_jsonl, tmp_path_factory) -> tuple[Path, Path]:
+    """A run folder (config.yaml with model, data and trainer; checkpoints/last.ckpt) of a tiny DocSplit."""
+    root = tmp_path_factory.mktemp("run")
+    method = DocSplit(tiny_encoder_dir, max_length=64)
+    config, ckpt = save_run(method, root / "checkpoints", {"encoder": tiny_encoder_dir, "max_length": 64})
+    full = yaml.safe_load(config.read_text())
+    full["data"] = {"class_path": "lit_docemb.data.JSONLDataModule",
+                    "init_args": {"paths": [corpus_jsonl], "batch_size": 4, "num_workers": 0}}
+    full["trainer"] = {"accelerator": "cpu", "devices": 1, "logger": False, "default_root_dir": str(root)}
+    (root / "config.yaml").write_text(yaml.safe_dump(full))
+    config.unlink()
+    return root / "config.yaml", ckpt
+
+
+COMMANDS = {
+    "evaluate": lambda config, ckpt, out: ["evaluate", "--config", str(config), "--ckpt_path", str(ckpt),
+                                           "--output", str(out / "evaluation"), "--device", "cpu"],
+    "embed": lambda config, ckpt, out: ["embed", "--config", str(config), "--ckpt_path", str(ckpt), "--input",
+                                        str(out / "docs.jsonl"), "--output", str(out / "vectors"),
+                                        "--accelerator", "cpu", "--devices", "1", "--no_progress_bar"],
+    "export": lambda config, ckpt, out: ["export", "--config", str(config), "--ckpt_path", str(ckpt), "--output",
+                                         str(out / "exported")],
+}
+
+
+@pytest.mark.parametrize("command, kind", [
+    ("evaluate", "empty"), ("evaluate", "random"), ("evaluate", "folder"),
+    ("embed", "truncated"), ("embed", "missing"), ("embed", "code"),
+    ("export", "random"), ("export", "empty"), ("export", "truncated"),
+])
+def test_an_unreadable_checkpoint_is_one_line_naming_the_file(saved_run, corpus_jsonl, tmp_path, capsys, command,
+                                                              kind):
+    config, good = saved_run
+    (tmp_path / "docs.jsonl").write_text(Path(corpus_jsonl).read_text())
+    bad = bad_checkpoint(kind, good, tmp_path)
+    line = one_error_line(COMMANDS[command](config, bad, tmp_path), capsys)
+    assert line.startswith(f"--ckpt_path: {bad} {CHECKPOINT_PROBLEMS[kind]}")
+    assert "weights_only=False" not in line
+    assert not any((tmp_path / name).exists() for name in ("evaluation", "vectors", "exported"))
+
+
+@pytest.mark.parametrize("kind", ["empty", "truncated", "random", "folder"])
+def test_fit_with_an_unreadable_checkpoint_is_one_line(saved_run, tiny_encoder_dir, corpus_jsonl, tmp_path, capsys,
+                                                       kind):
+    bad = bad_checkpoint(kind, saved_run[1], tmp_path)
+    argv = ["fit", *tiny_args(tiny_encoder_dir, corpus_jsonl, tmp_path / "run"), f"--ckpt_path={bad}"]
+    assert one_error_line(argv, capsys).startswith(f"--ckpt_path: {bad} {CHECKPOINT_PROBLEMS[kind]}")
+
+
+def test_last_falls_back_to_the_newest_intact_checkpoint(saved_run, tmp_path, caplog):
+    good = saved_run[1]
+    folder = tmp_path / "checkpoints"
+    folder.mkdir()
+    older, newer = folder / "epoch=0-step=2.ckpt", folder / "epoch=1-step=4.ckpt"
+    for i, path in enumerate([older, newer]):
+        shutil.copy(good, path)
+        os.utime(path, (1_000_000 + i, 1_000_000 + i))
+    (folder / "last.ckpt").write_bytes(good.read_bytes()[:1000])  # killed during its save
+    assert last_checkpoint(str(tmp_path)) == str(newer)
+    assert f"--ckpt_path last: {folder / 'last.ckpt'} cannot be read; resuming from {newer}" in caplog.text
+    newer.write_bytes(b"")
+    assert last_checkpoint(str(tmp_path)) == str(older)
+    shutil.copy(good, folder / "last.ckpt")  # intact again: used as it is
+    assert last_checkpoint(str(tmp_path)) == str(folder / "last.ckpt")
+
+
+def test_last_with_no_intact_checkpoint_is_one_line(saved_run, tiny_encoder_dir, corpus_jsonl, tmp_path, capsys):
+    (tmp_path / "checkpoints").mkdir()
+    (tmp_path / "checkpoints" / "last.ckpt").write_bytes(b"")
+    argv = ["fit", *tiny_args(tiny_encoder_dir, corpus_jsonl, tmp_path), "--ckpt_path=last"]
+    assert one_error_line(argv, capsys) == (
+        f"--ckpt_path last: {tmp_path / 'checkpoints' / 'last.ckpt'} is empty (0 bytes; a save that never finished);"
+        f" give another checkpoint of the run (its checkpoints/*.ckpt), or --ckpt_path last to take the newest intact"
+        f" one; no other checkpoint of {tmp_path} is intact either: start over in another trainer.default_root_dir "
+        f"(or with LIT_DOCEMB_OVERWRITE=1)")
