@@ -49,6 +49,7 @@ from typing import Any, BinaryIO
 
 from lit_docemb.data.arrow import ArrowDocuments, document_to_row, row_to_document
 from lit_docemb.data.document import Document
+from lit_docemb.errors import ConfigError
 
 log = logging.getLogger(__name__)
 
@@ -231,12 +232,17 @@ def reading_summary(name: str, documents_read: int, splits: dict[str, int], skip
             + f"; skipped {sum(skipped.values())}" + (f" ({reasons})" if reasons else ""))
 
 
+class MissingPathError(FileNotFoundError, ConfigError):
+    """A file or folder that a corpus needs (often inside the configured root) does not exist: a
+    ``FileNotFoundError`` for library callers, and a config error that the command line reports in one line."""
+
+
 def require_path(path: str | os.PathLike, what: str, expected: str) -> Path:
-    """``Path(path)``, or a FileNotFoundError naming ``what`` was not found and what is ``expected`` there (a
-    format, or a multi-line layout)."""
+    """``Path(path)``, or a :class:`MissingPathError` naming ``what`` was not found and what is ``expected`` there
+    (a format, or a layout whose lines are joined into the one-line message)."""
     if not os.path.exists(path):
-        separator = "\n" if "\n" in expected else " "
-        raise FileNotFoundError(f"{what} not found: {path} does not exist; expected{separator}{expected}")
+        layout = "; ".join(" ".join(line.split()) for line in expected.splitlines() if line.strip())
+        raise MissingPathError(f"{what} not found: {path} does not exist; expected {layout}")
     return Path(path)
 
 

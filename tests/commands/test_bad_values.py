@@ -212,3 +212,16 @@ def test_last_with_no_intact_checkpoint_is_one_line(saved_run, tiny_encoder_dir,
         f" give another checkpoint of the run (its checkpoints/*.ckpt), or --ckpt_path last to take the newest intact"
         f" one; no other checkpoint of {tmp_path} is intact either: start over in another trainer.default_root_dir "
         f"(or with LIT_DOCEMB_OVERWRITE=1)")
+
+
+def test_a_missing_file_inside_the_corpus_root_is_one_line(tiny_encoder_dir, tmp_path, capsys):
+    root = tmp_path / "wikir"
+    (root / "training").mkdir(parents=True)  # the root exists, its documents.csv does not
+    argv = ["fit", "--model=lit_docemb.methods.DocSplit", f"--model.encoder={tiny_encoder_dir}",
+            "--model.max_length=64", "--data=lit_docemb.data.wikir.WIKIRDataModule", f"--data.root={root}",
+            f"--data.cache_dir={tmp_path / 'cache'}", "--data.num_workers=0", "--trainer.accelerator=cpu",
+            "--trainer.devices=1", "--trainer.logger=false", "--trainer.max_steps=1",
+            f"--trainer.default_root_dir={tmp_path / 'run'}"]
+    assert one_error_line(argv, capsys).startswith(
+        f"WIKIR documents not found: {root / 'documents.csv'} does not exist; expected ")
+    assert not (tmp_path / "run" / "checkpoints").exists()
