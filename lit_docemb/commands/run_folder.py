@@ -50,15 +50,22 @@ def run_checkpoints(root: str) -> list[str]:
     return sorted(found)
 
 
+def is_resume_point(name: str) -> bool:
+    """Whether a checkpoint file name is one ``--ckpt_path last`` resumes: a ``last`` or a preemption checkpoint."""
+    return "last" in name or name.startswith("hpc_ckpt_")
+
+
 def last_checkpoint(root: str | None) -> str | None:
     """The checkpoint ``--ckpt_path last`` resumes in the run folder ``root`` (None: the working folder): its newest
-    ``*last*.ckpt``; when that cannot be read (a kill or a full disk during its save), the newest intact checkpoint
-    of the run instead, with a warning. None when the run has no ``last`` checkpoint (Lightning then starts from
-    scratch and says so); a :class:`ConfigError` naming the file when no checkpoint of the run is intact."""
+    ``*last*.ckpt`` or preemption checkpoint (``hpc_ckpt_<n>.ckpt``, which
+    :class:`~lit_docemb.methods.callbacks.RunCheckpoint` also resumes); when that cannot be read (a kill or a full
+    disk during its save), the newest intact checkpoint of the run instead, with a warning. None when the run has
+    no such checkpoint (Lightning then starts from scratch and says so); a :class:`ConfigError` naming the file
+    when no checkpoint of the run is intact."""
     root = os.getcwd() if root is None else os.path.expanduser(str(root))
     found = [os.path.join(root, path) for path in run_checkpoints(root)] if os.path.isdir(root) else []
     newest_first = sorted(found, key=os.path.getmtime, reverse=True)
-    last = next((path for path in newest_first if "last" in os.path.basename(path)), None)
+    last = next((path for path in newest_first if is_resume_point(os.path.basename(path))), None)
     if last is None:
         return None
     try:
