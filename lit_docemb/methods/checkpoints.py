@@ -37,7 +37,7 @@ def read_checkpoint(path: str | Path, key: str = "--ckpt_path", mmap: bool = Fal
                           f"another kind of file); {USE_ANOTHER}")
     try:
         checkpoint = torch.load(path, map_location="cpu", weights_only=True, mmap=mmap)
-    except pickle.UnpicklingError as err:  # torch's own advice (weights_only=False) would run the file's code
+    except pickle.UnpicklingError as err:  # never take torch's advice to unpickle: it would run the file's code
         first = next((line.strip() for line in str(err).splitlines() if "GLOBAL" in line), "")
         found = f" ({first})" if first else ""
         raise ConfigError(f"{key}: {path} holds objects other than weights and plain values{found}; lit_docemb "
