@@ -31,16 +31,16 @@ from pathlib import Path
 import lightning as L
 import yaml
 from lightning.fabric.plugins.environments import ClusterEnvironment, SLURMEnvironment
-from lightning.pytorch.cli import LightningArgumentParser, LightningCLI
+from lightning.pytorch.cli import LightningArgumentParser, LightningCLI, _InstantiatorFn
 from lightning.pytorch.plugins.io import CheckpointIO
 
 import lit_docemb.data  # noqa: F401  (registers the DataModules as known subclasses)
 import lit_docemb.methods  # noqa: F401  (registers the methods)
 from lit_docemb.commands.loggers import configure_wandb_loggers
-from lit_docemb.commands.run_folder import check_fresh_fit
+from lit_docemb.commands.run_folder import check_fresh_fit, last_checkpoint
 from lit_docemb.commands.trust import load_yaml, parse_yaml, refuse_untrusted
 from lit_docemb.data.datamodule import DocumentDataModule
-from lit_docemb.errors import ConfigError
+from lit_docemb.errors import BadArgument, ConfigError
 from lit_docemb.methods.base import EmbeddingMethod
 from lit_docemb.methods.callbacks import (
     AtomicCheckpointIO,
@@ -48,6 +48,7 @@ from lit_docemb.methods.callbacks import (
     SlurmRequeue,
     Throughput,
 )
+from lit_docemb.methods.checkpoints import read_checkpoint
 
 
 def one_line_parse_error(message: str) -> str:
@@ -107,14 +108,35 @@ class DocEmbCLI(LightningCLI):
         subcommand = self.config.get("subcommand")
         refuse_untrusted(self.config[subcommand] if subcommand else self.config)
 
+    def _add_instantiators(self) -> None:
+        """Lightning's instantiators of the model and the DataModule, each naming a bad argument of the class it
+        builds under its section (:class:`SectionNaming`)."""
+        super()._add_instantiators()
+        for key, base in (("model", EmbeddingMethod), ("data", DocumentDataModule)):
+            self.parser.add_instantiator(SectionNaming(_InstantiatorFn(cli=self, key=key), key), base,
+                                         subclasses=True, prepend=True)
+
     def _parse_ckpt_path(self) -> None:
         """Lightning merges a checkpoint's stored hyper-parameters over the config here; lit_docemb does not (a
         checkpoint is weights and state, the config decides): :func:`checkpoint_differences` only records how they
-        differ, reported once the model is built (:meth:`instantiate_classes`)."""
+        differ, reported once the model is built (:meth:`instantiate_classes`). ``--ckpt_path last`` is resolved
+        here, to the newest intact checkpoint when ``last.ckpt`` is corrupt (:func:`last_checkpoint`)."""
+        subcommand = self.config.get("subcommand")
+        if subcommand and self.config[subcommand].get("ckpt_path") == "last":
+            trainer = self.config[subcommand].get("trainer")
+            resolved = last_checkpoint(trainer.get("default_root_dir") if trainer is not None else None)
+            if resolved is not None:
+                self.config[subcommand].ckpt_path = resolved
         self._checkpoint_differences = checkpoint_differences(self.config)
 
     def instantiate_classes(self) -> None:
-        super().instantiate_classes()
+        try:
+            super().instantiate_classes()
+        except (ValueError, TypeError) as err:  # jsonargparse wraps a class's error in its own union report
+            found = config_error_in(err)
+            if found is None:
+                raise
+            raise found from None
         report_checkpoint_differences(self.model, *self._checkpoint_differences)
 
     def before_instantiate_classes(self) -> None:
@@ -138,6 +160,34 @@ class DocEmbCLI(LightningCLI):
         if isinstance(self.datamodule, DocumentDataModule):  # what the corpus read and skipped, in the run folder
             self.datamodule.stats_dir = trainer.default_root_dir
         return trainer
+
+
+class SectionNaming:
+    """Builds a class of one config section (``model``, ``data``) with ``instantiator``, turning a
+    :class:`~lit_docemb.errors.BadArgument` of its ``__init__`` (or of a loss or encoder it builds from that
+    argument) into a :class:`ConfigError` under the section's key: ``model.init_args.temperature: ...``."""
+
+    def __init__(self, instantiator, section: str) -> None:
+        self.instantiator, self.section = instantiator, section
+
+    def __call__(self, class_type, *args, applied_instantiation_links: dict, **kwargs):
+        try:
+            return self.instantiator(class_type, *args, applied_instantiation_links=applied_instantiation_links,
+                                     **kwargs)
+        except BadArgument as err:
+            raise err.under(self.section) from None
+
+
+def config_error_in(err: BaseException) -> ConfigError | None:
+    """The :class:`ConfigError` that ``err`` is, or that caused it (jsonargparse re-raises an error of a class's
+    ``__init__`` as "Does not validate against any of the Union subtypes"), else None."""
+    seen = set()
+    while err is not None and id(err) not in seen:
+        if isinstance(err, ConfigError):
+            return err
+        seen.add(id(err))
+        err = err.__cause__ or err.__context__
+    return None
 
 
 def refuse_untrusted_arguments(args: list[str]) -> None:
@@ -171,24 +221,19 @@ def _is_file(value: str) -> bool:
         return False
 
 
+#: ``--ckpt_path`` values that Lightning resolves itself (``last`` only when the run folder has no ``last`` file).
+LIGHTNING_CKPT_NAMES = ("last", "best", "hpc")
+
+
 def checkpoint_differences(config) -> tuple[str, dict, dict[str, tuple]]:
     """(checkpoint path, {key: (checkpoint value, config value)}, {weight: shape}) of the subcommand's
     ``--ckpt_path``: how the checkpoint's stored hyper-parameters differ from the config's ``model.init_args``
     (plain values only; nothing in them is imported or built), and the shapes of its weights."""
     subcommand = config.get("subcommand")
     ckpt_path = config[subcommand].get("ckpt_path") if subcommand else None
-    if not ckpt_path or not Path(ckpt_path).is_file():
+    if not ckpt_path or str(ckpt_path) in LIGHTNING_CKPT_NAMES or str(ckpt_path).startswith("registry"):
         return "", {}, {}
-    import pickle
-
-    import torch
-
-    try:
-        checkpoint = torch.load(ckpt_path, map_location="cpu", weights_only=True)
-    except (OSError, RuntimeError, EOFError, ValueError, pickle.UnpicklingError):  # the Trainer reports it
-        return "", {}, {}
-    if not isinstance(checkpoint, dict):
-        return "", {}, {}
+    checkpoint = read_checkpoint(ckpt_path)  # an unreadable file stops here, naming it
     stored = checkpoint.get("hyper_parameters") or {}
     model = config[subcommand].get("model")
     init_args = model.get("init_args") if model is not None else None

@@ -52,8 +52,8 @@ from lit_docemb.data.reading import (
     reading_summary,
     require_path,
 )
-from lit_docemb.errors import ConfigError
 from lit_docemb.methods.base import EmbeddingMethod
+from lit_docemb.methods.checkpoints import read_checkpoint
 
 log = logging.getLogger(__name__)
 
@@ -335,9 +335,7 @@ def embed(configs: Sequence[str | Path], ckpt_path: str, input_path: str, output
           progress_bar: bool = True) -> dict | None:
     """Embeds ``input_path`` with the run's method and checkpoint into ``output_dir`` and writes
     ``embed_stats.json``; returns the stats on rank 0 (``None`` on the other ranks)."""
-    if not Path(ckpt_path).exists():
-        raise ConfigError(f"--ckpt_path: {ckpt_path} does not exist; give a checkpoint of the run "
-                          "(e.g. <run>/checkpoints/last.ckpt)")
+    read_checkpoint(ckpt_path, mmap=True)  # a missing or unreadable file stops here, before reading the input
     stats: Counter = Counter()
     documents = read_documents(input_path, stats)
     log.warning(reading_summary(f"embed --input {input_path}", len(documents), {}, stats))

@@ -42,7 +42,7 @@ from lit_docemb.eval.labelled import (
 )
 from lit_docemb.eval.matching import DocumentMatching, ValidationMatching
 from lit_docemb.eval.retrieval import RetrievalEvaluation
-from lit_docemb.methods.checkpoints import load_method_checkpoint
+from lit_docemb.methods.checkpoints import load_method_checkpoint, read_checkpoint
 
 log = logging.getLogger(__name__)
 
@@ -79,7 +79,7 @@ def load_checkpoint(method: L.LightningModule, path: str) -> None:
     after the method's own ``on_load_checkpoint`` has read what it keeps beside them (DECA's and CTPE's
     vocabularies, which size their embedding tables)."""
     if type(method).on_load_checkpoint is not L.LightningModule.on_load_checkpoint:
-        method.on_load_checkpoint(torch.load(path, map_location="cpu", weights_only=True))
+        method.on_load_checkpoint(read_checkpoint(path))
     load_method_checkpoint(method, path)
 
 
@@ -137,6 +137,7 @@ def main(args: list[str] | None = None) -> dict[str, dict[str, float]]:
     parser.add_argument("--batch_size", type=int, default=64, help="documents embedded per forward pass")
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     options, overrides = parser.parse_known_args(args)
+    read_checkpoint(options.ckpt_path, mmap=True)  # a missing or unreadable checkpoint stops before any loading
     evaluations = [build_evaluation(spec) for spec in options.evaluation]  # bad specs fail before any loading
     configs = [arg for path in options.config for arg in ("--config", _without_subcommand_keys(path))]
     cli = DocEmbCLI(args=[*configs, *overrides], run=False)

@@ -42,7 +42,6 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, ClassVar
 
-import torch
 from safetensors.torch import load_file, save_file
 from torch import Tensor, nn
 
@@ -50,6 +49,7 @@ from lit_docemb.data.batches import PassageGraphBatch, SectionChunks, TokenBatch
 from lit_docemb.data.document import Document, Section
 from lit_docemb.methods import CTPE, DECA, CoLDE, DocSplit, GraphRoBERTa
 from lit_docemb.methods.base import EmbeddingMethod
+from lit_docemb.methods.checkpoints import read_checkpoint
 from lit_docemb.models.colde import CoLDEEncoder
 from lit_docemb.models.encoder import HFEncoder, tokenizer_and_encoder
 from lit_docemb.models.graph_document import GraphDocumentEncoder
@@ -408,7 +408,7 @@ def load_method(configs: Sequence[str | Path], ckpt_path: str) -> EmbeddingMetho
     from lit_docemb.commands.embed import build_method
 
     method = build_method(configs)
-    checkpoint = torch.load(ckpt_path, map_location="cpu", weights_only=True)
+    checkpoint = read_checkpoint(ckpt_path)
     method.on_load_checkpoint(checkpoint)
     method.load_state_dict(checkpoint["state_dict"])
     return method.eval()
@@ -433,6 +433,7 @@ def main(args: list[str] | None = None) -> Path:
     parser.add_argument("--output", required=True, help="output folder")
     parser.add_argument("--format", choices=["sentence-transformers", "hf"], default="sentence-transformers")
     options = parser.parse_args(args)
+    read_checkpoint(options.ckpt_path, mmap=True)  # a missing or unreadable checkpoint stops before the model is built
     method = load_method(options.config, options.ckpt_path)
     try:
         exporter(method)  # refuses an unexportable method before anything is written

@@ -25,7 +25,7 @@ def main(args: list[str] | None = None) -> dict[str, float]:
     cli = DocEmbCLI(args=["--config", options.config, *overrides], run=False)
     method, data = cli.model, cli.datamodule
     if options.ckpt:
-        load_method_checkpoint(method, options.ckpt)
+        load_method_checkpoint(method, options.ckpt, "--ckpt")
     method.to(options.device).eval()
     data.setup("fit")
     metrics = evaluate_pairs(method, data, options.batch_size, options.classifier, options.criterion)

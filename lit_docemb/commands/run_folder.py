@@ -23,6 +23,7 @@ import shutil
 import time
 
 from lit_docemb.errors import ConfigError
+from lit_docemb.methods.checkpoints import read_checkpoint
 
 log = logging.getLogger(__name__)
 
@@ -47,6 +48,41 @@ def run_checkpoints(root: str) -> list[str]:
             subfolders[:] = []
         found += [os.path.normpath(os.path.join(relative, f)) for f in files if f.endswith(".ckpt")]
     return sorted(found)
+
+
+def is_resume_point(name: str) -> bool:
+    """Whether a checkpoint file name is one ``--ckpt_path last`` resumes: a ``last`` or a preemption checkpoint."""
+    return "last" in name or name.startswith("hpc_ckpt_")
+
+
+def last_checkpoint(root: str | None) -> str | None:
+    """The checkpoint ``--ckpt_path last`` resumes in the run folder ``root`` (None: the working folder): its newest
+    ``*last*.ckpt`` or preemption checkpoint (``hpc_ckpt_<n>.ckpt``, which
+    :class:`~lit_docemb.methods.callbacks.RunCheckpoint` also resumes); when that cannot be read (a kill or a full
+    disk during its save), the newest intact checkpoint of the run instead, with a warning. None when the run has
+    no such checkpoint (Lightning then starts from scratch and says so); a :class:`ConfigError` naming the file
+    when no checkpoint of the run is intact."""
+    root = os.getcwd() if root is None else os.path.expanduser(str(root))
+    found = [os.path.join(root, path) for path in run_checkpoints(root)] if os.path.isdir(root) else []
+    newest_first = sorted(found, key=os.path.getmtime, reverse=True)
+    last = next((path for path in newest_first if is_resume_point(os.path.basename(path))), None)
+    if last is None:
+        return None
+    try:
+        read_checkpoint(last, "--ckpt_path last", mmap=True)
+        return last
+    except ConfigError as err:
+        problem = err
+    for path in (p for p in newest_first if p != last):
+        try:
+            read_checkpoint(path, mmap=True)
+        except ConfigError:
+            continue
+        log.warning("--ckpt_path last: %s cannot be read; resuming from %s, the newest intact checkpoint of the run",
+                    last, path)
+        return path
+    raise ConfigError(f"{problem}; no other checkpoint of {root} is intact either: start over in another "
+                      f"trainer.default_root_dir (or with {OVERWRITE_VARIABLE}=1)")
 
 
 def holds_run(root: str) -> list[str]:

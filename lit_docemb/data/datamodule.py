@@ -36,8 +36,8 @@ from torch.utils.data import DataLoader, Dataset
 from lit_docemb.data.document import Document
 from lit_docemb.data.passage_cache import PassageCache
 from lit_docemb.data.reading import READ_COUNT_KEYS, reading_summary
-from lit_docemb.errors import ConfigError
 from lit_docemb.data.sampling import DistributedBatchSampler, ResumableLoader
+from lit_docemb.errors import ConfigError, require
 
 log = logging.getLogger(__name__)
 
@@ -100,8 +100,12 @@ class DocumentDataModule(L.LightningDataModule, ABC):
         drop_last: bool = False,
     ) -> None:
         super().__init__()
-        if not 0.0 <= val_fraction < 1.0:
-            raise ValueError(f"val_fraction must be in [0, 1), got {val_fraction}")
+        require(batch_size >= 1, "batch_size", ">= 1 (documents per batch and device)", batch_size)
+        require(num_workers >= 0, "num_workers", ">= 0 (0 reads in the main process)", num_workers)
+        require(0.0 <= val_fraction < 1.0, "val_fraction", "in [0, 1)", val_fraction)
+        require(max_val_documents is None or max_val_documents >= 0, "max_val_documents", ">= 0 or null",
+                max_val_documents)
+        require(max_documents is None or max_documents >= 1, "max_documents", ">= 1 or null", max_documents)
         self.batch_size = batch_size
         self.num_workers = num_workers
         self.val_fraction = val_fraction

@@ -29,7 +29,7 @@ from lit_docemb._moved import moved_attribute
 from lit_docemb.data.batches import DocumentBatch
 from lit_docemb.data.passage_cache import PassageCache
 from lit_docemb.data.tokens import split_rows_by_token_budget
-from lit_docemb.errors import ConfigError
+from lit_docemb.errors import ConfigError, require
 from lit_docemb.methods import schedulers
 from lit_docemb.methods.callbacks import RandomStateCheckpoint
 from lit_docemb.methods.checkpoints import class_at
@@ -68,9 +68,8 @@ class EmbeddingMethod(L.LightningModule, ABC):
     def __init__(self, optimizer: OptimizerCallable | None = None,
                  scheduler: LRSchedulerCallable | None = None, grad_cache_token_budget: int | None = None) -> None:
         super().__init__()
-        if grad_cache_token_budget is not None and grad_cache_token_budget < 1:
-            raise ValueError(f"grad_cache_token_budget must be >= 1 (tokens per sub-batch) or null, "
-                             f"got {grad_cache_token_budget}")
+        require(grad_cache_token_budget is None or grad_cache_token_budget >= 1, "grad_cache_token_budget",
+                ">= 1 (tokens per sub-batch) or null", grad_cache_token_budget)
         self.optimizer_factory = optimizer
         self.scheduler_factory = scheduler
         self.grad_cache_token_budget = grad_cache_token_budget

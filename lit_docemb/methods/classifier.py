@@ -57,7 +57,7 @@ class DocumentClassifier(EmbeddingMethod):
         self.save_method_hyperparameters(ignore=["backbone", "optimizer", "scheduler"])
         self.backbone = backbone
         if checkpoint is not None:
-            load_method_checkpoint(backbone, checkpoint)
+            load_method_checkpoint(backbone, checkpoint, "model.init_args.checkpoint")
         backbone.eval()  # one empty document through the backbone gives the embedding size
         with torch.no_grad():
             dim = backbone.embed(backbone.collator("predict")([Document("probe", sections=[])])).shape[-1]

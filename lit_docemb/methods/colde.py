@@ -25,12 +25,17 @@ from torch import Tensor
 
 from lit_docemb.data.batches import DocumentSectionsBatch, SectionChunkBatch
 from lit_docemb.data.document import Document
+from lit_docemb.errors import BadArgument, require
 from lit_docemb.losses import CosineSimilarityLoss, SupConLoss
 from lit_docemb.methods.base import EmbeddingMethod
 from lit_docemb.methods.grad_cache import CacheableBatch
 from lit_docemb.models import tokenizer_and_encoder
 from lit_docemb.models.colde import Aggregation, CoLDEEncoder
-from lit_docemb.views.colde import PredictCollator, SectionChunkCollator, select_documents
+from lit_docemb.views.colde import (
+    PredictCollator,
+    SectionChunkCollator,
+    select_documents,
+)
 
 
 class CoLDE(EmbeddingMethod):
@@ -91,14 +96,15 @@ class CoLDE(EmbeddingMethod):
     ) -> None:
         super().__init__(optimizer, scheduler, grad_cache_token_budget)
         self.save_method_hyperparameters(ignore=["optimizer", "scheduler"])
-        if objective not in ("supcon", "cosine"):
-            raise ValueError(f"objective must be 'supcon' or 'cosine', got {objective!r}")
+        require(objective in ("supcon", "cosine"), "objective", "'supcon' or 'cosine'", objective)
         if objective == "cosine" and augmentation:
-            raise ValueError("objective='cosine' (the −CL ablation) compares whole documents: set augmentation: false")
-        if augmentation and not 2 <= num_sections <= 5:
-            raise ValueError(f"num_sections must be in 2..5 (§4.5.4), got {num_sections}")
-        if max_chunks_per_section is not None and not 1 <= max_chunks_per_section <= chunk_embeddings:
-            raise ValueError(f"max_chunks_per_section must be in 1..chunk_embeddings={chunk_embeddings}")
+            raise BadArgument("augmentation", "objective 'cosine' (the −CL ablation) compares whole documents: "
+                                              "set augmentation: false")
+        require(not augmentation or 2 <= num_sections <= 5, "num_sections", "in 2..5 (§4.5.4)", num_sections)
+        require(chunk_tokens >= 1, "chunk_tokens", ">= 1", chunk_tokens)
+        require(chunk_embeddings >= 1, "chunk_embeddings", ">= 1", chunk_embeddings)
+        require(max_chunks_per_section is None or 1 <= max_chunks_per_section <= chunk_embeddings,
+                "max_chunks_per_section", f"in 1..chunk_embeddings={chunk_embeddings} or null", max_chunks_per_section)
         self.tokenizer, chunk_encoder = tokenizer_and_encoder(encoder, chunk_tokens, "chunk_tokens",
                                                               pretrained=pretrained, pooling=pooling)
         self.model = CoLDEEncoder(chunk_encoder, augmentation, aggregation, num_sections, chunk_embeddings,

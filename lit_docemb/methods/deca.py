@@ -95,8 +95,8 @@ class DECA(EmbeddingMethod):
             dim = spec.embedding_dim
         else:
             self.tokenizer, self.encoder = tokenizer_and_encoder(
-                spec.encoder, spec.max_length, "backbone.init_args.max_length", pretrained=spec.pretrained,
-                pooling="cls")
+                spec.encoder, spec.max_length, "backbone.init_args.max_length", "backbone.init_args.encoder",
+                pretrained=spec.pretrained, pooling="cls")
             dim = self.encoder.hidden_size
         if isinstance(framework, SimCLR):
             self.contrastive = NTXentLoss(framework.temperature, framework.denominator,

@@ -51,7 +51,7 @@ class DenseRetrieval(EmbeddingMethod):
         self.save_method_hyperparameters(ignore=["backbone", "optimizer", "scheduler"])
         self.backbone = backbone
         if checkpoint is not None:
-            load_method_checkpoint(backbone, checkpoint)
+            load_method_checkpoint(backbone, checkpoint, "model.init_args.checkpoint")
         self.contrastive = InfoNCELoss(temperature, similarity=similarity, gather_across_devices=gather_across_devices)
 
     def check_corpus(self, datamodule) -> None:

@@ -31,7 +31,7 @@ from lit_docemb.data.batches import (
 from lit_docemb.data.document import Document
 from lit_docemb.data.passage_cache import PassageCache
 from lit_docemb.data.tokens import token_lengths
-from lit_docemb.errors import ConfigError
+from lit_docemb.errors import ConfigError, require
 from lit_docemb.losses import InfoNCELoss
 from lit_docemb.methods.base import EmbeddingMethod
 from lit_docemb.methods.grad_cache import CacheableBatch
@@ -120,11 +120,10 @@ class GraphRoBERTa(EmbeddingMethod):
     ) -> None:
         super().__init__(optimizer, scheduler, grad_cache_token_budget)
         self.save_method_hyperparameters(ignore=["optimizer", "scheduler"])
-        if graph not in ("full", "section") or objective not in ("halves", "one_passage"):
-            raise ValueError(f"graph must be 'full' or 'section' and objective 'halves' or 'one_passage', got "
-                             f"{graph!r}, {objective!r}")
-        if max_passages < 2:
-            raise ValueError(f"max_passages must be >= 2 to split documents in two, got {max_passages}")
+        require(graph in ("full", "section"), "graph", "'full' or 'section'", graph)
+        require(objective in ("halves", "one_passage"), "objective", "'halves' or 'one_passage'", objective)
+        require(max_passages >= 2, "max_passages", ">= 2 to split documents in two", max_passages)
+        require(max_passage_tokens >= 1, "max_passage_tokens", ">= 1", max_passage_tokens)
         self.tokenizer, passage_encoder = tokenizer_and_encoder(
             encoder, max_passage_tokens, "max_passage_tokens", pretrained=pretrained, pooling=pooling,
             compile=compile_encoder)
