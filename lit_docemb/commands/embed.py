@@ -52,6 +52,7 @@ from lit_docemb.data.reading import (
     reading_summary,
     require_path,
 )
+from lit_docemb.errors import require
 from lit_docemb.methods.base import EmbeddingMethod
 from lit_docemb.methods.checkpoints import read_checkpoint
 
@@ -368,6 +369,8 @@ def main(args: list[str] | None = None) -> dict | None:
     parser.add_argument("--precision", default=None, help="e.g. bf16-mixed (default: fp32)")
     parser.add_argument("--no_progress_bar", action="store_true")
     options = parser.parse_args(args)
+    require(options.batch_size >= 1, "--batch_size", ">= 1 (documents per batch and device)", options.batch_size)
+    require(options.num_workers >= 0, "--num_workers", ">= 0 (0 reads in the main process)", options.num_workers)
     devices = int(options.devices) if options.devices.isdigit() else options.devices
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     result = embed(options.config, options.ckpt_path, options.input, options.output, options.format,

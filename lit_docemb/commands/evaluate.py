@@ -31,6 +31,7 @@ import yaml
 
 from lit_docemb.commands.trust import check_class_path, load_yaml
 from lit_docemb.data.retrieval import RetrievalDataModule
+from lit_docemb.errors import require
 from lit_docemb.eval.candidates import CandidateRanking
 from lit_docemb.eval.evaluation import Evaluation, EvaluationContext, markdown_table
 from lit_docemb.eval.heldout import HeldOutRetrieval
@@ -137,6 +138,7 @@ def main(args: list[str] | None = None) -> dict[str, dict[str, float]]:
     parser.add_argument("--batch_size", type=int, default=64, help="documents embedded per forward pass")
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     options, overrides = parser.parse_known_args(args)
+    require(options.batch_size >= 1, "--batch_size", ">= 1 (documents per forward pass)", options.batch_size)
     read_checkpoint(options.ckpt_path, mmap=True)  # a missing or unreadable checkpoint stops before any loading
     evaluations = [build_evaluation(spec) for spec in options.evaluation]  # bad specs fail before any loading
     configs = [arg for path in options.config for arg in ("--config", _without_subcommand_keys(path))]

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from torch.optim.lr_scheduler import LambdaLR
 
+from lit_docemb.errors import ConfigError
+
 
 class LinearWarmupDecay(LambdaLR):
     """Linear warm-up to the base learning rate, then linear decay to ``final_fraction`` of it.
@@ -21,8 +23,15 @@ class LinearWarmupDecay(LambdaLR):
 
     def __init__(self, optimizer, warmup_steps: int = 0, total_steps: int | None = None,
                  final_fraction: float = 0.0, warmup_fraction: float | None = None) -> None:
-        if warmup_fraction is not None and not 0 <= warmup_fraction < 1:
-            raise ValueError(f"warmup_fraction must be in [0, 1), got {warmup_fraction}")
+        key = "model.init_args.scheduler.init_args"  # the scheduler is built when training starts, not parsed
+        for ok, name, requirement, value in (
+                (warmup_fraction is None or 0 <= warmup_fraction < 1, "warmup_fraction", "in [0, 1) or null",
+                 warmup_fraction),
+                (warmup_steps >= 0, "warmup_steps", ">= 0", warmup_steps),
+                (total_steps is None or total_steps >= 1, "total_steps", ">= 1 or null", total_steps),
+                (0 <= final_fraction <= 1, "final_fraction", "in [0, 1]", final_fraction)):
+            if not ok:
+                raise ConfigError(f"{key}.{name}: must be {requirement}, got {value!r}")
         self.warmup_steps = warmup_steps
         self.total_steps = total_steps
         self.final_fraction = final_fraction

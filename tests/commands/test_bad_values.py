@@ -81,6 +81,13 @@ FIT_CASES = [
     ("data-max-documents", "docsplit", ["--data.max_documents=0"], "data.init_args.max_documents: must be >= 1"),
     ("data-missing-path", "docsplit", ["--data.paths=[{root}/nowhere/docs.jsonl]"],
      "data.init_args.paths: '{root}/nowhere/docs.jsonl' does not exist"),
+    ("ctpe-pos", "ctpe", ["--model.pos=1.5"], "model.init_args.pos: a token ratio must lie strictly between 0 and 1"),
+    ("scheduler-warmup-fraction", "docsplit", ["--model.scheduler=lit_docemb.methods.LinearWarmupDecay",
+                                               "--model.scheduler.warmup_fraction=1.5"],
+     "model.init_args.scheduler.init_args.warmup_fraction: must be in [0, 1) or null, got 1.5"),
+    ("guard-max-consecutive", "docsplit", ["--trainer.callbacks+=lit_docemb.methods.guards.NonFiniteGuard",
+                                           "--trainer.callbacks.max_consecutive=0"],
+     "trainer.callbacks (NonFiniteGuard).init_args.max_consecutive: must be >= 1, got 0"),
 ]
 
 
@@ -225,3 +232,14 @@ def test_a_missing_file_inside_the_corpus_root_is_one_line(tiny_encoder_dir, tmp
     assert one_error_line(argv, capsys).startswith(
         f"WIKIR documents not found: {root / 'documents.csv'} does not exist; expected ")
     assert not (tmp_path / "run" / "checkpoints").exists()
+
+
+@pytest.mark.parametrize("command, flag, value, expected", [
+    ("embed", "--batch_size", "0", "--batch_size: must be >= 1 (documents per batch and device), got 0"),
+    ("embed", "--num_workers", "-2", "--num_workers: must be >= 0 (0 reads in the main process), got -2"),
+    ("evaluate", "--batch_size", "-1", "--batch_size: must be >= 1 (documents per forward pass), got -1"),
+])
+def test_a_bad_command_option_is_one_line(saved_run, corpus_jsonl, tmp_path, capsys, command, flag, value, expected):
+    config, ckpt = saved_run
+    (tmp_path / "docs.jsonl").write_text(Path(corpus_jsonl).read_text())
+    assert one_error_line([*COMMANDS[command](config, ckpt, tmp_path), flag, value], capsys) == expected
