@@ -145,7 +145,7 @@ class _MovedModuleFinder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
         return module
 
     def exec_module(self, module) -> None:
-        pass
+        """Nothing to run: the module built by :meth:`create_module` resolves every name on access."""
 
 
 def install() -> None:

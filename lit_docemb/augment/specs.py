@@ -8,11 +8,13 @@ under the component's full key.
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
+
 from lit_docemb.augment.back_translation import BackTranslator
 from lit_docemb.augment.thesaurus import Vocabulary
 
 
-class Augmentation:
+class Augmentation(ABC):
     """What the augmentation components share: their name in :class:`DocumentAugmenter` and their checks."""
 
     name: str
@@ -21,9 +23,9 @@ class Augmentation:
         """Argument name -> what is wrong with its value (empty when every value is in range)."""
         return {}
 
+    @abstractmethod
     def build(self, vocabulary: Vocabulary):
         """The picklable ``(text, seed) -> words`` augmenter over ``vocabulary``."""
-        raise NotImplementedError
 
 
 class _Replacement(Augmentation):
