@@ -43,6 +43,30 @@ MOVED_MODULES = {
 
 #: Old module -> {name -> the module that now holds that name}, where the names went elsewhere.
 MOVED_NAMES = {
+    "lit_docemb.commands.export": {
+        "ExportError": "lit_docemb.commands.exporters",
+        "MethodExport": "lit_docemb.commands.exporters",
+        "register_export": "lit_docemb.commands.exporters",
+        "exporter": "lit_docemb.commands.exporters",
+        "FlatEncoderExport": "lit_docemb.commands.exporters",
+        "DECAExport": "lit_docemb.commands.exporters",
+        "refuse_ctpe": "lit_docemb.commands.exporters",
+        "AggregatingModule": "lit_docemb.commands.exporters",
+        "GraphDocumentModule": "lit_docemb.commands.exporters",
+        "GraphRoBERTaExport": "lit_docemb.commands.exporters",
+        "CoLDEDocumentModule": "lit_docemb.commands.exporters",
+        "CoLDEExport": "lit_docemb.commands.exporters",
+        "EMBED_INSTEAD": "lit_docemb.commands.exporters",
+    },
+    "lit_docemb.commands.embed": {
+        "PositionedDocuments": "lit_docemb.commands.embed_shards",
+        "LengthBuckets": "lit_docemb.commands.embed_shards",
+        "EmbedDataModule": "lit_docemb.commands.embed_shards",
+        "vector_fields": "lit_docemb.commands.embed_shards",
+        "ShardWriter": "lit_docemb.commands.embed_shards",
+        "merge_shards": "lit_docemb.commands.embed_shards",
+        "write_embeddings": "lit_docemb.commands.embed_shards",
+    },
     "lit_docemb.eval.dense_search": {
         "main": "lit_docemb.commands.dense_search",
         "rank": "lit_docemb.eval.search",

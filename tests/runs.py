@@ -57,7 +57,7 @@ def save_run(method: L.LightningModule, root: Path, init_args: dict) -> tuple[Pa
 
 def run_embed(config: Path, ckpt: Path, data: Path, out: Path, *extra: str) -> None:
     main(["embed", "--config", str(config), "--ckpt_path", str(ckpt), "--input", str(data), "--output", str(out),
-          "--batch_size", "3", "--accelerator", "cpu", "--devices", "1", "--no_progress_bar", *extra])
+          "--batch_size", "3", "--accelerator", "cpu", "--devices", "1", "--progress_bar", "false", *extra])
 
 
 class Letters(EmbeddingMethod):

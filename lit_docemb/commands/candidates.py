@@ -2,30 +2,45 @@
 
 from __future__ import annotations
 
-import argparse
 import importlib
 import json
+import sys
 
-from lit_docemb.eval.candidates import LAYOUT, evaluate_candidates, read_candidate_task
+from lit_docemb.commands.arguments import run_command
 
 
 def evaluate_checkpoint(checkpoint: str, root: str, method: str = "lit_docemb.methods.CTPE", k: int = 20,
                         batch_size: int = 256) -> dict[str, float]:
     """Loads a checkpoint of ``method`` (a class path) and ranks the task folder ``root`` with it."""
+    from lit_docemb.eval.candidates import evaluate_candidates, read_candidate_task
+
     module_name, _, class_name = method.rpartition(".")
     cls = getattr(importlib.import_module(module_name), class_name)
     model = cls.load_from_checkpoint(checkpoint, map_location="cpu", weights_only=True)  # no pickled code
     return evaluate_candidates(model, read_candidate_task(root), k, batch_size)
 
 
-def main(argv: list[str] | None = None) -> dict[str, float]:
-    parser = argparse.ArgumentParser(description="Rank a candidate/test task folder with a checkpoint.")
-    parser.add_argument("checkpoint")
-    parser.add_argument("root", help=LAYOUT)
-    parser.add_argument("--method", default="lit_docemb.methods.CTPE")
-    parser.add_argument("--k", type=int, default=20)
-    parser.add_argument("--batch-size", type=int, default=256)
-    args = parser.parse_args(argv)
-    results = evaluate_checkpoint(args.checkpoint, args.root, args.method, args.k, args.batch_size)
+def candidates(ckpt_path: str, input: str, method: str = "lit_docemb.methods.CTPE", k: int = 20,
+               batch_size: int = 256) -> dict[str, float]:
+    """Rank a candidate/test task folder (CTPE's tasks) with a checkpoint; prints the metrics as JSON.
+
+    Args:
+        ckpt_path: A checkpoint of ``method``.
+        input: The task folder: ``candidates/`` and ``test/`` sets (layout: lit_docemb.eval.candidates.LAYOUT).
+        method: Class path of the checkpoint's method.
+        k: Candidates ranked per test document (metrics at k).
+        batch_size: Documents embedded per forward pass.
+    """
+    results = evaluate_checkpoint(ckpt_path, input, method, k, batch_size)
     print(json.dumps(results, indent=1))
     return results
+
+
+def main(argv: list[str] | None = None) -> dict[str, float]:
+    """Runs :func:`candidates`; the old positional ``CHECKPOINT ROOT`` still works (one deprecation line)."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if len(argv) >= 2 and not argv[0].startswith("-") and not argv[1].startswith("-"):
+        print("warning: positional CHECKPOINT ROOT is deprecated, use --ckpt_path CHECKPOINT --input ROOT",
+              file=sys.stderr)
+        argv = ["--ckpt_path", argv[0], "--input", argv[1], *argv[2:]]
+    return run_command(candidates, argv, "python -m lit_docemb candidates")

@@ -19,55 +19,58 @@ Examples::
 
 from __future__ import annotations
 
-import argparse
 import importlib
 import json
 import logging
+import sys
 from pathlib import Path
 
-import lightning as L
-import torch
 import yaml
 
+from lit_docemb.commands.arguments import run_command, torch_device
 from lit_docemb.commands.trust import check_class_path, load_yaml
-from lit_docemb.data.retrieval import RetrievalDataModule
-from lit_docemb.errors import require
-from lit_docemb.eval.candidates import CandidateRanking
-from lit_docemb.eval.evaluation import Evaluation, EvaluationContext, markdown_table
-from lit_docemb.eval.heldout import HeldOutRetrieval
-from lit_docemb.eval.labelled import (
-    Clustering,
-    FewShot,
-    LabelledEmbeddingEvaluation,
-    LinearProbe,
-)
-from lit_docemb.eval.matching import DocumentMatching, ValidationMatching
-from lit_docemb.eval.retrieval import RetrievalEvaluation
-from lit_docemb.methods.checkpoints import load_method_checkpoint, read_checkpoint
+from lit_docemb.errors import ConfigError, require
 
 log = logging.getLogger(__name__)
 
-EVALUATIONS: dict[str, type[Evaluation]] = {cls.name: cls for cls in (
-    Clustering, LinearProbe, FewShot, RetrievalEvaluation, LabelledEmbeddingEvaluation, CandidateRanking,
-    DocumentMatching, ValidationMatching, HeldOutRetrieval)}
-"""Evaluations by short name; a new one (e.g. document matching) registers here."""
+EVALUATIONS: dict[str, str] = {
+    "clustering": "lit_docemb.eval.labelled.Clustering",
+    "linear_probe": "lit_docemb.eval.labelled.LinearProbe",
+    "few_shot": "lit_docemb.eval.labelled.FewShot",
+    "retrieval": "lit_docemb.eval.retrieval.RetrievalEvaluation",
+    "labelled": "lit_docemb.eval.labelled.LabelledEmbeddingEvaluation",
+    "candidate_ranking": "lit_docemb.eval.candidates.CandidateRanking",
+    "matching": "lit_docemb.eval.matching.DocumentMatching",
+    "validation_matching": "lit_docemb.eval.matching.ValidationMatching",
+    "heldout": "lit_docemb.eval.heldout.HeldOutRetrieval",
+}
+"""Evaluations by short name (their ``name``) -> class path, imported only when used; a new one registers here."""
+
+
+def evaluation_class(path: str) -> type:
+    """The class at an import path (``module.Class``)."""
+    module, _, name = path.rpartition(".")
+    return getattr(importlib.import_module(module), name, None)
+
+
 
 SUBCOMMAND_KEYS = {"ckpt_path", "weights_only"}
 
 
-def build_evaluation(spec: str) -> Evaluation:
-    """An evaluation from a short name, or a YAML/JSON mapping ``{class_path, init_args}`` (class_path: a short
-    name or an import path of an :class:`Evaluation` subclass)."""
+def build_evaluation(spec: str):
+    """An :class:`~lit_docemb.eval.evaluation.Evaluation` from a short name, or a YAML/JSON mapping
+    ``{class_path, init_args}`` (class_path: a short name or an import path of an ``Evaluation`` subclass)."""
+    from lit_docemb.eval.evaluation import Evaluation
+
     parsed = yaml.safe_load(spec) if spec.strip().startswith("{") else {"class_path": spec}
     if not isinstance(parsed, dict) or "class_path" not in parsed:
         raise ValueError(f"--evaluation: a name ({', '.join(EVALUATIONS)}) or {{class_path, init_args}}, got {spec!r}")
     path, init_args = parsed["class_path"], parsed.get("init_args") or {}
     if path in EVALUATIONS:
-        cls = EVALUATIONS[path]
+        cls = evaluation_class(EVALUATIONS[path])
     elif "." in path:
         check_class_path("--evaluation", path)  # only allow-listed modules are imported
-        module, _, name = path.rpartition(".")
-        cls = getattr(importlib.import_module(module), name, None)
+        cls = evaluation_class(path)
     else:
         cls = None
     if not (isinstance(cls, type) and issubclass(cls, Evaluation)):
@@ -75,19 +78,29 @@ def build_evaluation(spec: str) -> Evaluation:
     return cls(**init_args)
 
 
-def load_checkpoint(method: L.LightningModule, path: str) -> None:
+def load_checkpoint(method, path: str) -> None:
     """The method's weights from a Lightning checkpoint (:func:`~lit_docemb.methods.checkpoints.load_method_checkpoint`),
     after the method's own ``on_load_checkpoint`` has read what it keeps beside them (DECA's and CTPE's
     vocabularies, which size their embedding tables)."""
+    import lightning as L
+
+    from lit_docemb.methods.checkpoints import load_method_checkpoint, read_checkpoint
+
     if type(method).on_load_checkpoint is not L.LightningModule.on_load_checkpoint:
         method.on_load_checkpoint(read_checkpoint(path))
     load_method_checkpoint(method, path)
 
 
-def default_evaluations(data) -> list[Evaluation]:
+def default_evaluations(data) -> list:
     """Retrieval on the test split for a ranking DataModule; matching for one of labelled pairs; clustering and
-    the linear probe for a labelled one;
-    held-out retrieval on the validation split for an unlabelled corpus."""
+    the linear probe for a labelled one; held-out retrieval on the validation split for an unlabelled corpus.
+    A corpus with none of these is a :class:`ConfigError` naming what it lacks."""
+    from lit_docemb.data.retrieval import RetrievalDataModule
+    from lit_docemb.eval.heldout import HeldOutRetrieval
+    from lit_docemb.eval.labelled import Clustering, LinearProbe
+    from lit_docemb.eval.matching import DocumentMatching
+    from lit_docemb.eval.retrieval import RetrievalEvaluation
+
     if isinstance(data, RetrievalDataModule):
         return [RetrievalEvaluation(split="test")]
     if getattr(data, "mode", None) == "pairs":  # labelled document pairs (AAN's LRA matching task)
@@ -97,7 +110,10 @@ def default_evaluations(data) -> list[Evaluation]:
         return [Clustering(evaluate_on=evaluate_on), LinearProbe(evaluate_on=evaluate_on)]
     if getattr(data, "val_set", None):
         return [HeldOutRetrieval()]
-    raise ValueError(f"no evaluation configured and none known for {type(data).__name__}: pass --evaluation")
+    raise ConfigError(f"evaluate: {type(data).__name__} has no query split, no labels, no document pairs and no "
+                      "validation documents to evaluate on: give it a validation split (data.init_args.val_fraction) "
+                      "for --evaluation heldout, or use a labelled or ranking corpus (--evaluation "
+                      f"{', '.join(EVALUATIONS)})")
 
 
 def _without_subcommand_keys(path: str) -> str:
@@ -109,59 +125,84 @@ def _without_subcommand_keys(path: str) -> str:
     return yaml.safe_dump({k: v for k, v in config.items() if k not in SUBCOMMAND_KEYS}, sort_keys=False)
 
 
-def run_evaluations(evaluations: list[Evaluation], context: EvaluationContext) -> dict[str, dict[str, float]]:
-    """{name: metrics} of each evaluation on one context (embeddings shared); names repeated get a suffix."""
+def run_evaluations(evaluations: list, context) -> dict[str, dict[str, float]]:
+    """{name: metrics} of each evaluation on one context (embeddings shared); names repeated get a suffix. An
+    evaluation that finds the corpus unsuitable (a ``ValueError`` naming what it lacks) stops the command in one
+    line (:class:`ConfigError`) naming the evaluation."""
     results: dict[str, dict[str, float]] = {}
     for evaluation in evaluations:
         name, n = evaluation.name, 2
         while name in results:
             name, n = f"{evaluation.name}_{n}", n + 1
         log.info("running %s", name)
-        results[name] = {k: float(v) for k, v in evaluation.evaluate(context).items()}  # numpy scalars: JSON-ready
+        try:
+            metrics = evaluation.evaluate(context)
+        except ConfigError:
+            raise
+        except ValueError as err:
+            raise ConfigError(f"evaluation {name} cannot run on {type(context.data).__name__}: {err}") from err
+        results[name] = {k: float(v) for k, v in metrics.items()}  # numpy scalars: JSON-ready
     return results
 
 
-def main(args: list[str] | None = None) -> dict[str, dict[str, float]]:
-    """Parses the command line (see the module docstring), evaluates, writes and prints; returns the results."""
-    from lit_docemb.commands.cli import DocEmbCLI
+def evaluate(config: list[str], ckpt_path: str | None = None, evaluation: list[str] | None = None,
+             output: str | None = None, batch_size: int = 64, accelerator: str = "auto",
+             overrides: list[str] | None = None) -> dict[str, dict[str, float]]:
+    """Evaluate a checkpoint, or the method as its config builds it (a baseline): the evaluations under the
+    config's trainer.callbacks plus every --evaluation; writes evaluation.md, evaluation.json and TREC run files.
 
-    parser = argparse.ArgumentParser(
-        prog="python -m lit_docemb evaluate",
-        description="Evaluate a checkpoint: the evaluations under the config's trainer.callbacks plus every "
-                    "--evaluation; writes evaluation.md, evaluation.json and TREC run files.",
-        epilog="Other arguments are config overrides, as for fit (e.g. --data.init_args.root DIR).")
-    parser.add_argument("--config", action="append", required=True, help="the run's config (repeatable)")
-    parser.add_argument("--ckpt_path", required=True, help="a checkpoint of the config's method")
-    parser.add_argument("--evaluation", action="append", default=[],
-                        help=f"a name ({', '.join(EVALUATIONS)}) or {{class_path, init_args}} (repeatable)")
-    parser.add_argument("--output", help="folder for evaluation.md/.json and run files")
-    parser.add_argument("--batch_size", type=int, default=64, help="documents embedded per forward pass")
-    parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
-    options, overrides = parser.parse_known_args(args)
-    require(options.batch_size >= 1, "--batch_size", ">= 1 (documents per forward pass)", options.batch_size)
-    read_checkpoint(options.ckpt_path, mmap=True)  # a missing or unreadable checkpoint stops before any loading
-    evaluations = [build_evaluation(spec) for spec in options.evaluation]  # bad specs fail before any loading
-    configs = [arg for path in options.config for arg in ("--config", _without_subcommand_keys(path))]
-    cli = DocEmbCLI(args=[*configs, *overrides], run=False)
+    Args:
+        config: The run's config (``runs/x/config.yaml``) or any fit config; repeat to merge, later files win.
+        ckpt_path: A checkpoint of the config's method; without it the method is scored as initialised from its
+            config (the pretrained encoder: a baseline row).
+        evaluation: An evaluation by name (clustering, linear_probe, few_shot, retrieval, labelled,
+            candidate_ranking, matching, validation_matching, heldout) or as ``{class_path, init_args}``;
+            repeatable. Default: those of the config, else what the corpus supports.
+        output: Folder of evaluation.md/.json and run files (default: ``<trainer.default_root_dir>/evaluation``).
+        batch_size: Documents embedded per forward pass.
+        accelerator: ``auto``, ``cpu``, ``cuda`` (or ``gpu``), or a torch device such as ``cuda:1``.
+        overrides: Config overrides (``--model.init_args.encoder X``, ``--data.init_args.root DIR``).
+    """
+    from lit_docemb.commands.cli import DocEmbCLI
+    from lit_docemb.commands.embed import announce_baseline, encoder_name
+    from lit_docemb.data.retrieval import RetrievalDataModule
+    from lit_docemb.eval.evaluation import Evaluation, EvaluationContext, markdown_table
+    from lit_docemb.methods.checkpoints import read_checkpoint
+
+    require(batch_size >= 1, "--batch_size", ">= 1 (documents per forward pass)", batch_size)
+    if ckpt_path is not None:
+        read_checkpoint(ckpt_path, mmap=True)  # a missing or unreadable checkpoint stops before any loading
+    specs = [build_evaluation(spec) for spec in evaluation or []]  # bad specs fail before any loading
+    configs = [arg for path in config for arg in ("--config", _without_subcommand_keys(path))]
+    cli = DocEmbCLI(args=[*configs, *(overrides or [])], run=False)
     method, data = cli.model, cli.datamodule
-    evaluations = [c for c in cli.trainer.callbacks if isinstance(c, Evaluation)] + evaluations
-    load_checkpoint(method, options.ckpt_path)
-    method.to(options.device).eval()
+    evaluations = [c for c in cli.trainer.callbacks if isinstance(c, Evaluation)] + specs
+    if ckpt_path is None:
+        announce_baseline(method)
+    else:
+        load_checkpoint(method, ckpt_path)
+    method.to(torch_device(accelerator)).eval()
     if not isinstance(data, RetrievalDataModule):  # retrieval reads its corpus and query splits itself
         data.setup("fit")
     evaluations = evaluations or default_evaluations(data)
-    output = Path(options.output or Path(cli.trainer.default_root_dir) / "evaluation")
-    context = EvaluationContext(method, data, output, options.batch_size)
+    output_dir = Path(output or Path(cli.trainer.default_root_dir) / "evaluation")
+    context = EvaluationContext(method, data, output_dir, batch_size)
     results = run_evaluations(evaluations, context)
     if isinstance(data, RetrievalDataModule) and not data.data_stats and data.corpus is not None:
         data.report_reading("corpus", len(data.corpus), {}, data.stats)  # read by the evaluations, not by setup
     table = markdown_table(results)
     if context.writes():
-        output.mkdir(parents=True, exist_ok=True)
-        header = f"# Evaluation of `{options.ckpt_path}`\n\nConfig: {', '.join(options.config)}\n\n"
-        (output / "evaluation.md").write_text(header + table, encoding="utf-8")
-        record = {"checkpoint": options.ckpt_path, "config": options.config, "results": results,
+        scored = ckpt_path or f"{encoder_name(method)} as initialised (no checkpoint)"
+        output_dir.mkdir(parents=True, exist_ok=True)
+        header = f"# Evaluation of `{scored}`\n\nConfig: {', '.join(config)}\n\n"
+        (output_dir / "evaluation.md").write_text(header + table, encoding="utf-8")
+        record = {"checkpoint": ckpt_path, "config": config, "results": results,
                   "data_stats": {"corpus": type(data).__name__, **getattr(data, "data_stats", {})}}
-        (output / "evaluation.json").write_text(json.dumps(record, indent=2) + "\n", encoding="utf-8")
-        print(table + f"\nwritten to {output}/evaluation.md and evaluation.json")
+        (output_dir / "evaluation.json").write_text(json.dumps(record, indent=2) + "\n", encoding="utf-8")
+        print(table + f"\nwritten to {output_dir}/evaluation.md and evaluation.json")
     return results
+
+
+def main(argv: list[str] | None = None) -> dict[str, dict[str, float]]:
+    """Parses the command line (see :func:`evaluate`), evaluates, writes and prints; returns the results."""
+    return run_command(evaluate, sys.argv[1:] if argv is None else argv, "python -m lit_docemb evaluate")

@@ -2,32 +2,41 @@
 
 from __future__ import annotations
 
-import argparse
 import json
+from typing import Literal
 
-import torch
-
-from lit_docemb.eval.matching import evaluate_pairs
+from lit_docemb.commands.arguments import run_command, torch_device
 
 
-def main(args: list[str] | None = None) -> dict[str, float]:
+def matching(config: list[str], ckpt_path: str | None = None, classifier: Literal["logistic", "mlp"] = "logistic",
+             criterion: Literal["f1", "accuracy"] = "f1", batch_size: int = 32, accelerator: str = "auto",
+             overrides: list[str] | None = None) -> dict[str, float]:
+    """Document matching (threshold and pair classifier) of a method on labelled pairs; prints the metrics.
+
+    Args:
+        config: The run's config (method and a pairs DataModule); repeat to merge, later files win.
+        ckpt_path: A checkpoint of the config's method (default: the method as its config builds it).
+        classifier: The pair classifier trained on the pair embeddings.
+        criterion: What the threshold is chosen to maximise.
+        batch_size: Documents embedded per forward pass.
+        accelerator: ``auto``, ``cpu``, ``cuda`` (or ``gpu``), or a torch device such as ``cuda:1``.
+        overrides: Config overrides (``--data.init_args.root DIR``).
+    """
     from lit_docemb.commands.cli import DocEmbCLI
+    from lit_docemb.eval.matching import evaluate_pairs
     from lit_docemb.methods.checkpoints import load_method_checkpoint
 
-    parser = argparse.ArgumentParser(description="Document matching (threshold and pair classifier) of a method.")
-    parser.add_argument("--config", required=True, help="the run's config (method and a pairs DataModule)")
-    parser.add_argument("--ckpt", help="a checkpoint of the config's method (default: its initial weights)")
-    parser.add_argument("--classifier", choices=["logistic", "mlp"], default="logistic")
-    parser.add_argument("--criterion", choices=["f1", "accuracy"], default="f1")
-    parser.add_argument("--batch-size", type=int, default=32)
-    parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
-    options, overrides = parser.parse_known_args(args)  # the rest: config overrides
-    cli = DocEmbCLI(args=["--config", options.config, *overrides], run=False)
+    configs = [arg for path in config for arg in ("--config", path)]
+    cli = DocEmbCLI(args=[*configs, *(overrides or [])], run=False)
     method, data = cli.model, cli.datamodule
-    if options.ckpt:
-        load_method_checkpoint(method, options.ckpt, "--ckpt")
-    method.to(options.device).eval()
+    if ckpt_path:
+        load_method_checkpoint(method, ckpt_path, "--ckpt_path")
+    method.to(torch_device(accelerator)).eval()
     data.setup("fit")
-    metrics = evaluate_pairs(method, data, options.batch_size, options.classifier, options.criterion)
+    metrics = evaluate_pairs(method, data, batch_size, classifier, criterion)
     print(json.dumps(metrics, indent=2))
     return metrics
+
+
+def main(argv: list[str] | None = None) -> dict[str, float]:
+    return run_command(matching, argv, "python -m lit_docemb matching")

@@ -160,10 +160,10 @@ def saved_run(tiny_encoder_dir, corpus_jsonl, tmp_path_factory) -> tuple[Path, P
 
 COMMANDS = {
     "evaluate": lambda config, ckpt, out: ["evaluate", "--config", str(config), "--ckpt_path", str(ckpt),
-                                           "--output", str(out / "evaluation"), "--device", "cpu"],
+                                           "--output", str(out / "evaluation"), "--accelerator", "cpu"],
     "embed": lambda config, ckpt, out: ["embed", "--config", str(config), "--ckpt_path", str(ckpt), "--input",
                                         str(out / "docs.jsonl"), "--output", str(out / "vectors"),
-                                        "--accelerator", "cpu", "--devices", "1", "--no_progress_bar"],
+                                        "--accelerator", "cpu", "--devices", "1", "--progress_bar", "false"],
     "export": lambda config, ckpt, out: ["export", "--config", str(config), "--ckpt_path", str(ckpt), "--output",
                                          str(out / "exported")],
 }

@@ -74,7 +74,7 @@ data:
   init_args: {{root: {root}, cache_dir: {tmp_path / 'c'}}}
 trainer: {{logger: false}}
 """)
-    main(["--config", str(config), "--ckpt", str(tmp_path / "m.ckpt"), "--split", "test", "--depth", "3",
-          "--output", str(tmp_path / "test.run"), "--device", "cpu"])
+    main(["--config", str(config), "--ckpt_path", str(tmp_path / "m.ckpt"), "--split", "test", "--depth", "3",
+          "--output", str(tmp_path / "test.run"), "--accelerator", "cpu"])
     run = read_run(tmp_path / "test.run")
     assert set(run) == {"8", "9"} and all(len(docs) == 3 for docs in run.values())

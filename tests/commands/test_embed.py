@@ -18,7 +18,8 @@ from conftest import _topic_texts
 from runs import run_embed, save_run, write_tsv
 
 from lit_docemb.augment import Vocabulary
-from lit_docemb.commands.embed import LengthBuckets, read_documents
+from lit_docemb.commands.embed import read_documents
+from lit_docemb.commands.embed_shards import LengthBuckets
 from lit_docemb.data.document import Document, Section
 from lit_docemb.data.tokens import document_text
 from lit_docemb.eval.embedding import embed_documents
@@ -147,7 +148,7 @@ def test_two_processes_merge_to_the_one_process_output(tiny_encoder_dir, tmp_pat
     run_embed(config, ckpt, data, tmp_path / "one")
     cmd = [sys.executable, "-m", "lit_docemb", "embed", "--config", str(config), "--ckpt_path", str(ckpt),
            "--input", str(data), "--output", str(tmp_path / "two"), "--batch_size", "3", "--accelerator", "cpu",
-           "--devices", "2", "--strategy", "ddp", "--no_progress_bar"]
+           "--devices", "2", "--strategy", "ddp", "--progress_bar", "false"]
     result = subprocess.run(cmd, check=False, capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stderr[-3000:]
     one_ids, one = read_parquet(tmp_path / "one")

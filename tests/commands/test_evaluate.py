@@ -169,7 +169,7 @@ data:
     caplog.clear()
     main(["evaluate", "--config", str(run / "config.yaml"), "--ckpt_path", str(checkpoint), "--output", str(out),
           "--evaluation", "{class_path: retrieval, init_args: {split: test, search: faiss, depth: 5}}",
-          "--device", "cpu"])
+          "--accelerator", "cpu"])
     assert [r.getMessage().split(";")[0] for r in caplog.records if r.name == "lit_docemb.data.datamodule"] == [
         f"WIKIRDataModule corpus: read {fit_stats_read(run)} documents"]
     record = json.loads((out / "evaluation.json").read_text())

@@ -10,7 +10,7 @@ from conftest import _topic_texts
 from runs import run_embed, save_run, write_tsv
 
 from lit_docemb.commands.cli import main
-from lit_docemb.commands.export import ExportError, export
+from lit_docemb.commands.exporters import ExportError, export_method
 from lit_docemb.data.document import Document, Section
 from lit_docemb.data.tokens import document_text
 from lit_docemb.eval.embedding import embed_documents
@@ -78,7 +78,7 @@ def test_graph_roberta_sentence_transformer_equals_embed(tiny_encoder_dir, tmp_p
 def test_deca_with_an_encoder_exports_like_docsplit(tiny_encoder_dir, tmp_path):
     torch.manual_seed(0)
     method = DECA(EncoderBackbone(tiny_encoder_dir, max_length=48))
-    export(method, tmp_path / "st")
+    export_method(method, tmp_path / "st")
     docs = long_documents(3)
     vectors = SentenceTransformer(str(tmp_path / "st"), device="cpu").encode([document_text(d, True) for d in docs])
     np.testing.assert_allclose(vectors, embed_documents(method, docs).numpy(), atol=1e-5)
@@ -86,9 +86,9 @@ def test_deca_with_an_encoder_exports_like_docsplit(tiny_encoder_dir, tmp_path):
 
 def test_methods_without_an_export_are_refused_with_embed_named(tmp_path):
     with pytest.raises(ExportError, match="Doc2VecC.*lit_docemb embed"):
-        export(DECA(), tmp_path / "deca")
+        export_method(DECA(), tmp_path / "deca")
     with pytest.raises(ExportError, match="CTPE.*lit_docemb embed"):
-        export(CTPE(WordEmbeddings(init="random", dim=8, min_count=1)), tmp_path / "ctpe", "hf")
+        export_method(CTPE(WordEmbeddings(init="random", dim=8, min_count=1)), tmp_path / "ctpe", "hf")
     assert not (tmp_path / "deca").exists() and not (tmp_path / "ctpe").exists()
 
 
@@ -127,7 +127,7 @@ def test_colde_ablation_export_follows_its_hparams(no_dropout_encoder_dir, tmp_p
     torch.manual_seed(0)
     method = CoLDE(no_dropout_encoder_dir, augmentation=False, aggregation="mean", max_chunks_per_section=3,
                    **COLDE)
-    export(method, tmp_path / "st")
+    export_method(method, tmp_path / "st")
     st = SentenceTransformer(str(tmp_path / "st"), device="cpu", local_files_only=True, trust_remote_code=True)
     assert not any("lstm" in name or "structure" in name for name, _ in st.named_parameters())
     docs = long_documents(3)

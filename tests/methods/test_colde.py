@@ -330,7 +330,7 @@ def test_fit_then_test_reuses_the_validation_threshold_and_matching_cli(tiny_enc
     metrics = tested.trainer.callback_metrics
     assert metrics["test/matching_threshold"] == pytest.approx(threshold)  # chosen on validation, not on test
     assert {f"test/matching_{m}" for m in ("precision", "recall", "f1", "accuracy")} <= set(metrics)
-    out = matching_main([*common, "--ckpt", str(last), "--device", "cpu"])
+    out = matching_main([*common, "--ckpt_path", str(last), "--accelerator", "cpu"])
     assert set(out) >= {"threshold/f1", "threshold/threshold", "classifier/accuracy", "classifier/validation_accuracy"}
     assert all(0.0 <= out[k] <= 1.0 for k in out if not k.endswith("threshold"))
 

@@ -1,0 +1,220 @@
+"""The machinery of ``python -m lit_docemb embed`` (:mod:`lit_docemb.commands.embed`): length-bucketed predict
+batches dealt out to the ranks, one parquet shard per rank written as predictions come, merged by rank 0 in input
+order. Kept apart from the command so that ``embed --help`` loads no torch or Lightning."""
+
+from __future__ import annotations
+
+import json
+import warnings
+from collections.abc import Callable, Sequence
+from dataclasses import replace
+from pathlib import Path
+
+import lightning as L
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+from lightning.pytorch.callbacks import BasePredictionWriter
+from torch import Tensor
+from torch.utils.data import DataLoader, Dataset, Sampler
+
+from lit_docemb.data.document import Document
+from lit_docemb.data.passage_cache import PassageCache
+from lit_docemb.methods.base import EmbeddingMethod
+
+
+# --- length-bucketed, sharded batches ---------------------------------------------------------------------
+class PositionedDocuments(Dataset):
+    """Documents whose ids are replaced by their input positions ("0", "1", ...), so that every prediction row
+    finds its input line again whatever the method drops and whatever ids repeat."""
+
+    def __init__(self, documents: Sequence[Document]) -> None:
+        self.documents = documents
+
+    def __len__(self) -> int:
+        return len(self.documents)
+
+    def __getitem__(self, index: int) -> Document:
+        return replace(self.documents[index], id=str(index))
+
+
+class LengthBuckets(Sampler[list[int]]):
+    """Batches of documents of similar length (characters), shortest first, batch ``b`` on rank ``b % W``.
+
+    Args:
+        lengths: Length of each document.
+        batch_size: Documents per batch.
+        rank: This process's rank.
+        world_size: Number of processes W.
+    """
+
+    def __init__(self, lengths: Sequence[int], batch_size: int, rank: int = 0, world_size: int = 1) -> None:
+        if batch_size < 1:
+            raise ValueError(f"batch_size must be >= 1, got {batch_size}")
+        order = np.argsort(np.asarray(lengths, dtype=np.int64), kind="stable")
+        batches = [order[i:i + batch_size].tolist() for i in range(0, len(order), batch_size)]
+        self.batches = batches[rank::world_size]
+
+    def __len__(self) -> int:
+        return len(self.batches)
+
+    def __iter__(self):
+        return iter(self.batches)
+
+
+class EmbedDataModule(L.LightningDataModule):
+    """Predict batches of a fixed document list, length-bucketed and dealt out to the ranks.
+
+    Args:
+        documents: The documents to embed, in input order.
+        batch_size: Documents per batch and device.
+        num_workers: Dataloader worker processes (the method's collator runs there).
+    """
+
+    def __init__(self, documents: Sequence[Document], batch_size: int = 64, num_workers: int = 0) -> None:
+        super().__init__()
+        self.documents = documents
+        self.batch_size = batch_size
+        self.num_workers = num_workers
+        self.collator_factory: Callable[[str], Callable] | None = None
+
+    def connect(self, collator: Callable[[str], Callable], passage_cache: PassageCache | None = None) -> None:
+        """Takes the method's collator factory (called by the method's ``setup``, as for a corpus DataModule).
+
+        Args:
+            collator: The method's ``collator(stage)``; its ``"predict"`` collator batches the documents.
+            passage_cache: A passage-reading method's cache, deliberately not opened: ``embed`` reads each
+                document once, so its collator splits and tokenizes the documents itself (same ids as the cache
+                gives) rather than writing a cache that nothing would read again.
+        """
+        self.collator_factory = collator
+
+    def predict_dataloader(self) -> DataLoader:
+        if self.collator_factory is None:
+            raise RuntimeError("EmbedDataModule needs a collator: call datamodule.connect(method.collator) (a "
+                               "lit_docemb method does it in its setup when a Trainer runs it)")
+        trainer = self.trainer
+        sampler = LengthBuckets([len(d.text) + len(d.title) for d in self.documents], self.batch_size,
+                                trainer.global_rank, trainer.world_size)
+        return DataLoader(PositionedDocuments(self.documents), batch_sampler=sampler, num_workers=self.num_workers,
+                          collate_fn=self.collator_factory("predict"))
+
+
+# --- writing ----------------------------------------------------------------------------------------------
+def vector_fields(prediction: dict) -> dict[str, Tensor]:
+    """The per-document vectors of a ``predict_step`` output: its 2-D tensors with one row per returned id."""
+    rows = len(prediction["ids"])
+    return {k: v for k, v in prediction.items() if k != "ids" and isinstance(v, Tensor) and v.ndim == 2
+            and v.shape[0] == rows}
+
+
+def _vector_column(vectors: np.ndarray) -> pa.Array:
+    """(N, D) float32 as a fixed-size-list column."""
+    vectors = np.ascontiguousarray(vectors, dtype=np.float32)
+    return pa.FixedSizeListArray.from_arrays(pa.array(vectors.reshape(-1)), vectors.shape[1])
+
+
+def _column_vectors(column: pa.ChunkedArray) -> np.ndarray:
+    """A fixed-size-list column back to (N, D) float32."""
+    column = column.combine_chunks()
+    return column.flatten().to_numpy(zero_copy_only=False).reshape(len(column), column.type.list_size)
+
+
+class ShardWriter(BasePredictionWriter):
+    """Writes each rank's predictions as they come to ``<output>/shards/rank-<r>.parquet`` (``position`` and
+    one column per vector field), so no rank holds its embeddings in memory.
+
+    Args:
+        output_dir: The output folder.
+    """
+
+    def __init__(self, output_dir: str | Path) -> None:
+        super().__init__(write_interval="batch")
+        self.shard_dir = Path(output_dir) / "shards"
+        self._writer: pq.ParquetWriter | None = None
+        self.documents_in = self.empty_documents = 0
+
+    def on_predict_start(self, trainer, pl_module) -> None:
+        self.shard_dir.mkdir(parents=True, exist_ok=True)
+        self.path = self.shard_dir / f"rank-{trainer.global_rank:05d}.parquet"
+        self.path.unlink(missing_ok=True)
+        if trainer.is_global_zero:  # a crashed earlier run with more ranks may have left shards
+            for stale in self.shard_dir.glob("rank-*"):
+                if int(stale.name[5:10]) >= trainer.world_size:
+                    stale.unlink()
+        self._writer, self.documents_in, self.empty_documents = None, 0, 0
+
+    def write_on_batch_end(self, trainer, pl_module, prediction, batch_indices, batch, batch_idx,
+                           dataloader_idx) -> None:
+        self.documents_in += len(batch) + int(getattr(batch, "skipped", 0))
+        self.empty_documents += int(prediction.get("empty_documents", 0))
+        fields = vector_fields(prediction)
+        if not fields:
+            raise ValueError(f"{type(pl_module).__name__}.predict_step returned no per-document vectors: "
+                             f"{sorted(prediction)}")
+        columns = {"position": pa.array([int(i) for i in prediction["ids"]], pa.int64())}
+        columns |= {name: _vector_column(values.float().numpy()) for name, values in fields.items()}
+        table = pa.table(columns)
+        if self._writer is None:
+            self._writer = pq.ParquetWriter(self.path, table.schema)
+        self._writer.write_table(table)
+
+    def on_predict_end(self, trainer, pl_module) -> None:
+        if self._writer is not None:
+            self._writer.close()
+        (self.shard_dir / f"rank-{trainer.global_rank:05d}.json").write_text(
+            json.dumps({"documents_in": self.documents_in, "empty_documents": self.empty_documents}))
+
+
+def merge_shards(output_dir: str | Path, documents: Sequence[Document], output_format: str) -> dict:
+    """One output in input order from the ranks' shards (then removed); returns the counts written."""
+    output_dir, shard_dir = Path(output_dir), Path(output_dir) / "shards"
+    tables = [pq.read_table(p) for p in sorted(shard_dir.glob("rank-*.parquet"))]
+    if not tables:
+        raise ValueError("no document was embedded (every document was skipped)")
+    table = pa.concat_tables(tables)
+    positions = table.column("position").to_numpy()
+    order = np.argsort(positions, kind="stable")
+    positions = positions[order]
+    if len(np.unique(positions)) != len(positions) or positions[-1] >= len(documents):
+        raise RuntimeError("the shards do not hold each input document at most once: were they mixed with "
+                           "another run's?")
+    ids = [documents[p].id for p in positions.tolist()]
+    fields = [name for name in table.column_names if name != "position"]
+    if output_format == "parquet":
+        columns = {"id": pa.array(ids, pa.string())} | {n: table.column(n).take(pa.array(order)) for n in fields}
+        pq.write_table(pa.table(columns), output_dir / "embeddings.parquet")
+    else:
+        for name in fields:
+            np.save(output_dir / f"{name}.npy", _column_vectors(table.column(name))[order])
+        (output_dir / "ids.txt").write_text("".join(f"{i}\n" for i in ids), encoding="utf-8")
+    counts = [json.loads(p.read_text()) for p in shard_dir.glob("rank-*.json")]
+    received = sum(c["documents_in"] for c in counts)
+    for path in shard_dir.iterdir():
+        path.unlink()
+    shard_dir.rmdir()
+    return {"embedded": len(ids), "skipped_by_method": received - len(ids),
+            "empty_documents": sum(c.get("empty_documents", 0) for c in counts),
+            "dimensions": {n: table.schema.field(n).type.list_size for n in fields}}
+
+
+# --- the run ----------------------------------------------------------------------------------------------
+def write_embeddings(method: EmbeddingMethod, documents: Sequence[Document], output_dir: str | Path,
+                     output_format: str = "parquet", batch_size: int = 64, num_workers: int = 0,
+                     ckpt_path: str | None = None, progress_bar: bool = True, **trainer_kwargs) -> dict | None:
+    """Embeds ``documents`` with ``method`` (weights from ``ckpt_path`` when given) into ``output_dir``; returns the
+    counts written on rank 0 (``None`` on the other ranks). ``trainer_kwargs`` go to the Trainer (accelerator,
+    devices, strategy, precision)."""
+    if output_format not in ("parquet", "npy"):
+        raise ValueError(f"--format must be 'parquet' or 'npy', got {output_format!r}")
+    trainer = L.Trainer(logger=False, use_distributed_sampler=False, enable_progress_bar=progress_bar,
+                        enable_model_summary=False, callbacks=[ShardWriter(output_dir)], default_root_dir=output_dir,
+                        **trainer_kwargs)
+    with warnings.catch_warnings():  # LengthBuckets returns every index: no drop_last for Lightning to set
+        warnings.filterwarnings("ignore", message="You are using a custom batch sampler `LengthBuckets`")
+        trainer.predict(method, datamodule=EmbedDataModule(documents, batch_size, num_workers),
+                        ckpt_path=ckpt_path, return_predictions=False)
+    trainer.strategy.barrier("embed-shards-written")
+    if not trainer.is_global_zero:
+        return None
+    return {**merge_shards(output_dir, documents, output_format), "devices": trainer.world_size}
