@@ -43,6 +43,22 @@ MOVED_MODULES = {
 
 #: Old module -> {name -> the module that now holds that name}, where the names went elsewhere.
 MOVED_NAMES = {
+    "lit_docemb.commands.figures": {
+        "attention_heatmap": "lit_docemb.commands.plots",
+        "similarity_heatmap": "lit_docemb.commands.plots",
+        "similarity_heatmaps": "lit_docemb.commands.plots",
+        "project_2d": "lit_docemb.commands.plots",
+        "embedding_map": "lit_docemb.commands.plots",
+        "read_csv_metrics": "lit_docemb.commands.plots",
+        "read_tensorboard_metrics": "lit_docemb.commands.plots",
+        "read_wandb_metrics": "lit_docemb.commands.plots",
+        "read_run_metrics": "lit_docemb.commands.plots",
+        "training_curves": "lit_docemb.commands.plots",
+        "log_to_wandb": "lit_docemb.commands.plots",
+        "EmbeddingFigures": "lit_docemb.commands.plots",
+        "read_embeddings": "lit_docemb.commands.plots",
+        "model_figures": "lit_docemb.commands.plots",
+    },
     "lit_docemb.commands.export": {
         "ExportError": "lit_docemb.commands.exporters",
         "MethodExport": "lit_docemb.commands.exporters",

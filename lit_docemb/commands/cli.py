@@ -26,6 +26,7 @@ from __future__ import annotations
 import os
 import re
 import sys
+import warnings
 from pathlib import Path
 
 import lightning as L
@@ -104,7 +105,9 @@ class DocEmbCLI(LightningCLI):
         jsonargparse imports anything they name, and the whole parsed config (shorthands and callables resolved)
         before anything is built."""
         refuse_untrusted_arguments(sys.argv[1:] if args is None else args)
-        super().parse_arguments(parser, args)
+        with warnings.catch_warnings():  # our commands build their args themselves; Lightning's warning about it
+            warnings.filterwarnings("ignore", "LightningCLI's args parameter")  # would print the whole config
+            super().parse_arguments(parser, args)
         subcommand = self.config.get("subcommand")
         refuse_untrusted(self.config[subcommand] if subcommand else self.config)
 

@@ -23,7 +23,6 @@ import shlex
 import shutil
 import subprocess
 import sys
-import warnings
 from datetime import datetime, timezone
 from importlib import resources
 from pathlib import Path
@@ -63,8 +62,7 @@ def resolve_fit_config(fit_args: list[str]) -> dict:
     from lit_docemb.commands.cli import main
 
     out = io.StringIO()
-    with contextlib.redirect_stdout(out), warnings.catch_warnings():
-        warnings.filterwarnings("ignore", "LightningCLI's args parameter")  # args differ from sys.argv here
+    with contextlib.redirect_stdout(out):  # DocEmbCLI silences Lightning's warning about args given in Python
         try:
             main(["fit", *fit_args, "--print_config"])
         except SystemExit as stop:

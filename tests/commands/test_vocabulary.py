@@ -1,0 +1,120 @@
+"""One flag vocabulary: every command's ``--help`` comes from its signature, names the vocabulary flags it takes,
+loads no torch for the commands that are not LightningCLI's, and the old spellings still work with one line."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from lit_docemb.commands import COMMANDS
+from lit_docemb.commands.arguments import docstring_arguments, parse_command
+from lit_docemb.commands.candidates import candidates
+from lit_docemb.commands.candidates import main as candidates_main
+from lit_docemb.commands.dense_search import dense_search
+from lit_docemb.commands.embed import embed
+from lit_docemb.commands.evaluate import EVALUATIONS, evaluation_class
+
+#: Command -> the vocabulary flags it takes (docs/usage.md).
+VOCABULARY_FLAGS = {
+    "evaluate": {"--config", "--ckpt_path", "--output", "--batch_size", "--accelerator"},
+    "embed": {"--config", "--ckpt_path", "--input", "--output", "--batch_size", "--num_workers", "--accelerator",
+              "--devices", "--precision"},
+    "export": {"--config", "--ckpt_path", "--output"},
+    "figures": {"--config", "--ckpt_path", "--input", "--output"},
+    "slurm": {"--config"},
+    "dense-search": {"--config", "--ckpt_path", "--output", "--batch_size", "--accelerator"},
+    "candidates": {"--ckpt_path", "--input", "--batch_size"},
+    "matching": {"--config", "--ckpt_path", "--batch_size", "--accelerator"},
+}
+OLD_SPELLINGS = ("--ckpt ", "--batch-size", "--device ", "--no_progress_bar")
+
+HELP_OF_EVERY_COMMAND = """
+import io, json, sys, time
+from lit_docemb.commands import main
+report = {}
+for command in sys.argv[1:]:
+    saved, sys.stdout = sys.stdout, io.StringIO()
+    start = time.perf_counter()
+    try:
+        main([command, '--help'])
+        code = None
+    except SystemExit as stop:
+        code = stop.code
+    text, sys.stdout = sys.stdout.getvalue(), saved
+    heavy = [m for m in ('torch', 'lightning', 'transformers') if m in sys.modules]
+    report[command] = {'code': code, 'help': text, 'heavy': heavy, 'seconds': time.perf_counter() - start}
+print(json.dumps(report))
+"""
+
+
+def test_every_command_but_lightnings_answers_help_from_its_signature_without_torch():
+    commands = [c for c, (module, _) in COMMANDS.items() if module != "cli"]
+    assert set(commands) == set(VOCABULARY_FLAGS)
+    out = subprocess.run([sys.executable, "-c", HELP_OF_EVERY_COMMAND, *commands], capture_output=True, text=True,
+                         check=True).stdout
+    report = json.loads(out.splitlines()[-1])
+    for command in commands:
+        result = report[command]
+        assert result["code"] in (0, None), (command, result)
+        assert result["heavy"] == [], (command, result["heavy"])  # each checked after its own help
+        options = {word.strip(",[]") for word in result["help"].split() if word.startswith(("--", "[--"))}
+        assert VOCABULARY_FLAGS[command] <= options, (command, VOCABULARY_FLAGS[command] - options)
+        assert not any(old in result["help"] for old in OLD_SPELLINGS), command
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("command", ["fit", "predict"])
+def test_lightning_commands_help_names_config_and_ckpt_path(command):
+    result = subprocess.run([sys.executable, "-m", "lit_docemb", command, "--help"], capture_output=True, text=True)
+    assert result.returncode == 0 and "--config" in result.stdout and "--ckpt_path" in result.stdout
+
+
+def test_help_text_is_the_docstring():
+    helps = docstring_arguments(embed)
+    assert helps["batch_size"] == "Documents per batch and device."
+    assert helps["ckpt_path"].startswith("A checkpoint of that method; without it")
+    assert "overrides" in helps and set(helps) == set(embed.__code__.co_varnames[:embed.__code__.co_argcount])
+
+
+def test_evaluation_names_are_the_classes_names():
+    assert {name: evaluation_class(path).name for name, path in EVALUATIONS.items()} == {n: n for n in EVALUATIONS}
+
+
+@pytest.mark.parametrize("old, new", [
+    (["--ckpt", "k.ckpt"], {"ckpt_path": "k.ckpt"}),
+    (["--ckpt_path", "k.ckpt", "--batch-size", "7"], {"batch_size": 7}),
+    (["--ckpt_path", "k.ckpt", "--device", "cpu"], {"accelerator": "cpu"}),
+    (["--ckpt_path=k.ckpt", "--batch-size=7"], {"ckpt_path": "k.ckpt", "batch_size": 7}),
+])
+def test_old_spellings_are_aliases_with_one_line(old, new, capsys):
+    parsed = parse_command(dense_search, ["--config", "c.yaml", "--output", "r.run", *old,
+                                          "--data.init_args.root", "d"], "dense-search")
+    assert {k: parsed[k] for k in new} == new and parsed["overrides"] == ["--data.init_args.root", "d"]
+    lines = capsys.readouterr().err.splitlines()
+    spelt = [a.split("=")[0] for a in old if a.split("=")[0] in ("--ckpt", "--batch-size", "--device")]
+    assert len(lines) == len(spelt) and all("deprecated" in line for line in lines)
+
+
+def test_no_progress_bar_is_an_alias_of_progress_bar_false(capsys):
+    parsed = parse_command(embed, ["--config", "c", "--input", "i.jsonl", "--output", "o", "--no_progress_bar"],
+                           "embed")
+    assert parsed["progress_bar"] is False and "use --progress_bar false" in capsys.readouterr().err
+
+
+def test_candidates_positional_checkpoint_is_an_alias(monkeypatch, capsys):
+    calls = []
+    monkeypatch.setattr("lit_docemb.commands.candidates.evaluate_checkpoint",
+                        lambda *args: calls.append(args) or {"map": 1.0})
+    candidates_main(["k.ckpt", "tasks", "--k", "5"])
+    candidates_main(["--ckpt_path", "k.ckpt", "--input", "tasks", "--k", "5"])
+    assert calls == [("k.ckpt", "tasks", "lit_docemb.methods.CTPE", 5, 256)] * 2
+    assert capsys.readouterr().err.count("deprecated, use --ckpt_path CHECKPOINT --input ROOT") == 1
+
+
+def test_an_option_the_command_does_not_take_is_refused(capsys):
+    with pytest.raises(SystemExit) as stop:
+        parse_command(candidates, ["--ckpt_path", "k", "--input", "t", "--model.init_args.x", "1"], "candidates")
+    assert stop.value.code == 2 and "unrecognized arguments: --model.init_args.x" in capsys.readouterr().err
