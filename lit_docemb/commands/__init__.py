@@ -18,7 +18,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "fit": ("cli", "train a method on a corpus (a config from configs/, LightningCLI)"),
     "validate": ("cli", "run a method's validation loop on a checkpoint"),
     "test": ("cli", "run a method's test loop on a checkpoint"),
-    "predict": ("cli", "run a method's predict loop (prefer `embed`, which writes the vectors)"),
+    "predict": ("cli", "write a method's embeddings of its corpus to <run>/predictions (embed: any JSONL/TSV file)"),
     "evaluate": ("evaluate", "score a checkpoint with the paper evaluations (retrieval, clustering, probes, ...)"),
     "embed": ("embed", "write a checkpoint's document embeddings of a JSONL/TSV file"),
     "export": ("export", "save a checkpoint as a Hugging Face or sentence-transformers model"),

@@ -32,6 +32,7 @@ from pathlib import Path
 import lightning as L
 import yaml
 from lightning.fabric.plugins.environments import ClusterEnvironment, SLURMEnvironment
+from lightning.pytorch.callbacks import BasePredictionWriter
 from lightning.pytorch.cli import LightningArgumentParser, LightningCLI, _InstantiatorFn
 from lightning.pytorch.plugins.io import CheckpointIO
 
@@ -160,6 +161,10 @@ class DocEmbCLI(LightningCLI):
             trainer.callbacks.append(SlurmRequeue())
         if not any(isinstance(c, Throughput) for c in trainer.callbacks):  # documents/s, tokens/s, peak memory
             trainer.callbacks.append(Throughput())
+        if self.subcommand == "predict" and not any(isinstance(c, BasePredictionWriter) for c in trainer.callbacks):
+            from lit_docemb.commands.embed_shards import PredictionWriter
+
+            trainer.callbacks.append(PredictionWriter(Path(trainer.default_root_dir) / "predictions"))
         if isinstance(self.datamodule, DocumentDataModule):  # what the corpus read and skipped, in the run folder
             self.datamodule.stats_dir = trainer.default_root_dir
         return trainer

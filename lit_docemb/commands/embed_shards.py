@@ -15,6 +15,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 from lightning.pytorch.callbacks import BasePredictionWriter
+import torch
 from torch import Tensor
 from torch.utils.data import DataLoader, Dataset, Sampler
 
@@ -218,3 +219,48 @@ def write_embeddings(method: EmbeddingMethod, documents: Sequence[Document], out
     if not trainer.is_global_zero:
         return None
     return {**merge_shards(output_dir, documents, output_format), "devices": trainer.world_size}
+
+
+# --- predict ----------------------------------------------------------------------------------------------
+class PredictionWriter(BasePredictionWriter):
+    """What ``python -m lit_docemb predict`` writes (:class:`~lit_docemb.commands.cli.DocEmbCLI` adds it to a
+    predict run whose config has no prediction writer): each rank's ``predict_step`` rows as they come to
+    ``<output_dir>/rank-<r>.parquet`` (an ``id`` column, the document ids, and one list-of-float32 column per
+    vector field, as ``embed`` writes), then one line on rank 0 with the folder and the row count.
+
+    Args:
+        output_dir: The folder of the parquet files (``<default_root_dir>/predictions`` by default).
+    """
+
+    def __init__(self, output_dir: str | Path) -> None:
+        super().__init__(write_interval="batch")
+        self.output_dir = Path(output_dir)
+        self._writer: pq.ParquetWriter | None = None
+        self.rows = 0
+
+    def on_predict_start(self, trainer, pl_module) -> None:
+        self.output_dir.mkdir(parents=True, exist_ok=True)
+        self.path = self.output_dir / f"rank-{trainer.global_rank:05d}.parquet"
+        self.path.unlink(missing_ok=True)
+        self._writer, self.rows = None, 0
+
+    def write_on_batch_end(self, trainer, pl_module, prediction, batch_indices, batch, batch_idx,
+                           dataloader_idx) -> None:
+        fields = vector_fields(prediction)
+        if not fields:
+            raise ValueError(f"{type(pl_module).__name__}.predict_step returned no per-document vectors: "
+                             f"{sorted(prediction)}")
+        columns = {"id": pa.array([str(i) for i in prediction["ids"]], pa.string())}
+        columns |= {name: _vector_column(values.float().numpy()) for name, values in fields.items()}
+        table = pa.table(columns)
+        if self._writer is None:
+            self._writer = pq.ParquetWriter(self.path, table.schema)
+        self._writer.write_table(table)
+        self.rows += table.num_rows
+
+    def on_predict_end(self, trainer, pl_module) -> None:
+        if self._writer is not None:
+            self._writer.close()
+        rows = trainer.strategy.reduce(torch.tensor(float(self.rows)), reduce_op="sum")
+        if trainer.is_global_zero:
+            print(f"predict: wrote {int(rows)} rows to {self.output_dir}/rank-*.parquet")
