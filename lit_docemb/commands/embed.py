@@ -24,7 +24,6 @@
 
 from __future__ import annotations
 
-import argparse
 import json
 import logging
 import os
@@ -32,7 +31,7 @@ import sys
 from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 import yaml
 
@@ -40,6 +39,10 @@ from lit_docemb._moved import moved_attribute
 from lit_docemb.commands.arguments import count_or_name, run_command
 from lit_docemb.commands.trust import load_yaml, refuse_untrusted
 from lit_docemb.errors import ConfigError, require
+
+if TYPE_CHECKING:  # annotations only: the data package loads torch
+    from lit_docemb.data.document import Document
+    from lit_docemb.data.reading import ReadContext
 
 log = logging.getLogger(__name__)
 
