@@ -8,8 +8,9 @@
 * **Input**: lit_docemb JSONL (:mod:`lit_docemb.data.jsonl`) or TSV (``id<TAB>text`` or ``id<TAB>title<TAB>text``
   per line, an optional header line ``id<TAB>text`` / ``id<TAB>title<TAB>text``). Bad lines and empty documents
   are skipped, counted and reported; they never stop the run.
-* **Method**: the ``model`` section of the run's config (``<default_root_dir>/config.yaml``) with the checkpoint's
-  weights, restored by Lightning (so a method's own checkpoint state, e.g. DECA's or CTPE's vocabulary, comes back).
+* **Method**: the ``model`` section of the run's config (``<default_root_dir>/config.yaml``, then any
+  ``--model.init_args.*`` override) with the checkpoint's weights (none without ``--ckpt_path``: a baseline),
+  restored by Lightning (so a method's own checkpoint state, e.g. DECA's or CTPE's vocabulary, comes back).
 * **Run**: Lightning ``predict`` through the method's predict collator and ``predict_step``. Documents are sorted
   by length and cut into batches of similar length (less padding); under several devices the batches are dealt
   out to the ranks in turn, and each rank writes its own shard (:class:`ShardWriter`). Rank 0 then merges the

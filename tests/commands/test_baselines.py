@@ -95,3 +95,16 @@ def test_a_bad_override_of_embed_is_one_line(override, named, tiny_encoder_dir, 
               str(tmp_path / "out"), *override])
     err = capsys.readouterr().err
     assert stop.value.code == 2 and err.count("\n") == 1 and named in err, err
+
+
+def test_an_evaluation_the_corpus_cannot_serve_is_one_line_naming_what_works(tiny_encoder_dir, corpus_jsonl,
+                                                                            tmp_path, capsys):
+    config = write_config(tmp_path)
+    with pytest.raises(SystemExit) as stop:
+        main(["evaluate", "--config", config, "--model.init_args.encoder", tiny_encoder_dir, "--data",
+              "lit_docemb.data.JSONLDataModule", f"--data.paths=[{corpus_jsonl}]", "--data.num_workers=0",
+              "--data.val_fraction=0.2", "--evaluation", "clustering", "--accelerator", "cpu"])
+    err = capsys.readouterr().err  # (transformers' weight-loading bar comes first)
+    errors = [line for line in err.splitlines() if line.startswith("error:")]
+    assert stop.value.code == 2 and len(errors) == 1 and "Traceback" not in err, err
+    assert "evaluation clustering cannot run on JSONLDataModule" in errors[0] and "evaluate_on: val" in errors[0]
