@@ -84,7 +84,7 @@ class DocumentClassifier(EmbeddingMethod):
         self.backbone.check_corpus(datamodule)
 
     def collator(self, stage: str):
-        inner = self.backbone.collator("predict")
+        inner = self.backbone.document_collator(stage)  # Graph-RoBERTa: max_passages in training
         return inner if stage == "predict" else LabelledCollator(inner, self.hparams.labels)
 
     def logits(self, inputs) -> Tensor:

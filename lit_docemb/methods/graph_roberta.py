@@ -158,6 +158,15 @@ class GraphRoBERTa(EmbeddingMethod):
             return GraphDocumentCollator(builder, hp.max_passages_inference)
         return SubDocumentCollator(builder, hp.max_passages, hp.objective, deterministic=stage != "fit")
 
+    def document_collator(self, stage: str):
+        """Whole documents as passage graphs: up to ``max_passages`` passages in training (``"fit"``, the
+        paper's 50) and ``max_passages_inference`` in validation, test and predict (the paper's 100)."""
+        hp = self.hparams
+        if stage != "fit":
+            return self.collator("predict")
+        builder = PassageGraphBuilder(self.tokenizer, hp.words_per_passage, hp.max_passage_tokens, hp.graph)
+        return GraphDocumentCollator(builder, hp.max_passages)
+
     def losses(self, batch: SubDocumentPairBatch) -> dict[str, Tensor]:
         return self._contrastive_terms(self.model(concat_graphs(batch.view_a, batch.view_b)), batch)
 

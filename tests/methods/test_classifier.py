@@ -92,3 +92,19 @@ def test_every_classification_config_runs_fast_dev_run(config, tiny_encoder_dir,
     # the nested backbone records its own arguments, not the classifier's (LightningCLI hands both the latter)
     assert cli.model.backbone.hparams.max_passage_tokens == 64 and "labels" not in cli.model.backbone.hparams
     assert cli.model.hparams.labels == ["code", "sea"]
+
+
+def long_document(identifier: str, label: str | None = None) -> Document:
+    words = " ".join(f"word{i}" for i in range(40))  # 40 words: 13 passages of 3 words
+    return Document(identifier, sections=[Section("", words)], label=label)
+
+
+def test_graph_roberta_fine_tuning_trains_on_max_passages_and_infers_on_max_passages_inference(tiny_encoder_dir):
+    """Seed 000, Appendix A: up to 50 passages per document in training, 100 at inference (here 2 and 5)."""
+    backbone = GraphRoBERTa(tiny_encoder_dir, node_dim=16, words_per_passage=3, max_passage_tokens=16,
+                            max_passages=2, max_passages_inference=5, cache_passages=False)
+    model = DocumentClassifier(backbone, labels=["code", "sea"])
+    docs = [long_document("a", "sea"), long_document("b", "code")]
+    assert model.collator("fit")(docs).inputs.graphs.passage_counts.tolist() == [2, 2]
+    assert model.collator("validate")(docs).inputs.graphs.passage_counts.tolist() == [5, 5]
+    assert model.collator("predict")(docs).graphs.passage_counts.tolist() == [5, 5]
