@@ -73,6 +73,7 @@ def test_every_retrieval_config_runs_fast_dev_run(config, tiny_encoder_dir, tmp_
                 "--data.batch_size=3", "--data.num_workers=0", f"--data.cache_dir={tmp_path / 'cache'}",
                 "--trainer.accelerator=cpu", "--trainer.devices=1", "--trainer.precision=32-true",
                 "--trainer.logger=lightning.pytorch.loggers.CSVLogger", f"--trainer.logger.save_dir={tmp_path}",
+                "--trainer.logger.name=retrieval",  # Robust04's names its fold, which WIKIR has not
                 "--trainer.fast_dev_run=2", f"--trainer.default_root_dir={tmp_path}"])
     assert cli.trainer.global_step == 2
     assert cli.trainer.callback_metrics["train/negatives_per_anchor"].item() > 2
