@@ -34,7 +34,7 @@ DEFAULT_MEASURES = ("ndcg@20", "P@20")
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog="python -m lit_docemb pool-folds",
+        prog="python -m lit_docemb pool-folds", allow_abbrev=False,
         description="Pool the TREC runs of a cross-validation's folds (each ranking its fold's test queries) into "
                     "one run and score it: the table of the whole cross-validation.")
     parser.add_argument("--runs", nargs="+", required=True, help="one TREC run file per fold (.gz accepted)")
