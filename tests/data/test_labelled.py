@@ -201,3 +201,29 @@ def test_a_published_validation_split_with_val_fraction_or_missing_is_refused(tm
                                         cache_dir=str(tmp_path / "cache"))
     with pytest.raises(ConfigError, match="data.init_args.val_split: .* has no 'validation' split"):
         datamodule.setup("fit")
+
+
+FAKENEWS_HEADER = (",id,domain,type,url,content,scraped_at,inserted_at,updated_at,title,authors,keywords,"
+                   "meta_keywords,meta_description,tags,summary,source")
+
+
+def test_fakenews_corpus_release_reads_with_its_columns(tmp_path):
+    """several27/FakeNewsCorpus ``news_cleaned_2018_02_13.csv``: a leading unnamed index column, quoted multi-line
+    ``content``, the class in ``type`` (DocSplit Table 1). Every article here is invented."""
+    rows = [
+        '0,141,awm.com,unreliable,http://awm.com/a,"Owls were seen\n\nreading the news.",2018-01-25,2018-02-02,'
+        '2018-02-02,Owls Read,,,[\'\'],,,,',
+        '1,256,beforeitsnews.com,fake,http://b.com/x,"Kettles, it is said, whistle in tune.",2018-01-25,2018-02-02,'
+        '2018-02-02,Singing Kettles,A. Person,,[\'\'],,,,',
+        '2,301,reuters.com,reliable,http://r.com/y,,2018-01-25,2018-02-02,2018-02-02,Empty Article,,,[\'\'],,,,',
+    ]
+    path = tmp_path / "news_cleaned_2018_02_13.csv"
+    path.write_text(FAKENEWS_HEADER + "\n" + "\n".join(rows) + "\n", encoding="utf-8")
+    datamodule = LabelledTextDataModule(str(path), text_column="content", label_column="type", title_column="title",
+                                        id_column="id", test_split=None, val_fraction=0.0,
+                                        cache_dir=str(tmp_path / "cache"))
+    datamodule.setup("fit")
+    documents = list(datamodule.train_set)
+    assert [(d.id, d.label, d.title) for d in documents] == [("141", "unreliable", "Owls Read"),
+                                                             ("256", "fake", "Singing Kettles")]
+    assert "reading the news" in documents[0].text and datamodule.data_stats["documents"]["skipped"]
