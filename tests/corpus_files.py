@@ -193,6 +193,21 @@ def write_labelled_folder(folder: Path, n_train: int = 24, n_test: int = 8) -> P
     return folder
 
 
+def write_hyperpartisan(folder: Path, counts: tuple[int, int, int] = (12, 4, 4)) -> Path:
+    """Hyperpartisan as Longformer's ``scripts/hp_preprocess.py`` writes it from the SemEval-2019 by-article
+    release and ``hp-splits.json``: ``train.jsonl``, ``dev.jsonl``, ``test.jsonl``, one ``{"text", "label",
+    "id"}`` object a line, label ``"true"``/``"false"`` (the XML attribute), id the article's number."""
+    folder.mkdir(parents=True, exist_ok=True)
+    article = 0
+    for split, n in zip(("train", "dev", "test"), counts, strict=True):
+        with open(folder / f"{split}.jsonl", "w") as f:
+            for doc in labelled_docs(n):
+                article += 1
+                label = "true" if doc.label == "sea" else "false"
+                f.write(json.dumps({"text": doc.text, "label": label, "id": article}) + "\n")
+    return folder
+
+
 def write_lra(folder: Path) -> Path:
     folder.mkdir()
     t = [x[:600] for x in topic_texts(8)]

@@ -27,6 +27,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "dense-search": ("dense_search", "rank a retrieval split with a checkpoint and write a TREC run"),
     "candidates": ("candidates", "rank candidate/test task folders (CTPE's tasks) with a checkpoint"),
     "matching": ("matching", "document matching on labelled pairs (threshold and pair classifier)"),
+    "pool-folds": ("pool_folds", "pool the TREC runs of a cross-validation's folds into one table (Robust04)"),
 }
 
 

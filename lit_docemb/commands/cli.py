@@ -39,7 +39,7 @@ from lightning.pytorch.plugins.io import CheckpointIO
 import lit_docemb.data  # noqa: F401  (registers the DataModules as known subclasses)
 import lit_docemb.methods  # noqa: F401  (registers the methods)
 from lit_docemb.commands.loggers import configure_wandb_loggers
-from lit_docemb.commands.run_folder import check_fresh_fit, last_checkpoint
+from lit_docemb.commands.run_folder import check_fresh_fit, fill_run_folder, last_checkpoint
 from lit_docemb.commands.trust import load_yaml, parse_yaml, refuse_untrusted
 from lit_docemb.data.datamodule import DocumentDataModule
 from lit_docemb.errors import BadArgument, ConfigError
@@ -111,6 +111,7 @@ class DocEmbCLI(LightningCLI):
             super().parse_arguments(parser, args)
         subcommand = self.config.get("subcommand")
         refuse_untrusted(self.config[subcommand] if subcommand else self.config)
+        fill_run_folder(self.config[subcommand] if subcommand else self.config)  # {data.init_args.test_fold}
 
     def _add_instantiators(self) -> None:
         """Lightning's instantiators of the model and the DataModule, each naming a bad argument of the class it

@@ -13,12 +13,18 @@ With ``LIT_DOCEMB_OVERWRITE=1`` in the environment the fit starts over instead, 
 ``figures/`` and every other top-level entry holding a checkpoint) are moved, not deleted, into
 ``<default_root_dir>/replaced-<UTC time>/``, which later checks ignore; the new run writes its own config, gets a
 new wandb id and a ``last.ckpt`` of its own.
+
+A run folder may name config values: ``{<dotted config key>}`` in ``trainer.default_root_dir`` and in a logger's
+``save_dir``, ``name`` or ``version`` is replaced by that key's value before anything is built
+(:func:`fill_run_folder`), e.g. ``runs/graph_roberta_retrieval_robust04/fold{data.init_args.test_fold}``: each fold of
+a cross-validation then runs, resumes and is evaluated in a folder of its own.
 """
 
 from __future__ import annotations
 
 import logging
 import os
+import re
 import shutil
 import time
 
@@ -32,6 +38,44 @@ REPLACED_PREFIX = "replaced-"
 DEPTH = 4  # folders below the run folder searched for checkpoints
 #: Top-level entries a fit writes into its run folder (moved aside on overwrite even without a checkpoint).
 RUN_ENTRIES = ("config.yaml", "wandb_id", "data_stats.json", "checkpoints", "lightning_logs", "evaluation", "figures")
+
+
+#: ``{<dotted config key>}`` in a run folder name.
+PLACEHOLDER = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z0-9_]+)*)\}")
+#: Logger arguments that name a run folder (filled like ``trainer.default_root_dir``).
+LOGGER_FOLDER_KEYS = ("save_dir", "name", "version")
+
+
+def fill_placeholders(value: str, config, key: str) -> str:
+    """``value`` with each ``{<dotted config key>}`` replaced by that key's value in ``config`` (a jsonargparse
+    Namespace of one subcommand); a key the config lacks is a :class:`ConfigError` naming ``key``."""
+    def value_of(match: re.Match) -> str:
+        try:
+            found = config[match.group(1)]
+        except (KeyError, TypeError):
+            found = None
+        if found is None or not isinstance(found, (str, int, float)):
+            raise ConfigError(f"{key}: {value!r} names {{{match.group(1)}}}, which is not a set config value; name "
+                              f"a key such as data.init_args.test_fold")
+        return str(found)
+    return PLACEHOLDER.sub(value_of, value)
+
+
+def fill_run_folder(config) -> None:
+    """Fills the ``{<config key>}`` placeholders of ``trainer.default_root_dir`` and of each logger's
+    ``save_dir``/``name``/``version`` in ``config`` (one subcommand's Namespace), in place."""
+    trainer = config.get("trainer")
+    if trainer is None:
+        return
+    if isinstance(trainer.get("default_root_dir"), str):
+        trainer.default_root_dir = fill_placeholders(trainer.default_root_dir, config, "trainer.default_root_dir")
+    loggers = trainer.get("logger")
+    for index, logger in enumerate(loggers if isinstance(loggers, list) else [loggers]):
+        init_args = logger.get("init_args") if hasattr(logger, "get") else None
+        for name in LOGGER_FOLDER_KEYS if init_args is not None else ():
+            if isinstance(init_args.get(name), str):
+                key = f"trainer.logger{f'[{index}]' if isinstance(loggers, list) else ''}.init_args.{name}"
+                init_args[name] = fill_placeholders(init_args[name], config, key)
 
 
 def run_checkpoints(root: str) -> list[str]:

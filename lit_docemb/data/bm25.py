@@ -43,11 +43,12 @@ class BM25Index:
                 for i, qid in enumerate(qids)}
 
 
-def bm25_run(documents: Sequence[Document], queries: Mapping[str, Query], depth: int = 100) -> Run:
+def bm25_run(documents: Sequence[Document], queries: Mapping[str, Query], depth: int = 100, k1: float = 1.5,
+             b: float = 0.75) -> Run:
     """A BM25 run over ``documents`` (:class:`BM25Index`: title + text, ``bm25s``, English
-    stopwords, no stemming).
+    stopwords, no stemming), with :class:`BM25Index`'s ``k1`` and ``b`` (the papers do not give theirs).
 
     For corpora without an official run (Robust04): ``write_run(bm25_run(...), "bm25.run")`` once, then
     ``negatives_run: bm25.run``. It holds the whole corpus's tokens in memory.
     """
-    return BM25Index(documents).run(queries, depth)
+    return BM25Index(documents, k1, b).run(queries, depth)

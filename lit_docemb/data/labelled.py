@@ -11,6 +11,7 @@ from lit_docemb.data.arrow import ArrowDocuments
 from lit_docemb.data.datamodule import DocumentDataModule, DocumentDataset
 from lit_docemb.data.labelled_formats import iter_class_folders, iter_hf_labelled, iter_labelled_table, table_format_of
 from lit_docemb.data.reading import ReadContext, cached_documents, load_hf_splits, looks_like_local_path
+from lit_docemb.errors import ConfigError
 
 log = logging.getLogger(__name__)
 
@@ -50,6 +51,9 @@ class LabelledTextDataModule(DocumentDataModule):
         subset: Configuration name of a hub dataset.
         train_split: Split (hub) or file / folder name (local) of the training documents.
         test_split: Same for the test documents; ``None`` reads no test split.
+        val_split: Same for published validation documents (Hyperpartisan's ``dev``, from Longformer's
+            ``hp-splits.json``); ``None`` holds validation out of the training split by id hash
+            (``val_fraction``), which must then be 0.
         test_source: A local test file or folder elsewhere (overrides ``test_split`` for local sources).
         text_column: Column of the text, or several columns, each becoming a section headed by its name.
         label_column: Column of the label; ``None`` reads unlabelled text.
@@ -73,6 +77,7 @@ class LabelledTextDataModule(DocumentDataModule):
         train_split: str = "train",
         test_split: str | None = "test",
         test_source: str | None = None,
+        val_split: str | None = None,
         text_column: str | list[str] = "text",
         label_column: str | None = "label",
         id_column: str | None = None,
@@ -94,6 +99,11 @@ class LabelledTextDataModule(DocumentDataModule):
         self.table_options = {"column_names": column_names, "delimiter": delimiter, "quoting": csv_quoting}
         self.classes, self.encoding, self.strict, self.cache_dir = classes, encoding, strict, cache_dir
         self.test_set: DocumentDataset | None = None
+        self.val_split = val_split
+        if val_split is not None and self.val_fraction:
+            raise ConfigError(f"data.init_args.val_split is {val_split!r} (published validation documents) but "
+                              f"data.init_args.val_fraction is {self.val_fraction}: set val_fraction to 0, or "
+                              f"val_split to null to hold validation out of the training split")
 
     # ------------------------------------------------------------------------------------------------- sources
     def _local_split(self, split: str) -> Path | None:
@@ -183,6 +193,25 @@ class LabelledTextDataModule(DocumentDataModule):
         self.test_set = DocumentDataset(test) if test is not None else None
         if test is not None:
             self.report_reading("test", len(test), {"test": len(test)}, self.stats - before)
+        if self.val_split is not None:
+            before = Counter(self.stats)
+            val = self._read_split(self.val_split)
+            if val is None:
+                raise ConfigError(f"data.init_args.val_split: {self.source!r} has no {self.val_split!r} split; "
+                                  f"name its validation split, or set val_split to null")
+            self.val_set = DocumentDataset(val)
+            self.report_reading("validation", len(val), {"validation": len(val)}, self.stats - before)
+
+    def _open_passages(self) -> None:
+        """The training split's cached passages for the training documents; a published validation split, like
+        the test split, stays documents (their own passages are made by the collator)."""
+        if self.val_split is None:
+            return super()._open_passages()
+        if self.documents is None:
+            return
+        items = self.documents if self.passage_cache is None else self.passage_cache.open(self.documents)
+        for dataset in (self.train_set, self.all_set):
+            dataset.documents = items
 
     @property
     def labels(self) -> list[str]:

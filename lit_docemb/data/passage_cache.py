@@ -97,7 +97,7 @@ class TokenizedPassages:
 
 def tokenize_passages(documents: Sequence[Document], tokenizer, words_per_passage: int,
                       max_passages: int | None = None, max_length: int | None = 512,
-                      add_special_tokens: bool = True) -> list[TokenizedPassages]:
+                      add_special_tokens: bool = True, with_title: bool = False) -> list[TokenizedPassages]:
     """Each document split into passages (:func:`~lit_docemb.data.text.chunk_passages`) and tokenized, the
     passages of all documents in one tokenizer call (which leaves every passage's ids as a call of its own gives).
 
@@ -108,11 +108,12 @@ def tokenize_passages(documents: Sequence[Document], tokenizer, words_per_passag
         max_passages: Keep only a document's first this many passages (None: all).
         max_length: Truncate each passage to this many tokens, special tokens included (None: no truncation).
         add_special_tokens: Add the tokenizer's special tokens around each passage.
+        with_title: Each document's title is its first passage (:func:`~lit_docemb.data.text.chunk_passages`).
 
     Returns:
         One :class:`TokenizedPassages` per document (P = 0 for a document without text).
     """
-    splits = [chunk_passages(document, words_per_passage, max_passages) for document in documents]
+    splits = [chunk_passages(document, words_per_passage, max_passages, with_title) for document in documents]
     flat = [passage.text for passage in chain.from_iterable(splits)]
     encoded = tokenizer(flat, truncation=max_length is not None, max_length=max_length,
                         add_special_tokens=add_special_tokens)["input_ids"] if flat else []
@@ -228,6 +229,7 @@ class PassageCache:
             ``False`` gives bare ids, e.g. to cut a section's tokens into windows.
         cache_dir: Folder of the ``datasets`` cache; None uses its default.
         batch_documents: Documents whose passages are tokenized in one tokenizer call while building.
+        with_title: Each document's title is its first passage (:func:`~lit_docemb.data.text.chunk_passages`).
         num_proc: Processes building the cache, each over a contiguous range of the corpus (None: one). Each
             receives the corpus pickled: memory-mapped file paths for a corpus read through ``datasets``, every
             document for an in-memory list.
@@ -235,7 +237,7 @@ class PassageCache:
 
     def __init__(self, tokenizer, words_per_passage: int = 100, max_passages: int | None = None,
                  max_length: int | None = 512, add_special_tokens: bool = True, cache_dir: str | None = None,
-                 batch_documents: int = 64, num_proc: int | None = None) -> None:
+                 batch_documents: int = 64, num_proc: int | None = None, with_title: bool = False) -> None:
         if words_per_passage < 1 or batch_documents < 1 or (max_length is not None and max_length < 1):
             raise ValueError(f"need words_per_passage, batch_documents and max_length >= 1, got "
                              f"{words_per_passage=}, {batch_documents=}, {max_length=}")
@@ -247,6 +249,7 @@ class PassageCache:
         self.cache_dir = cache_dir
         self.batch_documents = batch_documents
         self.num_proc = num_proc
+        self.with_title = with_title
 
     def fingerprint(self, documents: Sequence[Document]) -> str:
         """The cache key of ``documents`` under this tokenizer and these parameters."""
@@ -257,6 +260,7 @@ class PassageCache:
             "max_length": self.max_length, "add_special_tokens": self.add_special_tokens,
             "splitter": hashlib.blake2b(Path(text.__file__).read_bytes(), digest_size=16).hexdigest(),
             "version": CACHE_VERSION,
+            **({"with_title": True} if self.with_title else {}),  # absent when off: earlier caches stay valid
         }, sort_keys=True)
         return hashlib.blake2b(key.encode(), digest_size=16).hexdigest()
 
@@ -266,7 +270,7 @@ class PassageCache:
 
     def _tokenize(self, documents: Sequence[Document]) -> list[TokenizedPassages]:
         return tokenize_passages(documents, self.tokenizer, self.words_per_passage, self.max_passages,
-                                 self.max_length, self.add_special_tokens)
+                                 self.max_length, self.add_special_tokens, self.with_title)
 
     def open(self, documents: Sequence[Document]) -> CachedPassages:
         """The passages of ``documents`` (same order), tokenized now if no cache matches, read from disk otherwise."""

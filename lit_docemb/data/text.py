@@ -190,7 +190,8 @@ class Passage:
     heading: str
 
 
-def chunk_passages(document: Document, words_per_passage: int = 100, max_passages: int | None = None) -> list[Passage]:
+def chunk_passages(document: Document, words_per_passage: int = 100, max_passages: int | None = None,
+                   with_title: bool = False) -> list[Passage]:
     """Splits a document into passages of about ``words_per_passage`` words (Graph-RoBERTa §3.1).
 
     Passages never cross a section boundary and break only between sentences. A sentence longer than
@@ -205,6 +206,8 @@ def chunk_passages(document: Document, words_per_passage: int = 100, max_passage
         document: The document to split; empty sections give no passages.
         words_per_passage: Word budget of a passage.
         max_passages: Keep only the first this many passages (None: all).
+        with_title: The document's title, when it has one, is a passage of its own before the others, in the
+            first section (counted in ``max_passages``; a title longer than the budget is not cut).
 
     Returns:
         Passages in document order.
@@ -212,6 +215,9 @@ def chunk_passages(document: Document, words_per_passage: int = 100, max_passage
     if words_per_passage < 1:
         raise ValueError(f"words_per_passage must be >= 1, got {words_per_passage}")
     passages: list[Passage] = []
+    title = " ".join(document.title.split()) if with_title and document.title else ""
+    if title and max_passages != 0:
+        passages.append(Passage(title, 0, document.sections[0].heading if document.sections else ""))
     for section_index, section in enumerate(document.sections):
         for words in _pack(_sentence_units(section.text, words_per_passage), words_per_passage):
             if max_passages is not None and len(passages) >= max_passages:

@@ -3,9 +3,9 @@ a TREC run -- e.g. the checkpoint-mined negatives of Graph-RoBERTa's second MSMA
 
 Usage (any config whose data is a ranking DataModule; the checkpoint of that config's method)::
 
-    python -m lit_docemb dense-search --config configs/graph_roberta/retrieval_msmarco_bm25.yaml \\
-        --ckpt_path runs/graph_roberta_retrieval_msmarco_bm25/checkpoints/last.ckpt --split train --depth 100 \\
-        --output runs/graph_roberta_retrieval_msmarco_bm25/train-top100.run [config overrides ...]
+    python -m lit_docemb dense-search --config configs/graph_roberta/retrieval_msmarco.yaml \\
+        --ckpt_path runs/graph_roberta_retrieval_msmarco/checkpoints/last.ckpt --split train --depth 100 \\
+        --output runs/graph_roberta_retrieval_msmarco/train-top100.run [config overrides ...]
 
 One process, exact search (the corpus embeddings in memory, scored in chunks with a running top-k).
 """

@@ -105,6 +105,13 @@ class EmbeddingMethod(L.LightningModule, ABC):
     def embed(self, batch: DocumentBatch) -> Tensor:
         """Document embeddings (B, D) of a batch of whole documents."""
 
+    def document_collator(self, stage: str) -> Callable:
+        """The collator of whole documents (the batches :meth:`embed` reads) for ``stage``: what a wrapper that
+        fine-tunes this method's encoder on whole documents (classification, dense retrieval) batches with.
+        Default: the ``"predict"`` collator in every stage; a method whose documents are cut differently in
+        training (Graph-RoBERTa's ``max_passages``) returns its training reading for ``"fit"``."""
+        return self.collator("predict")
+
     def cacheable(self, batch) -> CacheableBatch:
         """The training batch as rows that GradCache encodes in sub-batches; methods that support
         ``grad_cache_token_budget`` implement it."""

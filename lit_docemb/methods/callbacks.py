@@ -30,6 +30,7 @@ from lightning.pytorch.trainer.states import TrainerFn
 
 from lit_docemb import distributed
 from lit_docemb.data.batches import count_tokens
+from lit_docemb.errors import ConfigError
 
 log = logging.getLogger(__name__)
 
@@ -232,6 +233,28 @@ class RandomStateCheckpoint(Callback):
         if self._pending is not None:
             set_random_state(self._pending)
             self._pending = None
+
+
+class PauseAfterEpoch(Callback):
+    """Ends a fit after its ``epoch``-th epoch, while ``max_epochs`` and the learning-rate schedule stay those of the
+    whole run: a run in phases that is resumed (``--ckpt_path last``) with its optimizer, schedule and epoch count,
+    after something was made from the paused checkpoint. Graph-RoBERTa's MSMARCO fine-tuning (Table 4) is one
+    10-epoch run whose negatives, from epoch 6, are mined by its own 5-epoch checkpoint: ``epoch: 5``, mine, resume
+    with the mined run as ``data.init_args.negatives_run``. The resumed fit starts after ``epoch`` and never pauses
+    again.
+
+    Args:
+        epoch: The epoch (counted from 1) after which the fit stops.
+    """
+
+    def __init__(self, epoch: int) -> None:
+        if epoch < 1:
+            raise ConfigError(f"trainer.callbacks: PauseAfterEpoch.epoch must be >= 1 (counted from 1), got {epoch}")
+        self.epoch = epoch
+
+    def on_train_epoch_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        if trainer.current_epoch + 1 == self.epoch:
+            trainer.should_stop = True
 
 
 class SaveRunConfig(SaveConfigCallback):

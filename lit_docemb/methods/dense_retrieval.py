@@ -58,7 +58,7 @@ class DenseRetrieval(EmbeddingMethod):
         self.backbone.check_corpus(datamodule)
 
     def collator(self, stage: str):
-        inner = self.backbone.collator("predict")
+        inner = self.backbone.document_collator(stage)  # Graph-RoBERTa: max_passages in training
         return inner if stage == "predict" else QueryDocumentCollator(inner)
 
     def losses(self, batch: QueryDocumentBatch) -> dict[str, Tensor]:

@@ -55,6 +55,8 @@ class DocSplit(EmbeddingMethod):
         gather_across_devices: Use the views of all devices as negatives (exact gather with gradient).
         embed_with_title: Prefix the title to the body when embedding whole documents (predict/evaluate).
         compile_encoder: Compile the transformer with ``torch.compile`` (see ``HFEncoder``'s ``compile``).
+        first_token_global_attention: Longformer: global attention on the [CLS] token (see ``HFEncoder``). The
+            paper does not say; its Longformer config reads it as Longformer's own classifiers do (``true``).
         optimizer: Optimizer factory; ``None`` is the paper's AdamW with lr 5e-5.
         scheduler: Optional learning-rate scheduler factory.
         grad_cache_token_budget: GradCache sub-batch size in padded tokens (``None``: off); each view is a
@@ -76,6 +78,7 @@ class DocSplit(EmbeddingMethod):
         gather_across_devices: bool = True,
         embed_with_title: bool = True,
         compile_encoder: bool = False,
+        first_token_global_attention: bool = False,
         optimizer: OptimizerCallable | None = None,
         scheduler: LRSchedulerCallable | None = None,
         grad_cache_token_budget: int | None = None,
@@ -84,7 +87,7 @@ class DocSplit(EmbeddingMethod):
         self.save_method_hyperparameters(ignore=["optimizer", "scheduler"])
         self.tokenizer, self.encoder = tokenizer_and_encoder(
             encoder, max_length, "max_length", pretrained=pretrained, pooling=pooling, with_mlm_head=mlm_weight > 0,
-            compile=compile_encoder)
+            compile=compile_encoder, first_token_global_attention=first_token_global_attention)
         self.contrastive = InfoNCELoss(temperature, similarity="cos", symmetric=symmetric,
                                        gather_across_devices=gather_across_devices)
         self.mlm = MaskedLMLoss()

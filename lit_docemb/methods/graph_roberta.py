@@ -75,6 +75,8 @@ class GraphRoBERTa(EmbeddingMethod):
         max_passage_tokens: Tokens kept per passage.
         max_passages: Passages kept per document in training (paper: 50).
         max_passages_inference: Passages kept per document when embedding (paper: 100).
+        title_passage: A document's title (MSMARCO's, Robust04's headlines) is its first passage. The paper does
+            not say that titles are encoded; ``False`` (its configs' value) embeds the body only.
         temperature: Divides the dot products (paper: none, i.e. 1.0).
         gather_across_devices: Use the sub-documents of all devices as negatives (exact gather with gradient).
         passage_token_budget: Passages are encoded in sub-batches of at most this many padded tokens.
@@ -107,6 +109,7 @@ class GraphRoBERTa(EmbeddingMethod):
         max_passage_tokens: int = 192,
         max_passages: int = 50,
         max_passages_inference: int = 100,
+        title_passage: bool = False,
         temperature: float = 1.0,
         gather_across_devices: bool = True,
         passage_token_budget: int = 32768,
@@ -133,7 +136,8 @@ class GraphRoBERTa(EmbeddingMethod):
                                        gather_across_devices=gather_across_devices)
         # the DataModule splits and tokenizes the corpus's passages once, on disk, and hands us those
         self.passage_cache = PassageCache(self.tokenizer, words_per_passage, max(max_passages, max_passages_inference),
-                                          max_passage_tokens, cache_dir=passage_cache_dir) if cache_passages else None
+                                          max_passage_tokens, cache_dir=passage_cache_dir,
+                                          with_title=title_passage) if cache_passages else None
 
     #: Documents of the corpus looked at to tell whether it has sections.
     sections_sample = 1000
@@ -153,10 +157,21 @@ class GraphRoBERTa(EmbeddingMethod):
 
     def collator(self, stage: str):
         hp = self.hparams
-        builder = PassageGraphBuilder(self.tokenizer, hp.words_per_passage, hp.max_passage_tokens, hp.graph)
+        builder = PassageGraphBuilder(self.tokenizer, hp.words_per_passage, hp.max_passage_tokens, hp.graph,
+                                      hp.title_passage)
         if stage == "predict":
             return GraphDocumentCollator(builder, hp.max_passages_inference)
         return SubDocumentCollator(builder, hp.max_passages, hp.objective, deterministic=stage != "fit")
+
+    def document_collator(self, stage: str):
+        """Whole documents as passage graphs: up to ``max_passages`` passages in training (``"fit"``, the
+        paper's 50) and ``max_passages_inference`` in validation, test and predict (the paper's 100)."""
+        hp = self.hparams
+        if stage != "fit":
+            return self.collator("predict")
+        builder = PassageGraphBuilder(self.tokenizer, hp.words_per_passage, hp.max_passage_tokens, hp.graph,
+                                      hp.title_passage)
+        return GraphDocumentCollator(builder, hp.max_passages)
 
     def losses(self, batch: SubDocumentPairBatch) -> dict[str, Tensor]:
         return self._contrastive_terms(self.model(concat_graphs(batch.view_a, batch.view_b)), batch)

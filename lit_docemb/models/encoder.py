@@ -6,6 +6,7 @@ Plain ``nn.Module``: no Lightning, no ``torch.distributed``, no corpus names.
 from __future__ import annotations
 
 import importlib
+import inspect
 import logging
 import os
 from typing import Literal
@@ -109,6 +110,10 @@ class HFEncoder(nn.Module):
         compile: Compile the transformer with ``torch.compile`` (``nn.Module.compile``: weights and checkpoint
             keys unchanged). The first steps take longer while it compiles (about a minute for a small BERT
             on CPU) and new input shapes may recompile; see ``benchmarks/compile_effect.py`` for its effect.
+        first_token_global_attention: Give the first token ([CLS], ``<s>``) Longformer's global attention, as
+            Longformer's classifiers do (Beltagy et al. 2020) and as the papers' Longformer rows read it; without
+            it every token, [CLS] included, sees only its local window. Only for encoders whose forward takes a
+            ``global_attention_mask`` (Longformer, LED); another encoder refuses it.
     """
 
     def __init__(
@@ -119,6 +124,7 @@ class HFEncoder(nn.Module):
         with_mlm_head: bool = False,
         attn_implementation: str | None = "sdpa",
         compile: bool = False,
+        first_token_global_attention: bool = False,
     ) -> None:
         super().__init__()
         if pooling not in ("cls", "mean"):
@@ -142,6 +148,12 @@ class HFEncoder(nn.Module):
         self.hidden_size: int = config.hidden_size
         self.max_positions: int | None = getattr(config, "max_position_embeddings", None)
         self.name_or_path = name_or_path
+        self.first_token_global_attention = first_token_global_attention
+        if first_token_global_attention and "global_attention_mask" not in inspect.signature(
+                self.backbone.forward).parameters:
+            raise BadArgument("first_token_global_attention", f"encoder {name_or_path!r} "
+                              f"({type(self.backbone).__name__}) has no global attention (Longformer-style encoders "
+                              f"only): set it to false")
         if compile:
             self.backbone.compile()
 
@@ -167,8 +179,17 @@ class HFEncoder(nn.Module):
         """Embeds token ids (B, T) into (B, D). B may be 0 (see :func:`_one_dummy_row`)."""
         if input_ids.shape[0] == 0:
             return self.forward(*_one_dummy_row(input_ids, attention_mask))[:0]
-        hidden = self.backbone(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state  # (B, T, D)
+        hidden = self.token_states(input_ids, attention_mask)  # (B, T, D)
         return pool(hidden, attention_mask, self.pooling)
+
+    def token_states(self, input_ids: Tensor, attention_mask: Tensor) -> Tensor:
+        """The backbone's last hidden states (B, T, D), with the first token's global attention when configured."""
+        extra = {}
+        if self.first_token_global_attention:
+            global_mask = torch.zeros_like(attention_mask)
+            global_mask[:, 0] = 1
+            extra["global_attention_mask"] = global_mask
+        return self.backbone(input_ids=input_ids, attention_mask=attention_mask, **extra).last_hidden_state
 
     def mlm_logits(self, input_ids: Tensor, attention_mask: Tensor, positions: Tensor | None = None) -> Tensor:
         """Masked-LM logits: (B, T, V), or (K, V) for the K positions where the boolean ``positions`` (B, T)
@@ -179,7 +200,7 @@ class HFEncoder(nn.Module):
         if input_ids.shape[0] == 0:
             input_ids, attention_mask = _one_dummy_row(input_ids, attention_mask)
             positions = torch.zeros_like(input_ids, dtype=torch.bool)
-        hidden = self.backbone(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state  # (B, T, D)
+        hidden = self.token_states(input_ids, attention_mask)  # (B, T, D)
         return self.mlm_head(hidden if positions is None else hidden[positions])  # (B, T, V) or (K, V)
 
     @property

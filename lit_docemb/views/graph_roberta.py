@@ -61,15 +61,18 @@ class PassageGraphBuilder:
     so it still has a node to embed, and training skips it with the documents of fewer than two passages.
     """
 
-    def __init__(self, tokenizer, words_per_passage: int, max_passage_tokens: int, graph: GraphType) -> None:
+    def __init__(self, tokenizer, words_per_passage: int, max_passage_tokens: int, graph: GraphType,
+                 with_title: bool = False) -> None:
         self.tokenizer = tokenizer
+        self.with_title = with_title
         self.words_per_passage = words_per_passage
         self.max_passage_tokens = max_passage_tokens
         self.graph = graph
 
     def passages(self, items: list, max_passages: int) -> list[list[TokenPassage]]:
         fresh = iter(tokenize_passages([item for item in items if isinstance(item, Document)], self.tokenizer,
-                                       self.words_per_passage, max_passages, self.max_passage_tokens))
+                                       self.words_per_passage, max_passages, self.max_passage_tokens,
+                                       with_title=self.with_title))
         rows = [next(fresh) if isinstance(item, Document) else item for item in items]
         # a document without passages keeps one node: its title (a cached row has none, so nothing)
         titles = [getattr(item, "title", "") for item, row in zip(items, rows, strict=True)

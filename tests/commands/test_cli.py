@@ -75,8 +75,10 @@ def test_help_lists_methods_and_datamodules():
 
 
 #: configs/<folder>/ of pieces (one section) that are added to an experiment config with a second --config
-PIECES = {"trainer"}
+PIECES = {"trainer", "baselines"}
 EXPERIMENT = ROOT / "configs" / "docsplit" / "bert_wikipedia.yaml"
+#: The experiment a piece under configs/baselines/classify/ (a classifier's backbone) is added to.
+CLASSIFY_EXPERIMENT = ROOT / "configs" / "graph_roberta" / "classify_hyperpartisan.yaml"
 
 
 def assert_contains(printed, expected, where: str) -> None:
@@ -93,7 +95,9 @@ def assert_contains(printed, expected, where: str) -> None:
 def test_every_config_parses(config):
     path = ROOT / config
     is_piece = path.relative_to(ROOT / "configs").parts[0] in PIECES
-    configs = [EXPERIMENT, path] if is_piece else [path]
+    experiment = CLASSIFY_EXPERIMENT if path.relative_to(ROOT / "configs").parts[:2] == ("baselines", "classify") \
+        else EXPERIMENT
+    configs = [experiment, path] if is_piece else [path]
     printed = resolve_fit_config([arg for c in configs for arg in ("--config", str(c))])  # fit --print_config
     assert printed["model"]["class_path"].startswith("lit_docemb.methods.")
     assert printed["data"]["class_path"].startswith("lit_docemb.data.")

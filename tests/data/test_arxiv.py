@@ -13,6 +13,7 @@ from lit_docemb.data.arxiv import ArxivDataModule
 from lit_docemb.data.arxiv_formats import iter_arxiv_classification, iter_arxiv_metadata
 from lit_docemb.data.document import Section
 from lit_docemb.data.reading import MalformedInputError, ReadContext
+from lit_docemb.errors import ConfigError
 
 
 def record(arxiv_id, title, abstract, categories, **extra) -> str:
@@ -133,3 +134,36 @@ def test_datamodule_setup_and_batch(layout, snapshot, classification_root, tmp_p
     assert len(batch) == 2 and all(d.label for d in batch)
     if layout == "metadata":
         assert all([s.heading for s in d.sections] == ["Title", "Abstract"] for d in batch)
+
+
+@pytest.fixture
+def many_papers(tmp_path):
+    """60 papers in the class-folder layout, enough for three non-empty hash splits."""
+    root = tmp_path / "arxiv11_many"
+    for i in range(60):
+        folder = root / ("cs.AI" if i % 2 else "math.GR")
+        folder.mkdir(parents=True, exist_ok=True)
+        (folder / f"1501.{i:05d}.txt").write_text(f"Invented paper number {i} about pebbles and kettles.")
+    return root
+
+
+def test_test_split_is_held_out_apart_from_validation(many_papers, tmp_path):
+    datamodule = ArxivDataModule(str(many_papers), val_fraction=0.2, test_fraction=0.3, batch_size=4, num_workers=0,
+                                 cache_dir=str(tmp_path / "cache"))
+    datamodule.setup("fit")
+    train, val, test = ({datamodule.documents[int(i)].id for i in part.indices}
+                        for part in (datamodule.train_set, datamodule.val_set, datamodule.test_set))
+    assert train and val and test
+    assert not train & val and not train & test and not val & test
+    assert len(train | val | test) == 60
+    assert datamodule.data_stats["test split"]["test"] == len(test)
+    datamodule.connect(lambda stage: list)
+    assert {d.id for batch in datamodule.test_dataloader() for d in batch} == test
+
+
+def test_test_without_test_fraction_is_refused(many_papers, tmp_path):
+    datamodule = ArxivDataModule(str(many_papers), val_fraction=0.2, batch_size=4, num_workers=0,
+                                 cache_dir=str(tmp_path / "cache"))
+    datamodule.setup("fit")
+    with pytest.raises(ConfigError, match="data.init_args.test_fraction"):
+        datamodule.test_dataloader()

@@ -8,11 +8,13 @@ import json
 from collections import Counter
 
 import pytest
+from corpus_files import write_hyperpartisan
 
 from lit_docemb.data.document import Section
 from lit_docemb.data.labelled import LabelledTextDataModule
 from lit_docemb.data.labelled_formats import iter_class_folders, iter_labelled_table
 from lit_docemb.data.reading import MalformedInputError, ReadContext
+from lit_docemb.errors import ConfigError
 
 LONG_TEXT = "The tortoise entered the marathon again. " * 4000  # 164,000 characters: over csv's default field limit
 
@@ -174,3 +176,54 @@ def test_missing_paths_describe_the_layouts(tmp_path):
     with pytest.raises(FileNotFoundError, match=r"test split not found at .*elsewhere\.csv"):
         LabelledTextDataModule(source=str(tmp_path / "only_test" / "test"), test_source=str(tmp_path / "elsewhere.csv"),
                                **cache).setup("fit")
+
+
+def test_hyperpartisan_validation_is_its_published_dev_split(tmp_path):
+    """Longformer's train/dev/test files (hp-splits.json): validation is dev.jsonl, nothing held out of train."""
+    source = write_hyperpartisan(tmp_path / "hyperpartisan", counts=(12, 4, 6))
+    datamodule = LabelledTextDataModule(str(source), id_column="id", val_split="dev", val_fraction=0.0, batch_size=4,
+                                        num_workers=0, cache_dir=str(tmp_path / "cache"))
+    datamodule.setup("fit")
+    read = {name: [d.id for d in part] for name, part in
+            (("train", datamodule.train_set), ("val", datamodule.val_set), ("test", datamodule.test_set))}
+    assert read == {"train": [str(i) for i in range(1, 13)], "val": ["13", "14", "15", "16"],
+                    "test": [str(i) for i in range(17, 23)]}
+    assert datamodule.labels == ["false", "true"]
+    datamodule.connect(lambda stage: list)
+    assert [d.id for batch in datamodule.val_dataloader() for d in batch] == read["val"]
+
+
+def test_a_published_validation_split_with_val_fraction_or_missing_is_refused(tmp_path):
+    source = write_hyperpartisan(tmp_path / "hyperpartisan")
+    with pytest.raises(ConfigError, match="set val_fraction to 0"):
+        LabelledTextDataModule(str(source), val_split="dev", val_fraction=0.1)
+    datamodule = LabelledTextDataModule(str(source), val_split="validation", val_fraction=0.0,
+                                        cache_dir=str(tmp_path / "cache"))
+    with pytest.raises(ConfigError, match="data.init_args.val_split: .* has no 'validation' split"):
+        datamodule.setup("fit")
+
+
+FAKENEWS_HEADER = (",id,domain,type,url,content,scraped_at,inserted_at,updated_at,title,authors,keywords,"
+                   "meta_keywords,meta_description,tags,summary,source")
+
+
+def test_fakenews_corpus_release_reads_with_its_columns(tmp_path):
+    """several27/FakeNewsCorpus ``news_cleaned_2018_02_13.csv``: a leading unnamed index column, quoted multi-line
+    ``content``, the class in ``type`` (DocSplit Table 1). Every article here is invented."""
+    rows = [
+        '0,141,awm.com,unreliable,http://awm.com/a,"Owls were seen\n\nreading the news.",2018-01-25,2018-02-02,'
+        '2018-02-02,Owls Read,,,[\'\'],,,,',
+        '1,256,beforeitsnews.com,fake,http://b.com/x,"Kettles, it is said, whistle in tune.",2018-01-25,2018-02-02,'
+        '2018-02-02,Singing Kettles,A. Person,,[\'\'],,,,',
+        '2,301,reuters.com,reliable,http://r.com/y,,2018-01-25,2018-02-02,2018-02-02,Empty Article,,,[\'\'],,,,',
+    ]
+    path = tmp_path / "news_cleaned_2018_02_13.csv"
+    path.write_text(FAKENEWS_HEADER + "\n" + "\n".join(rows) + "\n", encoding="utf-8")
+    datamodule = LabelledTextDataModule(str(path), text_column="content", label_column="type", title_column="title",
+                                        id_column="id", test_split=None, val_fraction=0.0,
+                                        cache_dir=str(tmp_path / "cache"))
+    datamodule.setup("fit")
+    documents = list(datamodule.train_set)
+    assert [(d.id, d.label, d.title) for d in documents] == [("141", "unreliable", "Owls Read"),
+                                                             ("256", "fake", "Singing Kettles")]
+    assert "reading the news" in documents[0].text and datamodule.data_stats["documents"]["skipped"]

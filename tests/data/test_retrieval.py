@@ -175,3 +175,13 @@ def test_bm25_run_ranks_the_matching_document_first():
         "migrating geese cross the autumn sky", "the river otter builds a den of reeds"])]
     run = bm25_run(docs, {"q1": Query("q1", "canoe on a river"), "q2": Query("q2", "kettle")}, depth=3)
     assert ranked(run["q1"])[0][0] == "d1" and list(run["q2"]) == ["d0"]  # zero scores are not listed
+
+
+def test_bm25_run_takes_k1_and_b():
+    pytest.importorskip("bm25s")
+    docs = [Document("short", sections=[Section("", "river canoe")]),
+            Document("long", sections=[Section("", "river canoe " + "reeds otter geese sky " * 10)])]
+    query = {"q": Query("q", "river canoe")}
+    normalised, unnormalised = bm25_run(docs, query, k1=0.9, b=1.0)["q"], bm25_run(docs, query, k1=0.9, b=0.0)["q"]
+    assert normalised["short"] > normalised["long"]  # b: the long document's matches count less
+    assert unnormalised["short"] == pytest.approx(unnormalised["long"])  # b = 0: length is ignored

@@ -78,10 +78,14 @@ def test_fine_tuning_separates_a_separable_set(tiny_encoder_dir, tmp_path):
 @pytest.mark.parametrize("config", CONFIGS)
 def test_every_classification_config_runs_fast_dev_run(config, tiny_encoder_dir, tmp_path):
     folder = write_labelled_folder(tmp_path / "set")
+    (folder / "dev.jsonl").write_text((folder / "test.jsonl").read_text())  # Hyperpartisan's published dev split
+    graph = "graph_roberta" in config
+    size = ["--model.init_args.backbone.init_args.node_dim=16",
+            "--model.init_args.backbone.init_args.max_passage_tokens=64"] if graph else [
+            "--model.init_args.backbone.init_args.max_length=64"]
     cli = main(["fit", "--config", str(ROOT / config),
-                f"--model.init_args.backbone.init_args.encoder={tiny_encoder_dir}",
-                "--model.init_args.backbone.init_args.node_dim=16",
-                "--model.init_args.backbone.init_args.max_passage_tokens=64", "--model.init_args.checkpoint=null",
+                f"--model.init_args.backbone.init_args.encoder={tiny_encoder_dir}", *size,
+                "--model.init_args.checkpoint=null",
                 "--model.init_args.labels=[code,sea]", "--data=lit_docemb.data.LabelledTextDataModule",
                 f"--data.source={folder}", "--data.label_column=label", "--data.batch_size=4", "--data.num_workers=0",
                 "--trainer.accelerator=cpu", "--trainer.devices=1", "--trainer.precision=32-true",
@@ -90,5 +94,40 @@ def test_every_classification_config_runs_fast_dev_run(config, tiny_encoder_dir,
     assert cli.trainer.global_step == 2
     assert "val/macro_f1" in cli.trainer.callback_metrics
     # the nested backbone records its own arguments, not the classifier's (LightningCLI hands both the latter)
-    assert cli.model.backbone.hparams.max_passage_tokens == 64 and "labels" not in cli.model.backbone.hparams
+    assert cli.model.backbone.hparams["max_passage_tokens" if graph else "max_length"] == 64
+    assert "labels" not in cli.model.backbone.hparams
     assert cli.model.hparams.labels == ["code", "sea"]
+
+
+def long_document(identifier: str, label: str | None = None) -> Document:
+    words = " ".join(f"word{i}" for i in range(40))  # 40 words: 13 passages of 3 words
+    return Document(identifier, sections=[Section("", words)], label=label)
+
+
+def test_graph_roberta_fine_tuning_trains_on_max_passages_and_infers_on_max_passages_inference(tiny_encoder_dir):
+    """Seed 000, Appendix A: up to 50 passages per document in training, 100 at inference (here 2 and 5)."""
+    backbone = GraphRoBERTa(tiny_encoder_dir, node_dim=16, words_per_passage=3, max_passage_tokens=16,
+                            max_passages=2, max_passages_inference=5, cache_passages=False)
+    model = DocumentClassifier(backbone, labels=["code", "sea"])
+    docs = [long_document("a", "sea"), long_document("b", "code")]
+    assert model.collator("fit")(docs).inputs.graphs.passage_counts.tolist() == [2, 2]
+    assert model.collator("validate")(docs).inputs.graphs.passage_counts.tolist() == [5, 5]
+    assert model.collator("predict")(docs).graphs.passage_counts.tolist() == [5, 5]
+
+
+def test_a_frozen_backbone_trains_the_head_only(tiny_encoder_dir):
+    """DocSplit Appendix A.1: only the last layer is trained; the encoder's weights and its dropout stay off."""
+    torch.manual_seed(0)
+    model = DocumentClassifier(DocSplit(tiny_encoder_dir, max_length=32, mlm_weight=0.0), labels=["code", "sea"],
+                               freeze_backbone=True)
+    before = {k: v.clone() for k, v in model.backbone.state_dict().items()}
+    head = model.head[1].weight.clone()
+    optimizer = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=1e-2)
+    model.train()
+    assert not model.backbone.training and model.head.training
+    batch = model.collator("fit")(labelled_docs(4))
+    model.losses(batch)["ce_loss"].backward()
+    optimizer.step()
+    assert all(torch.equal(before[k], v) for k, v in model.backbone.state_dict().items())
+    assert not torch.equal(head, model.head[1].weight)
+    assert not any(p.requires_grad for p in model.backbone.parameters())

@@ -73,6 +73,20 @@ def test_every_retrieval_config_runs_fast_dev_run(config, tiny_encoder_dir, tmp_
                 "--data.batch_size=3", "--data.num_workers=0", f"--data.cache_dir={tmp_path / 'cache'}",
                 "--trainer.accelerator=cpu", "--trainer.devices=1", "--trainer.precision=32-true",
                 "--trainer.logger=lightning.pytorch.loggers.CSVLogger", f"--trainer.logger.save_dir={tmp_path}",
+                "--trainer.logger.name=retrieval",  # Robust04's names its fold, which WIKIR has not
                 "--trainer.fast_dev_run=2", f"--trainer.default_root_dir={tmp_path}"])
     assert cli.trainer.global_step == 2
     assert cli.trainer.callback_metrics["train/negatives_per_anchor"].item() > 2
+
+
+def test_graph_roberta_retrieval_trains_on_max_passages_and_infers_on_max_passages_inference(tiny_encoder_dir):
+    """Seed 000: documents of up to 50 passages in training, 100 at inference (here 2 and 5)."""
+    words = " ".join(f"word{i}" for i in range(40))
+    long = [Document(f"long{i}", sections=[Section("", words)]) for i in range(3)]
+    model = DenseRetrieval(GraphRoBERTa(tiny_encoder_dir, node_dim=16, words_per_passage=3, max_passage_tokens=16,
+                                        max_passages=2, max_passages_inference=5, cache_passages=False))
+    batch = model.collator("fit")([RetrievalExample("q1", "word1 word2", long[0], long[1:])])
+    assert batch.documents.graphs.passage_counts.tolist() == [2, 2, 2]
+    assert batch.queries.graphs.passage_counts.tolist() == [1]
+    assert model.collator("predict")(long).graphs.passage_counts.tolist() == [5, 5, 5]
+    assert model.collator("validate")([RetrievalExample("q1", "w", long[0], [])]).documents.graphs.passage_counts.tolist() == [5]

@@ -250,3 +250,22 @@ def test_cached_passages_collate_exactly_like_documents(model, stage, tmp_path):
         assert all(torch.equal(x, y) for x, y in zip(a.edges, b.edges))
     if stage != "predict":
         assert from_cache.skipped == from_documents.skipped == 1
+
+
+def test_title_passage_makes_the_title_the_first_passage(tiny_encoder_dir, tmp_path):
+    document = Document("t1", title="  Harbour   tides ", sections=[Section("Intro", "The boat left. The tide rose."),
+                                                                     Section("End", "Gulls came back.")])
+    assert [p.text for p in chunk_passages(document, 4, with_title=True)] == [
+        "Harbour tides", "The boat left.", "The tide rose.", "Gulls came back."]
+    assert [p.section_index for p in chunk_passages(document, 4, with_title=True)] == [0, 0, 0, 1]
+    assert [p.text for p in chunk_passages(document, 4, max_passages=2, with_title=True)] == [
+        "Harbour tides", "The boat left."]
+    assert chunk_passages(Document("u", sections=[Section("", "No title here.")]), 4, with_title=True)[0].text == \
+        "No title here."
+    plain, titled = (GraphRoBERTa(tiny_encoder_dir, node_dim=16, words_per_passage=4, max_passage_tokens=16,
+                                  title_passage=title, passage_cache_dir=str(tmp_path)) for title in (False, True))
+    assert titled.collator("predict")([document]).graphs.passage_counts.tolist() == [4]
+    assert plain.collator("predict")([document]).graphs.passage_counts.tolist() == [3]
+    cached = titled.passage_cache.open([document])[0]  # the cache splits as the collator does, under its own key
+    assert len(cached) == 4 and titled.passage_cache.fingerprint([document]) != plain.passage_cache.fingerprint(
+        [document])

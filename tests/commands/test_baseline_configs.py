@@ -1,0 +1,42 @@
+"""configs/baselines: one file per public checkpoint, named as on the Hugging Face hub, given after a dataset config
+(embedding baselines: the model section; fine-tuned baselines under classify/: the classifier's backbone)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import yaml
+
+from lit_docemb.commands.cli import main
+
+ROOT = Path(__file__).resolve().parents[2]
+BASELINES = ROOT / "configs" / "baselines"
+EMBEDDING = sorted(p for p in BASELINES.rglob("*.yaml") if "classify" not in p.relative_to(BASELINES).parts)
+CLASSIFY = sorted((BASELINES / "classify").rglob("*.yaml"))
+
+
+def printed_config(capsys, *configs: Path) -> dict:
+    with pytest.raises(SystemExit) as exit_info:
+        main(["fit", *(arg for config in configs for arg in ("--config", str(config))), "--print_config"])
+    assert exit_info.value.code in (0, None)
+    return yaml.safe_load(capsys.readouterr().out)
+
+
+@pytest.mark.parametrize("baseline", EMBEDDING, ids=lambda p: str(p.relative_to(BASELINES)))
+def test_an_embedding_baseline_replaces_the_model_of_a_dataset_config(baseline, capsys):
+    name = str(baseline.relative_to(BASELINES).with_suffix(""))
+    config = printed_config(capsys, ROOT / "configs/graph_roberta/cluster_arxiv.yaml", baseline)
+    assert config["model"]["class_path"] == "lit_docemb.methods.DocSplit"
+    assert config["model"]["init_args"]["encoder"] == name  # the file is named as the hub names the checkpoint
+    assert config["data"]["class_path"] == "lit_docemb.data.ArxivDataModule"
+
+
+@pytest.mark.parametrize("baseline", CLASSIFY, ids=lambda p: str(p.relative_to(BASELINES)))
+def test_a_fine_tuned_baseline_replaces_the_backbone_of_a_classification_config(baseline, capsys):
+    name = str(baseline.relative_to(BASELINES / "classify").with_suffix(""))
+    config = printed_config(capsys, ROOT / "configs/graph_roberta/classify_hyperpartisan.yaml", baseline)
+    init_args = config["model"]["init_args"]
+    assert init_args["backbone"]["init_args"]["encoder"] == name and init_args["checkpoint"] is None
+    assert init_args["labels"] == ["false", "true"] and init_args["optimizer"]["init_args"]["lr"] == 3.0e-05
+    assert config["trainer"]["default_root_dir"] == f"runs/baselines/{{data.init_args.source}}/{name}"

@@ -1,0 +1,160 @@
+"""docs/reproduce.md cannot rot: every ``python -m lit_docemb`` command in its ```bash fences, whatever section, is
+parsed against the code.
+
+* ``fit``/``validate``/``test``/``predict``: the whole command line with ``--print_config`` (configs, overrides and
+  class switches parsed as a run parses them; data paths need not exist).
+* ``pool-folds``: its own parser.
+* every other command: its options must be among those its ``--help`` lists; what is left must be config overrides
+  of a command that takes them, parsed with the command's ``--config`` files through ``fit --print_config``; each
+  ``--evaluation`` spec is built.
+
+Shell loops are followed: a ``$variable`` takes each value its ``for`` line lists (the first one for the full
+parse, every one for the config files named). Commands outside a fence are refused.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import itertools
+import re
+import shlex
+from pathlib import Path
+
+import pytest
+
+from lit_docemb.commands import main as run_command
+from lit_docemb.commands.cli import main as cli_main
+from lit_docemb.commands.evaluate import build_evaluation
+from lit_docemb.commands.pool_folds import build_parser as pool_folds_parser
+
+ROOT = Path(__file__).resolve().parents[2]
+DOCUMENT = ROOT / "docs" / "reproduce.md"
+PREFIX = ("python", "-m", "lit_docemb")
+LIGHTNING_COMMANDS = ("fit", "validate", "test", "predict")
+#: Commands whose unknown options are config overrides (they parse with ``parse_known_args`` and hand the rest on).
+TAKES_OVERRIDES = ("evaluate", "dense-search", "embed", "export")
+FENCE = re.compile(r"^```bash\n(.*?)^```", re.MULTILINE | re.DOTALL)
+LOOP = re.compile(r"^\s*for (\w+) in (.+?); do\s*$")
+VARIABLE = re.compile(r"\$(?:\{(\w+)\}|(\w+))")
+
+
+def doc_commands(text: str) -> list[tuple[list[str], dict[str, list[str]]]]:
+    """(argv after ``python -m lit_docemb``, the loop variables in scope) of every fenced command, in order."""
+    commands = []
+    for block in FENCE.findall(text):
+        loops: list[tuple[str, list[str]]] = []
+        for line in block.replace("\\\n", " ").splitlines():
+            if match := LOOP.match(line):
+                loops.append((match.group(1), match.group(2).split()))
+            elif line.strip() == "done":
+                loops.pop()
+            elif "python -m lit_docemb" in line:
+                tokens = shlex.split(line)
+                assert tuple(tokens[:3]) == PREFIX, f"a command must start its line: {line.strip()!r}"
+                commands.append((tokens[3:], dict(loops)))
+    return commands
+
+
+def expansions(argv: list[str], variables: dict[str, list[str]]) -> list[list[str]]:
+    """``argv`` with its ``$variables`` replaced, once per combination of their loop values (the first first)."""
+    used = sorted({a or b for token in argv for a, b in VARIABLE.findall(token)})
+    missing = [name for name in used if name not in variables]
+    assert not missing, f"${missing[0]} in {shlex.join(argv)!r} is set by no enclosing for loop"
+    return [[VARIABLE.sub(lambda m, values=dict(zip(used, combination)): values[m.group(1) or m.group(2)], token)
+             for token in argv] for combination in itertools.product(*(variables[name] for name in used))]
+
+
+def exits_cleanly(call, argv: list[str]) -> str:
+    """stdout of ``call(argv)``, which must end with status 0 (``--help``, ``--print_config``)."""
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out), pytest.raises(SystemExit) as exit_info:
+        call(argv)
+    assert exit_info.value.code in (0, None), f"{shlex.join(argv)!r} exited with {exit_info.value.code}"
+    return out.getvalue()
+
+
+_help_options: dict[str, set[str]] = {}
+
+
+def known_options(command: str) -> set[str]:
+    if command not in _help_options:
+        _help_options[command] = set(re.findall(r"(?<![\w.-])(--[A-Za-z][\w-]*)", exits_cleanly(
+            run_command, [command, "--help"])))
+    return _help_options[command]
+
+
+def split_options(argv: list[str], known: set[str]) -> tuple[dict[str, list[str]], list[str]]:
+    """({known option: its values}, the other options with their values) of a command line."""
+    options: dict[str, list[str]] = {}
+    rest: list[str] = []
+    current: list[str] | None = None
+    for token in argv:
+        if token.startswith("--"):
+            name, equals, value = token.partition("=")
+            if name in known:
+                current = options.setdefault(name, [])
+                current += [value] if equals else []
+            else:
+                rest.append(token)
+                current = rest
+        else:
+            assert current is not None, f"a value before any option: {shlex.join(argv)!r}"
+            current.append(token)
+    return options, rest
+
+
+def check_command(argv: list[str]) -> None:
+    command, args = argv[0], argv[1:]
+    if command in LIGHTNING_COMMANDS:
+        exits_cleanly(cli_main, [command, *args, "--print_config"])
+        return
+    if command == "pool-folds":
+        pool_folds_parser().parse_args(args)
+        return
+    known = known_options(command)
+    options, overrides = split_options(args, known)
+    assert not overrides or command in TAKES_OVERRIDES, f"{command} has no options {overrides}"
+    for spec in options.get("--evaluation", []):
+        build_evaluation(spec)
+    configs = [arg for path in options.get("--config", []) for arg in ("--config", path)]
+    if configs or overrides:
+        exits_cleanly(cli_main, ["fit", *configs, *overrides, "--print_config"])
+
+
+TEXT = DOCUMENT.read_text(encoding="utf-8")
+COMMANDS = doc_commands(TEXT)
+
+
+def test_the_document_has_both_papers_and_leaves_the_other_headings_to_part_two():
+    headings = re.findall(r"^## (.+)$", TEXT, re.MULTILINE)
+    assert headings[:2] == ["Graph-RoBERTa", "DocSplit"]
+    assert len(COMMANDS) >= 20
+
+
+def test_commands_are_in_bash_fences():
+    outside = FENCE.sub("", TEXT)
+    stray = re.findall(r"python -m lit_docemb (?!\.\.\.)\S+", outside)
+    assert not stray, f"commands outside a ```bash fence: {stray[:3]}"
+
+
+@pytest.mark.parametrize("argv, variables", COMMANDS, ids=[f"{i}-{c[0][0]}" for i, c in enumerate(COMMANDS)])
+def test_every_documented_command_parses(argv, variables):
+    first, *others = expansions(argv, variables)
+    check_command(first)
+    for expanded in others:  # the other loop values: the files they name exist
+        options, _ = split_options(expanded[1:], {"--config"})
+        for path in options.get("--config", []):
+            assert (ROOT / path).is_file(), f"{path} (in {shlex.join(expanded)!r}) does not exist"
+
+
+def test_a_wrong_option_or_config_key_is_caught():
+    """The checks can fail: a misspelt override, an unknown evaluation and an option a command lacks."""
+    with pytest.raises(AssertionError):
+        check_command(["fit", "--config", "configs/graph_roberta/classify_arxiv.yaml", "--data.init_args.sourse", "x"])
+    with pytest.raises(TypeError):
+        check_command(["evaluate", "--config", "configs/graph_roberta/retrieval_wikir.yaml", "--evaluation", "retreival"])
+    with pytest.raises(SystemExit):
+        check_command(["pool-folds", "--runs", "a.run", "--qrels", "q", "--measure", "P@20"])
+    with pytest.raises(AssertionError, match="set by no enclosing for loop"):
+        expansions(["fit", "--config", "configs/$nothing.yaml"], {})
