@@ -86,7 +86,9 @@ def _add_argument(parser: argparse.ArgumentParser, parameter: inspect.Parameter,
     if arguments == [bool]:
         options.update(type=boolean, nargs="?", const=True, metavar="{true,false}")
     elif origin in (list, Sequence, tuple) or arguments[0] in (list, tuple):
-        options.update(action="extend", nargs="+", type=str, metavar=parameter.name.upper())
+        # argparse extends a default list in place: the signature's default is filled in after parsing
+        options.update(action="extend", nargs="+", type=str, metavar=parameter.name.upper(),
+                       default=None if required else argparse.SUPPRESS)
     elif origin is typing.Literal:
         options.update(choices=typing.get_args(arguments[0]))
     elif set(arguments) == {int, str}:
@@ -135,7 +137,7 @@ def parse_command(function: Callable, argv: Sequence[str], prog: str) -> dict:
     parser = build_parser(function, prog)
     argv = replace_deprecated(argv, parser)
     if "overrides" not in inspect.signature(function).parameters:
-        return vars(parser.parse_args(argv))
+        return vars(parser.parse_args(argv))  # a list option left out is absent: the function's default applies
     options, overrides = parser.parse_known_args(argv)
     stray = [arg for arg in overrides if not arg.startswith("--")][:1]
     if stray and (overrides.index(stray[0]) == 0 or "=" in overrides[overrides.index(stray[0]) - 1]):

@@ -18,31 +18,21 @@ Example::
 
 from __future__ import annotations
 
-import argparse
 import json
 from collections import Counter
+from collections.abc import Sequence
 from pathlib import Path
 
-from lit_docemb.data.trec import Qrels, Run, read_qrels, read_run, write_run
+from typing import TYPE_CHECKING
+
+from lit_docemb.commands.arguments import run_command
 from lit_docemb.errors import ConfigError
-from lit_docemb.eval.evaluation import markdown_table
-from lit_docemb.eval.ranking import retrieval_metrics, trec_measure
+
+if TYPE_CHECKING:  # the data and eval floors import torch: loaded when the command runs, not for --help
+    from lit_docemb.data.trec import Qrels, Run
 
 #: Graph-RoBERTa's Table 3 measures.
 DEFAULT_MEASURES = ("ndcg@20", "P@20")
-
-
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="python -m lit_docemb pool-folds", allow_abbrev=False,
-        description="Pool the TREC runs of a cross-validation's folds (each ranking its fold's test queries) into "
-                    "one run and score it: the table of the whole cross-validation.")
-    parser.add_argument("--runs", nargs="+", required=True, help="one TREC run file per fold (.gz accepted)")
-    parser.add_argument("--qrels", required=True, help="the qrels of every fold's queries (TREC format)")
-    parser.add_argument("--measures", nargs="+", default=list(DEFAULT_MEASURES),
-                        help="mrr@k, ndcg@k, P@k, recall@k, map@k, map, ndcg, bpref (default: ndcg@20 P@20)")
-    parser.add_argument("--output", help="folder for pooled.run, pooled.md and pooled.json (default: print only)")
-    return parser
 
 
 def pool_runs(runs: list[Run], names: list[str]) -> Run:
@@ -63,6 +53,8 @@ def pooled_metrics(runs: list[Run], names: list[str], qrels: Qrels,
                    measures: list[str]) -> tuple[Run, dict[str, dict[str, float]]]:
     """(pooled run, {"pooled": metrics over all judged queries, "fold_mean": mean of the per-fold means,
     "fold<i>": each fold's metrics over its own queries})."""
+    from lit_docemb.eval.ranking import retrieval_metrics
+
     pooled = pool_runs(runs, names)
     results = {"pooled": retrieval_metrics(pooled, qrels, measures)}
     per_fold = {}
@@ -76,32 +68,47 @@ def pooled_metrics(runs: list[Run], names: list[str], qrels: Qrels,
     return pooled, {**results, **per_fold}
 
 
-def main(args: list[str] | None = None) -> dict[str, dict[str, float]]:
-    """Parses the command line (see the module docstring), pools, scores, writes and prints; returns the results."""
-    options = build_parser().parse_args(args)
-    for measure in options.measures:
+def pool_folds(runs: list[str], qrels: str, measures: Sequence[str] = DEFAULT_MEASURES,
+               output: str | None = None) -> dict[str, dict[str, float]]:
+    """Pool the TREC runs of a cross-validation's folds (each ranking its fold's test queries) into one run and
+    score it: the table of the whole cross-validation. Prints the table; returns the results.
+
+    Args:
+        runs: One TREC run file per fold (.gz accepted).
+        qrels: The qrels of every fold's queries (TREC format).
+        measures: mrr@k, ndcg@k, P@k, recall@k, map@k, map, ndcg, bpref (Graph-RoBERTa's Table 3: ndcg@20 P@20).
+        output: Folder for pooled.run, pooled.md and pooled.json (default: print only).
+    """
+    from lit_docemb.data.trec import read_qrels, read_run, write_run
+    from lit_docemb.eval.evaluation import markdown_table
+    from lit_docemb.eval.ranking import trec_measure
+
+    for measure in measures:
         try:
             trec_measure(measure)
         except ValueError as err:
             raise ConfigError(f"--measures: {err}") from None
-    for path in [*options.runs, options.qrels]:
+    for path in [*runs, qrels]:
         if not Path(path).is_file():
-            raise ConfigError(f"{'--qrels' if path == options.qrels else '--runs'}: {path!r} is not a file")
-    if len(set(options.runs)) != len(options.runs):
-        raise ConfigError(f"--runs: a file is given twice: {sorted(p for p, n in Counter(options.runs).items() if n > 1)}")
-    qrels = read_qrels(options.qrels)
-    runs = [read_run(path) for path in options.runs]
-    pooled, results = pooled_metrics(runs, options.runs, qrels, options.measures)
+            raise ConfigError(f"{'--qrels' if path == qrels else '--runs'}: {path!r} is not a file")
+    if len(set(runs)) != len(runs):
+        raise ConfigError(f"--runs: a file is given twice: {sorted(p for p, n in Counter(runs).items() if n > 1)}")
+    pooled, results = pooled_metrics([read_run(path) for path in runs], runs, read_qrels(qrels), list(measures))
     table = markdown_table({"folds pooled": {f"{row}/{measure}": value for row, metrics in results.items()
                                              for measure, value in metrics.items()}})
-    if options.output:
-        output = Path(options.output)
-        output.mkdir(parents=True, exist_ok=True)
-        write_run(pooled, output / "pooled.run", run_name="pooled")
-        header = f"# {len(runs)} folds pooled\n\nRuns: {', '.join(options.runs)}\n\nQrels: {options.qrels}\n\n"
-        (output / "pooled.md").write_text(header + table, encoding="utf-8")
-        record = {"runs": options.runs, "qrels": options.qrels, "results": results}
-        (output / "pooled.json").write_text(json.dumps(record, indent=2) + "\n", encoding="utf-8")
-        table += f"\nwritten to {output}/pooled.run, pooled.md and pooled.json"
+    if output:
+        folder = Path(output)
+        folder.mkdir(parents=True, exist_ok=True)
+        write_run(pooled, folder / "pooled.run", run_name="pooled")
+        header = f"# {len(runs)} folds pooled\n\nRuns: {', '.join(runs)}\n\nQrels: {qrels}\n\n"
+        (folder / "pooled.md").write_text(header + table, encoding="utf-8")
+        record = {"runs": runs, "qrels": qrels, "results": results}
+        (folder / "pooled.json").write_text(json.dumps(record, indent=2) + "\n", encoding="utf-8")
+        table += f"\nwritten to {folder}/pooled.run, pooled.md and pooled.json"
     print(table)
     return results
+
+
+def main(argv: list[str] | None = None) -> dict[str, dict[str, float]]:
+    """Runs :func:`pool_folds` on the command line (see the module docstring)."""
+    return run_command(pool_folds, argv, "python -m lit_docemb pool-folds")

@@ -28,6 +28,7 @@ VOCABULARY_FLAGS = {
     "dense-search": {"--config", "--ckpt_path", "--output", "--batch_size", "--accelerator"},
     "candidates": {"--ckpt_path", "--input", "--batch_size"},
     "matching": {"--config", "--ckpt_path", "--batch_size", "--accelerator"},
+    "pool-folds": {"--output"},
 }
 OLD_SPELLINGS = ("--ckpt ", "--batch-size", "--device ", "--no_progress_bar")
 

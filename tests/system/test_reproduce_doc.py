@@ -3,7 +3,6 @@ parsed against the code.
 
 * ``fit``/``validate``/``test``/``predict``: the whole command line with ``--print_config`` (configs, overrides and
   class switches parsed as a run parses them; data paths need not exist).
-* ``pool-folds``: its own parser.
 * every other command: its options must be among those its ``--help`` lists; what is left must be config overrides
   of a command that takes them, parsed with the command's ``--config`` files through ``fit --print_config``; each
   ``--evaluation`` spec is built.
@@ -26,7 +25,6 @@ import pytest
 from lit_docemb.commands import main as run_command
 from lit_docemb.commands.cli import main as cli_main
 from lit_docemb.commands.evaluate import build_evaluation
-from lit_docemb.commands.pool_folds import build_parser as pool_folds_parser
 
 ROOT = Path(__file__).resolve().parents[2]
 DOCUMENT = ROOT / "docs" / "reproduce.md"
@@ -109,9 +107,6 @@ def check_command(argv: list[str]) -> None:
     if command in LIGHTNING_COMMANDS:
         exits_cleanly(cli_main, [command, *args, "--print_config"])
         return
-    if command == "pool-folds":
-        pool_folds_parser().parse_args(args)
-        return
     known = known_options(command)
     options, overrides = split_options(args, known)
     assert not overrides or command in TAKES_OVERRIDES, f"{command} has no options {overrides}"
@@ -154,7 +149,7 @@ def test_a_wrong_option_or_config_key_is_caught():
         check_command(["fit", "--config", "configs/graph_roberta/classify_arxiv.yaml", "--data.init_args.sourse", "x"])
     with pytest.raises(TypeError):
         check_command(["evaluate", "--config", "configs/graph_roberta/retrieval_wikir.yaml", "--evaluation", "retreival"])
-    with pytest.raises(SystemExit):
+    with pytest.raises(AssertionError):
         check_command(["pool-folds", "--runs", "a.run", "--qrels", "q", "--measure", "P@20"])
     with pytest.raises(AssertionError, match="set by no enclosing for loop"):
         expansions(["fit", "--config", "configs/$nothing.yaml"], {})
