@@ -31,11 +31,13 @@ from pathlib import Path
 import lightning as L
 import yaml
 from lightning.fabric.plugins.environments import ClusterEnvironment, SLURMEnvironment
+from lightning.pytorch.callbacks import RichProgressBar
 from lightning.pytorch.cli import LightningArgumentParser, LightningCLI, _InstantiatorFn
 from lightning.pytorch.plugins.io import CheckpointIO
 
 import lit_docemb.data  # noqa: F401  (registers the DataModules as known subclasses)
 import lit_docemb.methods  # noqa: F401  (registers the methods)
+from lit_docemb.commands.console import tidy_loggers
 from lit_docemb.commands.loggers import configure_wandb_loggers
 from lit_docemb.commands.run_folder import check_fresh_fit, last_checkpoint
 from lit_docemb.commands.trust import load_yaml, parse_yaml, refuse_untrusted
@@ -49,6 +51,7 @@ from lit_docemb.methods.callbacks import (
     Throughput,
 )
 from lit_docemb.methods.checkpoints import read_checkpoint
+from lit_docemb.methods.progress import RateProgressBar
 
 
 def one_line_parse_error(message: str) -> str:
@@ -153,6 +156,8 @@ class DocEmbCLI(LightningCLI):
         if requeue:  # preemption handled by SlurmRequeue at a batch end, not inside Lightning's signal handler
             plugins.append(SLURMEnvironment(auto_requeue=False))
         trainer = super().instantiate_trainer(plugins=plugins, **kwargs)
+        use_rate_progress_bar(trainer, self._get(self.config_init, "trainer", default={}).get("callbacks"))
+        tidy_loggers(trainer.loggers)
         if requeue:
             trainer.callbacks.append(SlurmRequeue())
         if not any(isinstance(c, Throughput) for c in trainer.callbacks):  # documents/s, tokens/s, peak memory
@@ -160,6 +165,20 @@ class DocEmbCLI(LightningCLI):
         if isinstance(self.datamodule, DocumentDataModule):  # what the corpus read and skipped, in the run folder
             self.datamodule.stats_dir = trainer.default_root_dir
         return trainer
+
+
+def use_rate_progress_bar(trainer: L.Trainer, configured: list | object | None) -> None:
+    """Replaces the Rich progress bar that Lightning adds by default with :class:`RateProgressBar` (whose rate is
+    true for steps slower than 30 s); a progress bar the config names is kept.
+
+    Args:
+        trainer: The trainer just built.
+        configured: The config's ``trainer.callbacks`` (a callback, a list of them, or None).
+    """
+    configured = configured if isinstance(configured, list) else [configured]
+    for i, callback in enumerate(trainer.callbacks):
+        if type(callback) is RichProgressBar and not any(callback is c for c in configured):
+            trainer.callbacks[i] = RateProgressBar()
 
 
 class SectionNaming:
