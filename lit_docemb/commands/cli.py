@@ -23,6 +23,7 @@ configured model stop the command with the differing keys.
 
 from __future__ import annotations
 
+import importlib
 import os
 import re
 import sys
@@ -31,7 +32,7 @@ from pathlib import Path
 import lightning as L
 import yaml
 from lightning.fabric.plugins.environments import ClusterEnvironment, SLURMEnvironment
-from lightning.pytorch.callbacks import RichProgressBar
+from lightning.pytorch.callbacks import ProgressBar, RichProgressBar
 from lightning.pytorch.cli import LightningArgumentParser, LightningCLI, _InstantiatorFn
 from lightning.pytorch.plugins.io import CheckpointIO
 
@@ -156,7 +157,8 @@ class DocEmbCLI(LightningCLI):
         if requeue:  # preemption handled by SlurmRequeue at a batch end, not inside Lightning's signal handler
             plugins.append(SLURMEnvironment(auto_requeue=False))
         trainer = super().instantiate_trainer(plugins=plugins, **kwargs)
-        use_rate_progress_bar(trainer, self._get(self.config_init, "trainer", default={}).get("callbacks"))
+        trainer_config = self.config[self.subcommand].get("trainer") if self.subcommand else self.config.get("trainer")
+        use_rate_progress_bar(trainer, (trainer_config or {}).get("callbacks"))
         tidy_loggers(trainer.loggers)
         if requeue:
             trainer.callbacks.append(SlurmRequeue())
@@ -169,16 +171,27 @@ class DocEmbCLI(LightningCLI):
 
 def use_rate_progress_bar(trainer: L.Trainer, configured: list | object | None) -> None:
     """Replaces the Rich progress bar that Lightning adds by default with :class:`RateProgressBar` (whose rate is
-    true for steps slower than 30 s); a progress bar the config names is kept.
+    true for steps slower than 30 s), unless the config names a progress bar of its own.
 
     Args:
         trainer: The trainer just built.
-        configured: The config's ``trainer.callbacks`` (a callback, a list of them, or None).
+        configured: The parsed config's ``trainer.callbacks`` (before instantiation: ``class_path`` namespaces;
+            one, a list of them, or None).
     """
     configured = configured if isinstance(configured, list) else [configured]
+    if any(_names_progress_bar(c.get("class_path") if hasattr(c, "get") else None) for c in configured):
+        return
     for i, callback in enumerate(trainer.callbacks):
-        if type(callback) is RichProgressBar and not any(callback is c for c in configured):
+        if type(callback) is RichProgressBar:
             trainer.callbacks[i] = RateProgressBar()
+
+
+def _names_progress_bar(class_path: str | None) -> bool:
+    if not class_path or "." not in class_path:
+        return False
+    module, _, name = class_path.rpartition(".")
+    found = getattr(importlib.import_module(module), name, None)
+    return isinstance(found, type) and issubclass(found, ProgressBar)
 
 
 class SectionNaming:

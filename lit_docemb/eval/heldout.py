@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import re
 import time
+from contextlib import contextmanager
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
@@ -167,6 +168,52 @@ def metric_meanings(k: int = 10) -> dict[str, str]:
     }
 
 
+@contextmanager
+def progress_display(trainer: L.Trainer | None, description: str):
+    """A progress bar for one measurement, as ``(add_total, advance)`` callables: a line of the trainer's Rich
+    display while it is live (the sanity check's, the last epoch's), a Rich display of its own when the trainer's
+    Rich bar is between two loops, else tqdm (on rank 0 only).
+
+    Args:
+        trainer: The trainer whose progress bar to join (None: tqdm).
+        description: What is being measured, the bar's label.
+    """
+    bar = getattr(trainer, "progress_bar_callback", None)
+    if not isinstance(bar, RichProgressBar) or not bar.is_enabled or dist.rank() != 0:
+        line = tqdm(total=0, desc=description, unit="text", disable=dist.rank() != 0, dynamic_ncols=True)
+
+        def add_total(n: int) -> None:
+            line.total += n
+            line.refresh()
+
+        try:
+            yield add_total, line.update
+        finally:
+            line.close()
+        return
+    live = bar.progress if bar.progress is not None and bar.progress.live.is_started else None
+    if live is None:
+        from rich.progress import Progress  # installed: the trainer shows a Rich bar
+
+        display = Progress(*bar.configure_columns(trainer))
+    else:
+        display = live
+    task = display.add_task(description, total=0)
+
+    def add_total(n: int) -> None:
+        total = next(t.total or 0 for t in display.tasks if t.id == task)
+        display.update(task, total=total + n)
+
+    if live is None:
+        display.start()
+    try:
+        yield add_total, lambda n: display.update(task, advance=n, refresh=True)
+    finally:
+        display.stop_task(task)  # its time and rate stay those of the measurement
+        if live is None:
+            display.stop()
+
+
 def stop_live_progress_bar(trainer: L.Trainer, pl_module: L.LightningModule, training_ended: bool = False) -> None:
     """Ends the progress bar on screen, so that what is printed next appears after it rather than inside it: a
     Rich bar's live display (the sanity check's, or the training epoch's; Lightning starts a new one for the next
@@ -209,23 +256,18 @@ class HeldOutRetrieval(Evaluation):
         self.before: dict[str, float] | None = None
         self.after: dict[str, float] | None = None
 
-    def _measure(self, method: L.LightningModule, data: L.LightningDataModule,
+    def _measure(self, method: L.LightningModule, data: L.LightningDataModule, trainer: L.Trainer | None = None,
                  description: str = "held-out retrieval") -> dict[str, float]:
         val_set = data.val_set
         n = len(val_set) if self.max_documents is None else min(len(val_set), self.max_documents)
-        bar = tqdm(total=0, desc=description, unit="text", disable=dist.rank() != 0, dynamic_ncols=True)
-
-        def embed(texts: list[str]) -> Tensor:
-            documents = [Document(str(i), sections=[Section("", text)]) for i, text in enumerate(texts)]
-            bar.total += len(texts)
-            bar.refresh()
-            return embed_documents(method, documents, self.batch_size, sharded=True, progress=bar.update)
-
         started = time.perf_counter()
-        try:
+        with progress_display(trainer, description) as (add_total, advance):
+            def embed(texts: list[str]) -> Tensor:
+                documents = [Document(str(i), sections=[Section("", text)]) for i, text in enumerate(texts)]
+                add_total(len(texts))
+                return embed_documents(method, documents, self.batch_size, sharded=True, progress=advance)
+
             metrics = evaluate_heldout(embed, [val_set[i] for i in range(n)], k=self.k)
-        finally:
-            bar.close()
         return metrics | {"seconds": time.perf_counter() - started}
 
     def evaluate(self, context: EvaluationContext) -> dict[str, float]:
@@ -233,13 +275,12 @@ class HeldOutRetrieval(Evaluation):
 
     def on_train_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
         if self.before is None:  # a resumed run keeps the figures of its first start
-            stop_live_progress_bar(trainer, pl_module)  # the sanity check's; the training bar starts after this
-            self.before = self._measure(pl_module, trainer.datamodule, "held-out retrieval, before training")
+            self.before = self._measure(pl_module, trainer.datamodule, trainer, "held-out retrieval, before training")
             self._log(trainer, "before", self.before)
 
     def on_train_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        self.after = self._measure(pl_module, trainer.datamodule, trainer, "held-out retrieval, after training")
         stop_live_progress_bar(trainer, pl_module, training_ended=True)  # the table below comes after the bar
-        self.after = self._measure(pl_module, trainer.datamodule, "held-out retrieval, after training")
         self._log(trainer, "after", self.after)
         if self.before is not None:
             delta = {k: self.after[k] - self.before[k] for k in self.after if k in self.before}

@@ -8,7 +8,8 @@ import re
 import warnings
 
 import pytest
-from lightning.pytorch.callbacks import RichProgressBar, TQDMProgressBar
+from jsonargparse import Namespace
+from lightning.pytorch.callbacks import ModelCheckpoint, RichProgressBar
 from lightning.pytorch.loggers import WandbLogger
 
 from lit_docemb.commands.cli import use_rate_progress_bar
@@ -127,13 +128,12 @@ def test_the_default_rich_bar_becomes_the_rate_bar_and_a_configured_one_is_kept(
         def __init__(self, callbacks):
             self.callbacks = callbacks
 
-    default = Trainer([TQDMProgressBar(), RichProgressBar()])
-    use_rate_progress_bar(default, None)
-    assert [type(c) for c in default.callbacks] == [TQDMProgressBar, RateProgressBar]
-    configured_bar = RichProgressBar(leave=True)
-    configured = Trainer([configured_bar])
-    use_rate_progress_bar(configured, [configured_bar])
-    assert configured.callbacks == [configured_bar]
+    default = Trainer([ModelCheckpoint(), RichProgressBar()])
+    use_rate_progress_bar(default, [Namespace(class_path="lightning.pytorch.callbacks.ModelCheckpoint")])
+    assert [type(c) for c in default.callbacks] == [ModelCheckpoint, RateProgressBar]
+    configured = Trainer([RichProgressBar(leave=True)])
+    use_rate_progress_bar(configured, Namespace(class_path="lightning.pytorch.callbacks.RichProgressBar"))
+    assert [type(c) for c in configured.callbacks] == [RichProgressBar]
 
 
 def test_rate_bar_last_column_renders_the_mean_rate():
