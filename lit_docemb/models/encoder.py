@@ -206,11 +206,15 @@ class HFEncoder(nn.Module):
 class quiet_transformers_loading:
     """Within it, transformers' loading messages (its "Loading weights" bar, the tied-weights "checkpoint seem
     corrupted" warning and its MISSING/UNEXPECTED table) are off; :func:`report_loading` says what matters in
-    one line instead. Errors still show, and the previous verbosity and bar setting are restored after."""
+    one line instead. Errors still show, and the previous verbosity and bar setting are restored after. With
+    ``LIT_DOCEMB_VERBOSE`` set (:func:`quiet_loading` false) it changes nothing."""
 
     def __enter__(self) -> None:
         from transformers.utils import logging as transformers_logging
 
+        self._active = quiet_loading()
+        if not self._active:  # LIT_DOCEMB_VERBOSE: transformers says everything
+            return
         self._verbosity = transformers_logging.get_verbosity()
         self._bars = transformers_logging.is_progress_bar_enabled()
         transformers_logging.set_verbosity_error()
@@ -219,6 +223,8 @@ class quiet_transformers_loading:
     def __exit__(self, *exc_info) -> None:
         from transformers.utils import logging as transformers_logging
 
+        if not self._active:
+            return
         transformers_logging.set_verbosity(self._verbosity)
         if self._bars:
             transformers_logging.enable_progress_bar()
