@@ -4,7 +4,9 @@
 
 * Lightning's "💡 Tip: ... litlogger" advertisement, printed by every Trainer;
 * Lightning's "The `srun` command is available on your system but is not used" hint, printed on any machine with
-  Slurm installed (``python -m lit_docemb slurm`` writes the ``srun`` line of a job itself);
+  Slurm installed (``python -m lit_docemb slurm`` writes the ``srun`` line of a job itself), and its "Be aware that
+  when using `ckpt_path`, callbacks used to create the checkpoint need to be provided" warning, printed whenever
+  ``embed`` restores a fit's checkpoint without the fit's callbacks, as it means to;
 * deprecation warnings raised inside our dependencies about their own use of another dependency, which a user
   cannot act on (:data:`DEPENDENCY_DEPRECATIONS`);
 * wandb's start-up banner (version, "syncing is set to offline", "View this run in the terminal") by setting
@@ -38,7 +40,9 @@ DEPENDENCY_DEPRECATIONS = (
 LIGHTNING_ADVERTS = ("💡 Tip:",)
 
 #: Start of Lightning's warnings that do not apply to how lit_docemb runs.
-LIGHTNING_HINTS = (r"The `srun` command is available on your system but is not used",)
+LIGHTNING_HINTS = (r"The `srun` command is available on your system but is not used",
+                   # embed/evaluate restore a fit's checkpoint on purpose, without its training callbacks:
+                   r"Be aware that when using `ckpt_path`, callbacks used to create the checkpoint need to be provided")
 
 
 class DropMessages(logging.Filter):

@@ -9,6 +9,8 @@ until the first step ends. (Without Rich installed Lightning shows tqdm's bar, w
 
 from __future__ import annotations
 
+import importlib.util
+
 from lightning.pytorch.callbacks import RichProgressBar
 
 
@@ -38,3 +40,9 @@ class RateProgressBar(RichProgressBar):
                 return Text(rate_text(task.completed, task.elapsed), style=style)
 
         return [*super().configure_columns(trainer)[:-1], MeanRateColumn()]
+
+
+def rate_progress_bars() -> list[RateProgressBar]:
+    """``[RateProgressBar()]`` for a Trainer's ``callbacks`` when Rich is installed, else ``[]`` (Lightning then
+    shows tqdm's bar): for the commands that build their own Trainer (``embed``)."""
+    return [RateProgressBar()] if importlib.util.find_spec("rich") is not None else []
