@@ -115,6 +115,10 @@ class RunCheckpoint(ModelCheckpoint):
         if not self.save_last:
             return
         last = self.format_checkpoint_name(monitor_candidates, self.CHECKPOINT_NAME_LAST)
+        if not self.last_model_path and os.path.lexists(last):
+            # resumed from the file last.ckpt links to, saved before last.ckpt was named in its state: the run folder
+            # holds one run (commands/run_folder.py), so this last.ckpt is the run's own, not one to keep beside
+            self.last_model_path = last  # (else Lightning would write last-v1.ckpt beside it)
         written_now = (self._last_global_step_saved == trainer.global_step and self._last_checkpoint_saved
                        and os.path.basename(self._last_checkpoint_saved) != os.path.basename(last)
                        and os.path.exists(self._last_checkpoint_saved))
