@@ -9,8 +9,8 @@
   ``embed`` restores a fit's checkpoint without the fit's callbacks, as it means to;
 * deprecation warnings raised inside our dependencies about their own use of another dependency, which a user
   cannot act on (:data:`DEPENDENCY_DEPRECATIONS`);
-* wandb's start-up banner (version, "syncing is set to offline", "View this run in the terminal") by setting
-  ``WANDB_QUIET=true`` when the environment does not set it; wandb's warnings and errors still show;
+* wandb's "Tracking run with wandb version" line, by setting ``WANDB_QUIET=true`` when the environment does not
+  set it; wandb's warnings, errors, where the run is saved and how to sync it still show;
 * wandb's "The anonymous setting has no effect" warning, caused by Lightning's WandbLogger always passing
   ``anonymous`` (:func:`tidy_loggers` drops that unset argument);
 * transformers' weight-loading bar and report (:class:`lit_docemb.models.encoder.HFEncoder` prints one line of its
