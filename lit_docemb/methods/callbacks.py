@@ -173,8 +173,9 @@ PARTIAL_SAVE = re.compile(r"\..+\.[A-Za-z0-9_]{8}\.tmp")
 
 def remove_partial_saves(folder: str) -> list[str]:
     """Deletes the temporary files :class:`AtomicCheckpointIO` (and the staged links of
-    :meth:`RunCheckpoint._link_checkpoint`) left in ``folder`` when a run was killed while saving (never read: the checkpoint they were to become is the previous complete one) and returns their
-    paths. Other files, checkpoints included, are left alone."""
+    :meth:`RunCheckpoint._link_checkpoint`) left in ``folder`` when a run was killed while saving (never read:
+    the checkpoint they were to become is the previous complete one) and returns their paths. Other files,
+    checkpoints included, are left alone."""
     if not isinstance(get_filesystem(folder), LocalFileSystem) or not os.path.isdir(folder):
         return []
     removed = []
