@@ -23,14 +23,14 @@ from __future__ import annotations
 
 import re
 import time
-from contextlib import contextmanager
 from collections.abc import Callable, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 import lightning as L
-from lightning.pytorch.callbacks import RichProgressBar, TQDMProgressBar
 import torch
 import torch.nn.functional as F
+from lightning.pytorch.callbacks import RichProgressBar, TQDMProgressBar
 from torch import Tensor
 from tqdm.auto import tqdm
 
