@@ -49,6 +49,9 @@ def main(argv: list[str] | None = None):
                          "(python -m lit_docemb --help)\n")
         raise SystemExit(2)
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")  # tokenisation runs in dataloader workers
+    from lit_docemb.commands.console import quiet_third_parties
+
+    quiet_third_parties()  # third-party messages that say nothing to a user (LIT_DOCEMB_VERBOSE=1 shows them)
     module_name, _ = COMMANDS[argv[0]]
     module = importlib.import_module(f"lit_docemb.commands.{module_name}")
     if module_name == "cli":

@@ -23,6 +23,7 @@ configured model stop the command with the differing keys.
 
 from __future__ import annotations
 
+import importlib
 import os
 import re
 import sys
@@ -32,12 +33,13 @@ from pathlib import Path
 import lightning as L
 import yaml
 from lightning.fabric.plugins.environments import ClusterEnvironment, SLURMEnvironment
-from lightning.pytorch.callbacks import BasePredictionWriter
+from lightning.pytorch.callbacks import BasePredictionWriter, ProgressBar, RichProgressBar
 from lightning.pytorch.cli import LightningArgumentParser, LightningCLI, _InstantiatorFn
 from lightning.pytorch.plugins.io import CheckpointIO
 
 import lit_docemb.data  # noqa: F401  (registers the DataModules as known subclasses)
 import lit_docemb.methods  # noqa: F401  (registers the methods)
+from lit_docemb.commands.console import tidy_loggers
 from lit_docemb.commands.loggers import configure_wandb_loggers
 from lit_docemb.commands.run_folder import check_fresh_fit, fill_run_folder, last_checkpoint
 from lit_docemb.commands.trust import load_yaml, parse_yaml, refuse_untrusted
@@ -51,6 +53,7 @@ from lit_docemb.methods.callbacks import (
     Throughput,
 )
 from lit_docemb.methods.checkpoints import read_checkpoint
+from lit_docemb.methods.progress import RateProgressBar
 
 
 def one_line_parse_error(message: str) -> str:
@@ -158,6 +161,9 @@ class DocEmbCLI(LightningCLI):
         if requeue:  # preemption handled by SlurmRequeue at a batch end, not inside Lightning's signal handler
             plugins.append(SLURMEnvironment(auto_requeue=False))
         trainer = super().instantiate_trainer(plugins=plugins, **kwargs)
+        trainer_config = self.config[self.subcommand].get("trainer") if self.subcommand else self.config.get("trainer")
+        use_rate_progress_bar(trainer, (trainer_config or {}).get("callbacks"))
+        tidy_loggers(trainer.loggers)
         if requeue:
             trainer.callbacks.append(SlurmRequeue())
         if not any(isinstance(c, Throughput) for c in trainer.callbacks):  # documents/s, tokens/s, peak memory
@@ -169,6 +175,31 @@ class DocEmbCLI(LightningCLI):
         if isinstance(self.datamodule, DocumentDataModule):  # what the corpus read and skipped, in the run folder
             self.datamodule.stats_dir = trainer.default_root_dir
         return trainer
+
+
+def use_rate_progress_bar(trainer: L.Trainer, configured: list | object | None) -> None:
+    """Replaces the Rich progress bar that Lightning adds by default with :class:`RateProgressBar` (whose rate is
+    true for steps slower than 30 s), unless the config names a progress bar of its own.
+
+    Args:
+        trainer: The trainer just built.
+        configured: The parsed config's ``trainer.callbacks`` (before instantiation: ``class_path`` namespaces;
+            one, a list of them, or None).
+    """
+    configured = configured if isinstance(configured, list) else [configured]
+    if any(_names_progress_bar(c.get("class_path") if hasattr(c, "get") else None) for c in configured):
+        return
+    for i, callback in enumerate(trainer.callbacks):
+        if type(callback) is RichProgressBar:
+            trainer.callbacks[i] = RateProgressBar()
+
+
+def _names_progress_bar(class_path: str | None) -> bool:
+    if not class_path or "." not in class_path:
+        return False
+    module, _, name = class_path.rpartition(".")
+    found = getattr(importlib.import_module(module), name, None)
+    return isinstance(found, type) and issubclass(found, ProgressBar)
 
 
 class SectionNaming:

@@ -22,6 +22,7 @@ from torch.utils.data import DataLoader, Dataset, Sampler
 from lit_docemb.data.document import Document
 from lit_docemb.data.passage_cache import PassageCache
 from lit_docemb.methods.base import EmbeddingMethod
+from lit_docemb.methods.progress import rate_progress_bars
 
 
 # --- length-bucketed, sharded batches ---------------------------------------------------------------------
@@ -209,7 +210,8 @@ def write_embeddings(method: EmbeddingMethod, documents: Sequence[Document], out
     if output_format not in ("parquet", "npy"):
         raise ValueError(f"--format must be 'parquet' or 'npy', got {output_format!r}")
     trainer = L.Trainer(logger=False, use_distributed_sampler=False, enable_progress_bar=progress_bar,
-                        enable_model_summary=False, callbacks=[ShardWriter(output_dir)], default_root_dir=output_dir,
+                        enable_model_summary=False, default_root_dir=output_dir,
+                        callbacks=[ShardWriter(output_dir), *(rate_progress_bars() if progress_bar else [])],
                         **trainer_kwargs)
     with warnings.catch_warnings():  # LengthBuckets returns every index: no drop_last for Lightning to set
         warnings.filterwarnings("ignore", message="You are using a custom batch sampler `LengthBuckets`")

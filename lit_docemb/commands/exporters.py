@@ -44,8 +44,9 @@ from lit_docemb.data.batches import PassageGraphBatch, SectionChunks, TokenBatch
 from lit_docemb.data.document import Document, Section
 from lit_docemb.methods import CTPE, DECA, CoLDE, DocSplit, GraphRoBERTa
 from lit_docemb.methods.base import EmbeddingMethod
+from lit_docemb.methods.callbacks import current_umask
 from lit_docemb.models.colde import CoLDEEncoder
-from lit_docemb.models.encoder import HFEncoder, tokenizer_and_encoder
+from lit_docemb.models.encoder import HFEncoder, quiet_transformers_loading, tokenizer_and_encoder
 from lit_docemb.models.graph_document import GraphDocumentEncoder
 from lit_docemb.views.colde import SectionChunkCollator
 from lit_docemb.views.graph_roberta import PassageGraphBuilder
@@ -402,6 +403,18 @@ def export_method(method: EmbeddingMethod, output_dir: str | Path, output_format
         raise ValueError(f"format must be 'hf' or 'sentence-transformers', got {output_format!r}")
     export_ = exporter(method)
     method.eval()
-    if output_format == "hf":
-        return export_.save_hf(output_dir)
-    return export_.save_sentence_transformer(output_dir)
+    with quiet_transformers_loading():  # its save bars and the report of the unused pooler it leaves out
+        folder = export_.save_hf(output_dir) if output_format == "hf" else export_.save_sentence_transformer(output_dir)
+    follow_umask(folder)
+    return folder
+
+
+def follow_umask(folder: str | Path) -> None:
+    """Adds to the files and folders under ``folder`` the permissions the process umask allows (``0o666`` for a
+    file, ``0o777`` for a folder, less the umask), as every other output has: a writer that stages through
+    ``tempfile.mkstemp`` (the ``model.safetensors`` of an export) leaves a private ``0o600`` file otherwise."""
+    mask = current_umask()
+    for path in [Path(folder), *Path(folder).rglob("*")]:
+        if not path.is_symlink():
+            allowed = (0o777 if path.is_dir() else 0o666) & ~mask
+            path.chmod(path.stat().st_mode & 0o7777 | allowed)

@@ -108,7 +108,9 @@ def last_checkpoint(root: str | None) -> str | None:
     when no checkpoint of the run is intact."""
     root = os.getcwd() if root is None else os.path.expanduser(str(root))
     found = [os.path.join(root, path) for path in run_checkpoints(root)] if os.path.isdir(root) else []
-    newest_first = sorted(found, key=os.path.getmtime, reverse=True)
+    # a link's own time: last.ckpt links to the checkpoint of its step (RunCheckpoint), and may point at nothing if
+    # a kill came between the removal of the previous one and the new link; reading it then fails, as below
+    newest_first = sorted(found, key=lambda path: os.lstat(path).st_mtime, reverse=True)
     last = next((path for path in newest_first if is_resume_point(os.path.basename(path))), None)
     if last is None:
         return None

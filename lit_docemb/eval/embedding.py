@@ -13,7 +13,7 @@ One process, exact search (the corpus embeddings in memory, scored in chunks wit
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import torch
 from torch import Tensor
@@ -27,7 +27,7 @@ log = logging.getLogger(__name__)
 
 @torch.no_grad()
 def embed_rows(method: EmbeddingMethod, documents: Sequence[Document], batch_size: int = 64,
-               sharded: bool = False) -> tuple[Tensor, Tensor]:
+               sharded: bool = False, progress: Callable[[int], None] | None = None) -> tuple[Tensor, Tensor]:
     """The one place documents are embedded with a method: (N, D, ...) fp32 embeddings in document order, an (N,)
     bool mask of the documents the method could represent (the others' rows are 0). Through the method's predict
     collator and ``embed`` in eval mode (its mode is restored after), batched by length (less padding). A
@@ -41,17 +41,19 @@ def embed_rows(method: EmbeddingMethod, documents: Sequence[Document], batch_siz
         sharded: Split the documents across the ranks of the process group (rank r embeds rows
             ``[r*N//W, (r+1)*N//W)``) and gather, so every rank gets all N rows; every rank must call it with the
             same documents. One process, or fewer documents than ranks: each rank embeds them all.
+        progress: Called after each batch with the number of this rank's documents it embedded (a progress bar).
     """
     if len(documents) == 0:
         raise ValueError("no documents to embed")
     world, me, n = dist.world_size(), dist.rank(), len(documents)
     if not sharded or world == 1 or n < world:
-        return _embed_rows(method, documents, batch_size)
-    local, kept = _embed_rows(method, _Rows(documents, me * n // world, (me + 1) * n // world), batch_size)
+        return _embed_rows(method, documents, batch_size, progress)
+    local, kept = _embed_rows(method, _Rows(documents, me * n // world, (me + 1) * n // world), batch_size, progress)
     return dist.gather_no_grad(local), dist.gather_no_grad(kept)  # (N, D), (N,): rank 0's rows first
 
 
-def _embed_rows(method: EmbeddingMethod, documents: Sequence[Document], batch_size: int) -> tuple[Tensor, Tensor]:
+def _embed_rows(method: EmbeddingMethod, documents: Sequence[Document], batch_size: int,
+                progress: Callable[[int], None] | None = None) -> tuple[Tensor, Tensor]:
     collate, was_training = method.collator("predict"), method.training
     order = sorted(range(len(documents)), key=lambda i: len(documents[i].text))
     positions, parts = [], []
@@ -60,10 +62,11 @@ def _embed_rows(method: EmbeddingMethod, documents: Sequence[Document], batch_si
         for start in range(0, len(order), batch_size):
             rows = order[start:start + batch_size]
             batch = collate([documents[i] for i in rows])
-            if len(batch) == 0:
-                continue
-            parts.append(method.embed(method.transfer_batch_to_device(batch, method.device, 0)).float())
-            positions += rows if len(batch) == len(rows) else _rows_of(batch.ids, rows, documents)
+            if len(batch) > 0:
+                parts.append(method.embed(method.transfer_batch_to_device(batch, method.device, 0)).float())
+                positions += rows if len(batch) == len(rows) else _rows_of(batch.ids, rows, documents)
+            if progress is not None:
+                progress(len(rows))
     finally:
         method.train(was_training)
     kept = torch.zeros(len(documents), dtype=torch.bool)
@@ -97,10 +100,10 @@ def _rows_of(ids: Sequence[str], rows: list[int], documents: Sequence[Document])
 
 
 def embed_documents(method: EmbeddingMethod, documents: Sequence[Document], batch_size: int = 64,
-                    sharded: bool = False) -> Tensor:
-    """(N, D) fp32 embeddings in document order (see :func:`embed_rows`); a document the method cannot
-    represent is an error."""
-    embeddings, kept = embed_rows(method, documents, batch_size, sharded)
+                    sharded: bool = False, progress: Callable[[int], None] | None = None) -> Tensor:
+    """(N, D) fp32 embeddings in document order (see :func:`embed_rows`, whose arguments these are); a document
+    the method cannot represent is an error."""
+    embeddings, kept = embed_rows(method, documents, batch_size, sharded, progress)
     if not kept.all():
         raise ValueError(f"{type(method).__name__} could not represent {int((~kept).sum())} of {len(documents)} "
                          f"documents")

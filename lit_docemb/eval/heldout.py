@@ -24,12 +24,15 @@ from __future__ import annotations
 import re
 import time
 from collections.abc import Callable, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 import lightning as L
 import torch
 import torch.nn.functional as F
+from lightning.pytorch.callbacks import RichProgressBar, TQDMProgressBar
 from torch import Tensor
+from tqdm.auto import tqdm
 
 from lit_docemb import distributed as dist
 from lit_docemb._moved import moved_attribute
@@ -150,6 +153,84 @@ def evaluate_heldout(embed: Embedder, documents: Sequence[Document], k: int = 10
     return results
 
 
+def metric_meanings(k: int = 10) -> dict[str, str]:
+    """One line per metric of :meth:`HeldOutRetrieval.table` saying what it measures (higher is better except
+    ``mean_cosine``)."""
+    return {
+        f"mrr@{k}": f"mean of 1/rank of the right document when it is in the top {k} (0 otherwise); higher is "
+                    "better, 1 = always first; without a prefix, the mean of the summary and section tasks",
+        "recall@1": "share of queries whose right document is ranked first",
+        f"recall@{k}": f"share of queries whose right document is in the top {k}",
+        "mean_cosine": "mean cosine similarity between different held-out documents; near 1 means the vectors "
+                       "collapsed together",
+        "summary/": "queries are a document's one-line description, e.g. a package's Summary: line",
+        "section/": "queries are one section cut out of a document, to find the rest of it",
+    }
+
+
+@contextmanager
+def progress_display(trainer: L.Trainer | None, description: str):
+    """A progress bar for one measurement, as ``(add_total, advance)`` callables: a line of the trainer's Rich
+    display while it is live (the sanity check's, the last epoch's), a Rich display of its own when the trainer's
+    Rich bar is between two loops, else tqdm (on rank 0 only).
+
+    Args:
+        trainer: The trainer whose progress bar to join (None: tqdm).
+        description: What is being measured, the bar's label.
+    """
+    bar = getattr(trainer, "progress_bar_callback", None)
+    if not isinstance(bar, RichProgressBar) or not bar.is_enabled or dist.rank() != 0:
+        line = tqdm(total=0, desc=description, unit="text", disable=dist.rank() != 0, dynamic_ncols=True)
+
+        def add_total(n: int) -> None:
+            line.total += n
+            line.refresh()
+
+        try:
+            yield add_total, line.update
+        finally:
+            line.close()
+        return
+    live = bar.progress if bar.progress is not None and bar.progress.live.is_started else None
+    if live is None:
+        from rich.progress import Progress  # installed: the trainer shows a Rich bar
+
+        display = Progress(*bar.configure_columns(trainer))
+    else:
+        display = live
+    task = display.add_task(description, total=0)
+
+    def add_total(n: int) -> None:
+        total = next(t.total or 0 for t in display.tasks if t.id == task)
+        display.update(task, total=total + n)
+
+    if live is None:
+        display.start()
+    try:
+        yield add_total, lambda n: display.update(task, advance=n, refresh=True)
+    finally:
+        display.stop_task(task)  # its time and rate stay those of the measurement
+        if live is None:
+            display.stop()
+
+
+def stop_live_progress_bar(trainer: L.Trainer, pl_module: L.LightningModule, training_ended: bool = False) -> None:
+    """Ends the progress bar on screen, so that what is printed next appears after it rather than inside it: a
+    Rich bar's live display (the sanity check's, or the training epoch's; Lightning starts a new one for the next
+    loop) and, once training ended, tqdm's training bar (Lightning would close it just after).
+
+    Args:
+        trainer: The trainer whose progress bar to end.
+        pl_module: The method it trains.
+        training_ended: Whether this is the end of training (tqdm's training bar exists and may be closed).
+    """
+    bar = getattr(trainer, "progress_bar_callback", None)
+    if isinstance(bar, RichProgressBar):
+        bar.teardown(trainer, pl_module, "fit")
+    elif isinstance(bar, TQDMProgressBar) and training_ended and bar.is_enabled:
+        bar.on_train_end(trainer, pl_module)
+
+
 class HeldOutRetrieval(Evaluation):
     """Retrieval on the DataModule's held-out documents (its ``val_set``; see :func:`evaluate_heldout`).
 
@@ -175,16 +256,18 @@ class HeldOutRetrieval(Evaluation):
         self.before: dict[str, float] | None = None
         self.after: dict[str, float] | None = None
 
-    def _measure(self, method: L.LightningModule, data: L.LightningDataModule) -> dict[str, float]:
+    def _measure(self, method: L.LightningModule, data: L.LightningDataModule, trainer: L.Trainer | None = None,
+                 description: str = "held-out retrieval") -> dict[str, float]:
         val_set = data.val_set
         n = len(val_set) if self.max_documents is None else min(len(val_set), self.max_documents)
-
-        def embed(texts: list[str]) -> Tensor:
-            documents = [Document(str(i), sections=[Section("", text)]) for i, text in enumerate(texts)]
-            return embed_documents(method, documents, self.batch_size, sharded=True)
-
         started = time.perf_counter()
-        metrics = evaluate_heldout(embed, [val_set[i] for i in range(n)], k=self.k)
+        with progress_display(trainer, description) as (add_total, advance):
+            def embed(texts: list[str]) -> Tensor:
+                documents = [Document(str(i), sections=[Section("", text)]) for i, text in enumerate(texts)]
+                add_total(len(texts))
+                return embed_documents(method, documents, self.batch_size, sharded=True, progress=advance)
+
+            metrics = evaluate_heldout(embed, [val_set[i] for i in range(n)], k=self.k)
         return metrics | {"seconds": time.perf_counter() - started}
 
     def evaluate(self, context: EvaluationContext) -> dict[str, float]:
@@ -192,30 +275,39 @@ class HeldOutRetrieval(Evaluation):
 
     def on_train_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
         if self.before is None:  # a resumed run keeps the figures of its first start
-            self.before = self._measure(pl_module, trainer.datamodule)
+            self.before = self._measure(pl_module, trainer.datamodule, trainer, "held-out retrieval, before training")
             self._log(trainer, "before", self.before)
 
     def on_train_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
-        self.after = self._measure(pl_module, trainer.datamodule)
+        self.after = self._measure(pl_module, trainer.datamodule, trainer, "held-out retrieval, after training")
+        stop_live_progress_bar(trainer, pl_module, training_ended=True)  # the table below comes after the bar
         self._log(trainer, "after", self.after)
         if self.before is not None:
             delta = {k: self.after[k] - self.before[k] for k in self.after if k in self.before}
             self._log(trainer, "delta", delta)
             if dist.rank() == 0:
-                print(self.table())
+                print(self.table(), flush=True)
 
     def _log(self, trainer: L.Trainer, stage: str, metrics: dict[str, float]) -> None:
         for logger in trainer.loggers:
             logger.log_metrics({f"heldout/{stage}/{k}": v for k, v in metrics.items()}, step=trainer.global_step)
 
     def table(self) -> str:
-        """A Markdown table of the before/after metrics."""
+        """The before/after metrics as a titled Markdown table, with what was measured on how many documents and
+        one line saying what each metric means."""
         keys = [k for k in self.after if k.startswith(("summary/mrr", "summary/recall", "section/mrr",
                                                         "section/recall", "mrr", "mean_cosine"))]
-        lines = ["| held-out metric | before | after | change |", "|---|---:|---:|---:|"]
+        after = self.after
+        lines = [f"Held-out retrieval before and after training: {int(after['candidates'])} held-out documents "
+                 f"(never trained on), {int(after['summary/queries'])} summary and {int(after['section/queries'])} "
+                 f"section queries",
+                 "", "| held-out metric | before | after | change |", "|---|---:|---:|---:|"]
         for key in keys:
-            before, after = self.before[key], self.after[key]
-            lines.append(f"| {key} | {before:.4f} | {after:.4f} | {after - before:+.4f} |")
+            before, now = self.before[key], after[key]
+            lines.append(f"| {key} | {before:.4f} | {now:.4f} | {now - before:+.4f} |")
+        lines.append("")
+        lines += [f"{key}: {meaning}" for key, meaning in metric_meanings(self.k).items()
+                  if any(k == key or k.endswith("/" + key) or key.endswith("/") and k.startswith(key) for k in keys)]
         return "\n".join(lines)
 
     def state_dict(self) -> dict:

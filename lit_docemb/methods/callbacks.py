@@ -10,6 +10,8 @@ import os
 import random
 import re
 import resource
+import secrets
+import shutil
 import signal
 import subprocess
 import sys
@@ -22,7 +24,7 @@ import numpy as np
 import torch
 import yaml
 from fsspec.implementations.local import LocalFileSystem
-from lightning.fabric.utilities.cloud_io import get_filesystem
+from lightning.fabric.utilities.cloud_io import _is_local_file_protocol, get_filesystem
 from lightning.pytorch.callbacks import Callback, ModelCheckpoint
 from lightning.pytorch.cli import SaveConfigCallback
 from lightning.pytorch.plugins.io import TorchCheckpointIO
@@ -104,6 +106,46 @@ class RunCheckpoint(ModelCheckpoint):
         preempted = glob.glob(os.path.join(glob.escape(run_dir(trainer)), "hpc_ckpt_*.ckpt"))
         return super()._find_last_checkpoints(trainer) | {os.path.normpath(p) for p in preempted}
 
+    def _save_last_checkpoint(self, trainer: L.Trainer, monitor_candidates: dict[str, Any]) -> None:
+        """``last.ckpt`` is a relative symbolic link to the checkpoint this step has just written under its own
+        name (the top-k file of an epoch end), not a second copy of it; when this step wrote none, it is saved in
+        full as usual. A run folder so keeps one copy of each distinct checkpoint; moved or copied with its links
+        (``mv``, ``cp -r``), ``last.ckpt`` still points at its neighbour, and a copy that follows links gets a
+        plain file. ``save_last="link"`` keeps Lightning's own behaviour (a link to the last top-k file even when
+        it is older than this step)."""
+        if not self.save_last:
+            return
+        last = self.format_checkpoint_name(monitor_candidates, self.CHECKPOINT_NAME_LAST)
+        if not self.last_model_path and os.path.lexists(last):
+            # resumed from the file last.ckpt links to, saved before last.ckpt was named in its state: the run folder
+            # holds one run (commands/run_folder.py), so this last.ckpt is the run's own, not one to keep beside
+            self.last_model_path = last  # (else Lightning would write last-v1.ckpt beside it)
+        written_now = (self._last_global_step_saved == trainer.global_step and self._last_checkpoint_saved
+                       and os.path.basename(self._last_checkpoint_saved) != os.path.basename(last)
+                       and os.path.exists(self._last_checkpoint_saved))
+        if self.save_last is True and written_now and self.save_top_k != 0 and _is_local_file_protocol(self.dirpath):
+            self.save_last = "link"
+            try:
+                return super()._save_last_checkpoint(trainer, monitor_candidates)
+            finally:
+                self.save_last = True
+        if os.path.islink(last) and not isinstance(trainer.strategy.checkpoint_io, AtomicCheckpointIO):
+            os.remove(last)  # a plain write would go through the link into the checkpoint it points at
+        super()._save_last_checkpoint(trainer, monitor_candidates)
+
+    @staticmethod
+    def _link_checkpoint(trainer: L.Trainer, filepath: str, linkpath: str) -> None:
+        """Points ``linkpath`` at ``filepath`` by a relative link made under a temporary name and renamed over
+        it, so that a kill never leaves the run without its ``last.ckpt`` (Lightning removes it first)."""
+        if not trainer.is_global_zero or os.path.abspath(filepath) == os.path.abspath(linkpath):
+            return
+        if os.path.isdir(linkpath) and not os.path.islink(linkpath):
+            shutil.rmtree(linkpath)  # a sharded (DeepSpeed) last checkpoint folder
+        folder = os.path.dirname(os.path.abspath(linkpath))
+        staged = os.path.join(folder, f".{os.path.basename(linkpath)}.{secrets.token_hex(4)}.tmp")
+        os.symlink(os.path.relpath(filepath, folder), staged)
+        os.replace(staged, linkpath)
+
     def load_state_dict(self, state_dict: dict[str, Any]) -> None:
         """A run folder that was moved or copied keeps its checkpoint bookkeeping: the paths the checkpoint
         recorded under its old folder are read as the same files in this one (so ``last.ckpt`` is written again,
@@ -131,15 +173,16 @@ PARTIAL_SAVE = re.compile(r"\..+\.[A-Za-z0-9_]{8}\.tmp")
 
 
 def remove_partial_saves(folder: str) -> list[str]:
-    """Deletes the temporary files :class:`AtomicCheckpointIO` left in ``folder`` when a run was killed while
-    saving (never read: the checkpoint they were to become is the previous complete one) and returns their
-    paths. Other files, checkpoints included, are left alone."""
+    """Deletes the temporary files :class:`AtomicCheckpointIO` (and the staged links of
+    :meth:`RunCheckpoint._link_checkpoint`) left in ``folder`` when a run was killed while saving (never read:
+    the checkpoint they were to become is the previous complete one) and returns their paths. Other files,
+    checkpoints included, are left alone."""
     if not isinstance(get_filesystem(folder), LocalFileSystem) or not os.path.isdir(folder):
         return []
     removed = []
     for name in sorted(os.listdir(folder)):
         path = os.path.join(folder, name)
-        if PARTIAL_SAVE.fullmatch(name) and os.path.isfile(path):
+        if PARTIAL_SAVE.fullmatch(name) and (os.path.isfile(path) or os.path.islink(path)):
             os.unlink(path)
             removed.append(path)
     if removed:
@@ -171,11 +214,18 @@ class AtomicCheckpointIO(TorchCheckpointIO):
                 torch.save(checkpoint, f)
                 f.flush()
                 os.fsync(f.fileno())
-            os.chmod(tmp, 0o644)  # mkstemp's files are private (0o600)
+            os.chmod(tmp, 0o666 & ~current_umask())  # mkstemp's files are private (0o600); others are not
             os.replace(tmp, path)
         except BaseException:
             os.unlink(tmp)
             raise
+
+
+def current_umask() -> int:
+    """The process's file-mode creation mask (read by setting it, then put back: the only way to read it)."""
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
 
 
 def random_state() -> dict[str, Any]:

