@@ -144,7 +144,7 @@ def test_exported_files_are_readable_as_the_umask_allows(tiny_encoder_dir, tmp_p
     method = DocSplit(encoder=tiny_encoder_dir, max_length=64)
     previous = os.umask(0o022)
     try:
-        folder = export(method, tmp_path / "out", output_format)
+        folder = export_method(method, tmp_path / "out", output_format)
     finally:
         os.umask(previous)
     modes = {str(p.relative_to(folder)): p.stat().st_mode & 0o777 for p in folder.rglob("*")}
