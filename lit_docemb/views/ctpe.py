@@ -268,8 +268,8 @@ def train_word2vec(texts: Iterable[str], tokenizer: WordTokenizer, dim: int, win
     try:
         from gensim.models import Word2Vec
     except ImportError as err:
-        raise ImportError("word2vec initialisation needs gensim (pip install gensim), or use "
-                          "init: random") from err
+        raise ImportError("word2vec initialisation needs gensim, a base requirement of lit_docemb: "
+                          "pip install -e . (or pip install 'gensim>=4.3')") from err
     sentences = [[w for w in preprocess_words(t) if w in tokenizer.index] for t in texts]
     sentences = [s for s in sentences if s]
     if not sentences:
