@@ -15,10 +15,11 @@ word of the thesaurus candidates (ids after the corpus's, count 0, so never a ne
 replacement enters the document as a word of its own instead of being dropped (which would make the row word
 deletion).
 
-Reading chosen where the paper is silent: the Doc2VecC vocabulary, the replacement candidates and TF-IDF come
-from the training split (built in ``setup``, stored in checkpoints); the contrastive loss sees the same corrupted
-document vectors as the CBOW loss (eq. 1's mean in expectation); eq. 3 is estimated on
-``targets_per_document`` sampled words per document and step (Table 2's "#Sample").
+The Doc2VecC vocabulary and the replacement candidates come from the documents DECA trains on (built in
+``setup``, stored in checkpoints): the training split, or with the data's ``fit_on: all`` every document read,
+test and unlabelled ones included, as the paper does (§4.1). Reading chosen where the paper is silent: the
+contrastive loss sees the same corrupted document vectors as the CBOW loss (eq. 1's mean in expectation); eq. 3
+is estimated on ``targets_per_document`` sampled words per document and step (Table 2's "#Sample").
 """
 
 from __future__ import annotations
@@ -140,7 +141,8 @@ class DECA(EmbeddingMethod):
     # --- vocabulary: from the training documents, or from a checkpoint ----------------------------------
     def setup(self, stage: str) -> None:
         if self.vocabulary is None and stage == "fit":
-            documents = self.trainer.datamodule.train_set
+            data = self.trainer.datamodule  # the documents it trains on: fit_set (fit_on: all) or the training split
+            documents = getattr(data, "fit_set", None) or data.train_set
             self._set_vocabulary(Vocabulary.from_texts(
                 document_text(documents[i], True)[:self.backbone_spec.vocabulary_words * 12]
                 for i in range(len(documents))))

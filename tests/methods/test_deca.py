@@ -216,7 +216,8 @@ def write_labelled_tsv(folder: Path) -> Path:
 @pytest.mark.parametrize("config", CONFIGS)
 def test_every_deca_config_runs_fast_dev_run(config, tiny_encoder_dir, tmp_path):
     folder = write_labelled_tsv(tmp_path / "set")
-    args = ["fit", "--config", str(ROOT / config), f"--data.source={folder}", "--data.column_names=[label,text]",
+    args = ["fit", "--config", str(ROOT / config), f"--data.source={folder}", "--data.source_format=auto",
+            "--data.column_names=[label,text]", "--data.classes=null", "--data.unlabelled_class=null",
             "--data.batch_size=8", "--data.num_workers=0", "--trainer.accelerator=cpu", "--trainer.devices=1",
             "--trainer.logger=false", "--trainer.fast_dev_run=2", f"--trainer.default_root_dir={tmp_path}"]
     init_args = yaml.safe_load((ROOT / config).read_text())["model"]["init_args"]
@@ -248,6 +249,7 @@ def test_every_deca_config_runs_fast_dev_run(config, tiny_encoder_dir, tmp_path)
 def test_predict_from_a_checkpoint_through_the_cli(tmp_path):
     folder = write_labelled_tsv(tmp_path / "set")
     args = ["--config", str(ROOT / "configs/deca/r8_dc_sc.yaml"), f"--data.source={folder}", "--data.batch_size=8",
+            "--data.source_format=auto", "--data.column_names=[label,text]",
             "--data.num_workers=0", "--model.init_args.backbone.init_args.min_word_count=1",
             "--model.init_args.augmentation.init_args.replacement_min_count=1",
             "--trainer.accelerator=cpu", "--trainer.devices=1", "--trainer.logger=false",
