@@ -26,6 +26,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "slurm": ("slurm", "write and submit a SLURM job for a fit"),
     "dense-search": ("dense_search", "rank a retrieval split with a checkpoint and write a TREC run"),
     "candidates": ("candidates", "rank candidate/test task folders (CTPE's tasks) with a checkpoint"),
+    "ctpe-release": ("ctpe_release", "convert a CTPE released subset (opendata-ai/tr) to a candidates/test folder"),
     "matching": ("matching", "document matching on labelled pairs (threshold and pair classifier)"),
 }
 
