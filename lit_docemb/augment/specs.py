@@ -9,6 +9,7 @@ under the component's full key.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from typing import Literal
 
 from lit_docemb.augment.back_translation import BackTranslator
 from lit_docemb.augment.thesaurus import Vocabulary
@@ -91,24 +92,45 @@ class Antonym(WordNet):
 
 
 class Uninformative(_Replacement):
-    """UDA's TF-IDF-chosen uninformative words replaced by more frequent synonyms (§3.3). Its candidates are corpus
-    words by construction: it has no dictionary constraint to lift.
+    """Uninformative-word replacement (§3.3): "we substitute these low frequent words with synonyms with high
+    frequencies". Its candidates are corpus words by construction: it has no dictionary constraint to lift.
 
     Args:
         replacement_min_count: Corpus count a synonym needs (default 5).
-        replacement_probability: UDA's mean replacement rate (default 0.3).
+        replacement_probability: ``selection: rare``: the chance that a rare word with frequent synonyms is
+            replaced (``None``: 1.0, every one, by a uniform draw among its frequent synonyms, so each epoch's
+            augmentation differs); ``selection: tf_idf``: UDA's mean replacement rate (``None``: 0.3).
+        selection: ``rare`` (the paper's reading): words seen fewer than ``rare_count`` times in the corpus,
+            replaced by frequent WordNet synonyms of their lemmas (Table 1: "slighter" → "thin"); ``tf_idf``:
+            UDA's rule (low-TF-IDF words of each document), kept for comparison: it almost never picks a
+            document's rarest words, the opposite of the paper's description.
+        rare_count: Corpus count below which a word is rare (default 10, the "UNK" threshold that §3.3 cites).
         wordnet_dir: WordNet database folder (``None``: ``$LIT_DOCEMB_WORDNET`` or ``/usr/share/wordnet``).
     """
 
     name = "uninformative"
 
-    def __init__(self, replacement_min_count: int = 5, replacement_probability: float = 0.3,
+    def __init__(self, replacement_min_count: int = 5, replacement_probability: float | None = None,
+                 selection: Literal["rare", "tf_idf"] = "rare", rare_count: int = 10,
                  wordnet_dir: str | None = None) -> None:
+        if replacement_probability is None:
+            replacement_probability = 1.0 if selection == "rare" else 0.3
         super().__init__(replacement_min_count, replacement_probability)
-        self.wordnet_dir = wordnet_dir
+        self.selection, self.rare_count, self.wordnet_dir = selection, rare_count, wordnet_dir
+
+    def problems(self) -> dict[str, str]:
+        found = super().problems()
+        if self.selection not in ("rare", "tf_idf"):
+            found["selection"] = f"must be 'rare' (the paper's) or 'tf_idf' (UDA's), got {self.selection!r}"
+        if self.rare_count < 1:
+            found["rare_count"] = f"must be >= 1, got {self.rare_count}"
+        return found
 
     def build(self, vocabulary: Vocabulary):
-        return self._augmenter(vocabulary, wordnet_dir=self.wordnet_dir)
+        from lit_docemb.augment import DocumentAugmenter
+
+        return DocumentAugmenter(self.name, vocabulary, self.replacement_min_count, self.replacement_probability,
+                                 self.wordnet_dir, selection=self.selection, rare_count=self.rare_count)
 
 
 class PPDB(_Replacement):

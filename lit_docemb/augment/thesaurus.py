@@ -12,11 +12,18 @@ the same words, table and seed give the same output in every process.
   because a tagger model (NLTK's perceptron) would need a download. Antonyms are those of the word and of its
   synonyms in those synsets, kept when in the corpus vocabulary; the original stays among the candidates.
 * PPDB: candidates from a user-supplied PPDB lexical file (``LHS ||| phrase ||| paraphrase ||| ...``).
-* Uninformative words: UDA's TF-IDF scheme (Xie et al. 2020): in each document a word is replaced with
-  probability ``min(1, p * (C - s_w) * n / sum_j (C - s_j))``, ``s`` its TF-IDF in the document, ``C`` the
-  document's largest, so that informative (high TF-IDF) words are kept and the mean rate is about ``p``; the
-  replacement is a WordNet synonym that is more frequent in the corpus than the word (DECA: "substitute these
-  low frequent words with synonyms with high frequencies").
+* Uninformative words, the paper's reading (``selection="rare"``, :func:`rare_synonym_table`): DECA §3.3
+  "substitute these low frequent words with synonyms with high frequencies": a *rare* word, seen fewer than
+  ``rare_count`` times in the corpus (10, the "UNK" threshold of Doc2VecC that §3.3 cites), is replaced by a
+  uniform draw among the WordNet synonyms of its base forms (lemmatised, so Table 1's "slighter" finds
+  "slight"'s synonym "thin") that are frequent: seen at least ``min_count`` times and more often than the word.
+  Frequent words are never touched; the original is not among the candidates.
+* Uninformative words, UDA's TF-IDF scheme (``selection="tf_idf"``, :func:`replace_uninformative`; Xie et al.
+  2020, kept for comparison, not the paper's): in each document a word is replaced with probability
+  ``min(1, p * (C - s_w) * n / sum_j (C - s_j))``, ``s`` its TF-IDF in the document, ``C`` the document's largest,
+  so that high-TF-IDF words are kept and the mean rate is about ``p``, by a more frequent WordNet synonym
+  (:func:`frequent_synonym_table`). A document's rarest words have its highest TF-IDF, so they are almost never
+  replaced: the opposite of the paper's description.
 
 The *dictionary constraint* (DECA §4.5, Table 5's last row) is ``min_count``: a replacement must occur in the
 corpus that often. ``min_count=None`` lifts it for synonyms, antonyms and PPDB: every WordNet (or PPDB)
@@ -153,6 +160,26 @@ def frequent_synonym_table(vocabulary: Vocabulary, wordnet: WordNet, min_count: 
     table = {}
     for word, count in vocabulary.counts.items():
         found = sorted(s for s in wordnet.synonyms(word)
+                       if vocabulary.counts.get(s, 0) > count and vocabulary.frequent(s, min_count))
+        if found:
+            table[word] = tuple(found)
+    return table
+
+
+def rare_synonym_table(vocabulary: Vocabulary, wordnet: WordNet, min_count: int = 5,
+                       rare_count: int = 10) -> ReplacementTable:
+    """rare word (corpus count < ``rare_count``) → the WordNet synonyms of its base forms
+    (:meth:`~lit_docemb.augment.wordnet.WordNet.lemma_synonyms`) seen ``min_count`` times and more often than
+    it; single-word synonyms only (a multi-word lemma is not a corpus word). DECA's uninformative-word
+    replacement (see the module docstring)."""
+    _check_min_count(min_count)
+    if rare_count < 1:
+        raise ValueError(f"rare_count must be >= 1, got {rare_count}")
+    table = {}
+    for word, count in vocabulary.counts.items():
+        if count >= rare_count:
+            continue
+        found = sorted(s for s in wordnet.lemma_synonyms(word)
                        if vocabulary.counts.get(s, 0) > count and vocabulary.frequent(s, min_count))
         if found:
             table[word] = tuple(found)

@@ -9,9 +9,12 @@ once per folder (about 2 s) in the format documented in WordNet's ``wndb(5)`` ma
 where ``w_cnt`` is two hexadecimal digits and each pointer is ``symbol offset pos source/target`` (``!`` is
 an antonym; ``source/target`` are two hexadecimal lemma numbers, ``0000`` for a pointer between synsets).
 
-Lemmas are matched exactly (lower-cased): there is no morphological reduction, so ``cars`` finds nothing
-while ``car`` does. Multi-word lemmas (``able_bodied``) keep their underscores and so never match a corpus
-word. Adjective markers such as ``(p)`` are removed.
+Lemmas are matched exactly (lower-cased) by :meth:`WordNet.synonyms`; :meth:`WordNet.lemmas` reduces an
+inflected word to its WordNet base forms as WordNet's own ``morphy`` does (``morphy(7WN)``): the exception lists
+``<pos>.exc`` (``slighter`` → ``slight`` is a detachment, ``better`` → ``good`` an exception), then the
+detachment rules of each part of speech (``-ies`` → ``-y``, ``-ing`` → ``-e`` / ``-``, ``-er`` / ``-est`` → ``-``
+/ ``-e``...), a form kept when WordNet has it in that part of speech. Multi-word lemmas (``able_bodied``) keep
+their underscores and so never match a corpus word. Adjective markers such as ``(p)`` are removed.
 """
 
 from __future__ import annotations
@@ -25,6 +28,13 @@ from pathlib import Path
 #: Where Debian's ``wordnet-base`` puts the database; override with ``LIT_DOCEMB_WORDNET`` or an argument.
 DEFAULT_WORDNET_DIR = "/usr/share/wordnet"
 POS_FILES = {"n": "noun", "v": "verb", "a": "adj", "r": "adv"}
+#: WordNet's detachment rules (``morphy(7WN)``): per part of speech, (inflectional ending, ending of the base form).
+DETACHMENTS = {"n": (("s", ""), ("ses", "s"), ("xes", "x"), ("zes", "z"), ("ches", "ch"), ("shes", "sh"),
+                     ("men", "man"), ("ies", "y")),
+               "v": (("s", ""), ("ies", "y"), ("es", "e"), ("es", ""), ("ed", "e"), ("ed", ""), ("ing", "e"),
+                     ("ing", "")),
+               "a": (("er", ""), ("est", ""), ("er", "e"), ("est", "e")),
+               "r": ()}
 INSTALL_HINT = ("install Debian's WordNet database: `apt-get install -y wordnet-base` (files in /usr/share/wordnet), "
                 "or point wordnet_dir / LIT_DOCEMB_WORDNET at a folder holding WordNet 3.0's data.noun, data.verb, "
                 "data.adj and data.adv")
@@ -44,11 +54,28 @@ class WordNet:
     synsets: dict[str, list[tuple[str, int]]] = field(default_factory=lambda: defaultdict(list))
     members: dict[tuple[str, int], list[str]] = field(default_factory=dict)
     antonyms: dict[tuple[str, int, str], list[str]] = field(default_factory=lambda: defaultdict(list))
+    exceptions: dict[tuple[str, str], list[str]] = field(default_factory=dict)
 
     def synonyms(self, word: str, pos: str | None = None) -> set[str]:
         """Lemmas sharing a synset with ``word`` (optionally of one part of speech), ``word`` excluded."""
         return {m for p, off in self.synsets.get(word, ()) if pos is None or p == pos
                 for m in self.members[(p, off)] if m != word}
+
+    def lemmas(self, word: str) -> list[str]:
+        """The WordNet base forms of ``word`` in any part of speech, ``word`` itself first when WordNet has it
+        (morphy: the ``<pos>.exc`` exceptions, then the detachment rules; see the module docstring)."""
+        found = [word] if word in self.synsets else []
+        for pos, rules in DETACHMENTS.items():
+            forms = list(self.exceptions.get((pos, word), ()))
+            forms += [word[:-len(end)] + base for end, base in rules if word.endswith(end) and len(word) > len(end)]
+            found += [f for f in forms if f not in found and pos in self.pos_of(f)]
+        return found
+
+    def lemma_synonyms(self, word: str) -> set[str]:
+        """Synonyms of ``word``'s base forms (:meth:`lemmas`): ``slighter`` → ``slight``'s, ``thin`` among them;
+        ``word`` and its base forms excluded."""
+        bases = self.lemmas(word)
+        return {s for base in bases for s in self.synonyms(base)} - {word, *bases}
 
     def pos_of(self, word: str) -> set[str]:
         """The parts of speech of the synsets of ``word`` (empty when WordNet does not know it)."""
@@ -98,6 +125,14 @@ def load_wordnet(wordnet_dir: str | None = None) -> WordNet:
             for line in f:
                 if not line.startswith("  "):  # the licence header lines start with two spaces
                     _parse_line(line, wordnet, pending)
+    for pos, name in POS_FILES.items():
+        exception_file = folder / f"{name}.exc"
+        if exception_file.is_file():  # "<inflected form> <base form> [<base form>...]" per line
+            with open(exception_file, encoding="utf-8", errors="replace") as f:
+                for line in f:
+                    inflected, *bases = line.split()
+                    if bases:
+                        wordnet.exceptions[(pos, inflected.lower())] = [b.lower() for b in bases]
     for pos, offset, words, source, target_pos, target, target_word in pending:
         targets = wordnet.members[(target_pos, target)]
         sources = words if source == 0 else [words[source - 1]]

@@ -7,11 +7,21 @@ from collections import Counter
 from pathlib import Path
 from typing import Literal
 
+from torch.utils.data import ConcatDataset
+
 from lit_docemb.data.arrow import ArrowDocuments
 from lit_docemb.data.datamodule import DocumentDataModule, DocumentDataset
-from lit_docemb.data.labelled_formats import iter_class_folders, iter_hf_labelled, iter_labelled_table, table_format_of
+from lit_docemb.data.labelled_formats import (
+    iter_class_folders,
+    iter_hf_labelled,
+    iter_labelled_table,
+    iter_rt_polarity,
+    iter_text_gcn,
+    table_format_of,
+    text_gcn_corpus,
+)
 from lit_docemb.data.reading import ReadContext, cached_documents, load_hf_splits, looks_like_local_path
-from lit_docemb.errors import ConfigError
+from lit_docemb.errors import ConfigError, require
 
 log = logging.getLogger(__name__)
 
@@ -20,7 +30,10 @@ LAYOUT = """\
   save_to_disk folder, or a folder of parquet files; or
   <file>.csv | .tsv | .jsonl (optionally .gz/.bz2/.xz): one document per record; or
   <folder>/{train,test}.csv|.tsv|.jsonl, or <folder>/{train,test}/<label>/<document file>; or
-  <folder>/<label>/<document file> (no test split)"""
+  <folder>/<label>/<document file> (no test split); or
+  source_format text_gcn: Yao et al.'s <data>/<name>.txt (<document name><TAB><train|test><TAB><label> a line) with
+  <data>/corpus/<name>.clean.txt (or <name>.txt, text_gcn_corpus: raw), line for line; or
+  source_format rt_polarity: a folder holding rt-polarity.pos and rt-polarity.neg (no test split)"""
 
 
 class LabelledTextDataModule(DocumentDataModule):
@@ -36,7 +49,13 @@ class LabelledTextDataModule(DocumentDataModule):
     * a ``.csv`` / ``.tsv`` / ``.jsonl`` file (optionally ``.gz``/``.bz2``/``.xz``), one document per record;
     * a folder holding ``train.<ext>`` and ``test.<ext>`` tables, or ``train/`` and ``test/`` class-folder trees
       (the names are ``train_split`` / ``test_split``);
-    * a folder ``<label>/<document file>`` (no test split).
+    * a folder ``<label>/<document file>`` (no test split);
+    * with ``source_format: text_gcn``, the list file ``<data>/<name>.txt`` of Yao et al.'s text_gcn repository
+      (R8, R52, mr, ohsumed, 20ng: ``<document name>\t<train|test>\t<label>`` a line), its text read line for line
+      from ``<data>/corpus/<name>.clean.txt`` (``text_gcn_corpus``); the splits are the list's (a split field
+      containing ``train_split`` / ``test_split``, as text_gcn reads it);
+    * with ``source_format: rt_polarity``, the folder of ``rt-polarity.pos`` / ``rt-polarity.neg`` (Pang and Lee's
+      sentence polarity release, Latin-1: ``encoding: latin-1``; no test split).
 
     A test split is read when the source has one (``test_split``; a hub split, a ``test`` file or folder beside
     ``train``, or ``test_source``); it is served by ``test_dataloader``, and validation documents are held out
@@ -46,8 +65,8 @@ class LabelledTextDataModule(DocumentDataModule):
 
     Args:
         source: One of the sources listed above.
-        source_format: ``"auto"`` (by what ``source`` is), ``"hf"``, ``"csv"``, ``"tsv"``, ``"jsonl"`` or
-            ``"folders"``.
+        source_format: ``"auto"`` (by what ``source`` is), ``"hf"``, ``"csv"``, ``"tsv"``, ``"jsonl"``,
+            ``"folders"``, ``"text_gcn"`` or ``"rt_polarity"``.
         subset: Configuration name of a hub dataset.
         train_split: Split (hub) or file / folder name (local) of the training documents.
         test_split: Same for the test documents; ``None`` reads no test split.
@@ -66,13 +85,22 @@ class LabelledTextDataModule(DocumentDataModule):
         encoding: Encoding of local files (``"latin-1"`` for the original 20 Newsgroups).
         strict: Raise on a malformed record instead of skipping and counting it.
         cache_dir: Cache of ``datasets`` (converted Arrow tables); ``None`` uses its default.
+        text_gcn_corpus: ``source_format: text_gcn``: ``"clean"`` (``corpus/<name>.clean.txt``, text_gcn's cleaned
+            text) or ``"raw"`` (``corpus/<name>.txt``).
+        fit_on: Documents an unsupervised method trains on: ``"train"`` (the training split, validation held
+            out) or ``"all"`` (the training, validation and test documents and the ``unlabelled_class`` ones;
+            DECA §4.1 "we first use all documents to learn an embedding for each one", IMDB's 50,000 unlabelled
+            reviews included). The labels are never read in training; the probes still fit on the training
+            split's labels and score the test split's.
+        unlabelled_class: A class folder of the training split holding unlabelled documents, read only with
+            ``fit_on: all`` (aclImdb's ``unsup``; folder layout only).
         **kwargs: See :class:`~lit_docemb.data.datamodule.DocumentDataModule`.
     """
 
     def __init__(
         self,
         source: str,
-        source_format: Literal["auto", "hf", "csv", "tsv", "jsonl", "folders"] = "auto",
+        source_format: Literal["auto", "hf", "csv", "tsv", "jsonl", "folders", "text_gcn", "rt_polarity"] = "auto",
         subset: str | None = None,
         train_split: str = "train",
         test_split: str | None = "test",
@@ -89,6 +117,9 @@ class LabelledTextDataModule(DocumentDataModule):
         encoding: str = "utf-8",
         strict: bool = False,
         cache_dir: str | None = None,
+        text_gcn_corpus: Literal["clean", "raw"] = "clean",
+        fit_on: Literal["train", "all"] = "train",
+        unlabelled_class: str | None = None,
         **kwargs,
     ) -> None:
         super().__init__(**kwargs)
@@ -104,6 +135,16 @@ class LabelledTextDataModule(DocumentDataModule):
             raise ConfigError(f"data.init_args.val_split is {val_split!r} (published validation documents) but "
                               f"data.init_args.val_fraction is {self.val_fraction}: set val_fraction to 0, or "
                               f"val_split to null to hold validation out of the training split")
+        require(fit_on in ("train", "all"), "fit_on", "'train' or 'all'", fit_on)
+        if unlabelled_class is not None and fit_on != "all":
+            raise ConfigError("data.init_args.unlabelled_class: the unlabelled documents are read only to train on "
+                              "them: set fit_on: all, or remove unlabelled_class")
+        if unlabelled_class is not None and (classes is None or unlabelled_class in classes):
+            raise ConfigError(f"data.init_args.classes: name the labelled class folders (aclImdb: [neg, pos]) so that "
+                              f"{unlabelled_class!r} is read once, unlabelled, got {classes}")
+        require(text_gcn_corpus in ("clean", "raw"), "text_gcn_corpus", "'clean' or 'raw'", text_gcn_corpus)
+        self.fit_on, self.unlabelled_class, self.text_gcn_corpus = fit_on, unlabelled_class, text_gcn_corpus
+        self.unlabelled_set: DocumentDataset | None = None
 
     # ------------------------------------------------------------------------------------------------- sources
     def _local_split(self, split: str) -> Path | None:
@@ -146,7 +187,9 @@ class LabelledTextDataModule(DocumentDataModule):
 
     def _read_split(self, split: str) -> ArrowDocuments | None:
         context = ReadContext(strict=self.strict, encoding=self.encoding)
-        if self._is_hf():
+        if self.source_format in ("text_gcn", "rt_polarity"):
+            documents = self._read_release(split, context)
+        elif self._is_hf():
             splits = load_hf_splits(self.source, self.subset, self.cache_dir)
             if split not in splits:
                 if split == self.train_split:
@@ -166,6 +209,22 @@ class LabelledTextDataModule(DocumentDataModule):
             documents = self._read_local(path, split, context)
         self.stats.update(context.stats)
         return documents
+
+    def _read_release(self, split: str, context: ReadContext) -> ArrowDocuments | None:
+        """A split of a text_gcn list or of the rt-polarity folder (``source_format``)."""
+        path = Path(self.source).expanduser()
+        if self.source_format == "rt_polarity":
+            if split != self.train_split:
+                return None
+            return cached_documents(iter_rt_polarity, {"root": str(path)}, inputs=[path], context=context,
+                                    cache_dir=self.cache_dir)
+        if not path.is_file():
+            raise FileNotFoundError(f"text_gcn list file not found at {str(path)!r}: source is text_gcn's "
+                                    f"data/<name>.txt (e.g. data/R8.txt). Expected:\n{LAYOUT}")
+        corpus = text_gcn_corpus(path, self.text_gcn_corpus)
+        kwargs = {"list_path": str(path), "corpus_path": str(corpus), "split": split}
+        return cached_documents(iter_text_gcn, kwargs, inputs=[path, corpus], context=context,
+                                cache_dir=self.cache_dir)
 
     def _read_local(self, path: Path, split: str, context: ReadContext) -> ArrowDocuments:
         fmt = self.source_format if self.source_format not in ("auto", "hf") else None
@@ -201,6 +260,11 @@ class LabelledTextDataModule(DocumentDataModule):
                                   f"name its validation split, or set val_split to null")
             self.val_set = DocumentDataset(val)
             self.report_reading("validation", len(val), {"validation": len(val)}, self.stats - before)
+        if self.unlabelled_class is not None:
+            before = Counter(self.stats)
+            unlabelled = self._read_unlabelled()
+            self.unlabelled_set = DocumentDataset(unlabelled)
+            self.report_reading("unlabelled", len(unlabelled), {"unlabelled": len(unlabelled)}, self.stats - before)
 
     def _open_passages(self) -> None:
         """The training split's cached passages for the training documents; a published validation split, like
@@ -212,6 +276,31 @@ class LabelledTextDataModule(DocumentDataModule):
         items = self.documents if self.passage_cache is None else self.passage_cache.open(self.documents)
         for dataset in (self.train_set, self.all_set):
             dataset.documents = items
+
+    def _read_unlabelled(self) -> ArrowDocuments:
+        path = self._local_split(self.train_split) if not self._is_hf() else None
+        if path is None or not Path(path).is_dir() or not (Path(path) / self.unlabelled_class).is_dir():
+            raise ConfigError(f"data.init_args.unlabelled_class: no folder {self.unlabelled_class!r} in the training "
+                              f"split of {self.source!r} (aclImdb: source aclImdb, unlabelled_class unsup, classes "
+                              f"[neg, pos])")
+        context = ReadContext(strict=self.strict, encoding=self.encoding)
+        kwargs = {"root": str(path), "classes": [self.unlabelled_class], "unlabelled": True,
+                  "id_prefix": f"{self.train_split}/" if Path(path) != Path(self.source).expanduser() else ""}
+        documents = cached_documents(iter_class_folders, kwargs, inputs=[path], context=context,
+                                     cache_dir=self.cache_dir)
+        self.stats.update(context.stats)
+        return documents
+
+    @property
+    def fit_set(self):
+        """What ``train_dataloader`` serves: the training split, or with ``fit_on: all`` every document read."""
+        if self.fit_on == "train":
+            return self.train_set
+        parts = [self.train_set, self.val_set, self.test_set, self.unlabelled_set]
+        return ConcatDataset([part for part in parts if part is not None and len(part)])
+
+    def train_dataloader(self):
+        return self._loader(self.fit_set, "fit", shuffle=True)
 
     @property
     def labels(self) -> list[str]:

@@ -176,13 +176,15 @@ def iter_hf_labelled(source: str, subset: str | None, split: str, text_column: s
                 yield document
 
 
-def iter_class_folders(root: str, classes: list[str] | None = None, id_prefix: str = "", *,
-                       context: ReadContext) -> Iterator[Document]:
+def iter_class_folders(root: str, classes: list[str] | None = None, id_prefix: str = "", unlabelled: bool = False,
+                       *, context: ReadContext) -> Iterator[Document]:
     """One document per file of ``<root>/<label>/**``, label = the folder name, id = ``id_prefix`` + the path
     relative to ``root``. Files directly in ``root`` and hidden entries are counted and skipped.
 
     Args:
         classes: Read only these class folders (e.g. ``["neg", "pos"]`` for aclImdb, leaving out ``unsup``).
+        id_prefix: Prepended to each document's id.
+        unlabelled: The documents get no label (aclImdb's ``train/unsup``: a folder of unlabelled reviews).
     """
     root_path = Path(root)
     folders = sorted(p for p in root_path.iterdir() if p.is_dir() and not p.name.startswith("."))
@@ -205,6 +207,73 @@ def iter_class_folders(root: str, classes: list[str] | None = None, id_prefix: s
                 context.stats["hidden_file"] += 1
                 continue
             text = normalise_paragraphs(context.decode(path.read_bytes()))
-            document = Document(id=f"{id_prefix}{relative}", sections=[Section("", text)], label=folder.name)
+            document = Document(id=f"{id_prefix}{relative}", sections=[Section("", text)],
+                                label=None if unlabelled else folder.name)
+            if context.keep(document):
+                yield document
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# Yao et al. (2019)'s text_gcn files and the sentence polarity release (rt-polarity)
+# ---------------------------------------------------------------------------------------------------------------------
+
+def text_gcn_corpus(list_path: str | Path, corpus: str = "clean") -> Path:
+    """The text file of a text_gcn list ``<folder>/<name>.txt``: ``<folder>/corpus/<name>.clean.txt`` (``"clean"``,
+    text_gcn's ``remove_words.py`` output) or ``<folder>/corpus/<name>.txt`` (``"raw"``); a clean file beside the
+    list (``<folder>/<name>.clean.txt``) is found too. Raises FileNotFoundError naming the places looked at."""
+    list_path = Path(list_path).expanduser()
+    name, folder = list_path.stem, list_path.parent
+    candidates = ([folder / "corpus" / f"{name}.clean.txt", folder / f"{name}.clean.txt"] if corpus == "clean"
+                  else [folder / "corpus" / f"{name}.txt"])
+    found = next((p for p in candidates if p.is_file()), None)
+    if found is None:
+        raise FileNotFoundError(f"text_gcn corpus file for {str(list_path)!r} not found (looked at "
+                                f"{', '.join(map(str, candidates))}): keep text_gcn's data/ folder as it is "
+                                f"(data/{name}.txt and data/corpus/{name}{'.clean' if corpus == 'clean' else ''}.txt)")
+    return found
+
+
+def iter_text_gcn(list_path: str, corpus_path: str, split: str, *, context: ReadContext) -> Iterator[Document]:
+    """The documents of one split of a text_gcn data set (Yao et al. 2019; R8, R52, MR, Ohsumed, 20ng): line *i*
+    of ``list_path`` is ``<document name>\\t<split>\\t<label>`` and line *i* of ``corpus_path`` the document's
+    text. A document belongs to ``split`` ("train" or "test") when its split field contains it, as text_gcn
+    reads it (20ng's fields are ``20news-bydate-train`` / ``-test``). Id: the document name (``<line>`` when it
+    is empty or repeated). Two files of different lengths are an error naming both."""
+    names = [line for _, line in read_lines(list_path, context, unit="line")]
+    texts = [line for _, line in read_lines(corpus_path, context, unit="line")]
+    if len(names) != len(texts):
+        raise ValueError(f"{list_path} has {len(names)} lines but {corpus_path} has {len(texts)}: they must be the "
+                         f"list and the corpus file of the same text_gcn data set, line for line")
+    seen: set[str] = set()
+    for number, (entry, text) in enumerate(zip(names, texts), 1):
+        fields = entry.split("\t")
+        if len(fields) != 3:
+            context.malformed(f"{list_path}:{number}", f"{len(fields)} tab-separated fields",
+                              "<document name>\\t<train|test>\\t<label>", key="malformed_line")
+            continue
+        name, where, label = (f.strip() for f in fields)
+        if split not in where:
+            continue
+        document_id = name if name and name not in seen else str(number)
+        seen.add(document_id)
+        document = Document(id=document_id, sections=[Section("", text.strip())], label=label)
+        if context.keep(document):
+            yield document
+
+
+RT_POLARITY_FILES = {"pos": "rt-polarity.pos", "neg": "rt-polarity.neg"}
+
+
+def iter_rt_polarity(root: str, *, context: ReadContext) -> Iterator[Document]:
+    """Pang and Lee's sentence polarity data (``rt-polaritydata.tar.gz``): ``<root>/rt-polarity.pos`` and
+    ``rt-polarity.neg``, one review sentence a line (Latin-1), labels ``pos`` / ``neg``, ids
+    ``rt-polarity.<pos|neg>:<line>``. The release has no test split (text_gcn's ``mr.txt`` holds Yao et al.'s)."""
+    missing = [name for name in RT_POLARITY_FILES.values() if not (Path(root) / name).is_file()]
+    if missing:
+        raise FileNotFoundError(f"{', '.join(missing)} not in {root!r}: unpack rt-polaritydata.tar.gz and point "
+                                f"source at its rt-polaritydata folder")
+    for label, name in RT_POLARITY_FILES.items():
+        for number, line in read_lines(Path(root) / name, context, unit="line"):
+            document = Document(id=f"{name}:{number}", sections=[Section("", line.strip())], label=label)
             if context.keep(document):
                 yield document

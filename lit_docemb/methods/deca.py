@@ -10,13 +10,16 @@ Table 5's ablations on R8 are two independent switches. The framework ``Append``
 contrastive loss: each document is followed by one randomly drawn augmentation and Doc2VecC trains on that
 merged document with l_d alone (a new augmentation each epoch; embeddings are of the original documents).
 An augmentation's ``dictionary_constraint: false`` (the last row, used with ``Append`` in the paper) lets
-replacements be thesaurus words outside the corpus; the Doc2VecC vocabulary stays the training split's, so such a
-word enters the Doc2VecC document only when that vocabulary has it, as for any out-of-vocabulary word.
+replacements be thesaurus words outside the corpus; the Doc2VecC vocabulary is then the corpus's words plus every
+word of the thesaurus candidates (ids after the corpus's, count 0, so never a negative sample), so that such a
+replacement enters the document as a word of its own instead of being dropped (which would make the row word
+deletion).
 
-Reading chosen where the paper is silent: the Doc2VecC vocabulary, the replacement candidates and TF-IDF come
-from the training split (built in ``setup``, stored in checkpoints); the contrastive loss sees the same corrupted
-document vectors as the CBOW loss (eq. 1's mean in expectation); eq. 3 is estimated on
-``targets_per_document`` sampled words per document and step (Table 2's "#Sample").
+The Doc2VecC vocabulary and the replacement candidates come from the documents DECA trains on (built in
+``setup``, stored in checkpoints): the training split, or with the data's ``fit_on: all`` every document read,
+test and unlabelled ones included, as the paper does (§4.1). Reading chosen where the paper is silent: the
+contrastive loss sees the same corrupted document vectors as the CBOW loss (eq. 1's mean in expectation); eq. 3
+is estimated on ``targets_per_document`` sampled words per document and step (Table 2's "#Sample").
 """
 
 from __future__ import annotations
@@ -138,7 +141,8 @@ class DECA(EmbeddingMethod):
     # --- vocabulary: from the training documents, or from a checkpoint ----------------------------------
     def setup(self, stage: str) -> None:
         if self.vocabulary is None and stage == "fit":
-            documents = self.trainer.datamodule.train_set
+            data = self.trainer.datamodule  # the documents it trains on: fit_set (fit_on: all) or the training split
+            documents = getattr(data, "fit_set", None) or data.train_set
             self._set_vocabulary(Vocabulary.from_texts(
                 document_text(documents[i], True)[:self.backbone_spec.vocabulary_words * 12]
                 for i in range(len(documents))))
@@ -154,7 +158,11 @@ class DECA(EmbeddingMethod):
         s = self.backbone_spec
         if isinstance(s, Doc2VecCBackbone):
             self.index = word_index(vocabulary, s.min_word_count, s.max_vocabulary)
-            counts = torch.tensor([vocabulary.counts[w] for w in self.index], dtype=torch.float64)
+            if not getattr(self.augmentation, "dictionary_constraint", True):
+                for words in self.augmenter().draws.values():
+                    for word in (w for candidate in words[2] for w in candidate):
+                        self.index.setdefault(word, len(self.index) + 1)
+            counts = torch.tensor([vocabulary.counts.get(w, 0) for w in self.index], dtype=torch.float64)
             device = next(self.parameters(), torch.empty(0)).device
             self.backbone = Doc2VecC(len(self.index), s.embedding_dim, counts, s.negative_samples,
                                      s.corruption).to(device)

@@ -21,7 +21,8 @@ class Doc2VecC(nn.Module):
     Args:
         vocab_size: Number of words V (ids 1..V; 0 pads).
         dim: Embedding dimension (DECA: 100).
-        word_counts: (V,) corpus counts of words 1..V, for the noise distribution of negative sampling.
+        word_counts: (V,) corpus counts of words 1..V, for the noise distribution of negative sampling; 0 for a
+            word that is not in the corpus (DECA's thesaurus words without the dictionary constraint: never noise).
         negative_samples: Noise words per target word (DECA Table 2 "#Neg.").
         corruption: Probability of dropping a word from the document vector in training (DECA: dropout 0.3).
     """
@@ -33,8 +34,9 @@ class Doc2VecC(nn.Module):
             raise ValueError(f"need vocab_size, dim, negative_samples >= 1, got {vocab_size}, {dim}, {negative_samples}")
         if not 0.0 <= corruption < 1.0:
             raise ValueError(f"corruption must be in [0, 1), got {corruption}")
-        if word_counts.shape != (vocab_size,) or (word_counts <= 0).any():
-            raise ValueError(f"word_counts must be ({vocab_size},) positive counts, got shape {tuple(word_counts.shape)}")
+        if word_counts.shape != (vocab_size,) or (word_counts < 0).any() or not (word_counts > 0).any():
+            raise ValueError(f"word_counts must be ({vocab_size},) counts >= 0, one at least positive, got shape "
+                             f"{tuple(word_counts.shape)}")
         self.word_embeddings = nn.Embedding(vocab_size + 1, dim, padding_idx=0)  # U
         self.output_embeddings = nn.Embedding(vocab_size + 1, dim, padding_idx=0)  # V
         nn.init.uniform_(self.word_embeddings.weight, -0.5 / dim, 0.5 / dim)  # word2vec's initialisation

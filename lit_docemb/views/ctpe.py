@@ -268,8 +268,8 @@ def train_word2vec(texts: Iterable[str], tokenizer: WordTokenizer, dim: int, win
     try:
         from gensim.models import Word2Vec
     except ImportError as err:
-        raise ImportError("word2vec initialisation needs gensim (pip install gensim), or use "
-                          "init: random") from err
+        raise ImportError("word2vec initialisation needs gensim, a base requirement of lit_docemb: "
+                          "pip install -e . (or pip install 'gensim>=4.3')") from err
     sentences = [[w for w in preprocess_words(t) if w in tokenizer.index] for t in texts]
     sentences = [s for s in sentences if s]
     if not sentences:
@@ -284,26 +284,72 @@ def train_word2vec(texts: Iterable[str], tokenizer: WordTokenizer, dim: int, win
     return vectors
 
 
+VectorsFormat = Literal["word2vec_binary", "word2vec_text", "glove_text"]
+
+
+def load_pretrained_vectors(path: str, vectors_format: VectorsFormat, tokenizer: WordTokenizer, dim: int,
+                            seed: int) -> torch.Tensor:
+    """(len(tokenizer), dim) vectors from a pretrained file: word2vec's binary (``GoogleNews-vectors-negative300.bin``
+    and what ``gensim``'s ``save_word2vec_format(binary=True)`` writes), word2vec's text format (a ``<count> <dim>``
+    header line) or GloVe's text (``glove.6B.100d.txt``: no header). A vocabulary word is looked up as is, then
+    lower-cased; the padding row is 0 and the words the file lacks (and [UNK]) get small random vectors, as in
+    :func:`train_word2vec`. The file's dimension must be ``dim``."""
+    from gensim.models import KeyedVectors
+
+    try:
+        vectors = KeyedVectors.load_word2vec_format(path, binary=vectors_format == "word2vec_binary",
+                                                    no_header=vectors_format == "glove_text")
+    except FileNotFoundError as err:
+        raise BadArgument("vectors", f"no file at {path!r} (a word2vec .bin or a GloVe .txt)") from err
+    except (ValueError, UnicodeDecodeError, EOFError) as err:
+        raise BadArgument("vectors", f"{path!r} is not in vectors_format {vectors_format!r} ({err})") from err
+    if vectors.vector_size != dim:
+        raise BadArgument("dim", f"must be the {vectors.vector_size} dimensions of {path!r}, got {dim}")
+    generator = torch.Generator().manual_seed(seed)
+    out = (torch.rand(len(tokenizer), dim, generator=generator) - 0.5) / dim
+    out[0] = 0.0
+    lowered: dict[str, str] = {}
+    for key in vectors.index_to_key:  # the file's first (most frequent) casing of a word
+        lowered.setdefault(key.lower(), key)
+    for word, row in tokenizer.index.items():
+        key = word if word in vectors.key_to_index else lowered.get(word)
+        if row > 1 and key is not None:
+            out[row] = torch.from_numpy(vectors[key].copy())
+    return out
+
+
 class WordEmbeddings:
     """Trainable word vectors over the training corpus's vocabulary (paper: word2vec, 100 dimensions).
 
     Args:
         init: ``"word2vec"``: skip-gram word2vec trained on the training documents with gensim (window 10,
-            §4.2's word2vec settings); ``"random"``: random vectors.
+            §4.2's word2vec settings); ``"random"``: random vectors; ``"pretrained"``: the vectors of a file
+            (``vectors``): the paper's word2vec(full) and GloVe(full), trained on the whole arXiv / DBLP / USPTO
+            corpus, or GloVe on the task's documents, all trained outside lit_docemb.
         dim: Vector dimension (paper: 100).
         min_count: Words seen fewer times are [UNK] (gensim's default, 5).
         max_vocabulary: Keep at most this many words, the most frequent (``None``: all).
         window: word2vec window.
         epochs: word2vec epochs (§4.2: 100 iterations).
         workers: word2vec threads; 1 makes the vectors repeatable.
-        seed: word2vec seed.
+        seed: word2vec seed (and that of the random rows).
+        vectors: ``init: pretrained``: the vectors file.
+        vectors_format: ``"word2vec_binary"`` (word2vec's ``.bin``), ``"word2vec_text"`` (with a ``<count> <dim>``
+            header) or ``"glove_text"`` (GloVe's ``.txt``, no header).
     """
 
-    def __init__(self, init: Literal["word2vec", "random"] = "word2vec", dim: int = 100, min_count: int = 5,
-                 max_vocabulary: int | None = None, window: int = 10, epochs: int = 100, workers: int = 1,
-                 seed: int = 1) -> None:
-        if init not in ("word2vec", "random"):
-            raise ValueError(f"init must be 'word2vec' or 'random', got {init!r}")
+    def __init__(self, init: Literal["word2vec", "random", "pretrained"] = "word2vec", dim: int = 100,
+                 min_count: int = 5, max_vocabulary: int | None = None, window: int = 10, epochs: int = 100,
+                 workers: int = 1, seed: int = 1, vectors: str | None = None,
+                 vectors_format: VectorsFormat = "word2vec_binary") -> None:
+        if init not in ("word2vec", "random", "pretrained"):
+            raise BadArgument("init", f"must be 'word2vec', 'random' or 'pretrained', got {init!r}")
+        if (init == "pretrained") != (vectors is not None):
+            raise BadArgument("vectors", "is the file of init: pretrained, and only of it: set both or neither")
+        if vectors_format not in ("word2vec_binary", "word2vec_text", "glove_text"):
+            raise BadArgument("vectors_format", f"must be 'word2vec_binary', 'word2vec_text' or 'glove_text', got "
+                              f"{vectors_format!r}")
+        self.vectors, self.vectors_format = vectors, vectors_format
         self.init, self.dim, self.min_count, self.max_vocabulary = init, dim, min_count, max_vocabulary
         self.window, self.epochs, self.workers, self.seed = window, epochs, workers, seed
 
@@ -312,6 +358,8 @@ class WordEmbeddings:
         initial = None
         if self.init == "word2vec":
             initial = train_word2vec(texts, tokenizer, self.dim, self.window, self.epochs, self.workers, self.seed)
+        elif self.init == "pretrained":
+            initial = load_pretrained_vectors(self.vectors, self.vectors_format, tokenizer, self.dim, self.seed)
         return tokenizer, WordVectors(len(tokenizer), self.dim, initial)
 
     def restore(self, words: Sequence[str]) -> tuple[WordTokenizer, WordVectors]:

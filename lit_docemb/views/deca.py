@@ -223,8 +223,10 @@ class WordDocumentCollator:
 
 
 class AugmentedTextCollator:
-    """Documents → :class:`ViewPairBatch` of (document, augmentation) tokens for a Hugging Face encoder; the
-    augmentation's words are joined by spaces (the word augmentations lower-case and drop punctuation)."""
+    """Documents → :class:`ViewPairBatch` of (document, augmentation) tokens for a Hugging Face encoder. Both views
+    are words joined by spaces: the augmentations return lower-cased words without punctuation, so the document's
+    view is its own words (:func:`~lit_docemb.augment.words_of`) the same way, and the two differ only by the
+    augmentation, not by punctuation or case."""
 
     def __init__(self, tokenizer, augment: Augment, max_length: int, deterministic: bool) -> None:
         self.tokenizer, self.augment = tokenizer, augment
@@ -234,9 +236,10 @@ class AugmentedTextCollator:
         originals, augmented, kept = [], [], []
         for doc, seed in zip(documents, _seeds(documents, self.deterministic)):
             text = document_text(doc, with_title=True)[:self.max_length * CHARS_PER_WORD]
-            words = self.augment(text, seed)
-            if words and text.strip():
-                originals.append(text), augmented.append(" ".join(words)), kept.append(doc)
+            original = words_of(text)
+            words = _augment(self.augment, text, seed, original)
+            if words and original:
+                originals.append(" ".join(original)), augmented.append(" ".join(words)), kept.append(doc)
         tokens = tokenize(self.tokenizer, originals + augmented, self.max_length)  # (2B, T)
         n = len(kept)
         return ViewPairBatch(TokenBatch(tokens.input_ids[:n], tokens.attention_mask[:n]),

@@ -4,6 +4,7 @@ back-translation with its disk cache."""
 from __future__ import annotations
 
 import random
+from collections import Counter
 from pathlib import Path
 
 import pytest
@@ -302,3 +303,49 @@ def test_augmenter_output_is_unchanged_by_its_prepared_draws(vocabulary, name):
     for seed in ("a", 3, "9:doc-2"):
         expected = reference_replace_words(words_of(text), augment.table, seed, 0.8)
         assert augment(text, seed) == expected and augment(text, seed, words_of(text)) == expected
+
+
+def counted_corpus(counts: dict[str, int], filler: str = "car", filler_count: int = 60) -> list[str]:
+    """One short document per occurrence: ``word`` appears in ``counts[word]`` documents, ``filler`` in more."""
+    texts = [f"the {word} was there" for word, n in counts.items() for _ in range(n)]
+    return texts + [f"a {filler} here" for _ in range(filler_count)]
+
+
+@needs_wordnet
+def test_uninformative_replaces_the_rare_words_by_frequent_synonyms_measured_by_word_count(wordnet):
+    """The paper's reading (DECA §3.3): words seen fewer than 10 times are replaced, frequent words never.
+    automobile, motorcar, auto and machine are WordNet synonyms of car (seen 60 times)."""
+    counts = {"automobile": 6, "motorcar": 8, "auto": 20, "machine": 12}
+    vocabulary = Vocabulary.from_texts(counted_corpus(counts))
+    augment = DocumentAugmenter("uninformative", vocabulary, wordnet_dir=str(WORDNET))
+    words = words_of("the automobile and the motorcar and the auto and the machine")
+    replaced = Counter()
+    for seed in range(200):
+        out = augment(" ".join(words), seed)
+        assert len(out) == len(words)
+        for before, after in zip(words, out):
+            if after != before:
+                replaced[before] += 1
+                assert vocabulary.counts[after] > vocabulary.counts[before] and vocabulary.counts[after] >= 5
+    rate = {word: replaced[word] / 200 for word in counts}
+    assert rate == {"automobile": 1.0, "motorcar": 1.0, "auto": 0.0, "machine": 0.0}
+    half = DocumentAugmenter("uninformative", vocabulary, probability=0.5, wordnet_dir=str(WORDNET))
+    rare = sum(a != b for seed in range(400) for a, b in zip(half(" ".join(words), seed), words) if b == "automobile")
+    assert 0.4 < rare / 400 < 0.6
+    uda = DocumentAugmenter("uninformative", vocabulary, wordnet_dir=str(WORDNET), selection="tf_idf",
+                            probability=0.3)  # the old rule, kept by name: it does replace frequent words
+    assert any(a != b for seed in range(200) for a, b in zip(uda(" ".join(words), seed), words) if b == "auto")
+
+
+@needs_wordnet
+def test_uninformative_lemmatises_so_table_1s_example_fires(wordnet):
+    """Table 1: "due to a slighter dispersion of roles certainly ." → "due to a thin dispersion of roles
+    certainly ."; "slighter" reaches "thin" through its lemma "slight"."""
+    assert wordnet.lemmas("slighter") == ["slight"] and "thin" in wordnet.lemma_synonyms("slighter")
+    assert wordnet.lemmas("better")[:1] == ["better"] and "good" in wordnet.lemmas("better")  # adj.exc
+    assert wordnet.lemmas("cars") == ["car"] and "run" in wordnet.lemmas("running")
+    texts = ["due to a slighter dispersion of roles certainly ."] + ["the thin dispersion"] * 12 + \
+        ["dispersion of roles certainly"] * 12
+    augment = DocumentAugmenter("uninformative", Vocabulary.from_texts(texts), wordnet_dir=str(WORDNET))
+    assert augment.table["slighter"] == ("thin",)
+    assert augment(texts[0], 0) == words_of("due to a thin dispersion of roles certainly .")

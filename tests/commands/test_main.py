@@ -16,7 +16,7 @@ def test_help_lists_every_command_with_a_description(capsys):
     assert exit_info.value.code == 0
     out = capsys.readouterr().out
     for name in ("fit", "validate", "test", "predict", "evaluate", "embed", "export", "figures", "slurm",
-                 "dense-search", "candidates", "matching"):
+                 "dense-search", "candidates", "ctpe-release", "grid", "matching"):
         assert any(line.split()[:1] == [name] and len(line.split()) > 2 for line in out.splitlines()), name
     assert set(COMMANDS) == {line.split()[0] for line in out.splitlines() if line.startswith("  ")}
 

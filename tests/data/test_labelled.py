@@ -128,6 +128,33 @@ def test_datamodule_folder_splits_serve_the_test_split(tmp_path):
     assert sorted(d.id for d in test_batch) == ["test/neg/0_3.txt", "test/pos/0_10.txt"]
 
 
+def test_fit_on_all_serves_train_test_and_unlabelled_reviews_while_the_probe_keeps_its_splits(tmp_path):
+    """DECA §4.1 trains on all documents: aclImdb's train, test and unsup reviews (labels never read in training);
+    the labelled splits stay as they are for the probes."""
+    write_imdb_like(tmp_path / "aclImdb")
+    options = {"source": str(tmp_path / "aclImdb"), "classes": ["neg", "pos"], "batch_size": 8, "num_workers": 0,
+               "val_fraction": 0.0, "cache_dir": str(tmp_path / "cache")}
+    dm = LabelledTextDataModule(fit_on="all", unlabelled_class="unsup", **options)
+    dm.collate_fn = list
+    dm.setup("fit")
+    served = [d for batch in dm.train_dataloader() for d in batch]
+    assert sorted((d.id, d.label) for d in served) == [
+        ("test/neg/0_3.txt", "neg"), ("test/pos/0_10.txt", "pos"), ("train/neg/2_2.txt", "neg"),
+        ("train/pos/0_9.txt", "pos"), ("train/pos/1_8.txt", "pos"), ("train/unsup/4_0.txt", None)]
+    assert len(dm.train_set) == 3 and len(dm.test_set) == 2 and dm.labels == ["neg", "pos"]
+    only_train = LabelledTextDataModule(**options)
+    only_train.collate_fn = list
+    only_train.setup("fit")
+    assert sorted(d.id for batch in only_train.train_dataloader() for d in batch) == [
+        "train/neg/2_2.txt", "train/pos/0_9.txt", "train/pos/1_8.txt"]
+    with pytest.raises(ConfigError, match="unlabelled_class: .* set fit_on: all"):
+        LabelledTextDataModule(unlabelled_class="unsup", **options)
+    with pytest.raises(ConfigError, match="classes: name the labelled class folders"):
+        LabelledTextDataModule(fit_on="all", unlabelled_class="unsup", **{**options, "classes": None})
+    with pytest.raises(ConfigError, match="fit_on"):
+        LabelledTextDataModule(fit_on="everything", **options)
+
+
 def test_datamodule_train_and_test_tables_with_latin1(tmp_path):
     (tmp_path / "bbc").mkdir()
     (tmp_path / "bbc" / "train.csv").write_bytes("text,category\nCaf\xe9 owners count pebbles.,business\n"

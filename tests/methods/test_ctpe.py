@@ -218,7 +218,6 @@ def test_predict_exports_pairs_and_counts_unsplittable(ctpe):
 
 
 def test_word2vec_initialisation_is_gensims_vectors_and_repeatable():
-    pytest.importorskip("gensim")
     texts = [d.title + " " + d.text for d in clustered_documents()]
     spec = WordEmbeddings(init="word2vec", dim=8, min_count=1, epochs=2)
     tokenizer, vectors = spec.build(texts)

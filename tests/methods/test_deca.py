@@ -194,6 +194,9 @@ def test_arguments_that_would_be_ignored_cannot_be_written(tiny_encoder_dir):
      "model.init_args.augmentation.init_args.models: give the forward and the backward"),
     ({"augmentation": BackTranslation(["f", "b"], "cache.sqlite", max_length=0)},
      "model.init_args.augmentation.init_args.max_length: must be >= 1, got 0"),
+    ({"augmentation": Uninformative(selection="lowest")},
+     "model.init_args.augmentation.init_args.selection: must be 'rare' (the paper's) or 'tf_idf'"),
+    ({"augmentation": Uninformative(rare_count=0)}, "model.init_args.augmentation.init_args.rare_count: must be >= 1"),
     ({"framework": "simclr"}, "model.init_args.framework: expected one of"),
 ])
 def test_out_of_range_values_are_config_errors_naming_the_full_key(arguments, key):
@@ -213,7 +216,8 @@ def write_labelled_tsv(folder: Path) -> Path:
 @pytest.mark.parametrize("config", CONFIGS)
 def test_every_deca_config_runs_fast_dev_run(config, tiny_encoder_dir, tmp_path):
     folder = write_labelled_tsv(tmp_path / "set")
-    args = ["fit", "--config", str(ROOT / config), f"--data.source={folder}", "--data.column_names=[label,text]",
+    args = ["fit", "--config", str(ROOT / config), f"--data.source={folder}", "--data.source_format=auto",
+            "--data.column_names=[label,text]", "--data.classes=null", "--data.unlabelled_class=null",
             "--data.batch_size=8", "--data.num_workers=0", "--trainer.accelerator=cpu", "--trainer.devices=1",
             "--trainer.logger=false", "--trainer.fast_dev_run=2", f"--trainer.default_root_dir={tmp_path}"]
     init_args = yaml.safe_load((ROOT / config).read_text())["model"]["init_args"]
@@ -245,6 +249,7 @@ def test_every_deca_config_runs_fast_dev_run(config, tiny_encoder_dir, tmp_path)
 def test_predict_from_a_checkpoint_through_the_cli(tmp_path):
     folder = write_labelled_tsv(tmp_path / "set")
     args = ["--config", str(ROOT / "configs/deca/r8_dc_sc.yaml"), f"--data.source={folder}", "--data.batch_size=8",
+            "--data.source_format=auto", "--data.column_names=[label,text]",
             "--data.num_workers=0", "--model.init_args.backbone.init_args.min_word_count=1",
             "--model.init_args.augmentation.init_args.replacement_min_count=1",
             "--trainer.accelerator=cpu", "--trainer.devices=1", "--trainer.logger=false",
@@ -439,3 +444,43 @@ def test_id_replacement_draws_each_candidate_uniformly_with_the_given_probabilit
     assert abs(kept - 4000 * (0.5 + 0.5 / 3)) < 150
     assert all(abs(drawn[k] - 4000 * 0.5 / 3) < 120 for k in [(5, 2, 5), (5, 3, 4, 5)])
     assert replacement(["a", "b", "a"], "s", max_words=2)[0].tolist() == [1, 2]  # cut after dropping, as ids() does
+
+
+@needs_wordnet
+def test_without_the_dictionary_constraint_an_out_of_corpus_synonym_is_a_word_not_a_deletion():
+    """Table 5's "-Dictionary" row: a replacement that the corpus never saw gets a Doc2VecC word of its own (count 0,
+    never a negative sample), so the augmented document keeps as many words as the original."""
+    docs = [Document(f"d{i}", sections=[Section("", "the car is here and the dog is there")]) for i in range(6)]
+    model = DECA(Doc2VecCBackbone(min_word_count=1, corruption=0.0), Append(), WordNet(dictionary_constraint=False))
+    model._trainer = fake_trainer(docs)
+    model.setup("fit")
+    corpus_words = set(Vocabulary.from_texts(["the car is here and the dog is there"]).counts)
+    assert {"automobile", "motorcar", "domestic", "andiron"} <= set(model.index)  # car's and dog's synonyms' words
+    assert all(model.index[w] <= len(corpus_words) for w in corpus_words)  # the corpus's words come first
+    noise, known = model.backbone.noise, len(corpus_words)
+    assert noise[known + 1:].eq(0).all() and noise[1:known + 1].gt(0).all()
+    collate = model.collator("validate")
+    lengths, replaced = set(), 0
+    for doc in docs:
+        original, augmented = collate.replacement(words_of(document_text(doc, True)), doc.id, collate.max_words)
+        lengths.add(len(augmented) - len(original) >= 0)
+        replaced += sum(i > len(corpus_words) for i in augmented.tolist())  # a thesaurus word, kept
+    assert lengths == {True} and replaced > 0
+    constrained = DECA(Doc2VecCBackbone(min_word_count=1), Append(), WordNet())
+    constrained._trainer = fake_trainer(docs)
+    constrained.setup("fit")
+    assert set(constrained.index) == corpus_words
+
+
+def test_encoder_views_are_both_words_without_punctuation(tiny_encoder_dir):
+    """The two BERT views differ by the augmentation alone: the document's view is its words as the augmentation's
+    is (lower case, no punctuation), not the raw text."""
+    from lit_docemb.models import tokenizer_and_encoder
+    from lit_docemb.views.deca import AugmentedTextCollator
+
+    tokenizer, _ = tokenizer_and_encoder(tiny_encoder_dir, 32, "max_length", "encoder")
+    doc = Document("d", sections=[Section("", "The Car, here! And (the) dog.")])
+    batch = AugmentedTextCollator(tokenizer, identity, 32, deterministic=True)([doc])
+    assert torch.equal(batch.view_a.input_ids, batch.view_b.input_ids)  # identity augmentation: identical views
+    text = tokenizer.decode(batch.view_a.input_ids[0], skip_special_tokens=True)
+    assert not any(mark in text for mark in ",!()."), text
