@@ -1,26 +1,39 @@
-"""``python -m lit_docemb ctpe-release FILE OUT``: a CTPE released subset (github.com/opendata-ai/tr) as the task
+"""``python -m lit_docemb ctpe-release --input FILE --output FOLDER``: a CTPE released subset (github.com/opendata-ai/tr) as the task
 folder that ``fit --config configs/ctpe/*.yaml`` and ``candidates`` read (see :mod:`lit_docemb.data.ctpe_release`)."""
 
 from __future__ import annotations
 
-import argparse
 import json
+import sys
 from pathlib import Path
 
-from lit_docemb.data.ctpe_release import convert_ctpe_release
+from lit_docemb.commands.arguments import run_command
 from lit_docemb.errors import ConfigError
 
 
-def main(argv: list[str] | None = None) -> dict[str, int]:
-    parser = argparse.ArgumentParser(description="Convert a CTPE released subset to a candidates/test/qrels folder.")
-    parser.add_argument("release", help="the released file: a ground-truth dict line, then id<TAB>title<TAB>abstract")
-    parser.add_argument("out", help="the task folder to write (e.g. data/ctpe/arxiv)")
-    args = parser.parse_args(argv)
-    if not Path(args.release).expanduser().is_file():
-        raise ConfigError(f"release: no file at {args.release!r}; download a subset from github.com/opendata-ai/tr")
+def ctpe_release(input: str, output: str) -> dict[str, int]:
+    """Convert a CTPE released subset to a candidates/test/qrels task folder; prints the counts written.
+
+    Args:
+        input: The released file: a ground-truth dict line, then id<TAB>title<TAB>abstract lines.
+        output: The task folder to write (e.g. data/ctpe/arxiv).
+    """
+    from lit_docemb.data.ctpe_release import convert_ctpe_release
+
+    if not Path(input).expanduser().is_file():
+        raise ConfigError(f"--input: no file at {input!r}; download a subset from github.com/opendata-ai/tr")
     try:
-        counts = convert_ctpe_release(args.release, args.out)
+        counts = convert_ctpe_release(input, output)
     except ValueError as err:
-        raise ConfigError(f"release: {err}") from err
+        raise ConfigError(f"--input: {err}") from err
     print("ctpe-release " + json.dumps(counts))
     return counts
+
+
+def main(argv: list[str] | None = None) -> dict[str, int]:
+    """Runs :func:`ctpe_release`; the positional ``FILE OUT`` still works (one deprecation line)."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if len(argv) >= 2 and not argv[0].startswith("-") and not argv[1].startswith("-"):
+        print("warning: positional FILE OUT is deprecated, use --input FILE --output FOLDER", file=sys.stderr)
+        argv = ["--input", argv[0], "--output", argv[1], *argv[2:]]
+    return run_command(ctpe_release, argv, "python -m lit_docemb ctpe-release")

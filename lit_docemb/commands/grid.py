@@ -1,4 +1,4 @@
-"""``python -m lit_docemb grid GRID.yaml [-- FIT ARGS]``: a paper table's cells as ``fit`` runs, one after the other,
+"""``python -m lit_docemb grid --input GRID.yaml [--output ROOT] [-- FIT ARGS]``: a paper table's cells as ``fit`` runs, one after the other,
 then the table of one metric.
 
 A grid file is data (read with the safe loader, every ``fit`` it starts checked like any config)::
@@ -12,17 +12,17 @@ A grid file is data (read with the safe loader, every ``fit`` it starts checked 
   skip: [[-Contrastive, WordNet]]     # cells the paper leaves empty (optional)
 
 Cell (row, column) runs ``fit <row args> <column args> <extra args> --trainer.default_root_dir=<root>/<row>/<column>``
-(``--root``, default ``runs/grid``); the table is printed as ``grid {json}`` and written to ``<root>/grid.json``.
+(``--output``, default ``runs/grid``); the table is printed as ``grid {json}`` and written to ``<root>/grid.json``.
 """
 
 from __future__ import annotations
 
-import argparse
 import json
 import re
 import sys
 from pathlib import Path
 
+from lit_docemb.commands.arguments import parse_command
 from lit_docemb.commands.trust import load_yaml
 from lit_docemb.errors import ConfigError
 
@@ -79,16 +79,36 @@ def run_grid(grid: dict, extra: list[str], root: str = "runs/grid") -> dict[str,
     return table
 
 
-def main(argv: list[str] | None = None) -> dict[str, dict[str, float | None]]:
-    parser = argparse.ArgumentParser(description="Fit every cell of a paper table and print the table; extra fit "
-                                                 "arguments for every cell go after `--`.")
-    parser.add_argument("grid", help="the grid YAML file (metric, rows, columns, skip)")
-    parser.add_argument("--root", default="runs/grid", help="run folders <root>/<row>/<column> (default runs/grid)")
-    argv = list(sys.argv[1:] if argv is None else argv)
-    extra = argv[argv.index("--") + 1:] if "--" in argv else []
-    args = parser.parse_args(argv[:argv.index("--")] if "--" in argv else argv)
-    table = run_grid(read_grid(args.grid), extra, args.root)
-    Path(args.root).mkdir(parents=True, exist_ok=True)
-    (Path(args.root) / "grid.json").write_text(json.dumps(table, indent=1) + "\n")
+def grid(input: str, output: str = "runs/grid") -> dict[str, dict[str, float | None]]:
+    """Fit every cell of a paper table and print the table; extra fit arguments for every cell go after `--`.
+
+    Args:
+        input: The grid YAML file (metric, rows, columns, skip).
+        output: Root of the cells' run folders (<output>/<row>/<column>) and of grid.json.
+    """
+    return run_grid_file(input, output, [])
+
+
+def run_grid_file(input: str, output: str, extra: list[str]) -> dict[str, dict[str, float | None]]:
+    """Runs the grid file ``input`` with ``extra`` fit arguments, writes ``<output>/grid.json`` and prints it."""
+    table = run_grid(read_grid(input), extra, output)
+    Path(output).mkdir(parents=True, exist_ok=True)
+    (Path(output) / "grid.json").write_text(json.dumps(table, indent=1) + "\n")
     print("grid " + json.dumps(table))
     return table
+
+
+def main(argv: list[str] | None = None) -> dict[str, dict[str, float | None]]:
+    """Runs :func:`grid`; arguments after ``--`` go to every cell's ``fit``. The old positional ``GRID.yaml`` and
+    ``--root`` still work (one deprecation line)."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    extra = argv[argv.index("--") + 1:] if "--" in argv else []
+    argv = argv[:argv.index("--")] if "--" in argv else argv
+    if argv and not argv[0].startswith("-"):
+        print("warning: positional GRID.yaml is deprecated, use --input GRID.yaml", file=sys.stderr)
+        argv = ["--input", *argv]
+    if "--root" in argv:
+        print("warning: --root is deprecated, use --output", file=sys.stderr)
+        argv = ["--output" if arg == "--root" else arg for arg in argv]
+    options = parse_command(grid, argv, "python -m lit_docemb grid")
+    return run_grid_file(options["input"], options.get("output", "runs/grid"), extra)

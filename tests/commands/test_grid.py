@@ -53,7 +53,7 @@ def test_a_small_grid_fits_every_cell_and_prints_the_table(tmp_path, capsys):
              "--trainer.logger=false", "--trainer.fast_dev_run=2",
              "--model.init_args.backbone.init_args.min_word_count=1",
              "--model.init_args.augmentation.init_args.replacement_min_count=1"]
-    table = main([str(tmp_path / "grid.yaml"), "--root", str(tmp_path / "runs"), "--", *extra])
+    table = main(["--input", str(tmp_path / "grid.yaml"), "--output", str(tmp_path / "runs"), "--", *extra])
     assert table["-Contrastive"]["Antonyms"] is None
     assert all(0.0 <= table[r][c] <= 1.0 for r, c in [("DECA", "WordNet"), ("DECA", "Antonyms"),
                                                       ("-Contrastive", "WordNet")])

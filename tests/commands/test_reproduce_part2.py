@@ -1,5 +1,6 @@
-"""docs/reproduce-part2.md: every ``python -m lit_docemb`` line names a command, its config / grid files exist, and
-``fit`` / ``test`` lines resolve to a config (their overrides are keys the config has, with valid values)."""
+"""docs/reproduce.md's DECA, CoLDE and CTPE sections: every ``python -m lit_docemb`` line names a command, its config
+/ grid files exist, and ``fit`` / ``test`` lines resolve to a config (their overrides are keys the config has, with
+valid values). tests/system/test_reproduce_doc.py parses every command of the whole document against its parser."""
 
 from __future__ import annotations
 
@@ -13,11 +14,17 @@ from lit_docemb.commands import COMMANDS
 from lit_docemb.commands.slurm import resolve_fit_config
 
 ROOT = Path(__file__).resolve().parents[2]
-DOC = ROOT / "docs" / "reproduce-part2.md"
+DOC = ROOT / "docs" / "reproduce.md"
+
+
+def part_two() -> str:
+    """The document from its DECA section on."""
+    text = DOC.read_text(encoding="utf-8")
+    return text[text.index("\n## DECA"):]
 
 
 def commands() -> list[list[str]]:
-    text = DOC.read_text(encoding="utf-8")
+    text = part_two()
     blocks = re.findall(r"```bash\n(.*?)```", text, flags=re.S)
     lines = [line.strip() for block in blocks for line in block.splitlines() if line.strip()]
     assert all(line.startswith("python -m lit_docemb ") for line in lines), "one lit_docemb command per line"
@@ -25,10 +32,10 @@ def commands() -> list[list[str]]:
 
 
 def test_the_document_has_the_three_sections_and_rows_with_an_ours_column():
-    text = DOC.read_text(encoding="utf-8")
+    text = part_two()
     assert [h for h in re.findall(r"^## (.+)$", text, flags=re.M)] == ["DECA", "CoLDE", "CTPE"]
     assert text.count("not run (no data offline)") >= 20
-    assert "python -m lit_docemb grid grids/deca_table5.yaml" in text  # Table 5 as one command
+    assert "python -m lit_docemb grid --input grids/deca_table5.yaml" in text  # Table 5 as one command
 
 
 @pytest.mark.parametrize("argv", commands(), ids=lambda argv: " ".join(argv)[:90])
@@ -39,7 +46,7 @@ def test_every_command_parses(argv, monkeypatch):
         if flag == "--config":
             assert (ROOT / value).is_file(), value
     if argv[0] == "grid":
-        assert (ROOT / argv[1]).is_file()
+        assert (ROOT / argv[argv.index("--input") + 1]).is_file()
     if argv[0] in ("fit", "test"):
         args = argv[1:]
         if "--ckpt_path" in args:  # the checkpoint comes from the fit before it

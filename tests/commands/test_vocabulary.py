@@ -29,6 +29,8 @@ VOCABULARY_FLAGS = {
     "candidates": {"--ckpt_path", "--input", "--batch_size"},
     "matching": {"--config", "--ckpt_path", "--batch_size", "--accelerator"},
     "pool-folds": {"--output"},
+    "ctpe-release": {"--input", "--output"},
+    "grid": {"--input", "--output"},
 }
 OLD_SPELLINGS = ("--ckpt ", "--batch-size", "--device ", "--no_progress_bar")
 

@@ -50,10 +50,10 @@ def test_uspto_claims_become_a_second_section_and_bad_files_name_the_line(tmp_pa
 
 def test_command_converts_and_refuses_a_missing_file_in_one_line(tmp_path):
     (tmp_path / "dblp.txt").write_text(RELEASE)
-    done = subprocess.run([sys.executable, "-m", "lit_docemb", "ctpe-release", str(tmp_path / "dblp.txt"),
-                           str(tmp_path / "out")], capture_output=True, text=True)
+    done = subprocess.run([sys.executable, "-m", "lit_docemb", "ctpe-release", "--input",
+                           str(tmp_path / "dblp.txt"), "--output", str(tmp_path / "out")], capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout.split("ctpe-release ", 1)[1]) == {"candidates": 4, "test": 2, "qrels": 3}
-    missing = subprocess.run([sys.executable, "-m", "lit_docemb", "ctpe-release", str(tmp_path / "nope.txt"),
-                              str(tmp_path / "out2")], capture_output=True, text=True)
+    missing = subprocess.run([sys.executable, "-m", "lit_docemb", "ctpe-release", "--input",
+                              str(tmp_path / "nope.txt"), "--output", str(tmp_path / "out2")], capture_output=True, text=True)
     assert missing.returncode == 2 and missing.stderr.strip().count("\n") == 0 and "opendata-ai/tr" in missing.stderr

@@ -17,8 +17,8 @@ DISTRIBUTION = {"sklearn": "scikit-learn", "faiss": "faiss-cpu", "pytrec_eval": 
 #: datasets, pyyaml by jsonargparse and transformers, tensorboard's reader by nothing (figures' hint names it).
 COME_WITH_BASE = {"numpy", "safetensors", "fsspec", "pyyaml"}
 #: Optional: only the figures and export commands import them, each behind an ImportError naming the install line.
-OPTIONAL = {"umap-learn": "lit_docemb/commands/figures.py", "sentence-transformers": "lit_docemb/commands/export.py",
-            "tensorboard": "lit_docemb/commands/figures.py"}
+OPTIONAL = {"umap-learn": "lit_docemb/commands/plots.py", "sentence-transformers": "lit_docemb/commands/exporters.py",
+            "tensorboard": "lit_docemb/commands/plots.py"}
 
 
 def _imported_distributions() -> dict[str, set[str]]:
