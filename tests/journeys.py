@@ -1,0 +1,233 @@
+"""A shipped config made runnable in a test: the tiny encoder instead of the hub model, a fixture of its corpus in
+the corpus's real on-disk layout, a CPU trainer of a few steps writing into a temporary run folder.
+
+The config keeps its own scheduler, callbacks, logger and evaluations. Which corpus fixture: :data:`CORPORA`,
+keyed on the DataModule class the config names; which model overrides: :data:`MODELS`, keyed on the method class.
+A config whose DataModule or method has no entry cannot be prepared: :func:`journey_config` says what to add.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+
+import yaml
+from corpus_files import (
+    _write_wikir,
+    export_xml,
+    labelled_docs,
+    page_xml,
+    topic_texts,
+    write_labelled_folder,
+    write_lra,
+    write_release,
+)
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _short(class_path: str) -> str:
+    return class_path.rsplit(".", 1)[-1]
+
+
+# --- corpora: DataModule class -> (fixture writer, init_args it sets) ----------------------------------------
+def _labelled(data: dict, folder: Path) -> dict:
+    """LabelledTextDataModule: a local folder of train/test files; TSV without header where the config names its
+    columns (the DECA sets), JSONL with ``text``/``label`` keys otherwise (the hub sets saved locally)."""
+    if data.get("column_names"):
+        folder.mkdir(parents=True, exist_ok=True)
+        columns = data["column_names"]
+        for split, docs in [("train", labelled_docs(24)), ("test", labelled_docs(8))]:
+            rows = ({"label": d.label, "text": d.text} for d in docs)
+            (folder / f"{split}.tsv").write_text("".join("\t".join(r[c] for c in columns) + "\n" for r in rows))
+        return {"source": str(folder), "cache_dir": str(folder / "cache")}
+    return {"source": str(write_labelled_folder(folder)), "label_column": "label", "text_column": "text",
+            "cache_dir": str(folder / "cache")}
+
+
+def write_ctpe_task(root: Path) -> Path:
+    """A CTPE task folder (candidates.jsonl, test.jsonl, qrels.txt): Python documentation topics as title +
+    abstract papers; a test document is relevant to the candidates whose name starts with its first letter."""
+    from pydoc_data.topics import topics
+
+    names = sorted(n for n, t in topics.items() if len(t.split()) > 80)[:40]
+    root.mkdir(parents=True, exist_ok=True)
+    docs = {n: {"id": n, "title": n.replace("-", " "), "sections": [{"heading": "Abstract",
+                                                                    "text": " ".join(topics[n].split()[:120])}]}
+            for n in names}
+    candidates, tests = names[::2], names[1::2]
+    for file, ids in (("candidates.jsonl", candidates), ("test.jsonl", tests)):
+        (root / file).write_text("".join(json.dumps(docs[n]) + "\n" for n in ids))
+    lines = [f"{q} 0 {c} 1" for q in tests for c in candidates if c[0] == q[0]]
+    (root / "qrels.txt").write_text("\n".join(lines) + "\n")
+    return root
+
+
+def _jsonl(data: dict, folder: Path) -> dict:
+    task = write_ctpe_task(folder)
+    return {"paths": [str(task / "candidates.jsonl"), str(task / "test.jsonl")]}
+
+
+def write_wikipedia_dump(path: Path) -> Path:
+    """A MediaWiki XML export of 8 articles in two link groups, each with a second section."""
+    groups = [["Fern", "Moss", "Leaf", "Root"], ["Owl", "Hawk", "Nest", "Egg"]]
+    pages = []
+    for i, text in enumerate(topic_texts(8)):
+        links = " ".join(f"[[{x}]]" for x in groups[i % 2])
+        body = text[:300].replace("[", "").replace("]", "")
+        pages.append(page_xml(f"Article {i}", i + 1, f"{body} {links}\n\n== Part ==\n{text[300:700]}"))
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(export_xml(pages), encoding="utf-8")
+    return path
+
+
+def write_aan_network(root: Path) -> Path:
+    """The AAN network release: papers_text/<id>.txt and the citation file acl.txt."""
+    (root / "papers_text").mkdir(parents=True)
+    for i, text in enumerate(topic_texts(10)):
+        (root / "papers_text" / f"P{i}.txt").write_text(text[:800])
+    (root / "acl.txt").write_text("P0 ==> P1\nP0 ==> P2\nP3 ==> P4\nP5 ==> P6\n")
+    return root
+
+
+def _wikipedia(data: dict, folder: Path) -> dict:
+    return {"source": str(write_wikipedia_dump(folder / "enwiki.xml")), "cache_dir": str(folder / "cache"),
+            "val_fraction": 0.3}
+
+
+def _aan(data: dict, folder: Path) -> dict:
+    if data.get("layout", "lra") != "network":
+        return {"source": str(write_lra(folder / "lra"))}
+    return {"source": str(write_aan_network(folder / "aan")), "citations_file": "acl.txt"}
+
+
+def _similarity_groups(data: dict, folder: Path) -> dict:
+    corpus = data["corpus"]
+    inner = CORPORA[_short(corpus["class_path"])](corpus.get("init_args") or {}, folder)
+    inner.pop("val_fraction", None)
+    return {"val_fraction": 0.3, "corpus": {"class_path": corpus["class_path"],
+                                            "init_args": {**(corpus.get("init_args") or {}), **inner}}}
+
+
+def _wikir(data: dict, folder: Path) -> dict:
+    return {"root": str(_write_wikir(folder / "wikir")), "negatives": "run", "negatives_run": None,
+            "num_negatives": 2, "val_queries_from_train": 0, "cache_dir": str(folder / "cache")}
+
+
+def _openwebtext(data: dict, folder: Path) -> dict:
+    write_release(folder / "openwebtext")
+    return {"source": str(folder / "openwebtext"), "cache_dir": str(folder / "cache"), "val_fraction": 0.2}
+
+
+def _installed_docs(data: dict, folder: Path) -> dict:
+    return {"sources": ["pydoc"]}  # the installed Python's own reference topics: always there, quick to read
+
+
+CORPORA: dict[str, Callable[[dict, Path], dict]] = {
+    "LabelledTextDataModule": _labelled,
+    "JSONLDataModule": _jsonl,
+    "WikipediaDataModule": _wikipedia,
+    "AANDataModule": _aan,
+    "SimilarityGroupDataModule": _similarity_groups,
+    "WIKIRDataModule": _wikir,
+    "OpenWebTextDataModule": _openwebtext,
+    "InstalledDocsDataModule": _installed_docs,
+}
+"""DataModule class name -> writer of a fixture in that corpus's on-disk layout, returning the data init_args
+that point the config at it."""
+
+
+# --- methods: class -> init_args overrides for the tiny encoder ------------------------------------------------
+def _graph_roberta(args: dict, encoder: str) -> dict:
+    update = {"encoder": encoder, "node_dim": 16, "max_passage_tokens": 64}
+    if args.get("grad_cache_token_budget"):
+        update["grad_cache_token_budget"] = 256
+    return update
+
+
+def _wrapper(args: dict, encoder: str) -> dict:
+    backbone = args["backbone"]
+    inner = MODELS[_short(backbone["class_path"])](backbone.get("init_args") or {}, encoder)
+    update = {"backbone": {"class_path": backbone["class_path"], "init_args": {**backbone["init_args"], **inner}},
+              "checkpoint": None}
+    if "labels" in args:
+        update["labels"] = ["code", "sea"]
+    return update
+
+
+def _docsplit(args: dict, encoder: str) -> dict:
+    return {"encoder": encoder, "max_length": 64}
+
+
+def _deca(args: dict, encoder: str) -> dict:
+    update = {"replacement_min_count": 1} if args.get("dictionary_constraint", True) else {}
+    if "encoder" in args:
+        return {**update, "encoder": encoder, "max_length": 64}
+    return {**update, "min_word_count": 1}
+
+
+def _colde(args: dict, encoder: str) -> dict:
+    update = {"encoder": encoder, "chunk_tokens": 32, "lstm_output_size": 16, "projection_size": 8, "num_heads": 2}
+    if args.get("grad_cache_token_budget"):
+        update["grad_cache_token_budget"] = 64
+    return update
+
+
+def _ctpe(args: dict, encoder: str) -> dict:
+    embeddings = dict(args["embeddings"])
+    init = dict(embeddings.get("init_args") or {})
+    if "encoder" in init:
+        init["encoder"] = encoder
+    else:
+        init.update(dim=16, min_count=1, epochs=1)
+    update = {"embeddings": {**embeddings, "init_args": init}, "n_filters": 8, "max_length": 32}
+    if args.get("tfidf_neighbours"):
+        update["tfidf_neighbours"] = 5
+    return update
+
+
+MODELS: dict[str, Callable[[dict, str], dict]] = {
+    "GraphRoBERTa": _graph_roberta, "DocumentClassifier": _wrapper, "DenseRetrieval": _wrapper,
+    "DocSplit": _docsplit, "DECA": _deca, "CoLDE": _colde, "CTPE": _ctpe,
+}
+"""Method class name -> its init_args overrides: the tiny encoder and sizes that fit it."""
+
+
+def _trainer(trainer: dict, run: Path, corpus: Path) -> dict:
+    trainer = {k: v for k, v in trainer.items() if k not in ("strategy", "val_check_interval", "num_nodes")}
+    trainer.update(default_root_dir=str(run), accelerator="cpu", devices=1, precision="32-true", max_steps=2,
+                   log_every_n_steps=1, enable_progress_bar=False)
+    if trainer.get("limit_val_batches", 1) != 0:
+        trainer["limit_val_batches"] = 1
+    logger = trainer.get("logger")
+    if isinstance(logger, dict):
+        logger["init_args"] = {**(logger.get("init_args") or {}), "save_dir": str(run)}
+    for callback in trainer.get("callbacks") or []:
+        if _short(callback["class_path"]) == "CandidateRanking":  # the task folder the JSONL fixture wrote
+            callback["init_args"] = {**(callback.get("init_args") or {}), "root": str(corpus)}
+    return trainer
+
+
+def journey_config(config: Path, encoder: str, tmp_path: Path) -> Path:
+    """``config`` made runnable here, written to ``tmp_path/config.yaml``; its run folder is ``tmp_path/run``."""
+    raw = yaml.safe_load(config.read_text(encoding="utf-8"))
+    data, model = raw["data"], raw["model"]
+    name = _short(data["class_path"])
+    if name not in CORPORA:
+        raise LookupError(f"{config}: no corpus fixture for {data['class_path']}; add a writer of its on-disk "
+                          "layout to tests/journeys.py CORPORA (and tests/corpus_files.py)")
+    method = _short(model["class_path"])
+    if method not in MODELS:
+        raise LookupError(f"{config}: no tiny-encoder overrides for {model['class_path']}; add them to "
+                          "tests/journeys.py MODELS")
+    corpus = tmp_path / "corpus"
+    data_args = data.get("init_args") or {}
+    data["init_args"] = {**data_args, **CORPORA[name](data_args, corpus), "num_workers": 0,
+                         "batch_size": 8 if name == "JSONLDataModule" else 4}
+    model_args = model.get("init_args") or {}
+    model["init_args"] = {**model_args, **MODELS[method](model_args, encoder)}
+    raw["trainer"] = _trainer(raw.get("trainer") or {}, tmp_path / "run", corpus)
+    path = tmp_path / "config.yaml"
+    path.write_text(yaml.safe_dump(raw, sort_keys=False), encoding="utf-8")
+    return path
