@@ -116,7 +116,7 @@ def build_method(configs: Sequence[str | Path]) -> EmbeddingMethod:
             raise ValueError(f"{path} has no 'model' section: pass the run's config.yaml (or the fit config)")
         model = _merge(model, config["model"])
     parser = LightningArgumentParser(exit_on_error=False)
-    parser.add_subclass_arguments(EmbeddingMethod, "model", required=True)
+    parser.add_subclass_arguments(EmbeddingMethod, "model", required=True, fail_untyped=False)  # as LightningCLI
     parsed = parser.parse_object({"model": model})
     instantiate = getattr(parser, "instantiate", None) or parser.instantiate_classes
     return instantiate(parsed).model
