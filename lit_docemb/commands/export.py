@@ -437,7 +437,10 @@ def main(args: list[str] | None = None) -> Path:
     parser.add_argument("--format", choices=["sentence-transformers", "hf"], default="sentence-transformers")
     options = parser.parse_args(args)
     method = load_method(options.config, options.ckpt_path)
-    exporter(method)  # refuses an unexportable method before anything is written
+    try:
+        exporter(method)  # refuses an unexportable method before anything is written
+    except ExportError as err:
+        parser.exit(2, f"error: {err}\n")
     folder = export(method, options.output, options.format)
     print(f"export: {type(method).__name__} written to {folder} ({options.format})")
     return folder
