@@ -80,13 +80,39 @@ def load_checkpoint(method: L.LightningModule, path: str) -> None:
     load_method_checkpoint(method, path)
 
 
+class HeldOutDocuments(Evaluation):
+    """Held-out retrieval (:func:`~lit_docemb.eval.heldout.evaluate_heldout`) on the validation split of an
+    unlabelled corpus: a summary or a section must find the rest of its document."""
+
+    name = "heldout"
+
+    def evaluate(self, context: EvaluationContext) -> dict[str, float]:
+        from lit_docemb.data.document import Document, Section
+        from lit_docemb.eval.embedding import embed_sharded
+        from lit_docemb.eval.heldout import evaluate_heldout
+
+        val_set = getattr(context.data, "val_set", None)
+        if not val_set:
+            raise ValueError(f"{type(context.data).__name__} has no held-out (validation) documents: set "
+                             "data.init_args.val_fraction > 0, or pass --evaluation")
+
+        def embed(texts: list[str]) -> torch.Tensor:
+            documents = [Document(str(i), sections=[Section("", t)]) for i, t in enumerate(texts)]
+            return embed_sharded(context.method, documents, context.batch_size).cpu()
+
+        return evaluate_heldout(embed, [val_set[i] for i in range(len(val_set))], batch_size=context.batch_size)
+
+
 def default_evaluations(data) -> list[Evaluation]:
-    """Retrieval on the test split for a ranking DataModule; clustering and the linear probe for a labelled one."""
+    """Retrieval on the test split for a ranking DataModule; clustering and the linear probe for a labelled one;
+    held-out retrieval on the validation split for an unlabelled corpus."""
     if isinstance(data, RetrievalDataModule):
         return [RetrievalEvaluation(split="test")]
     if getattr(data, "test_set", None) is not None or hasattr(data, "labels"):
         evaluate_on = "test" if getattr(data, "test_set", None) is not None else "val"
         return [Clustering(evaluate_on=evaluate_on), LinearProbe(evaluate_on=evaluate_on)]
+    if getattr(data, "val_set", None):
+        return [HeldOutDocuments()]
     raise ValueError(f"no evaluation configured and none known for {type(data).__name__}: pass --evaluation")
 
 
