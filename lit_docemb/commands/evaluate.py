@@ -104,10 +104,13 @@ class HeldOutDocuments(Evaluation):
 
 
 def default_evaluations(data) -> list[Evaluation]:
-    """Retrieval on the test split for a ranking DataModule; clustering and the linear probe for a labelled one;
+    """Retrieval on the test split for a ranking DataModule; matching for one of labelled pairs; clustering and
+    the linear probe for a labelled one;
     held-out retrieval on the validation split for an unlabelled corpus."""
     if isinstance(data, RetrievalDataModule):
         return [RetrievalEvaluation(split="test")]
+    if getattr(data, "mode", None) == "pairs":  # labelled document pairs (AAN's LRA matching task)
+        return [DocumentMatching()]
     if getattr(data, "test_set", None) is not None or hasattr(data, "labels"):
         evaluate_on = "test" if getattr(data, "test_set", None) is not None else "val"
         return [Clustering(evaluate_on=evaluate_on), LinearProbe(evaluate_on=evaluate_on)]
