@@ -436,8 +436,12 @@ def main(args: list[str] | None = None) -> list[Path]:
         output = Path("figures")
     written = []
     if options.run:
-        written.append(training_curves(read_run_metrics(options.run), output / "training_curves.png",
-                                       options.metrics, title=Path(options.run).name))
+        try:
+            curves = read_run_metrics(options.run)
+        except FileNotFoundError as err:  # a run without a logger (logger: false) has no curves to draw
+            parser.exit(2, f"error: {err}\n")
+        written.append(training_curves(curves, output / "training_curves.png", options.metrics,
+                                       title=Path(options.run).name))
     if options.embeddings:
         if not options.input:
             parser.error("--embeddings needs --input, the JSONL whose labels colour the map")
