@@ -120,6 +120,20 @@ def _openwebtext(data: dict, folder: Path) -> dict:
     return {"source": str(folder / "openwebtext"), "cache_dir": str(folder / "cache"), "val_fraction": 0.2}
 
 
+def write_arxiv_folders(root: Path) -> Path:
+    """The arXiv-11 classification release: ``<class>/<paper>.txt``, two classes of labelled papers."""
+    for doc in labelled_docs(24):
+        label = {"code": "cs.PL", "sea": "math.GR"}[doc.label]
+        (root / label).mkdir(parents=True, exist_ok=True)
+        (root / label / f"{doc.id}.txt").write_text(doc.text)
+    return root
+
+
+def _arxiv(data: dict, folder: Path) -> dict:
+    return {"source": str(write_arxiv_folders(folder / "arxiv11")), "cache_dir": str(folder / "cache"),
+            "val_fraction": 0.3}
+
+
 def _installed_docs(data: dict, folder: Path) -> dict:
     return {"sources": ["pydoc"]}  # the installed Python's own reference topics: always there, quick to read
 
@@ -133,6 +147,7 @@ CORPORA: dict[str, Callable[[dict, Path], dict]] = {
     "WIKIRDataModule": _wikir,
     "OpenWebTextDataModule": _openwebtext,
     "InstalledDocsDataModule": _installed_docs,
+    "ArxivDataModule": _arxiv,
 }
 """DataModule class name -> writer of a fixture in that corpus's on-disk layout, returning the data init_args
 that point the config at it."""
@@ -151,8 +166,9 @@ def _wrapper(args: dict, encoder: str) -> dict:
     inner = MODELS[_short(backbone["class_path"])](backbone.get("init_args") or {}, encoder)
     update = {"backbone": {"class_path": backbone["class_path"], "init_args": {**backbone["init_args"], **inner}},
               "checkpoint": None}
-    if "labels" in args:
-        update["labels"] = ["code", "sea"]
+    if "labels" in args:  # the fixtures' two classes (arXiv's folders: cs.PL and math.GR)
+        update["labels"] = ["cs.PL", "math.GR"] if any(str(x).startswith("cs.") for x in args["labels"]) \
+            else ["code", "sea"]
     return update
 
 
@@ -222,6 +238,7 @@ def journey_config(config: Path, encoder: str, tmp_path: Path) -> Path:
         raise LookupError(f"{config}: no tiny-encoder overrides for {model['class_path']}; add them to "
                           "tests/journeys.py MODELS")
     corpus = tmp_path / "corpus"
+    corpus.mkdir(parents=True, exist_ok=True)
     data_args = data.get("init_args") or {}
     data["init_args"] = {**data_args, **CORPORA[name](data_args, corpus), "num_workers": 0,
                          "batch_size": 8 if name == "JSONLDataModule" else 4}

@@ -37,17 +37,28 @@ def write_documents(path: Path, titled: bool) -> list[dict]:
     return rows
 
 
+#: Product bugs the matrix found and that are not fixed yet: the test fails until they are (strict xfail).
+KNOWN = {"configs/colde/aan.yaml": "embed: CoLDE's document_similarity column changes width between batches "
+                                   "(ShardWriter: 'Table schema does not match')"}
+
+
 @pytest.mark.slow
-@pytest.mark.parametrize("config", CONFIGS)
+@pytest.mark.parametrize("config", [pytest.param(c, marks=pytest.mark.xfail(strict=True, reason=KNOWN[c]))
+                                    if c in KNOWN else c for c in CONFIGS])
 def test_journey(config, tiny_encoder_dir, tmp_path, capsys):
     prepared = journey_config(ROOT / config, tiny_encoder_dir, tmp_path)
     run = tmp_path / "run"
     fitted = main(["fit", "--config", str(prepared)])
     assert fitted.trainer.global_step == 2
+    wandb_run = getattr(__import__("sys").modules.get("wandb"), "run", None)
+    if wandb_run is not None:  # what the end of the fit process does: the offline run file gets its metrics
+        wandb_run.finish()
     method = type(fitted.model).__name__
     exportable = method in EXPORTABLE or (method == "DECA" and fitted.model.hparams.get("encoder"))
     saved, last = run / "config.yaml", run / "checkpoints" / "last.ckpt"
-    assert saved.exists() and last.exists()
+    if not last.exists():  # an evaluation-only config (cluster_*) keeps Lightning's default checkpoint
+        last = next((run / "checkpoints").glob("epoch=*-step=2.ckpt"))
+    assert saved.exists()
 
     main(["evaluate", "--config", str(saved), "--ckpt_path", str(last), "--device", "cpu", "--batch_size", "8"])
     results = json.loads((run / "evaluation" / "evaluation.json").read_text())["results"]
@@ -78,8 +89,16 @@ def test_journey(config, tiny_encoder_dir, tmp_path, capsys):
         assert exited.value.code == 2 and len(err.splitlines()) == 1 and "lit_docemb embed" in err, err
         assert not (tmp_path / "st").exists()
 
-    main(["figures", "--run", str(run)])
-    assert (run / "figures" / "training_curves.png").read_bytes()[:4] == b"\x89PNG"
+    if fitted.trainer.loggers:
+        main(["figures", "--run", str(run)])
+        assert (run / "figures" / "training_curves.png").read_bytes()[:4] == b"\x89PNG"
+    else:  # logger: false leaves no curves: one line saying so, status 2
+        capsys.readouterr()
+        with pytest.raises(SystemExit) as exited:
+            main(["figures", "--run", str(run)])
+        err = capsys.readouterr().err.strip()
+        assert exited.value.code == 2 and len(err.splitlines()) == 1 and "no metrics.csv" in err, err
 
-    resumed = main(["fit", "--config", str(prepared), "--ckpt_path", "last", "--trainer.max_steps=3"])
+    resume = "last" if last.name == "last.ckpt" else str(last)
+    resumed = main(["fit", "--config", str(prepared), "--ckpt_path", resume, "--trainer.max_steps=3"])
     assert resumed.trainer.global_step == 3
