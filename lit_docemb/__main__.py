@@ -1,4 +1,4 @@
-from lit_docemb.commands.cli import main
+from lit_docemb.commands import main
 
 if __name__ == "__main__":
     main()

@@ -94,9 +94,15 @@ MOVED_NAMES = {
         "select_graphs": "lit_docemb.views.graph_roberta",
         "split_passages": "lit_docemb.views.graph_roberta",
     },
+    "lit_docemb.methods.base": {
+        "LinearWarmupDecay": "lit_docemb.methods.schedulers",
+        "load_method_checkpoint": "lit_docemb.methods.checkpoints",
+    },
     "lit_docemb.eval": {"evaluate_checkpoint": "lit_docemb.commands.candidates"},
     "lit_docemb.data.trec": {"bm25_run": "lit_docemb.data.bm25"},
+    "lit_docemb.eval.heldout": {"retrieval_metrics": "lit_docemb.eval.heldout:target_rank_metrics"},
 }
+"""A target ``module:new_name`` serves a name that was also renamed."""
 
 
 def _new_home(module: str, name: str) -> str | None:
@@ -107,11 +113,13 @@ def _resolve(module: str, name: str):
     target = None if name.startswith("__") else _new_home(module, name)
     if target is None:
         raise AttributeError(f"module {module!r} has no attribute {name!r}")
+    target, _, new_name = target.partition(":")
+    new_name = new_name or name
     try:
-        value = getattr(importlib.import_module(target), name)
+        value = getattr(importlib.import_module(target), new_name)
     except AttributeError:
         raise AttributeError(f"module {module!r} has no attribute {name!r}") from None
-    warnings.warn(f"{module}.{name} moved to {target}.{name}; the old path goes in the release after next",
+    warnings.warn(f"{module}.{name} moved to {target}.{new_name}; the old path goes in the release after next",
                   DeprecationWarning, stacklevel=3)
     return value
 
@@ -137,7 +145,7 @@ class _MovedModuleFinder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
         return module
 
     def exec_module(self, module) -> None:
-        pass
+        """Nothing to run: the module built by :meth:`create_module` resolves every name on access."""
 
 
 def install() -> None:

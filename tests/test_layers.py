@@ -188,3 +188,12 @@ def test_the_checker_finds_each_kind_of_violation(tmp_path):
     assert found["lightning"] == ["lit_docemb/models/__init__.py:1 imports lightning"]
     assert sorted(found["cycles"]) == [["lit_docemb.data.b", "lit_docemb.data.c"],
                                      ["lit_docemb.eval.e", "lit_docemb.methods.m"]]
+
+
+def test_every_folder_is_a_package_that_an_install_ships():
+    """``pip install .`` ships only folders with an ``__init__.py`` (setup.cfg: ``packages = find:``)."""
+    from setuptools import find_packages
+
+    shipped = set(find_packages(str(PACKAGE.parent), include=["lit_docemb", "lit_docemb.*"]))
+    folders = {".".join(p.parent.relative_to(PACKAGE.parent).parts) for p in PACKAGE.rglob("*.py")}
+    assert folders - shipped == set()

@@ -4,7 +4,9 @@ Every :class:`~lit_docemb.methods.base.EmbeddingMethod` is a ``--model`` and eve
 :class:`~lit_docemb.data.datamodule.DocumentDataModule` a ``--data``; ``--help`` lists the known ones.
 A config that cannot run (:class:`~lit_docemb.errors.ConfigError`: a missing data path, options that do not go
 together) ends the command before training with ``error: <message naming the key>`` and status 2, like an
-unknown key or a wrong type. A fit keeps one wandb run id per run folder (:mod:`lit_docemb.commands.loggers`) and writes
+unknown key or a wrong type. A fit without ``--ckpt_path`` refuses a run folder that already holds a run
+(:mod:`lit_docemb.commands.run_folder`). A fit keeps one wandb run id per run folder
+(:mod:`lit_docemb.commands.loggers`) and writes
 checkpoints atomically (:class:`~lit_docemb.methods.callbacks.AtomicCheckpointIO`, unless the config names another
 CheckpointIO) and logs documents/s, tokens/s and peak memory
 (:class:`~lit_docemb.methods.callbacks.Throughput`, unless the config has one).
@@ -12,25 +14,33 @@ CheckpointIO) and logs documents/s, tokens/s and peak memory
 checkpoint's embeddings of a JSONL/TSV file (:mod:`lit_docemb.commands.embed`), ``export`` saves it in Hugging Face /
 sentence-transformers form (:mod:`lit_docemb.commands.export`), ``figures`` draws a run's plots (:mod:`lit_docemb.commands.figures`).
 ``python -m lit_docemb evaluate --config ... --ckpt_path ...`` evaluates a checkpoint (:mod:`lit_docemb.commands.evaluate`).
+
+Configs are data: a config instantiates only allow-listed classes (:mod:`lit_docemb.commands.trust`), checked
+before anything is built. A checkpoint is weights and state: with ``--ckpt_path`` its stored hyper-parameters never
+override the config (Lightning would merge them); how they differ is printed, and weights that do not fit the
+configured model stop the command with the differing keys.
 """
 
 from __future__ import annotations
 
-import importlib
 import os
 import re
 import sys
+from pathlib import Path
 
 import lightning as L
+import yaml
 from lightning.fabric.plugins.environments import ClusterEnvironment, SLURMEnvironment
-from lightning.pytorch.cli import LightningArgumentParser, LightningCLI
+from lightning.pytorch.cli import LightningArgumentParser, LightningCLI, _InstantiatorFn
 from lightning.pytorch.plugins.io import CheckpointIO
 
 import lit_docemb.data  # noqa: F401  (registers the DataModules as known subclasses)
 import lit_docemb.methods  # noqa: F401  (registers the methods)
 from lit_docemb.commands.loggers import configure_wandb_loggers
+from lit_docemb.commands.run_folder import check_fresh_fit, last_checkpoint
+from lit_docemb.commands.trust import load_yaml, parse_yaml, refuse_untrusted
 from lit_docemb.data.datamodule import DocumentDataModule
-from lit_docemb.errors import ConfigError
+from lit_docemb.errors import BadArgument, ConfigError
 from lit_docemb.methods.base import EmbeddingMethod
 from lit_docemb.methods.callbacks import (
     AtomicCheckpointIO,
@@ -38,6 +48,7 @@ from lit_docemb.methods.callbacks import (
     SlurmRequeue,
     Throughput,
 )
+from lit_docemb.methods.checkpoints import read_checkpoint
 
 
 def one_line_parse_error(message: str) -> str:
@@ -64,7 +75,12 @@ def one_line_parse_error(message: str) -> str:
 class OneLineErrorParser(LightningArgumentParser):
     """LightningCLI's parser, reporting a bad config in one line naming the key instead of the usage text
     followed by jsonargparse's nested union errors (``--help`` still prints the usage; ``JSONARGPARSE_DEBUG=1``
-    gives jsonargparse's full report)."""
+    gives jsonargparse's full report). Options are never abbreviated: argparse would take ``--trainer.max_step``
+    for ``--trainer.max_steps``, while a misspelt model or data option is refused."""
+
+    def __init__(self, *args, **kwargs) -> None:
+        kwargs.setdefault("allow_abbrev", False)
+        super().__init__(*args, **kwargs)
 
     def error(self, message: str, ex: Exception | None = None):
         if not self.exit_on_error or os.environ.get("JSONARGPARSE_DEBUG"):  # raise / jsonargparse's own report
@@ -82,8 +98,50 @@ class DocEmbCLI(LightningCLI):
         super().__init__(EmbeddingMethod, DocumentDataModule, *args, subclass_mode_model=True,
                          subclass_mode_data=True, auto_configure_optimizers=False, **kwargs)
 
+    def parse_arguments(self, parser: LightningArgumentParser, args) -> None:
+        """Parses as LightningCLI does, between two checks of what the config may instantiate
+        (:func:`~lit_docemb.commands.trust.refuse_untrusted`): the config files and ``class_path`` options before
+        jsonargparse imports anything they name, and the whole parsed config (shorthands and callables resolved)
+        before anything is built."""
+        refuse_untrusted_arguments(sys.argv[1:] if args is None else args)
+        super().parse_arguments(parser, args)
+        subcommand = self.config.get("subcommand")
+        refuse_untrusted(self.config[subcommand] if subcommand else self.config)
+
+    def _add_instantiators(self) -> None:
+        """Lightning's instantiators of the model and the DataModule, each naming a bad argument of the class it
+        builds under its section (:class:`SectionNaming`)."""
+        super()._add_instantiators()
+        for key, base in (("model", EmbeddingMethod), ("data", DocumentDataModule)):
+            self.parser.add_instantiator(SectionNaming(_InstantiatorFn(cli=self, key=key), key), base,
+                                         subclasses=True, prepend=True)
+
+    def _parse_ckpt_path(self) -> None:
+        """Lightning merges a checkpoint's stored hyper-parameters over the config here; lit_docemb does not (a
+        checkpoint is weights and state, the config decides): :func:`checkpoint_differences` only records how they
+        differ, reported once the model is built (:meth:`instantiate_classes`). ``--ckpt_path last`` is resolved
+        here, to the newest intact checkpoint when ``last.ckpt`` is corrupt (:func:`last_checkpoint`)."""
+        subcommand = self.config.get("subcommand")
+        if subcommand and self.config[subcommand].get("ckpt_path") == "last":
+            trainer = self.config[subcommand].get("trainer")
+            resolved = last_checkpoint(trainer.get("default_root_dir") if trainer is not None else None)
+            if resolved is not None:
+                self.config[subcommand].ckpt_path = resolved
+        self._checkpoint_differences = checkpoint_differences(self.config)
+
+    def instantiate_classes(self) -> None:
+        try:
+            super().instantiate_classes()
+        except (ValueError, TypeError) as err:  # jsonargparse wraps a class's error in its own union report
+            found = config_error_in(err)
+            if found is None:
+                raise
+            raise found from None
+        report_checkpoint_differences(self.model, *self._checkpoint_differences)
+
     def before_instantiate_classes(self) -> None:
-        if self.subcommand == "fit":
+        if self.subcommand == "fit":  # one run per folder, checked before anything is written
+            check_fresh_fit(self.config.fit.trainer.default_root_dir, self.config.fit.ckpt_path)
             configure_wandb_loggers(self.config.fit.trainer)
 
     def instantiate_trainer(self, **kwargs) -> L.Trainer:
@@ -99,22 +157,140 @@ class DocEmbCLI(LightningCLI):
             trainer.callbacks.append(SlurmRequeue())
         if not any(isinstance(c, Throughput) for c in trainer.callbacks):  # documents/s, tokens/s, peak memory
             trainer.callbacks.append(Throughput())
+        if isinstance(self.datamodule, DocumentDataModule):  # what the corpus read and skipped, in the run folder
+            self.datamodule.stats_dir = trainer.default_root_dir
         return trainer
 
 
-#: Commands other than LightningCLI's fit/validate/test/predict: name -> module of ``lit_docemb.commands`` whose
-#: ``main(argv)`` runs it (imported only when that command runs).
-COMMANDS = {"evaluate": "evaluate", "embed": "embed", "export": "export", "figures": "figures", "slurm": "slurm",
-            "dense-search": "dense_search", "candidates": "candidates", "matching": "matching"}
+class SectionNaming:
+    """Builds a class of one config section (``model``, ``data``) with ``instantiator``, turning a
+    :class:`~lit_docemb.errors.BadArgument` of its ``__init__`` (or of a loss or encoder it builds from that
+    argument) into a :class:`ConfigError` under the section's key: ``model.init_args.temperature: ...``."""
+
+    def __init__(self, instantiator, section: str) -> None:
+        self.instantiator, self.section = instantiator, section
+
+    def __call__(self, class_type, *args, applied_instantiation_links: dict, **kwargs):
+        try:
+            return self.instantiator(class_type, *args, applied_instantiation_links=applied_instantiation_links,
+                                     **kwargs)
+        except BadArgument as err:
+            raise err.under(self.section) from None
+
+
+def config_error_in(err: BaseException) -> ConfigError | None:
+    """The :class:`ConfigError` that ``err`` is, or that caused it (jsonargparse re-raises an error of a class's
+    ``__init__`` as "Does not validate against any of the Union subtypes"), else None."""
+    seen = set()
+    while err is not None and id(err) not in seen:
+        if isinstance(err, ConfigError):
+            return err
+        seen.add(id(err))
+        err = err.__cause__ or err.__context__
+    return None
+
+
+def refuse_untrusted_arguments(args: list[str]) -> None:
+    """Checks the configs of a command line before jsonargparse reads them: each ``--config`` (a file, or YAML
+    text as ``evaluate`` passes it) and each ``--<key>.class_path`` value."""
+    args = [str(arg) for arg in args]
+    for i, arg in enumerate(args):
+        name, eq, value = arg.partition("=")
+        if not eq:
+            value = args[i + 1] if i + 1 < len(args) else ""
+        if name in ("--config", "-c"):
+            if _is_file(value):
+                load_yaml(value)
+            elif value:
+                refuse_untrusted(parse_yaml(value, "--config"))
+        elif name.startswith("--") and name.endswith(("class_path", "class_path+")):
+            refuse_untrusted({"class_path": value}, name[2:].rstrip("+").rsplit(".class_path", 1)[0])
+        elif name.startswith("--") and eq and value.lstrip().startswith(("{", "[")):  # --key={class_path: ...}
+            try:
+                parsed = yaml.safe_load(value)
+            except yaml.YAMLError:
+                continue  # not YAML: jsonargparse reports the value
+            refuse_untrusted(parsed, name[2:].rstrip("+"))
+
+
+def _is_file(value: str) -> bool:
+    """Whether a ``--config`` value names a file (it may also be YAML text, too long for a path)."""
+    try:
+        return "\n" not in value and Path(value).is_file()
+    except OSError:
+        return False
+
+
+#: ``--ckpt_path`` values that Lightning resolves itself (``last`` only when the run folder has no ``last`` file).
+LIGHTNING_CKPT_NAMES = ("last", "best", "hpc")
+
+
+def checkpoint_differences(config) -> tuple[str, dict, dict[str, tuple]]:
+    """(checkpoint path, {key: (checkpoint value, config value)}, {weight: shape}) of the subcommand's
+    ``--ckpt_path``: how the checkpoint's stored hyper-parameters differ from the config's ``model.init_args``
+    (plain values only; nothing in them is imported or built), and the shapes of its weights."""
+    subcommand = config.get("subcommand")
+    ckpt_path = config[subcommand].get("ckpt_path") if subcommand else None
+    if not ckpt_path or str(ckpt_path) in LIGHTNING_CKPT_NAMES or str(ckpt_path).startswith("registry"):
+        return "", {}, {}
+    checkpoint = read_checkpoint(ckpt_path)  # an unreadable file stops here, naming it
+    stored = checkpoint.get("hyper_parameters") or {}
+    model = config[subcommand].get("model")
+    init_args = model.get("init_args") if model is not None else None
+    configured = init_args.as_dict() if hasattr(init_args, "as_dict") else dict(init_args or {})
+    differences, flat = {}, _flat(configured)
+    for key, value in _flat(stored).items():
+        if key.split(".")[0].startswith("_") or key not in flat:
+            continue
+        if _plain(value) and _plain(flat[key]) and value != flat[key]:
+            differences[f"model.init_args.{key}"] = (value, flat[key])
+    shapes = {k: tuple(v.shape) for k, v in (checkpoint.get("state_dict") or {}).items() if hasattr(v, "shape")}
+    return str(ckpt_path), differences, shapes
+
+
+def _flat(mapping, prefix: str = "") -> dict:
+    flat = {}
+    for key, value in (mapping.items() if isinstance(mapping, dict) else []):
+        if isinstance(value, dict):
+            flat.update(_flat(value, f"{prefix}{key}."))
+        else:
+            flat[f"{prefix}{key}"] = value
+    return flat
+
+
+def _plain(value) -> bool:
+    return value is None or isinstance(value, (bool, int, float, str)) or (
+        isinstance(value, (list, tuple)) and all(_plain(v) for v in value))
+
+
+def report_checkpoint_differences(model, ckpt_path: str, differences: dict, shapes: dict) -> None:
+    """Stops (:class:`ConfigError`) when the checkpoint's weights do not fit the model the config built, naming
+    the hyper-parameters that differ; otherwise prints the differences once, as the config's values are used."""
+    if not ckpt_path:
+        return
+    built = {k: tuple(v.shape) for k, v in model.state_dict().items()} if model is not None else {}
+    misfits = [k for k, shape in shapes.items() if k in built and built[k] != shape]
+    listed = ", ".join(f"{k}={old!r} (config: {new!r})" for k, (old, new) in differences.items())
+    if misfits:
+        keys = listed or "no stored hyper-parameter"
+        raise ConfigError(f"--ckpt_path {ckpt_path}: its weights do not fit the model of this config "
+                          f"({len(misfits)} differ in shape, first {misfits[0]}: {shapes[misfits[0]]} vs "
+                          f"{built[misfits[0]]}); the checkpoint was trained with {keys}: use its config's values")
+    if differences:
+        print(f"note: --ckpt_path {ckpt_path} was trained with {listed}; using the config's values",
+              file=sys.stderr)
 
 
 def main(args: list[str] | None = None) -> DocEmbCLI | None:
+    """LightningCLI's ``fit``/``validate``/``test``/``predict``; any other command goes to
+    :func:`lit_docemb.commands.main`."""
+    from lit_docemb.commands import COMMANDS
+    from lit_docemb.commands import main as run_command
+
     argv = sys.argv[1:] if args is None else args
+    if argv[:1] and COMMANDS.get(argv[0], ("cli",))[0] != "cli":
+        return run_command(argv)
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")  # tokenisation runs in dataloader workers
-    if argv[:1] and argv[0] in COMMANDS:
-        module = importlib.import_module(f"lit_docemb.commands.{COMMANDS[argv[0]]}")
-        (module.submit_main if argv[0] == "slurm" else module.main)(argv[1:])
-        return None
     try:
         return DocEmbCLI(args=args)
     except ConfigError as err:  # found before training started: one line, as jsonargparse reports a bad key

@@ -9,7 +9,7 @@ import torch
 
 from lit_docemb.data.trec import write_run
 from lit_docemb.eval.search import rank
-from lit_docemb.methods.base import load_method_checkpoint
+from lit_docemb.methods.checkpoints import load_method_checkpoint
 
 log = logging.getLogger(__name__)
 

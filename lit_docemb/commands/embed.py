@@ -17,7 +17,9 @@
 * **Output**: every per-document vector field of the method's ``predict_step`` (``embeddings``; CTPE's
   ``former`` and ``latter``): ``embeddings.parquet`` with an ``id`` column and one list-of-float32 column per
   field, or ``<field>.npy`` (N, D) per field plus ``ids.txt``; ``embed_stats.json`` holds the counts. Documents
-  a method cannot embed (CTPE's unsplittable ones) are left out and counted.
+  a method cannot embed (CTPE's unsplittable ones; DECA-Doc2VecC's documents without a known word, unless its
+  backbone's ``keep_empty`` is set) are left out and counted (``skipped_by_method``; ``empty_documents`` for
+  Doc2VecC's, kept or not).
 """
 
 from __future__ import annotations
@@ -28,7 +30,7 @@ import logging
 import os
 import warnings
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 from pathlib import Path
 
@@ -36,15 +38,23 @@ import lightning as L
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
-import yaml
 from lightning.pytorch.callbacks import BasePredictionWriter
 from torch import Tensor
 from torch.utils.data import DataLoader, Dataset, Sampler
 
+from lit_docemb.commands.trust import load_yaml, refuse_untrusted
 from lit_docemb.data.document import Document, Section
 from lit_docemb.data.jsonl import read_jsonl
-from lit_docemb.data.reading import ReadContext, read_lines, require_path
+from lit_docemb.data.passage_cache import PassageCache
+from lit_docemb.data.reading import (
+    ReadContext,
+    read_lines,
+    reading_summary,
+    require_path,
+)
+from lit_docemb.errors import require
 from lit_docemb.methods.base import EmbeddingMethod
+from lit_docemb.methods.checkpoints import read_checkpoint
 
 log = logging.getLogger(__name__)
 
@@ -111,13 +121,14 @@ def build_method(configs: Sequence[str | Path]) -> EmbeddingMethod:
 
     model: dict = {}
     for path in configs:
-        config = yaml.safe_load(Path(path).read_text(encoding="utf-8")) or {}
-        if "model" not in config:
+        config = load_yaml(path) or {}  # safe YAML, class paths checked before jsonargparse imports any
+        if not isinstance(config, dict) or "model" not in config:
             raise ValueError(f"{path} has no 'model' section: pass the run's config.yaml (or the fit config)")
         model = _merge(model, config["model"])
     parser = LightningArgumentParser(exit_on_error=False)
     parser.add_subclass_arguments(EmbeddingMethod, "model", required=True, fail_untyped=False)  # as LightningCLI
     parsed = parser.parse_object({"model": model})
+    refuse_untrusted(parsed)  # callables resolved from strings, before anything is built
     instantiate = getattr(parser, "instantiate", None) or parser.instantiate_classes
     return instantiate(parsed).model
 
@@ -175,13 +186,28 @@ class EmbedDataModule(L.LightningDataModule):
         self.documents = documents
         self.batch_size = batch_size
         self.num_workers = num_workers
+        self.collator_factory: Callable[[str], Callable] | None = None
+
+    def connect(self, collator: Callable[[str], Callable], passage_cache: PassageCache | None = None) -> None:
+        """Takes the method's collator factory (called by the method's ``setup``, as for a corpus DataModule).
+
+        Args:
+            collator: The method's ``collator(stage)``; its ``"predict"`` collator batches the documents.
+            passage_cache: A passage-reading method's cache, deliberately not opened: ``embed`` reads each
+                document once, so its collator splits and tokenizes the documents itself (same ids as the cache
+                gives) rather than writing a cache that nothing would read again.
+        """
+        self.collator_factory = collator
 
     def predict_dataloader(self) -> DataLoader:
+        if self.collator_factory is None:
+            raise RuntimeError("EmbedDataModule needs a collator: call datamodule.connect(method.collator) (a "
+                               "lit_docemb method does it in its setup when a Trainer runs it)")
         trainer = self.trainer
         sampler = LengthBuckets([len(d.text) + len(d.title) for d in self.documents], self.batch_size,
                                 trainer.global_rank, trainer.world_size)
         return DataLoader(PositionedDocuments(self.documents), batch_sampler=sampler, num_workers=self.num_workers,
-                          collate_fn=trainer.lightning_module.collator("predict"))
+                          collate_fn=self.collator_factory("predict"))
 
 
 # --- writing ----------------------------------------------------------------------------------------------
@@ -216,7 +242,7 @@ class ShardWriter(BasePredictionWriter):
         super().__init__(write_interval="batch")
         self.shard_dir = Path(output_dir) / "shards"
         self._writer: pq.ParquetWriter | None = None
-        self.documents_in = 0
+        self.documents_in = self.empty_documents = 0
 
     def on_predict_start(self, trainer, pl_module) -> None:
         self.shard_dir.mkdir(parents=True, exist_ok=True)
@@ -226,11 +252,12 @@ class ShardWriter(BasePredictionWriter):
             for stale in self.shard_dir.glob("rank-*"):
                 if int(stale.name[5:10]) >= trainer.world_size:
                     stale.unlink()
-        self._writer, self.documents_in = None, 0
+        self._writer, self.documents_in, self.empty_documents = None, 0, 0
 
     def write_on_batch_end(self, trainer, pl_module, prediction, batch_indices, batch, batch_idx,
                            dataloader_idx) -> None:
         self.documents_in += len(batch) + int(getattr(batch, "skipped", 0))
+        self.empty_documents += int(prediction.get("empty_documents", 0))
         fields = vector_fields(prediction)
         if not fields:
             raise ValueError(f"{type(pl_module).__name__}.predict_step returned no per-document vectors: "
@@ -246,7 +273,7 @@ class ShardWriter(BasePredictionWriter):
         if self._writer is not None:
             self._writer.close()
         (self.shard_dir / f"rank-{trainer.global_rank:05d}.json").write_text(
-            json.dumps({"documents_in": self.documents_in}))
+            json.dumps({"documents_in": self.documents_in, "empty_documents": self.empty_documents}))
 
 
 def merge_shards(output_dir: str | Path, documents: Sequence[Document], output_format: str) -> dict:
@@ -271,11 +298,13 @@ def merge_shards(output_dir: str | Path, documents: Sequence[Document], output_f
         for name in fields:
             np.save(output_dir / f"{name}.npy", _column_vectors(table.column(name))[order])
         (output_dir / "ids.txt").write_text("".join(f"{i}\n" for i in ids), encoding="utf-8")
-    received = sum(json.loads(p.read_text())["documents_in"] for p in shard_dir.glob("rank-*.json"))
+    counts = [json.loads(p.read_text()) for p in shard_dir.glob("rank-*.json")]
+    received = sum(c["documents_in"] for c in counts)
     for path in shard_dir.iterdir():
         path.unlink()
     shard_dir.rmdir()
     return {"embedded": len(ids), "skipped_by_method": received - len(ids),
+            "empty_documents": sum(c.get("empty_documents", 0) for c in counts),
             "dimensions": {n: table.schema.field(n).type.list_size for n in fields}}
 
 
@@ -307,10 +336,10 @@ def embed(configs: Sequence[str | Path], ckpt_path: str, input_path: str, output
           progress_bar: bool = True) -> dict | None:
     """Embeds ``input_path`` with the run's method and checkpoint into ``output_dir`` and writes
     ``embed_stats.json``; returns the stats on rank 0 (``None`` on the other ranks)."""
-    if not Path(ckpt_path).exists():
-        raise FileNotFoundError(f"--ckpt_path {ckpt_path} does not exist")
+    read_checkpoint(ckpt_path, mmap=True)  # a missing or unreadable file stops here, before reading the input
     stats: Counter = Counter()
     documents = read_documents(input_path, stats)
+    log.warning(reading_summary(f"embed --input {input_path}", len(documents), {}, stats))
     if not documents:
         raise ValueError(f"{input_path}: no document to embed (skipped: {dict(stats) or 'none'})")
     written = write_embeddings(build_method(configs), documents, output_dir, output_format, batch_size, num_workers,
@@ -340,6 +369,8 @@ def main(args: list[str] | None = None) -> dict | None:
     parser.add_argument("--precision", default=None, help="e.g. bf16-mixed (default: fp32)")
     parser.add_argument("--no_progress_bar", action="store_true")
     options = parser.parse_args(args)
+    require(options.batch_size >= 1, "--batch_size", ">= 1 (documents per batch and device)", options.batch_size)
+    require(options.num_workers >= 0, "--num_workers", ">= 0 (0 reads in the main process)", options.num_workers)
     devices = int(options.devices) if options.devices.isdigit() else options.devices
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     result = embed(options.config, options.ckpt_path, options.input, options.output, options.format,

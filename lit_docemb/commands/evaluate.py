@@ -29,24 +29,27 @@ import lightning as L
 import torch
 import yaml
 
+from lit_docemb.commands.trust import check_class_path, load_yaml
 from lit_docemb.data.retrieval import RetrievalDataModule
+from lit_docemb.errors import require
 from lit_docemb.eval.candidates import CandidateRanking
 from lit_docemb.eval.evaluation import Evaluation, EvaluationContext, markdown_table
+from lit_docemb.eval.heldout import HeldOutRetrieval
 from lit_docemb.eval.labelled import (
     Clustering,
     FewShot,
     LabelledEmbeddingEvaluation,
     LinearProbe,
 )
-from lit_docemb.eval.matching import DocumentMatching
+from lit_docemb.eval.matching import DocumentMatching, ValidationMatching
 from lit_docemb.eval.retrieval import RetrievalEvaluation
-from lit_docemb.methods.base import load_method_checkpoint
+from lit_docemb.methods.checkpoints import load_method_checkpoint, read_checkpoint
 
 log = logging.getLogger(__name__)
 
 EVALUATIONS: dict[str, type[Evaluation]] = {cls.name: cls for cls in (
     Clustering, LinearProbe, FewShot, RetrievalEvaluation, LabelledEmbeddingEvaluation, CandidateRanking,
-    DocumentMatching)}
+    DocumentMatching, ValidationMatching, HeldOutRetrieval)}
 """Evaluations by short name; a new one (e.g. document matching) registers here."""
 
 SUBCOMMAND_KEYS = {"ckpt_path", "weights_only"}
@@ -62,6 +65,7 @@ def build_evaluation(spec: str) -> Evaluation:
     if path in EVALUATIONS:
         cls = EVALUATIONS[path]
     elif "." in path:
+        check_class_path("--evaluation", path)  # only allow-listed modules are imported
         module, _, name = path.rpartition(".")
         cls = getattr(importlib.import_module(module), name, None)
     else:
@@ -72,35 +76,12 @@ def build_evaluation(spec: str) -> Evaluation:
 
 
 def load_checkpoint(method: L.LightningModule, path: str) -> None:
-    """The method's weights from a Lightning checkpoint (:func:`~lit_docemb.methods.base.load_method_checkpoint`),
+    """The method's weights from a Lightning checkpoint (:func:`~lit_docemb.methods.checkpoints.load_method_checkpoint`),
     after the method's own ``on_load_checkpoint`` has read what it keeps beside them (DECA's and CTPE's
     vocabularies, which size their embedding tables)."""
     if type(method).on_load_checkpoint is not L.LightningModule.on_load_checkpoint:
-        method.on_load_checkpoint(torch.load(path, map_location="cpu", weights_only=True))
+        method.on_load_checkpoint(read_checkpoint(path))
     load_method_checkpoint(method, path)
-
-
-class HeldOutDocuments(Evaluation):
-    """Held-out retrieval (:func:`~lit_docemb.eval.heldout.evaluate_heldout`) on the validation split of an
-    unlabelled corpus: a summary or a section must find the rest of its document."""
-
-    name = "heldout"
-
-    def evaluate(self, context: EvaluationContext) -> dict[str, float]:
-        from lit_docemb.data.document import Document, Section
-        from lit_docemb.eval.embedding import embed_sharded
-        from lit_docemb.eval.heldout import evaluate_heldout
-
-        val_set = getattr(context.data, "val_set", None)
-        if not val_set:
-            raise ValueError(f"{type(context.data).__name__} has no held-out (validation) documents: set "
-                             "data.init_args.val_fraction > 0, or pass --evaluation")
-
-        def embed(texts: list[str]) -> torch.Tensor:
-            documents = [Document(str(i), sections=[Section("", t)]) for i, t in enumerate(texts)]
-            return embed_sharded(context.method, documents, context.batch_size).cpu()
-
-        return evaluate_heldout(embed, [val_set[i] for i in range(len(val_set))], batch_size=context.batch_size)
 
 
 def default_evaluations(data) -> list[Evaluation]:
@@ -115,15 +96,14 @@ def default_evaluations(data) -> list[Evaluation]:
         evaluate_on = "test" if getattr(data, "test_set", None) is not None else "val"
         return [Clustering(evaluate_on=evaluate_on), LinearProbe(evaluate_on=evaluate_on)]
     if getattr(data, "val_set", None):
-        return [HeldOutDocuments()]
+        return [HeldOutRetrieval()]
     raise ValueError(f"no evaluation configured and none known for {type(data).__name__}: pass --evaluation")
 
 
 def _without_subcommand_keys(path: str) -> str:
     """The config at ``path``, as YAML text without the keys only a subcommand takes (a run's saved config.yaml
     holds ``ckpt_path`` and ``weights_only``); the path itself when it has none."""
-    with open(path, encoding="utf-8") as f:
-        config = yaml.safe_load(f) or {}
+    config = load_yaml(path) or {}  # safe YAML, class paths checked (as DocEmbCLI checks them again)
     if not isinstance(config, dict) or not SUBCOMMAND_KEYS & config.keys():
         return path
     return yaml.safe_dump({k: v for k, v in config.items() if k not in SUBCOMMAND_KEYS}, sort_keys=False)
@@ -158,6 +138,8 @@ def main(args: list[str] | None = None) -> dict[str, dict[str, float]]:
     parser.add_argument("--batch_size", type=int, default=64, help="documents embedded per forward pass")
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     options, overrides = parser.parse_known_args(args)
+    require(options.batch_size >= 1, "--batch_size", ">= 1 (documents per forward pass)", options.batch_size)
+    read_checkpoint(options.ckpt_path, mmap=True)  # a missing or unreadable checkpoint stops before any loading
     evaluations = [build_evaluation(spec) for spec in options.evaluation]  # bad specs fail before any loading
     configs = [arg for path in options.config for arg in ("--config", _without_subcommand_keys(path))]
     cli = DocEmbCLI(args=[*configs, *overrides], run=False)
@@ -171,12 +153,15 @@ def main(args: list[str] | None = None) -> dict[str, dict[str, float]]:
     output = Path(options.output or Path(cli.trainer.default_root_dir) / "evaluation")
     context = EvaluationContext(method, data, output, options.batch_size)
     results = run_evaluations(evaluations, context)
+    if isinstance(data, RetrievalDataModule) and not data.data_stats and data.corpus is not None:
+        data.report_reading("corpus", len(data.corpus), {}, data.stats)  # read by the evaluations, not by setup
     table = markdown_table(results)
     if context.writes():
         output.mkdir(parents=True, exist_ok=True)
         header = f"# Evaluation of `{options.ckpt_path}`\n\nConfig: {', '.join(options.config)}\n\n"
         (output / "evaluation.md").write_text(header + table, encoding="utf-8")
-        record = {"checkpoint": options.ckpt_path, "config": options.config, "results": results}
+        record = {"checkpoint": options.ckpt_path, "config": options.config, "results": results,
+                  "data_stats": {"corpus": type(data).__name__, **getattr(data, "data_stats", {})}}
         (output / "evaluation.json").write_text(json.dumps(record, indent=2) + "\n", encoding="utf-8")
         print(table + f"\nwritten to {output}/evaluation.md and evaluation.json")
     return results

@@ -42,17 +42,16 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, ClassVar
 
-import torch
 from safetensors.torch import load_file, save_file
 from torch import Tensor, nn
-from transformers import AutoTokenizer
 
 from lit_docemb.data.batches import PassageGraphBatch, SectionChunks, TokenBatch
 from lit_docemb.data.document import Document, Section
 from lit_docemb.methods import CTPE, DECA, CoLDE, DocSplit, GraphRoBERTa
 from lit_docemb.methods.base import EmbeddingMethod
+from lit_docemb.methods.checkpoints import read_checkpoint
 from lit_docemb.models.colde import CoLDEEncoder
-from lit_docemb.models.encoder import HFEncoder
+from lit_docemb.models.encoder import HFEncoder, tokenizer_and_encoder
 from lit_docemb.models.graph_document import GraphDocumentEncoder
 from lit_docemb.views.colde import SectionChunkCollator
 from lit_docemb.views.graph_roberta import PassageGraphBuilder
@@ -167,8 +166,8 @@ class DECAExport(FlatEncoderExport):
     """DECA with a Hugging Face encoder ([CLS], its ``max_length``); its Doc2VecC backbone has no such form."""
 
     def __init__(self, method: DECA) -> None:
-        if method.hparams.encoder is None:
-            raise ExportError("DECA with its Doc2VecC backbone (encoder: null) has no Hugging Face / "
+        if not hasattr(method, "encoder"):
+            raise ExportError("DECA with its Doc2VecC backbone (Doc2VecCBackbone) has no Hugging Face / "
                               f"sentence-transformers form: its document vector is a mean of its own word vectors; "
                               f"{EMBED_INSTEAD}")
         super().__init__(method)
@@ -265,8 +264,7 @@ class GraphDocumentModule(AggregatingModule):
             num_heads
         self.graph, self.words_per_passage, self.max_passage_tokens = graph, words_per_passage, max_passage_tokens
         self.max_passages, self.passage_token_budget = max_passages, passage_token_budget
-        self.tokenizer = AutoTokenizer.from_pretrained(passage_encoder)
-        encoder = HFEncoder(passage_encoder, pretrained=True, pooling=pooling)
+        self.tokenizer, encoder = tokenizer_and_encoder(passage_encoder, pretrained=True, pooling=pooling)
         self.model = GraphDocumentEncoder(encoder, node_dim, num_graph_layers, num_heads, 0.0, passage_token_budget)
         self.load_aggregation(passage_encoder, graph_weights)
         self.builder = PassageGraphBuilder(self.tokenizer, words_per_passage, max_passage_tokens, graph)
@@ -348,8 +346,7 @@ class CoLDEDocumentModule(AggregatingModule):
         self.chunk_embeddings, self.augmentation, self.aggregation = chunk_embeddings, augmentation, aggregation
         self.num_sections, self.num_heads, self.lstm_output_size = num_sections, num_heads, lstm_output_size
         self.chunk_token_budget = chunk_token_budget
-        self.tokenizer = AutoTokenizer.from_pretrained(chunk_encoder)
-        encoder = HFEncoder(chunk_encoder, pretrained=True, pooling=pooling)
+        self.tokenizer, encoder = tokenizer_and_encoder(chunk_encoder, pretrained=True, pooling=pooling)
         self.model = CoLDEEncoder(encoder, augmentation, aggregation, num_sections, chunk_embeddings, num_heads,
                                   lstm_output_size, None, chunk_token_budget)
         self.load_aggregation(chunk_encoder, colde_weights)
@@ -411,7 +408,7 @@ def load_method(configs: Sequence[str | Path], ckpt_path: str) -> EmbeddingMetho
     from lit_docemb.commands.embed import build_method
 
     method = build_method(configs)
-    checkpoint = torch.load(ckpt_path, map_location="cpu", weights_only=True)
+    checkpoint = read_checkpoint(ckpt_path)
     method.on_load_checkpoint(checkpoint)
     method.load_state_dict(checkpoint["state_dict"])
     return method.eval()
@@ -436,6 +433,7 @@ def main(args: list[str] | None = None) -> Path:
     parser.add_argument("--output", required=True, help="output folder")
     parser.add_argument("--format", choices=["sentence-transformers", "hf"], default="sentence-transformers")
     options = parser.parse_args(args)
+    read_checkpoint(options.ckpt_path, mmap=True)  # a missing or unreadable checkpoint stops before the model is built
     method = load_method(options.config, options.ckpt_path)
     try:
         exporter(method)  # refuses an unexportable method before anything is written

@@ -12,7 +12,7 @@ from lit_docemb.eval.matching import evaluate_pairs
 
 def main(args: list[str] | None = None) -> dict[str, float]:
     from lit_docemb.commands.cli import DocEmbCLI
-    from lit_docemb.methods.base import load_method_checkpoint
+    from lit_docemb.methods.checkpoints import load_method_checkpoint
 
     parser = argparse.ArgumentParser(description="Document matching (threshold and pair classifier) of a method.")
     parser.add_argument("--config", required=True, help="the run's config (method and a pairs DataModule)")
@@ -25,7 +25,7 @@ def main(args: list[str] | None = None) -> dict[str, float]:
     cli = DocEmbCLI(args=["--config", options.config, *overrides], run=False)
     method, data = cli.model, cli.datamodule
     if options.ckpt:
-        load_method_checkpoint(method, options.ckpt)
+        load_method_checkpoint(method, options.ckpt, "--ckpt")
     method.to(options.device).eval()
     data.setup("fit")
     metrics = evaluate_pairs(method, data, options.batch_size, options.classifier, options.criterion)

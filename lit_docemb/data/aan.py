@@ -189,9 +189,10 @@ class AANDataModule(DocumentDataModule):
         self.val_set = PairDataset(documents, triples["eval"][cap])
         self.test_set = PairDataset(documents, triples["test"][cap]) if "test" in triples else None
         self.all_set = DocumentDataset(documents)
-        log.info("%s: %d / %d / %s train / validation / test pairs over %d documents, skipped %s",
-                 type(self).__name__, len(self.train_set), len(self.val_set),
-                 len(self.test_set) if self.test_set else "no", len(documents), dict(self.stats) or "none")
+        pair_counts = {"train pairs": len(self.train_set), "validation pairs": len(self.val_set)}
+        if self.test_set is not None:
+            pair_counts["test pairs"] = len(self.test_set)
+        self.report_reading("pairs", len(documents), pair_counts, self.stats)
 
     def test_dataloader(self):
         """Pairs mode: the LRA test pairs; documents mode: the held-out validation documents."""

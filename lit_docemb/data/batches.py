@@ -256,24 +256,6 @@ class SectionChunkBatch:
 
 
 @dataclass
-class PairMatchingBatch:
-    """Labelled document pairs for matching evaluation: row i of ``first`` and of ``second`` form pair i.
-
-    Attributes:
-        first: the first documents, unsplit.
-        second: the second documents, unsplit.
-        labels: (B,) int64 1 when the pair matches, 0 otherwise.
-    """
-
-    first: SectionChunkBatch
-    second: SectionChunkBatch
-    labels: Tensor
-
-    def __len__(self) -> int:
-        return len(self.labels)
-
-
-@dataclass
 class DocumentSectionsBatch:
     """CoLDE prediction: each document whole (its embedding) and cut into sections (section and chunk levels).
 

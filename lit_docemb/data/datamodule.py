@@ -3,10 +3,11 @@
 A corpus DataModule only says how to read its documents (:meth:`DocumentDataModule.load_documents`); this
 base splits them into train/validation by a stable hash of the document id (independent of order and size,
 so the same document is always held out), drops empty documents with a count, and builds the dataloaders.
-The *method* decides what a batch is: the dataloaders use the collator of the LightningModule being trained
-(``lightning_module.collator(stage)``), so DataModules stay method-agnostic. A method that reads tokenized
-passages rather than documents (hierarchical encoders) says so with a ``passage_cache`` attribute, a
-:class:`~lit_docemb.data.passage_cache.PassageCache` built with its tokenizer: ``setup`` then opens that cache
+The *method* decides what a batch is, and says so with one explicit call, :meth:`DocumentDataModule.connect`:
+its collator factory (``collator(stage)``), and, for a method that reads tokenized passages rather than documents
+(hierarchical encoders), a :class:`~lit_docemb.data.passage_cache.PassageCache` built with its tokenizer. Every
+lit_docemb method makes that call in its ``setup`` (Lightning runs it after the DataModule's ``setup``); code
+that uses a DataModule's loaders without a Trainer calls it itself. With a passage cache, the cache is opened
 over the corpus (splitting and tokenizing once, on the first run) and the collator receives
 :class:`~lit_docemb.data.passage_cache.TokenizedPassages`, in the same splits and order.
 
@@ -20,6 +21,7 @@ map-style datasets over memory-mapped Arrow tables are how this scales.
 from __future__ import annotations
 
 import hashlib
+import json
 import logging
 import os
 from abc import ABC, abstractmethod
@@ -32,12 +34,16 @@ import numpy as np
 from torch.utils.data import DataLoader, Dataset
 
 from lit_docemb.data.document import Document
-from lit_docemb.errors import ConfigError
+from lit_docemb.data.passage_cache import PassageCache
+from lit_docemb.data.reading import READ_COUNT_KEYS, reading_summary
 from lit_docemb.data.sampling import DistributedBatchSampler, ResumableLoader
+from lit_docemb.errors import ConfigError, require
 
 log = logging.getLogger(__name__)
 
 Collator = Callable[[list[Document]], Any]
+
+STATS_FILE = "data_stats.json"  # what a run read and skipped, in its run folder
 
 
 def stable_fraction(doc_id: str, seed: int = 0) -> float:
@@ -94,8 +100,12 @@ class DocumentDataModule(L.LightningDataModule, ABC):
         drop_last: bool = False,
     ) -> None:
         super().__init__()
-        if not 0.0 <= val_fraction < 1.0:
-            raise ValueError(f"val_fraction must be in [0, 1), got {val_fraction}")
+        require(batch_size >= 1, "batch_size", ">= 1 (documents per batch and device)", batch_size)
+        require(num_workers >= 0, "num_workers", ">= 0 (0 reads in the main process)", num_workers)
+        require(0.0 <= val_fraction < 1.0, "val_fraction", "in [0, 1)", val_fraction)
+        require(max_val_documents is None or max_val_documents >= 0, "max_val_documents", ">= 0 or null",
+                max_val_documents)
+        require(max_documents is None or max_documents >= 1, "max_documents", ">= 1 or null", max_documents)
         self.batch_size = batch_size
         self.num_workers = num_workers
         self.val_fraction = val_fraction
@@ -105,8 +115,14 @@ class DocumentDataModule(L.LightningDataModule, ABC):
         self.predict_split = predict_split
         self.drop_last = drop_last
         self.all_set: DocumentDataset | None = None
-        self.collate_fn: Collator | dict[str, Collator] | None = None
+        self.collate_fn: Collator | dict[str, Collator] | None = None  # set directly: wins over connect's
+        self.collator_factory: Callable[[str], Collator] | None = None
+        self.passage_cache: PassageCache | None = None
+        self.documents: Sequence[Document] | None = None  # the corpus the datasets index (after setup)
         self.stats: Counter = Counter()
+        self.data_stats: dict[str, Any] = {}
+        #: The run folder that ``data_stats.json`` goes to; the CLI sets it to ``trainer.default_root_dir``.
+        self.stats_dir: str | None = None
         self.train_set: DocumentDataset | None = None
         self.val_set: DocumentDataset | None = None
 
@@ -145,20 +161,57 @@ class DocumentDataModule(L.LightningDataModule, ABC):
             val = val[: self.max_val_documents]
         if not len(train):
             raise ValueError(f"{type(self).__name__}: no non-empty training documents (read {len(documents)})")
-        items = self._items(documents)
-        self.train_set, self.val_set = DocumentDataset(items, train), DocumentDataset(items, val)
-        self.all_set = DocumentDataset(items, np.sort(np.concatenate([train, val])))
-        log.info("%s: %d train / %d validation documents, skipped %s", type(self).__name__, len(train), len(val),
-                 dict(self.stats) or "none")
+        self.documents = documents
+        self.train_set, self.val_set = DocumentDataset(documents, train), DocumentDataset(documents, val)
+        self.all_set = DocumentDataset(documents, np.sort(np.concatenate([train, val])))
+        self._open_passages()
+        splits = {"train": len(train), "validation": len(val)}
+        self.report_reading("documents", int(usable.sum()), splits, self.stats)
 
-    def _items(self, documents: Sequence[Document]) -> Sequence:
-        """What the datasets hold: the documents, or their tokenized passages when the trained method has a
-        ``passage_cache`` (see the module docstring)."""
-        module = self.trainer.lightning_module if self.trainer is not None else None
-        passage_cache = getattr(module, "passage_cache", None)
-        if passage_cache is None:
-            return documents
-        return passage_cache.open(documents)
+    def report_reading(self, part: str, documents_read: int, splits: dict[str, int], skipped: Counter) -> None:
+        """Makes a read visible, cached or not: one WARNING line (documents read and kept, per split, skipped by
+        reason: a skipped record is in no count but its reason's), and, when the DataModule runs in a trainer,
+        ``<stats_dir>/data_stats.json`` (rank 0, when a run folder was set as ``stats_dir``, as the CLI does; every
+        part read so far, under ``part``) and a
+        ``data_stats`` hyper-parameter of each of the trainer's loggers."""
+        skipped = {reason: int(n) for reason, n in sorted(skipped.items()) if n and reason not in READ_COUNT_KEYS}
+        self.data_stats[part] = {"documents_read": int(documents_read), **{k: int(v) for k, v in splits.items()},
+                                 "skipped": skipped}
+        log.warning(reading_summary(f"{type(self).__name__} {part}", documents_read, splits, skipped))
+        trainer = self.trainer
+        if trainer is None:
+            return
+        report = {"corpus": type(self).__name__, **self.data_stats}
+        for logger in trainer.loggers:
+            logger.log_hyperparams({"data_stats": report})
+        root = self.stats_dir
+        if trainer.is_global_zero and root and "://" not in str(root):
+            os.makedirs(root, exist_ok=True)
+            with open(os.path.join(root, STATS_FILE), "w", encoding="utf-8") as f:
+                f.write(json.dumps(report, indent=2) + "\n")
+
+    def connect(self, collator: Callable[[str], Collator], passage_cache: PassageCache | None = None) -> None:
+        """Wires the method in: its collators, and where it reads passages, its passage cache.
+
+        Args:
+            collator: The method's collator factory: stage (``"fit"``, ``"validate"``, ``"predict"``) → the
+                function turning a list of dataset items into a batch (run in dataloader workers).
+            passage_cache: The method's passage cache: the datasets then hold each document's
+                :class:`~lit_docemb.data.passage_cache.TokenizedPassages` (opened now if ``setup`` already ran,
+                else by ``setup``); ``None``: the datasets hold the documents.
+        """
+        self.collator_factory = collator
+        if passage_cache is not self.passage_cache:
+            self.passage_cache = passage_cache
+            self._open_passages()
+
+    def _open_passages(self) -> None:
+        """Points the datasets of ``setup`` at the documents, or at their cached passages (same rows)."""
+        if self.documents is None:
+            return
+        items = self.documents if self.passage_cache is None else self.passage_cache.open(self.documents)
+        for dataset in (self.train_set, self.val_set, self.all_set):
+            dataset.documents = items
 
     def _usable_ids(self, documents: Sequence[Document]) -> list[str | None]:
         """Ids of the documents, ``None`` for empty ones (counted). Lazy corpora expose an ``ids`` column, read
@@ -176,11 +229,11 @@ class DocumentDataModule(L.LightningDataModule, ABC):
     def _collator(self, stage: str) -> Collator:
         if self.collate_fn is not None:
             return self.collate_fn[stage] if isinstance(self.collate_fn, dict) else self.collate_fn
-        module = self.trainer.lightning_module if self.trainer is not None else None
-        if module is None or not hasattr(module, "collator"):
-            raise RuntimeError(f"{type(self).__name__} needs a collator: train a lit_docemb method with it, "
-                               "or set `datamodule.collate_fn`")
-        return module.collator(stage)
+        if self.collator_factory is None:
+            raise RuntimeError(f"{type(self).__name__} needs a collator: call datamodule.connect(method.collator) "
+                               "before asking for a dataloader (a lit_docemb method does it in its setup when a "
+                               "Trainer runs it), or set datamodule.collate_fn")
+        return self.collator_factory(stage)
 
     def _loader(self, dataset: DocumentDataset, stage: str, shuffle: bool) -> ResumableLoader:
         """Every document of ``dataset`` once, the same number of batches on every rank."""

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+from collections import Counter
 from pathlib import Path
 from typing import Literal
 
@@ -177,10 +178,11 @@ class LabelledTextDataModule(DocumentDataModule):
         if self.train_set is not None:
             return
         super().setup(stage)  # reads the training split
+        before = Counter(self.stats)
         test = self._read_split(self.test_split) if self.test_split is not None else None
         self.test_set = DocumentDataset(test) if test is not None else None
-        log.info("%s: %s test documents; skipped in all %s", type(self).__name__,
-                 len(self.test_set) if self.test_set else "no", dict(self.stats) or "none")
+        if test is not None:
+            self.report_reading("test", len(test), {"test": len(test)}, self.stats - before)
 
     @property
     def labels(self) -> list[str]:

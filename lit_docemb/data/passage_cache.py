@@ -21,9 +21,13 @@ runs that preprocessing once per (corpus, tokenizer, parameters) into a memory-m
   max_length=max_length, add_special_tokens=add_special_tokens)`` tokenizes it; the cache only batches the
   passages of several documents into one call, which leaves every passage's ids unchanged.
 
+Splitting and tokenizing is written once, :func:`tokenize_passages`: the cache stores its output, and a collator
+given documents rather than cached rows calls it itself, so both give the same ids.
+
 A method that wants passages instead of documents sets a ``passage_cache`` attribute (a :class:`PassageCache`
-built with its own tokenizer); :class:`~lit_docemb.data.datamodule.DocumentDataModule` then opens it over the
-corpus in ``setup`` and its collator receives :class:`TokenizedPassages`.
+built with its own tokenizer) and hands it to
+:meth:`DocumentDataModule.connect <lit_docemb.data.datamodule.DocumentDataModule.connect>`, which opens it over
+the corpus; its collator then receives :class:`TokenizedPassages`.
 """
 
 from __future__ import annotations
@@ -42,7 +46,7 @@ import numpy as np
 from lit_docemb.data import text
 from lit_docemb.data.document import Document
 from lit_docemb.data.reading import table_from_generator
-from lit_docemb.data.text import Passage, chunk_passages
+from lit_docemb.data.text import chunk_passages
 
 log = logging.getLogger(__name__)
 
@@ -89,6 +93,37 @@ class TokenizedPassages:
     def passage_ids(self) -> list[list[int]]:
         """The P passages' token ids as lists, as the tokenizer returns them."""
         return [self.passage(index).tolist() for index in range(len(self))]
+
+
+def tokenize_passages(documents: Sequence[Document], tokenizer, words_per_passage: int,
+                      max_passages: int | None = None, max_length: int | None = 512,
+                      add_special_tokens: bool = True) -> list[TokenizedPassages]:
+    """Each document split into passages (:func:`~lit_docemb.data.text.chunk_passages`) and tokenized, the
+    passages of all documents in one tokenizer call (which leaves every passage's ids as a call of its own gives).
+
+    Args:
+        documents: The documents, in the order of the result.
+        tokenizer: A ``transformers`` tokenizer.
+        words_per_passage: Word budget of a passage.
+        max_passages: Keep only a document's first this many passages (None: all).
+        max_length: Truncate each passage to this many tokens, special tokens included (None: no truncation).
+        add_special_tokens: Add the tokenizer's special tokens around each passage.
+
+    Returns:
+        One :class:`TokenizedPassages` per document (P = 0 for a document without text).
+    """
+    splits = [chunk_passages(document, words_per_passage, max_passages) for document in documents]
+    flat = [passage.text for passage in chain.from_iterable(splits)]
+    encoded = tokenizer(flat, truncation=max_length is not None, max_length=max_length,
+                        add_special_tokens=add_special_tokens)["input_ids"] if flat else []
+    bounds = [0, *accumulate(map(len, splits))]
+    return [TokenizedPassages(
+        id=document.id,
+        input_ids=np.fromiter(chain.from_iterable(encoded[start:stop]), dtype=np.int32),  # (N,)
+        passage_offsets=np.asarray([0, *accumulate(map(len, encoded[start:stop]))], dtype=np.int32),  # (P + 1,)
+        section_index=np.asarray([passage.section_index for passage in split], dtype=np.int32),  # (P,)
+        headings=[section.heading for section in document.sections],
+    ) for document, split, (start, stop) in zip(documents, splits, pairwise(bounds), strict=True)]
 
 
 class CachedPassages(Sequence):
@@ -227,20 +262,11 @@ class PassageCache:
 
     def tokenize(self, documents: Sequence[Document]) -> list[list[list[int]]]:
         """Each document's passages' token ids, computed now (no cache)."""
-        return self._encode([self._split(document) for document in documents])
+        return [passages.passage_ids() for passages in self._tokenize(documents)]
 
-    def _split(self, document: Document) -> list[Passage]:
-        return chunk_passages(document, self.words_per_passage, self.max_passages)
-
-    def _encode(self, passages: list[list[Passage]]) -> list[list[list[int]]]:
-        """The token ids of every document's passages, all passages in one tokenizer call."""
-        flat = [passage.text for passage in chain.from_iterable(passages)]
-        if not flat:
-            return [[] for _ in passages]
-        encoded = self.tokenizer(flat, truncation=self.max_length is not None, max_length=self.max_length,
-                                 add_special_tokens=self.add_special_tokens)["input_ids"]
-        bounds = [0, *accumulate(map(len, passages))]
-        return [encoded[start:stop] for start, stop in pairwise(bounds)]
+    def _tokenize(self, documents: Sequence[Document]) -> list[TokenizedPassages]:
+        return tokenize_passages(documents, self.tokenizer, self.words_per_passage, self.max_passages,
+                                 self.max_length, self.add_special_tokens)
 
     def open(self, documents: Sequence[Document]) -> CachedPassages:
         """The passages of ``documents`` (same order), tokenized now if no cache matches, read from disk otherwise."""
@@ -260,15 +286,10 @@ class PassageCache:
         """The cache rows of ``documents[start:stop]``, ``batch_documents`` at a time."""
         for first in range(start, stop, self.batch_documents):
             batch = [documents[index] for index in range(first, min(first + self.batch_documents, stop))]
-            passages = [self._split(document) for document in batch]
-            for document, split, encoded in zip(batch, passages, self._encode(passages), strict=True):
-                yield {
-                    "id": document.id,
-                    "input_ids": list(chain.from_iterable(encoded)),  # (N,)
-                    "passage_offsets": [0, *accumulate(map(len, encoded))],  # (P + 1,)
-                    "section_index": [passage.section_index for passage in split],  # (P,)
-                    "headings": [section.heading for section in document.sections],
-                }
+            for passages in self._tokenize(batch):
+                yield {"id": passages.id, "input_ids": passages.input_ids.tolist(),
+                       "passage_offsets": passages.passage_offsets.tolist(),
+                       "section_index": passages.section_index.tolist(), "headings": passages.headings}
 
 
 def _passage_rows(shards: list[tuple[int, int]], job: dict[str, Any]) -> Iterator[dict[str, Any]]:

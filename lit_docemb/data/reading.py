@@ -28,6 +28,8 @@ from __future__ import annotations
 
 import bz2
 import codecs
+import functools
+import glob
 import gzip
 import hashlib
 import io
@@ -36,6 +38,7 @@ import logging
 import lzma
 import os
 import re
+import shutil
 import zlib
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -46,6 +49,7 @@ from typing import Any, BinaryIO
 
 from lit_docemb.data.arrow import ArrowDocuments, document_to_row, row_to_document
 from lit_docemb.data.document import Document
+from lit_docemb.errors import ConfigError
 
 log = logging.getLogger(__name__)
 
@@ -215,12 +219,30 @@ def read_lines(path: str | os.PathLike, context: ReadContext, keepends: bool = F
                               "a complete gzip/bzip2/xz stream", key="corrupt_file")
 
 
+#: ``stats`` keys that count what a reader yielded, not what it skipped (left out of the skip summaries).
+READ_COUNT_KEYS = frozenset({"document"})
+
+
+def reading_summary(name: str, documents_read: int, splits: dict[str, int], skipped: dict[str, int]) -> str:
+    """One line saying what a read gave: ``<name>: read 50 documents (train 40, validation 10); skipped 3
+    (empty_document 1, malformed_record 2)``."""
+    parts = ", ".join(f"{split} {n}" for split, n in splits.items())
+    reasons = ", ".join(f"{reason} {n}" for reason, n in sorted(skipped.items()) if n)
+    return (f"{name}: read {documents_read} documents" + (f" ({parts})" if parts else "")
+            + f"; skipped {sum(skipped.values())}" + (f" ({reasons})" if reasons else ""))
+
+
+class MissingPathError(FileNotFoundError, ConfigError):
+    """A file or folder that a corpus needs (often inside the configured root) does not exist: a
+    ``FileNotFoundError`` for library callers, and a config error that the command line reports in one line."""
+
+
 def require_path(path: str | os.PathLike, what: str, expected: str) -> Path:
-    """``Path(path)``, or a FileNotFoundError naming ``what`` was not found and what is ``expected`` there (a
-    format, or a multi-line layout)."""
+    """``Path(path)``, or a :class:`MissingPathError` naming ``what`` was not found and what is ``expected`` there
+    (a format, or a layout whose lines are joined into the one-line message)."""
     if not os.path.exists(path):
-        separator = "\n" if "\n" in expected else " "
-        raise FileNotFoundError(f"{what} not found: {path} does not exist; expected{separator}{expected}")
+        layout = "; ".join(" ".join(line.split()) for line in expected.splitlines() if line.strip())
+        raise MissingPathError(f"{what} not found: {path} does not exist; expected {layout}")
     return Path(path)
 
 
@@ -354,7 +376,7 @@ def cached_documents(reader: Callable[..., Iterable[Document]], reader_kwargs: d
     """Converts ``reader(**reader_kwargs, context=...)`` once into a memory-mapped Arrow table.
 
     Empty documents are dropped and counted (``"empty_document"``); a conversion without any document raises
-    ValueError.
+    ValueError. A cache that cannot be read (truncated by a kill or a full disk) is rebuilt, with a warning.
 
     Args:
         reader: A module-level function yielding documents (runs only when no cache matches).
@@ -370,6 +392,7 @@ def cached_documents(reader: Callable[..., Iterable[Document]], reader_kwargs: d
         shard_over: The reader argument split among the processes (e.g. ``"sources"``).
     """
     import datasets
+    import pyarrow as pa
 
     shards = _shards(reader_kwargs, shard_over, num_proc)
     policy = {"strict": context.strict, "encoding": context.encoding, "fallback_encoding": context.fallback_encoding}
@@ -380,10 +403,25 @@ def cached_documents(reader: Callable[..., Iterable[Document]], reader_kwargs: d
     counts_dir = os.path.join(cache_dir or datasets.config.HF_DATASETS_CACHE, "lit_docemb_stats", fingerprint)
     description = description or ", ".join(str(p) for p in inputs) or ", ".join(identity)
     gen_kwargs = {"shards": list(enumerate(shards)), "reader": reader, "policy": policy, "counts_dir": counts_dir}
+    build = functools.partial(table_from_generator, _document_rows, features=_row_features(), cache_dir=cache_dir,
+                              gen_kwargs=gen_kwargs, fingerprint=fingerprint,
+                              num_proc=len(shards) if len(shards) > 1 else None)
     try:
-        table = table_from_generator(_document_rows, features=_row_features(), cache_dir=cache_dir,
-                                     gen_kwargs=gen_kwargs, fingerprint=fingerprint,
-                                     num_proc=len(shards) if len(shards) > 1 else None)
+        try:
+            table = build()
+        except (OSError, pa.ArrowException) as err:  # a truncated cache (a kill or a full disk while it was written)
+            stale = glob.glob(os.path.join(cache_dir or datasets.config.HF_DATASETS_CACHE, "generator",
+                                           f"*{fingerprint}*"))
+            if not stale:
+                raise
+            log.warning("the Arrow cache of %s cannot be read (%s: %s); rebuilding it from the corpus (%s)",
+                        description, type(err).__name__, str(err).splitlines()[0] if str(err) else "", stale[0])
+            for path in stale:
+                if os.path.isdir(path):
+                    shutil.rmtree(path)
+                else:
+                    os.remove(path)
+            table = build()
     except MalformedInputError:  # strict mode: the reader's error as it is
         raise
     except ValueError as err:  # datasets refuses a table without rows

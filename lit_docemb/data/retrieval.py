@@ -323,9 +323,8 @@ class RetrievalDataModule(DocumentDataModule):
         self.train_set = self._retrieval_set("train", splits["train"], documents, row_of)
         self.val_set = self._retrieval_set("val", splits.get("val"), documents, row_of)
         self.test_set = self._retrieval_set("test", splits.get("test"), documents, row_of)
-        log.info("%s: %d documents, %d train / %d validation / %d test examples, skipped %s", type(self).__name__,
-                 len(documents), len(self.train_set), len(self.val_set), len(self.test_set),
-                 dict(self.stats) or "none")
+        self.report_reading("examples", len(documents), {"train examples": len(self.train_set),
+                            "validation examples": len(self.val_set), "test examples": len(self.test_set)}, self.stats)
 
     def count(self, prefix: str, stats: Counter) -> None:
         """Adds ``stats`` to ``self.stats`` under ``"<prefix>/<key>"``."""

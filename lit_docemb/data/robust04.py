@@ -49,6 +49,7 @@ from lit_docemb.data.document import Document, Section
 from lit_docemb.data.reading import ReadContext, cached_documents, open_binary, read_lines, require_path
 from lit_docemb.data.retrieval import QuerySplit, RetrievalDataModule
 from lit_docemb.data.trec import Qrels, Query, read_folds, read_qrels
+from lit_docemb.errors import ConfigError
 
 DOCUMENT_FORMAT = "<DOC> ... </DOC> records holding a <DOCNO>"
 TOPIC_FORMAT = "<top> <num> Number: N <title> ... [<desc> Description: ...] [<narr> Narrative: ...] </top>"
@@ -368,6 +369,13 @@ class Robust04DataModule(RetrievalDataModule):
 
     def load_split(self, name: str) -> QuerySplit:
         topics, qrels, folds = self._load_judged()
-        wanted = {q for i in self.fold_ids(len(folds))[name] for q in folds[i]}
+        chosen = self.fold_ids(len(folds))[name]
+        if name in ("test", "val"):  # an empty training fold only adds no query; an empty held-out fold is no split
+            key = "test_fold" if name == "test" else "val_fold"
+            for i in chosen:
+                if not folds[i]:
+                    raise ConfigError(f"data.init_args.{key}: fold {i + 1} of {self.folds_file} is empty; choose "
+                                      f"a fold with queries or fill it in the folds file")
+        wanted = {q for i in chosen for q in folds[i]}
         return QuerySplit({q: t for q, t in topics.items() if q in wanted},
                           {q: j for q, j in qrels.items() if q in wanted}, None)

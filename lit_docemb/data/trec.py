@@ -213,8 +213,9 @@ def read_folds(path) -> list[list[str]]:
 
     Accepted: JSON, a list of lists (Anserini's ``robust04-paper2-folds.json``) or an object whose values are
     lists (``{"fold1": [...], ...}``, folds in the file's key order); or text, one fold per non-blank line,
-    ids separated by whitespace or commas, ``#`` starting a comment. A query id in two folds, an empty fold or
-    a non-string/integer id raises ``ValueError``.
+    ids separated by whitespace or commas, ``#`` starting a comment. A query id in two folds or a
+    non-string/integer id raises ``ValueError``; an empty JSON fold is kept (a caller refuses it only where it
+    uses it, e.g. as the test fold).
     """
     path = require_path(path, "folds file",
                         "a folds file: JSON list of lists / {name: list}, or one fold of query ids per line")
@@ -232,8 +233,8 @@ def read_folds(path) -> list[list[str]]:
 def _checked_folds(folds, path) -> list[list[str]]:
     checked, owner = [], {}
     for index, fold in enumerate(folds):
-        if not isinstance(fold, list) or not fold or not all(isinstance(q, (str, int)) for q in fold):
-            raise ValueError(f"{path}: fold {index + 1} must be a non-empty list of query ids, got {fold!r:.80}")
+        if not isinstance(fold, list) or not all(isinstance(q, (str, int)) for q in fold):
+            raise ValueError(f"{path}: fold {index + 1} must be a list of query ids, got {fold!r:.80}")
         for qid in map(str, fold):
             if qid in owner:
                 raise ValueError(f"{path}: query {qid} is in folds {owner[qid] + 1} and {index + 1}")

@@ -26,36 +26,66 @@ log = logging.getLogger(__name__)
 
 
 @torch.no_grad()
-def embed_with_ids(method: EmbeddingMethod, documents: Sequence[Document],
-                   batch_size: int = 64) -> tuple[list[str], Tensor, int]:
-    """(ids, embeddings, skipped) of the documents the method can represent, in document order: through the
-    method's predict collator and ``embed`` in eval mode (its mode is restored after), batched by length (less
-    padding). A collator may drop documents it cannot represent (CTPE: unsplittable ones) and report them as
-    its batch's ``skipped``; they are left out and counted."""
+def embed_rows(method: EmbeddingMethod, documents: Sequence[Document], batch_size: int = 64,
+               sharded: bool = False) -> tuple[Tensor, Tensor]:
+    """The one place documents are embedded with a method: (N, D, ...) fp32 embeddings in document order, an (N,)
+    bool mask of the documents the method could represent (the others' rows are 0). Through the method's predict
+    collator and ``embed`` in eval mode (its mode is restored after), batched by length (less padding). A
+    collator may drop documents it cannot represent (CTPE: unsplittable ones; they are reported as its batch's
+    ``skipped``).
+
+    Args:
+        method: The method, on its device.
+        documents: What to embed.
+        batch_size: Documents per forward pass.
+        sharded: Split the documents across the ranks of the process group (rank r embeds rows
+            ``[r*N//W, (r+1)*N//W)``) and gather, so every rank gets all N rows; every rank must call it with the
+            same documents. One process, or fewer documents than ranks: each rank embeds them all.
+    """
     if len(documents) == 0:
         raise ValueError("no documents to embed")
+    world, me, n = dist.world_size(), dist.rank(), len(documents)
+    if not sharded or world == 1 or n < world:
+        return _embed_rows(method, documents, batch_size)
+    local, kept = _embed_rows(method, _Rows(documents, me * n // world, (me + 1) * n // world), batch_size)
+    return dist.gather_no_grad(local), dist.gather_no_grad(kept)  # (N, D), (N,): rank 0's rows first
+
+
+def _embed_rows(method: EmbeddingMethod, documents: Sequence[Document], batch_size: int) -> tuple[Tensor, Tensor]:
     collate, was_training = method.collator("predict"), method.training
     order = sorted(range(len(documents)), key=lambda i: len(documents[i].text))
-    positions, ids, parts, skipped = [], [], [], 0
+    positions, parts = [], []
     method.eval()
     try:
         for start in range(0, len(order), batch_size):
             rows = order[start:start + batch_size]
             batch = collate([documents[i] for i in rows])
-            skipped += getattr(batch, "skipped", 0)
             if len(batch) == 0:
                 continue
             parts.append(method.embed(method.transfer_batch_to_device(batch, method.device, 0)).float())
-            kept = rows if len(batch) == len(rows) else _rows_of(batch.ids, rows, documents)
-            positions += kept
-            ids += list(batch.ids) if hasattr(batch, "ids") else [documents[i].id for i in kept]
+            positions += rows if len(batch) == len(rows) else _rows_of(batch.ids, rows, documents)
     finally:
         method.train(was_training)
-    if not parts:
+    kept = torch.zeros(len(documents), dtype=torch.bool)
+    if not parts:  # none represented: zero rows of the method's width (1 when it cannot say)
+        return torch.zeros(len(documents), 1, device=method.device), kept.to(method.device)
+    embedded = torch.cat(parts)  # (K, D) in length order
+    out = embedded.new_zeros((len(documents), *embedded.shape[1:]))  # a method may give several vectors each
+    index = torch.tensor(positions, device=embedded.device)
+    out[index] = embedded
+    kept[torch.tensor(positions)] = True
+    return out, kept.to(embedded.device)
+
+
+def embed_with_ids(method: EmbeddingMethod, documents: Sequence[Document],
+                   batch_size: int = 64) -> tuple[list[str], Tensor, int]:
+    """(ids, embeddings, skipped) of the documents the method can represent, in document order (see
+    :func:`embed_rows`); the documents it cannot represent are left out and counted."""
+    embeddings, kept = embed_rows(method, documents, batch_size)
+    if not kept.any():
         raise ValueError(f"{type(method).__name__} could represent none of {len(documents)} documents")
-    embeddings, positions = torch.cat(parts), torch.tensor(positions)
-    order_back = torch.argsort(positions)
-    return [ids[i] for i in order_back.tolist()], embeddings[order_back.to(embeddings.device)], skipped
+    rows = kept.cpu().nonzero().flatten().tolist()
+    return [documents[i].id for i in rows], embeddings[kept], len(documents) - len(rows)
 
 
 def _rows_of(ids: Sequence[str], rows: list[int], documents: Sequence[Document]) -> list[int]:
@@ -66,12 +96,14 @@ def _rows_of(ids: Sequence[str], rows: list[int], documents: Sequence[Document])
     return [free[doc_id].pop() for doc_id in ids]
 
 
-def embed_documents(method: EmbeddingMethod, documents: Sequence[Document], batch_size: int = 64) -> Tensor:
-    """(N, D) fp32 embeddings in document order (see :func:`embed_with_ids`); a document the method cannot
+def embed_documents(method: EmbeddingMethod, documents: Sequence[Document], batch_size: int = 64,
+                    sharded: bool = False) -> Tensor:
+    """(N, D) fp32 embeddings in document order (see :func:`embed_rows`); a document the method cannot
     represent is an error."""
-    _, embeddings, skipped = embed_with_ids(method, documents, batch_size)
-    if skipped:
-        raise ValueError(f"{type(method).__name__} could not represent {skipped} of {len(documents)} documents")
+    embeddings, kept = embed_rows(method, documents, batch_size, sharded)
+    if not kept.all():
+        raise ValueError(f"{type(method).__name__} could not represent {int((~kept).sum())} of {len(documents)} "
+                         f"documents")
     return embeddings
 
 
@@ -91,12 +123,6 @@ class _Rows(Sequence):
 
 
 def embed_sharded(method: EmbeddingMethod, documents: Sequence[Document], batch_size: int = 64) -> Tensor:
-    """:func:`embed_documents` of a corpus split across the ranks of the process group: rank r embeds rows
-    ``[r*N//W, (r+1)*N//W)``, and every rank gets the (N, D) embeddings in document order. One process (or fewer
-    documents than ranks): plain :func:`embed_documents`. Every rank must call it with the same documents."""
-    world, me = dist.world_size(), dist.rank()
-    if world == 1 or len(documents) < world:
-        return embed_documents(method, documents, batch_size)
-    n = len(documents)
-    local = embed_documents(method, _Rows(documents, me * n // world, (me + 1) * n // world), batch_size)
-    return dist.gather_no_grad(local)  # (N, D): rank 0's rows first
+    """:func:`embed_documents` of a corpus split across the ranks of the process group (``sharded=True``): every
+    rank gets the (N, D) embeddings in document order. Every rank must call it with the same documents."""
+    return embed_documents(method, documents, batch_size, sharded=True)

@@ -15,7 +15,8 @@ Two retrieval tasks share one candidate set, the bodies of the held-out document
 Both report MRR@k and recall@1 over the held-out queries; ``mrr@10`` is the mean of the two MRR@10s, and
 ``mean_cosine`` (mean cosine between different held-out documents) shows whether training spreads the
 documents apart or collapses them together.
-Queries and candidates are embedded in length-sorted chunks, so padding costs little.
+A method embeds queries and candidates with :func:`lit_docemb.eval.embedding.embed_documents` (length-sorted
+batches, so padding costs little).
 """
 
 from __future__ import annotations
@@ -28,11 +29,15 @@ from dataclasses import dataclass
 import lightning as L
 import torch
 import torch.nn.functional as F
-from lightning.pytorch.utilities import rank_zero_only
 from torch import Tensor
 
+from lit_docemb import distributed as dist
+from lit_docemb._moved import moved_attribute
 from lit_docemb.data.datamodule import stable_fraction
 from lit_docemb.data.document import Document, Section
+from lit_docemb.errors import ConfigError
+from lit_docemb.eval.embedding import embed_documents
+from lit_docemb.eval.evaluation import Evaluation, EvaluationContext
 
 Embedder = Callable[[list[str]], Tensor]
 
@@ -98,20 +103,8 @@ def build_task(documents: Sequence[Document], min_section_words: int = 30) -> Re
     return task
 
 
-@torch.no_grad()
-def embed_sorted(embed: Embedder, texts: list[str], batch_size: int = 32) -> Tensor:
-    """Embeds texts in chunks of similar length (less padding) and returns them in input order, (N, D)."""
-    order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
-    chunks = [embed([texts[i] for i in order[start:start + batch_size]]).float().cpu()
-              for start in range(0, len(texts), batch_size)]
-    sorted_embeddings = torch.cat(chunks)  # (N, D) in length order
-    out = torch.empty_like(sorted_embeddings)
-    out[torch.tensor(order)] = sorted_embeddings
-    return out
-
-
-def retrieval_metrics(queries: Tensor, candidates: Tensor, targets: Tensor, k: int = 10) -> dict[str, float]:
-    """MRR@k and recall@1/@k of (Q, D) query vectors against (N, D) candidates by cosine; ``targets`` (Q,).
+def target_rank_metrics(queries: Tensor, candidates: Tensor, targets: Tensor, k: int = 10) -> dict[str, float]:
+    """The rank of each query's one relevant candidate as MRR@k and recall@1/@k of (Q, D) query vectors against (N, D) candidates by cosine; ``targets`` (Q,).
 
     Ties are broken against the target (a constant embedder scores 0 on MRR@k when N > k).
     """
@@ -124,9 +117,10 @@ def retrieval_metrics(queries: Tensor, candidates: Tensor, targets: Tensor, k: i
             f"recall@{k}": (rank <= k).float().mean().item()}
 
 
-def evaluate_heldout(embed: Embedder, documents: Sequence[Document], k: int = 10, batch_size: int = 32,
+def evaluate_heldout(embed: Embedder, documents: Sequence[Document], k: int = 10,
                      min_section_words: int = 30) -> dict[str, float]:
-    """Evaluates ``embed`` (texts → (N, D) tensor) on held-out ``documents``.
+    """Evaluates ``embed`` (texts → (N, D) tensor, called once for the candidates and once for the queries) on
+    held-out ``documents``.
 
     Returns ``{"summary/mrr@10", "summary/recall@1", "summary/recall@10", "section/...", "mrr@10",
     "summary/queries", "section/queries", "candidates", "mean_cosine"}``: ``mrr@10`` is the mean over the
@@ -137,8 +131,8 @@ def evaluate_heldout(embed: Embedder, documents: Sequence[Document], k: int = 10
     task = build_task(documents, min_section_words)
     if not task.candidates:
         raise ValueError("no held-out document has body text")
-    candidates = embed_sorted(embed, task.candidates, batch_size)  # (N, D)
-    queries = embed_sorted(embed, task.queries, batch_size) if task.queries else candidates[:0]  # (Q, D)
+    candidates = embed(task.candidates).float().cpu()  # (N, D)
+    queries = embed(task.queries).float().cpu() if task.queries else candidates[:0]  # (Q, D)
     targets = torch.tensor(task.targets, dtype=torch.long)
     normalised = F.normalize(candidates, dim=-1)
     n = len(task.candidates)
@@ -149,69 +143,66 @@ def evaluate_heldout(embed: Embedder, documents: Sequence[Document], k: int = 10
         mask = torch.tensor([q == kind for q in task.kinds], dtype=torch.bool)
         results[f"{kind}/queries"] = float(mask.sum())
         if mask.any():
-            for name, value in retrieval_metrics(queries[mask], candidates, targets[mask], k).items():
+            for name, value in target_rank_metrics(queries[mask], candidates, targets[mask], k).items():
                 results[f"{kind}/{name}"] = value
             mrrs.append(results[f"{kind}/mrr@{k}"])
     results[f"mrr@{k}"] = sum(mrrs) / len(mrrs) if mrrs else 0.0
     return results
 
 
-class HeldOutRetrieval(L.Callback):
-    """Retrieval on the DataModule's held-out documents before training and after it (see
-    :func:`lit_docemb.eval.heldout.evaluate_heldout`), printed as a table and logged as
-    ``heldout/before/<metric>``, ``heldout/after/<metric>`` and ``heldout/delta/<metric>``.
+class HeldOutRetrieval(Evaluation):
+    """Retrieval on the DataModule's held-out documents (its ``val_set``; see :func:`evaluate_heldout`).
 
-    Runs on global rank 0 only, on documents the training split never contains.
+    During ``fit`` it runs before training and after it, prints a before/after table and logs
+    ``heldout/before/<metric>``, ``heldout/after/<metric>`` and ``heldout/delta/<metric>``; a resumed run keeps
+    the "before" of its first start (callback state). ``python -m lit_docemb evaluate --evaluation heldout`` reports
+    ``heldout/<metric>`` of a checkpoint. Every rank runs it (the texts are embedded in shards, one per rank).
 
     Args:
         batch_size: Texts embedded per forward pass.
-        max_documents: Evaluate on at most this many held-out documents.
+        max_documents: Evaluate on at most this many held-out documents (None: all).
         k: Cut-off of MRR@k and recall@k.
     """
 
+    name = "heldout"
+
     def __init__(self, batch_size: int = 32, max_documents: int | None = 2_000, k: int = 10) -> None:
-        self.batch_size = batch_size
-        self.max_documents = max_documents
-        self.k = k
+        super().__init__(every_n_epochs=None, batch_size=batch_size)
+        if (max_documents is not None and max_documents < 1) or k < 1:
+            raise ConfigError(f"{type(self).__name__} init_args.max_documents (>= 1 or null) and init_args.k (>= 1): "
+                              f"got {max_documents}, {k}")
+        self.max_documents, self.k = max_documents, k
         self.before: dict[str, float] | None = None
         self.after: dict[str, float] | None = None
 
-    def _documents(self, trainer: L.Trainer) -> list[Document]:
-        val_set = trainer.datamodule.val_set
+    def _measure(self, method: L.LightningModule, data: L.LightningDataModule) -> dict[str, float]:
+        val_set = data.val_set
         n = len(val_set) if self.max_documents is None else min(len(val_set), self.max_documents)
-        return [val_set[i] for i in range(n)]
-
-    def _evaluate(self, trainer: L.Trainer, module: L.LightningModule) -> dict[str, float]:
-        collate = module.collator("predict")
-        was_training = module.training
-        module.eval()
 
         def embed(texts: list[str]) -> Tensor:
-            docs = [Document(str(i), sections=[Section("", t)]) for i, t in enumerate(texts)]
-            batch = module.transfer_batch_to_device(collate(docs), module.device, 0)
-            return module.embed(batch).float().cpu()
+            documents = [Document(str(i), sections=[Section("", text)]) for i, text in enumerate(texts)]
+            return embed_documents(method, documents, self.batch_size, sharded=True)
 
         started = time.perf_counter()
-        with torch.no_grad():
-            metrics = evaluate_heldout(embed, self._documents(trainer), k=self.k, batch_size=self.batch_size)
-        metrics["seconds"] = time.perf_counter() - started
-        module.train(was_training)
-        return metrics
+        metrics = evaluate_heldout(embed, [val_set[i] for i in range(n)], k=self.k)
+        return metrics | {"seconds": time.perf_counter() - started}
 
-    @rank_zero_only
+    def evaluate(self, context: EvaluationContext) -> dict[str, float]:
+        return {f"heldout/{k}": v for k, v in self._measure(context.method, context.data).items()}
+
     def on_train_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
         if self.before is None:  # a resumed run keeps the figures of its first start
-            self.before = self._evaluate(trainer, pl_module)
+            self.before = self._measure(pl_module, trainer.datamodule)
             self._log(trainer, "before", self.before)
 
-    @rank_zero_only
     def on_train_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
-        self.after = self._evaluate(trainer, pl_module)
+        self.after = self._measure(pl_module, trainer.datamodule)
         self._log(trainer, "after", self.after)
         if self.before is not None:
             delta = {k: self.after[k] - self.before[k] for k in self.after if k in self.before}
             self._log(trainer, "delta", delta)
-            print(self.table())
+            if dist.rank() == 0:
+                print(self.table())
 
     def _log(self, trainer: L.Trainer, stage: str, metrics: dict[str, float]) -> None:
         for logger in trainer.loggers:
@@ -232,3 +223,6 @@ class HeldOutRetrieval(L.Callback):
 
     def load_state_dict(self, state_dict: dict) -> None:
         self.before = state_dict.get("before")
+
+
+__getattr__ = moved_attribute(__name__)  # names that moved or were renamed, deprecated

@@ -10,13 +10,9 @@ test (and optionally train). Two protocols:
   pair features ``[u, v, u*v, |u-v|]`` of the two frozen embeddings (logistic regression or a small MLP),
   fitted on the train pairs (the validation pairs when there are none), same metrics on the test pairs.
 
-Metrics are of the positive class (label 1); a metric whose denominator is 0 is 0.
-
-Command line, for any method and a DataModule of labelled pairs (``AANDataModule`` in ``mode: pairs``, whose
-``eval`` file is the validation split): both protocols on the checkpoint's embeddings, printed as JSON::
-
-    python -m lit_docemb matching --config configs/colde/aan.yaml \
-        --ckpt runs/colde_aan/checkpoints/last.ckpt --data.init_args.source /data/lra_release/tsv_data
+Metrics are of the positive class (label 1); a metric whose denominator is 0 is 0. On a DataModule of labelled
+pairs (``AANDataModule`` in ``mode: pairs``): :class:`DocumentMatching` (both protocols; also ``python -m
+lit_docemb matching``) and :class:`ValidationMatching` (CoLDE's ``val/matching_*`` during ``fit``).
 """
 
 from __future__ import annotations
@@ -27,14 +23,18 @@ from typing import Literal
 import numpy as np
 from torch import Tensor
 
+import lightning as L
+
 from lit_docemb._moved import moved_attribute
+from lit_docemb.errors import ConfigError
+from lit_docemb.eval.embedding import embed_documents, embed_rows
 from lit_docemb.eval.evaluation import Evaluation, EvaluationContext
 
 Pair = tuple[str, str, int]
 Criterion = Literal["f1", "accuracy"]
 
-__all__ = ["best_threshold", "binary_metrics", "classifier_matching", "cosine_scores", "dataset_pairs",
-           "embeddings_by_id", "evaluate_pairs", "pair_features", "threshold_matching"]
+__all__ = ["DocumentMatching", "ValidationMatching", "best_threshold", "binary_metrics", "classifier_matching",
+           "cosine_scores", "dataset_pairs", "embeddings_by_id", "evaluate_pairs", "pair_features", "threshold_matching"]
 
 
 def binary_metrics(predicted: Sequence[int] | np.ndarray, labels: Sequence[int] | np.ndarray) -> dict[str, float]:
@@ -154,8 +154,6 @@ def evaluate_pairs(method, data, batch_size: int = 32, classifier: Literal["logi
                    criterion: Criterion = "f1") -> dict[str, float]:
     """Both protocols for ``method`` (an :class:`~lit_docemb.methods.base.EmbeddingMethod`) on the train /
     validation / test pairs of ``data`` (set up), every paper embedded once with its predict collator."""
-    from lit_docemb.eval.embedding import embed_documents
-
     splits = {"train": data.train_set, "val": data.val_set, "test": data.test_set}
     if splits["test"] is None or not len(splits["val"]):
         raise ValueError(f"{type(data).__name__} needs validation and test pairs (AANDataModule mode: pairs)")
@@ -167,10 +165,6 @@ def evaluate_pairs(method, data, batch_size: int = 32, classifier: Literal["logi
     threshold = threshold_matching(embeddings, pairs["val"], pairs["test"], criterion)
     learned = classifier_matching(embeddings, pairs["val"], pairs["test"], pairs["train"], classifier)
     return {f"threshold/{k}": v for k, v in threshold.items()} | {f"classifier/{k}": v for k, v in learned.items()}
-
-
-if __name__ == "__main__":
-    main()
 
 
 class DocumentMatching(Evaluation):
@@ -197,5 +191,83 @@ class DocumentMatching(Evaluation):
     def evaluate(self, context: EvaluationContext) -> dict[str, float]:
         metrics = evaluate_pairs(context.method, context.data, self.batch_size, self.classifier, self.criterion)
         return {f"matching/{k}": v for k, v in metrics.items()}
+
+
+class ValidationMatching(Evaluation):
+    """CoLDE's matching protocol (§4.2) during ``fit`` and ``test``, on a DataModule of labelled pairs
+    (``AANDataModule`` in ``mode: pairs``), configured under ``trainer.callbacks``.
+
+    At each validation of ``fit`` the documents of the validation pairs are embedded (sharded across ranks) and
+    each pair scored by cosine; the threshold that maximises ``criterion`` on them is logged with the metrics at it
+    as ``val/matching_{precision,recall,f1,accuracy,threshold,skipped_pairs}`` and kept in this callback's state
+    (so in checkpoints); ``test`` logs ``test/matching_*`` on the test pairs at it. Pairs with a document the
+    method cannot represent are left out and counted (``skipped_pairs``).
+
+    Args:
+        criterion: What the validation threshold maximises: ``"f1"`` or ``"accuracy"``.
+        batch_size: Documents embedded per forward pass.
+    """
+
+    name = "validation_matching"
+
+    def __init__(self, criterion: Criterion = "f1", batch_size: int = 64) -> None:
+        super().__init__(every_n_epochs=None, batch_size=batch_size)
+        if criterion not in ("f1", "accuracy"):
+            raise ConfigError(f"{type(self).__name__} init_args.criterion must be 'f1' or 'accuracy', got "
+                              f"{criterion!r}")
+        self.criterion = criterion
+        self.threshold: float | None = None
+
+    def _scores(self, context: EvaluationContext, dataset) -> tuple[np.ndarray, np.ndarray, int]:
+        """Cosine scores and labels of the pairs of ``dataset`` whose documents the method represents, and how
+        many pairs were left out."""
+        if not hasattr(dataset, "pairs") or not len(dataset):
+            raise ValueError(f"{type(self).__name__} needs labelled pairs (AANDataModule mode: pairs), got "
+                             f"{type(dataset).__name__}")
+        rows = sorted({i for a, b, _ in dataset.pairs for i in (a, b)})
+        embedded, kept = embed_rows(context.method, [dataset.documents[i] for i in rows], self.batch_size, True)
+        usable = {i for i, ok in zip(rows, kept.tolist()) if ok}
+        vectors = embeddings_by_id([str(i) for i in rows], embedded)
+        pairs = [(str(a), str(b), label) for a, b, label in dataset.pairs if a in usable and b in usable]
+        if not pairs:
+            raise ValueError(f"{type(context.method).__name__} could represent no pair of {len(dataset)}")
+        scores, labels = cosine_scores(vectors, pairs)
+        return scores, labels, len(dataset) - len(pairs)
+
+    def _metrics(self, stage: str, scores: np.ndarray, labels: np.ndarray, skipped: int) -> dict[str, float]:
+        metrics = binary_metrics(scores >= self.threshold, labels) | {"threshold": self.threshold,
+                                                                      "skipped_pairs": float(skipped)}
+        return {f"{stage}/matching_{k}": v for k, v in metrics.items()}
+
+    def evaluate(self, context: EvaluationContext) -> dict[str, float]:
+        """Chooses the threshold on the validation pairs: ``val/matching_*``."""
+        scores, labels, skipped = self._scores(context, context.data.val_set)
+        self.threshold = best_threshold(scores, labels, self.criterion)
+        return self._metrics("val", scores, labels, skipped)
+
+    def test(self, context: EvaluationContext) -> dict[str, float]:
+        """``test/matching_*`` on the test pairs (the validation pairs when there are none) at the threshold
+        chosen on validation."""
+        if self.threshold is None:
+            raise RuntimeError("test matching needs the threshold chosen on validation pairs: validate first, or "
+                               "test a checkpoint saved after a validation")
+        data = context.data
+        return self._metrics("test", *self._scores(context, data.test_set if data.test_set is not None
+                                                   else data.val_set))
+
+    def on_validation_epoch_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        if not trainer.sanity_checking:  # identical on every rank
+            pl_module.log_dict(self._run(trainer, pl_module, f"epoch={trainer.current_epoch}"), sync_dist=False)
+
+    def on_test_epoch_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        context = EvaluationContext(pl_module, trainer.datamodule, None, self.batch_size)
+        pl_module.log_dict(self.test(context), sync_dist=False)  # identical on every rank
+
+    def state_dict(self) -> dict:
+        return {"threshold": self.threshold}
+
+    def load_state_dict(self, state_dict: dict) -> None:
+        self.threshold = state_dict.get("threshold")
+
 
 __getattr__ = moved_attribute(__name__)  # names that moved to other modules, deprecated

@@ -8,9 +8,14 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from lit_docemb.losses.common import mean_or_zero
-from lit_docemb.losses.common import full_precision
-from lit_docemb.distributed import gather_no_grad, gather_with_grad, row_layout, world_size
+from lit_docemb.distributed import (
+    gather_no_grad,
+    gather_with_grad,
+    row_layout,
+    world_size,
+)
+from lit_docemb.errors import require
+from lit_docemb.losses.common import full_precision, mean_or_zero
 
 
 class InfoNCELoss(nn.Module):
@@ -75,10 +80,8 @@ class InfoNCELoss(nn.Module):
         gather_across_devices: bool = True,
     ) -> None:
         super().__init__()
-        if temperature <= 0:
-            raise ValueError(f"temperature must be > 0, got {temperature}")
-        if similarity not in ("cos", "dot"):
-            raise ValueError(f"similarity must be 'cos' or 'dot', got {similarity!r}")
+        require(temperature > 0, "temperature", "> 0", temperature)
+        require(similarity in ("cos", "dot"), "similarity", "'cos' or 'dot'", similarity)
         self.temperature = temperature
         self.similarity = similarity
         self.symmetric = symmetric

@@ -8,8 +8,15 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from lit_docemb.losses.common import fp32, full_precision, global_count, global_mean, mean_or_zero
 from lit_docemb.distributed import gather_no_grad, gather_with_grad, row_layout
+from lit_docemb.errors import require
+from lit_docemb.losses.common import (
+    fp32,
+    full_precision,
+    global_count,
+    global_mean,
+    mean_or_zero,
+)
 
 
 class NTXentLoss(nn.Module):
@@ -71,10 +78,8 @@ class NTXentLoss(nn.Module):
         gather_across_devices: bool = True,
     ) -> None:
         super().__init__()
-        if temperature <= 0:
-            raise ValueError(f"temperature must be > 0, got {temperature}")
-        if denominator not in ("paper", "simclr"):
-            raise ValueError(f"denominator must be 'paper' or 'simclr', got {denominator!r}")
+        require(temperature > 0, "temperature", "> 0", temperature)
+        require(denominator in ("paper", "simclr"), "denominator", "'paper' or 'simclr'", denominator)
         self.temperature = temperature
         self.denominator = denominator
         self.gather_across_devices = gather_across_devices

@@ -7,8 +7,15 @@ from typing import Literal
 import torch
 from torch import Tensor, nn
 
-from lit_docemb.losses.common import fp32, full_precision, global_count, global_mean, mean_or_zero
 from lit_docemb.distributed import gather_no_grad, gather_with_grad, row_layout
+from lit_docemb.errors import require
+from lit_docemb.losses.common import (
+    fp32,
+    full_precision,
+    global_count,
+    global_mean,
+    mean_or_zero,
+)
 
 
 class SupConLoss(nn.Module):
@@ -61,10 +68,8 @@ class SupConLoss(nn.Module):
         gather_across_devices: bool = True,
     ) -> None:
         super().__init__()
-        if temperature <= 0:
-            raise ValueError(f"temperature must be > 0, got {temperature}")
-        if similarity not in ("cos", "dot"):
-            raise ValueError(f"similarity must be 'cos' or 'dot', got {similarity!r}")
+        require(temperature > 0, "temperature", "> 0", temperature)
+        require(similarity in ("cos", "dot"), "similarity", "'cos' or 'dot'", similarity)
         self.temperature = temperature
         self.similarity = similarity
         self.gather_across_devices = gather_across_devices

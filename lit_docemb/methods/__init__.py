@@ -1,4 +1,4 @@
-from lit_docemb.methods.base import EmbeddingMethod, LinearWarmupDecay
+from lit_docemb.methods.base import EmbeddingMethod
 from lit_docemb.methods.classifier import DocumentClassifier
 from lit_docemb.methods.colde import CoLDE
 from lit_docemb.methods.ctpe import CTPE
@@ -6,6 +6,7 @@ from lit_docemb.methods.deca import DECA
 from lit_docemb.methods.dense_retrieval import DenseRetrieval
 from lit_docemb.methods.docsplit import DocSplit
 from lit_docemb.methods.graph_roberta import GraphRoBERTa
+from lit_docemb.methods.schedulers import LinearWarmupDecay
 from lit_docemb.views.ctpe import TransformerTokens, WordEmbeddings
 
 __all__ = [

@@ -13,9 +13,7 @@ implementing ``cacheable(batch)`` (see :class:`~lit_docemb.methods.grad_cache.Ca
 
 from __future__ import annotations
 
-import importlib
 import inspect
-import logging
 from abc import ABC, abstractmethod
 from collections.abc import Callable
 
@@ -26,92 +24,21 @@ from lightning.pytorch.core.mixins.hparams_mixin import _given_hyperparameters
 from lightning.pytorch.strategies import DeepSpeedStrategy
 from torch import Tensor
 from torch.nn.parallel import DistributedDataParallel
-from torch.optim.lr_scheduler import LambdaLR
 
+from lit_docemb._moved import moved_attribute
 from lit_docemb.data.batches import DocumentBatch
+from lit_docemb.data.passage_cache import PassageCache
 from lit_docemb.data.tokens import split_rows_by_token_budget
-from lit_docemb.errors import ConfigError
+from lit_docemb.errors import ConfigError, require
+from lit_docemb.methods import schedulers
 from lit_docemb.methods.callbacks import RandomStateCheckpoint
+from lit_docemb.methods.checkpoints import class_at
 from lit_docemb.methods.grad_cache import (
     CacheableBatch,
     GradCacheOutput,
     grad_cache_step,
 )
 from lit_docemb.methods.guards import FailFast, NonFiniteGuard
-
-log = logging.getLogger(__name__)
-
-
-class LinearWarmupDecay(LambdaLR):
-    """Linear warm-up to the base learning rate, then linear decay to ``final_fraction`` of it.
-
-    Args:
-        optimizer: Wrapped optimizer.
-        warmup_steps: Optimizer steps of linear warm-up from 0.
-        total_steps: Steps of the whole run; ``None`` lets the method fill in
-            ``trainer.estimated_stepping_batches`` when training starts (so it follows
-            max_epochs/max_steps/accumulation; a resumed run keeps its checkpoint's).
-        final_fraction: Learning-rate multiplier reached at ``total_steps``.
-        warmup_fraction: Warm-up as a share of ``total_steps`` (the papers' "warm-up rate 0.1"); replaces
-            ``warmup_steps`` when set.
-    """
-
-    def __init__(self, optimizer, warmup_steps: int = 0, total_steps: int | None = None,
-                 final_fraction: float = 0.0, warmup_fraction: float | None = None) -> None:
-        if warmup_fraction is not None and not 0 <= warmup_fraction < 1:
-            raise ValueError(f"warmup_fraction must be in [0, 1), got {warmup_fraction}")
-        self.warmup_steps = warmup_steps
-        self.total_steps = total_steps
-        self.final_fraction = final_fraction
-        self.warmup_fraction = warmup_fraction
-        super().__init__(optimizer, self.multiplier)
-
-    def set_total_steps(self, total_steps: int) -> None:
-        """Sets the run length once known and re-applies the current step's learning rate."""
-        self.total_steps = total_steps
-        for group, base in zip(self.optimizer.param_groups, self.base_lrs):
-            group["lr"] = base * self.multiplier(self.last_epoch)
-
-    def multiplier(self, step: int) -> float:
-        warmup = self.warmup_steps
-        if self.warmup_fraction is not None:
-            warmup = round(self.warmup_fraction * self.total_steps) if self.total_steps else 0
-        if step < warmup:
-            return (step + 1) / (warmup + 1)
-        if not self.total_steps or self.total_steps <= warmup:
-            return 1.0
-        progress = min(1.0, (step - warmup) / (self.total_steps - warmup))
-        return 1.0 - (1.0 - self.final_fraction) * progress
-
-
-def _class_at(path: str | None):
-    """The class an import path such as ``lit_docemb.methods.DocSplit`` names (None if it names none)."""
-    if not path or "." not in path:
-        return None
-    module, _, name = path.rpartition(".")
-    try:
-        return getattr(importlib.import_module(module), name, None)
-    except ImportError:
-        return None
-
-
-def load_method_checkpoint(backbone: L.LightningModule, checkpoint: str) -> None:
-    """Loads a method's weights from a Lightning checkpoint of that method, or from a fine-tuning wrapper's
-    checkpoint around it (its ``backbone.*`` weights), weights only (no pickled code). Extra weights (e.g. a
-    pretraining head) are ignored; missing ones are an error."""
-    state = torch.load(checkpoint, map_location="cpu", weights_only=True)["state_dict"]
-    wrapper = any(k.startswith("backbone.") for k in state)
-    if wrapper and not any(k.startswith("backbone.") for k in backbone.state_dict()):  # a wrapper's backbone
-        state = {k[len("backbone."):]: v for k, v in state.items() if k.startswith("backbone.")}
-    try:
-        missing, unexpected = backbone.load_state_dict(state, strict=False)
-    except RuntimeError as err:  # shapes differ
-        raise ValueError(f"checkpoint {checkpoint} does not fit {type(backbone).__name__} as configured in "
-                         f"the config: {err}") from err
-    if missing:
-        raise ValueError(f"checkpoint {checkpoint} is not a {type(backbone).__name__} checkpoint of this "
-                         f"architecture: {len(missing)} weights missing (first: {missing[0]})")
-    log.info("loaded %s (ignored %d extra weights)", checkpoint, len(unexpected))
 
 
 class EmbeddingMethod(L.LightningModule, ABC):
@@ -134,12 +61,15 @@ class EmbeddingMethod(L.LightningModule, ABC):
     #: Multipliers of the ``*_loss`` terms in the total; a method sets these from its own arguments.
     loss_weights: dict[str, float]
 
+    #: Set by a method that reads each document as tokenized passages: the DataModule then hands its collators
+    #: the cached :class:`~lit_docemb.data.passage_cache.TokenizedPassages` (see :meth:`setup`).
+    passage_cache: PassageCache | None = None
+
     def __init__(self, optimizer: OptimizerCallable | None = None,
                  scheduler: LRSchedulerCallable | None = None, grad_cache_token_budget: int | None = None) -> None:
         super().__init__()
-        if grad_cache_token_budget is not None and grad_cache_token_budget < 1:
-            raise ValueError(f"grad_cache_token_budget must be >= 1 (tokens per sub-batch) or null, "
-                             f"got {grad_cache_token_budget}")
+        require(grad_cache_token_budget is None or grad_cache_token_budget >= 1, "grad_cache_token_budget",
+                ">= 1 (tokens per sub-batch) or null", grad_cache_token_budget)
         self.optimizer_factory = optimizer
         self.scheduler_factory = scheduler
         self.grad_cache_token_budget = grad_cache_token_budget
@@ -153,7 +83,7 @@ class EmbeddingMethod(L.LightningModule, ABC):
         arguments instead of its own, so those given hyperparameters are set aside when their class is not ours.
         """
         given = _given_hyperparameters.get()
-        token = _given_hyperparameters.set(None) if given and _class_at(given.get("_class_path")) is not type(
+        token = _given_hyperparameters.set(None) if given and class_at(given.get("_class_path")) is not type(
             self) else None
         try:
             self.save_hyperparameters(ignore=ignore, frame=inspect.currentframe().f_back)
@@ -244,11 +174,16 @@ class EmbeddingMethod(L.LightningModule, ABC):
                 if not any(isinstance(c, callback) for c in self.trainer.callbacks)]
 
     def setup(self, stage: str) -> None:
+        """Checks the configuration against the trainer and the corpus, and connects the trainer's DataModule
+        (:meth:`~lit_docemb.data.datamodule.DocumentDataModule.connect`: this method's collators and passage
+        cache). A subclass that overrides it calls it."""
         if stage == "fit" and self.grad_cache_token_budget is not None:
             self._check_grad_cache()
         datamodule = getattr(self.trainer, "datamodule", None) if self._trainer is not None else None
         if stage == "fit" and datamodule is not None:
             self.check_corpus(datamodule)
+        if hasattr(datamodule, "connect"):  # a lit_docemb DataModule; another one brings its own collate_fn
+            datamodule.connect(self.collator, self.passage_cache)
 
     def check_corpus(self, datamodule) -> None:
         """Refuses, before training starts (the DataModule is set up), a corpus this method's configuration cannot
@@ -284,10 +219,13 @@ class EmbeddingMethod(L.LightningModule, ABC):
         return {"optimizer": optimizer, "lr_scheduler": {"scheduler": scheduler, "interval": "step"}}
 
     def on_train_start(self) -> None:
-        """Gives a :class:`LinearWarmupDecay` without ``total_steps`` the run length. Not in
-        ``configure_optimizers``: asking for ``estimated_stepping_batches`` there builds the train loader before
+        """Gives a :class:`~lit_docemb.methods.schedulers.LinearWarmupDecay` without ``total_steps`` the run
+        length. Not in ``configure_optimizers``: asking for ``estimated_stepping_batches`` there builds the train loader before
         a resumed run's loop state is restored, and Lightning then never gives the loader its saved position
         (the resumed epoch would restart from its first batch)."""
         for config in self.trainer.lr_scheduler_configs:
-            if isinstance(config.scheduler, LinearWarmupDecay) and config.scheduler.total_steps is None:
+            if isinstance(config.scheduler, schedulers.LinearWarmupDecay) and config.scheduler.total_steps is None:
                 config.scheduler.set_total_steps(int(self.trainer.estimated_stepping_batches))
+
+
+__getattr__ = moved_attribute(__name__)  # names that moved to other modules, deprecated

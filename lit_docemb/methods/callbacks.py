@@ -26,6 +26,7 @@ from lightning.fabric.utilities.cloud_io import get_filesystem
 from lightning.pytorch.callbacks import Callback, ModelCheckpoint
 from lightning.pytorch.cli import SaveConfigCallback
 from lightning.pytorch.plugins.io import TorchCheckpointIO
+from lightning.pytorch.trainer.states import TrainerFn
 
 from lit_docemb import distributed
 from lit_docemb.data.batches import count_tokens
@@ -37,6 +38,17 @@ def run_dir(trainer: L.Trainer) -> str:
     return trainer.default_root_dir
 
 
+def inside_accumulation_window(trainer: L.Trainer) -> bool:
+    """Whether a fit is between the micro-batches of one optimizer step (``accumulate_grad_batches > 1``): the
+    gradients of the micro-batches so far are accumulated but not applied, and a checkpoint written now would
+    lose them (a resume continues with the next micro-batch and fresh gradients). Lightning's own test of
+    whether the current micro-batch steps (``FitLoop._should_accumulate``), valid from a training batch's start
+    to its end and in a validation run inside the epoch."""
+    if trainer.state.fn != TrainerFn.FITTING or trainer.sanity_checking or trainer.accumulate_grad_batches == 1:
+        return False
+    return trainer.fit_loop._should_accumulate()
+
+
 class RunCheckpoint(ModelCheckpoint):
     """A ModelCheckpoint whose folder defaults to ``<trainer.default_root_dir>/checkpoints``.
 
@@ -45,11 +57,35 @@ class RunCheckpoint(ModelCheckpoint):
     ``--ckpt_path last`` the newest of ``checkpoints/last.ckpt`` and the checkpoints Lightning writes into
     ``<default_root_dir>`` when SLURM signals a preemption (``hpc_ckpt_<n>.ckpt``) is resumed; with none, the
     run starts from scratch. Arguments are those of :class:`~lightning.pytorch.callbacks.ModelCheckpoint`
-    (``save_last`` defaults on).
+    (``save_last`` defaults on). When a fit starts, the unfinished files of a save that a kill interrupted
+    (:class:`AtomicCheckpointIO`'s ``.<name>.<random>.tmp``) are removed from both folders.
+
+    With ``accumulate_grad_batches > 1`` checkpoints are written only at optimizer-step boundaries, after the
+    micro-batch that completes a step, so a resume never loses accumulated gradients: a step-triggered save
+    waits for the end of the window (its step counts, ``every_n_train_steps``, are optimizer steps anyway), and
+    a save after a validation run inside a window is made at the end of that window, with that validation's
+    metrics. (Lightning's ModelCheckpoint would save in the middle of a window after a resume, where it has
+    forgotten which step it saved last.)
     """
 
     def __init__(self, *args, save_last: bool | None = True, **kwargs) -> None:
         super().__init__(*args, save_last=save_last, **kwargs)
+        self._validation_save_pending = False
+
+    def on_train_batch_end(self, trainer: L.Trainer, pl_module: L.LightningModule, outputs, batch,
+                           batch_idx: int) -> None:
+        if inside_accumulation_window(trainer):
+            return
+        super().on_train_batch_end(trainer, pl_module, outputs, batch, batch_idx)
+        if self._validation_save_pending:
+            self._validation_save_pending = False
+            super().on_validation_end(trainer, pl_module)
+
+    def on_validation_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        if inside_accumulation_window(trainer):
+            self._validation_save_pending = True
+            return
+        super().on_validation_end(trainer, pl_module)
 
     def _default_dirpath(self, trainer: L.Trainer) -> None:
         if self.dirpath is None:
@@ -58,11 +94,56 @@ class RunCheckpoint(ModelCheckpoint):
     def setup(self, trainer: L.Trainer, pl_module: L.LightningModule, stage: str) -> None:
         self._default_dirpath(trainer)
         super().setup(trainer, pl_module, stage)
+        if stage == "fit" and trainer.is_global_zero:  # what a kill during a save left behind
+            for folder in {self.dirpath, run_dir(trainer)}:
+                remove_partial_saves(folder)
 
     def _find_last_checkpoints(self, trainer: L.Trainer) -> set[str]:
         self._default_dirpath(trainer)  # ckpt_path="last" is resolved before the callbacks' setup
         preempted = glob.glob(os.path.join(glob.escape(run_dir(trainer)), "hpc_ckpt_*.ckpt"))
         return super()._find_last_checkpoints(trainer) | {os.path.normpath(p) for p in preempted}
+
+    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
+        """A run folder that was moved or copied keeps its checkpoint bookkeeping: the paths the checkpoint
+        recorded under its old folder are read as the same files in this one (so ``last.ckpt`` is written again,
+        not ``last-v1.ckpt``, and superseded top-k files in this folder are removed, never the old folder's)."""
+        old = state_dict.get("dirpath")
+        if old is not None and self.dirpath is not None and os.path.normpath(old) != os.path.normpath(self.dirpath):
+            old, new = os.path.normpath(old), os.path.normpath(self.dirpath)
+
+            def moved(path):
+                if not isinstance(path, str) or not path.startswith(old + os.sep):
+                    return path
+                return os.path.join(new, os.path.relpath(path, old))
+
+            state_dict = {**state_dict, "dirpath": self.dirpath,
+                          **{key: moved(state_dict[key]) for key in ("best_model_path", "kth_best_model_path",
+                                                                     "last_model_path") if key in state_dict}}
+            if "best_k_models" in state_dict:
+                state_dict["best_k_models"] = {moved(k): v for k, v in state_dict["best_k_models"].items()}
+            log.info("run folder moved: checkpoint paths under %s are read as under %s", old, new)
+        super().load_state_dict(state_dict)
+
+
+#: The name of a checkpoint being written by :class:`AtomicCheckpointIO`: ``.<name>.<8 random characters>.tmp``.
+PARTIAL_SAVE = re.compile(r"\..+\.[A-Za-z0-9_]{8}\.tmp")
+
+
+def remove_partial_saves(folder: str) -> list[str]:
+    """Deletes the temporary files :class:`AtomicCheckpointIO` left in ``folder`` when a run was killed while
+    saving (never read: the checkpoint they were to become is the previous complete one) and returns their
+    paths. Other files, checkpoints included, are left alone."""
+    if not isinstance(get_filesystem(folder), LocalFileSystem) or not os.path.isdir(folder):
+        return []
+    removed = []
+    for name in sorted(os.listdir(folder)):
+        path = os.path.join(folder, name)
+        if PARTIAL_SAVE.fullmatch(name) and os.path.isfile(path):
+            os.unlink(path)
+            removed.append(path)
+    if removed:
+        log.warning("removed %d unfinished checkpoint file(s) of an interrupted save in %s", len(removed), folder)
+    return removed
 
 
 class AtomicCheckpointIO(TorchCheckpointIO):
@@ -71,7 +152,8 @@ class AtomicCheckpointIO(TorchCheckpointIO):
     the job is killed while saving. (Lightning's own save stages the file in the system's temporary folder and
     moves it, which is a copy — not atomic — when the checkpoint folder is on another file system, as on
     clusters.) Remote paths (``s3://`` ...) keep Lightning's write. The DeepSpeed strategy writes its sharded
-    checkpoint folders itself and does not use this.
+    checkpoint folders itself and does not use this. A kill during the write leaves the temporary file
+    (``.<name>.<random>.tmp``); :class:`RunCheckpoint` removes those of its folders when the next fit starts.
     """
 
     def save_checkpoint(self, checkpoint: dict[str, Any], path, storage_options: Any | None = None) -> None:
@@ -180,6 +262,10 @@ class SlurmRequeue(Callback):
     signal handler, where the save can stop and never finish (Lightning issue #21406); the CLI turns it off under
     SLURM and adds this callback instead.
 
+    With ``accumulate_grad_batches > 1`` the checkpoint waits for the end of the accumulation window (the
+    micro-batch that completes an optimizer step), so that a resume loses no accumulated gradients: leave
+    SLURM's warning time for that many micro-batches more.
+
     Args:
         signum: The signal that announces the preemption.
     """
@@ -202,6 +288,8 @@ class SlurmRequeue(Callback):
 
     def on_train_batch_end(self, trainer: L.Trainer, pl_module: L.LightningModule, outputs, batch,
                            batch_idx: int) -> None:
+        if inside_accumulation_window(trainer):  # the same on every rank: all wait for the step's end
+            return
         if not trainer.strategy.reduce_boolean_decision(self.signalled, all=False):
             return
         folder = run_dir(trainer)

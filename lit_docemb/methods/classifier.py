@@ -20,7 +20,9 @@ from torchmetrics.classification import MulticlassF1Score
 from lit_docemb._moved import moved_attribute
 from lit_docemb.data.batches import LabelledBatch
 from lit_docemb.data.document import Document
-from lit_docemb.methods.base import EmbeddingMethod, load_method_checkpoint
+from lit_docemb.errors import BadArgument
+from lit_docemb.methods.base import EmbeddingMethod
+from lit_docemb.methods.checkpoints import load_method_checkpoint
 from lit_docemb.views.classifier import LabelledCollator
 
 log = logging.getLogger(__name__)
@@ -52,11 +54,11 @@ class DocumentClassifier(EmbeddingMethod):
                  scheduler: LRSchedulerCallable | None = None) -> None:
         super().__init__(optimizer, scheduler)
         if len(labels) < 2 or len(set(labels)) != len(labels):
-            raise ValueError(f"labels must name at least 2 distinct classes, got {labels}")
+            raise BadArgument("labels", f"must name at least 2 distinct classes, got {labels}")
         self.save_method_hyperparameters(ignore=["backbone", "optimizer", "scheduler"])
         self.backbone = backbone
         if checkpoint is not None:
-            load_method_checkpoint(backbone, checkpoint)
+            load_method_checkpoint(backbone, checkpoint, "model.init_args.checkpoint")
         backbone.eval()  # one empty document through the backbone gives the embedding size
         with torch.no_grad():
             dim = backbone.embed(backbone.collator("predict")([Document("probe", sections=[])])).shape[-1]

@@ -6,7 +6,8 @@ attention (section p → section p + 1) and a Bi-LSTM (output 512) give section 
 256; the supervised contrastive loss (τ 0.5) pulls together the sections of a document and of documents with
 the same label or similarity group, over the batch gathered from all devices. §4.2: at evaluation a document
 is not split and the data encoder gives one representation (before the projection); pairs are matched by
-cosine similarity with a threshold chosen on validation (``val/matching_*``, ``test/matching_*``). §4.3: three
+cosine similarity with a threshold chosen on validation (``val/matching_*``, ``test/matching_*``: the callback
+:class:`~lit_docemb.eval.matching.ValidationMatching`; validation and test batches give the loss). §4.3: three
 levels of similarity (document, section, chunk) from ``predict`` and :func:`similarity_matrices`. §4.5: the
 ablations are switches: −Aug ``augmentation: false`` (one section, no section/chunk embeddings), −LSTM
 ``aggregation: mean`` (mean of chunk vectors, no chunkwise attention), −CL ``objective: cosine`` (no split,
@@ -21,24 +22,16 @@ import torch
 import torch.nn.functional as F
 from lightning.pytorch.cli import LRSchedulerCallable, OptimizerCallable
 from torch import Tensor
-from transformers import AutoTokenizer
 
-from lit_docemb.data.aan import PairDataset
-from lit_docemb.data.batches import (
-    DocumentSectionsBatch,
-    PairMatchingBatch,
-    SectionChunkBatch,
-)
+from lit_docemb.data.batches import DocumentSectionsBatch, SectionChunkBatch
 from lit_docemb.data.document import Document
-from lit_docemb.distributed import gather_no_grad
+from lit_docemb.errors import BadArgument, require
 from lit_docemb.losses import CosineSimilarityLoss, SupConLoss
 from lit_docemb.methods.base import EmbeddingMethod
 from lit_docemb.methods.grad_cache import CacheableBatch
-from lit_docemb.models import HFEncoder, resolve_model_path
+from lit_docemb.models import tokenizer_and_encoder
 from lit_docemb.models.colde import Aggregation, CoLDEEncoder
 from lit_docemb.views.colde import (
-    EvaluationCollator,
-    PairMatchingCollator,
     PredictCollator,
     SectionChunkCollator,
     select_documents,
@@ -56,8 +49,8 @@ class CoLDE(EmbeddingMethod):
         chunk_tokens: Tokens per chunk, special tokens included (paper: 512).
         max_chunks_per_section: Keep at most this many chunks of a section, dropping (and counting, as
             ``train/truncated_chunks``) the rest; ``None`` keeps every chunk.
-        chunk_embeddings: Chunk ids q embedded (a section with more chunks is an error unless
-            ``max_chunks_per_section`` caps it).
+        chunk_embeddings: Chunk ids q embedded: a section keeps its first ``chunk_embeddings`` chunks, the
+            others are dropped and counted (``truncated_chunks``), in training, validation and predict alike.
         augmentation: Split documents into sections and add section/chunk embeddings; ``False`` is −Aug.
         aggregation: ``"lstm"``: chunkwise attention + Bi-LSTM (the paper); ``"mean"``: −LSTM.
         objective: ``"supcon"``: supervised contrastive loss over sections; ``"cosine"``: −CL (needs
@@ -68,7 +61,6 @@ class CoLDE(EmbeddingMethod):
         temperature: Supervised contrastive temperature (paper: 0.5).
         gather_across_devices: Contrast with the sections of all devices (exact gather with gradient).
         chunk_token_budget: Chunks of a batch are encoded in sub-batches of at most this many padded tokens.
-        matching_criterion: What the validation threshold of pair matching maximises.
         predict_similarities: ``predict`` also returns the three levels of similarity between each batch's
             documents (one more forward pass over them, split); ``False``: ids and embeddings only.
         optimizer: Optimizer factory; ``None`` is AdamW at the paper's 5e-5 (weight decay 0.01).
@@ -97,7 +89,6 @@ class CoLDE(EmbeddingMethod):
         temperature: float = 0.5,
         gather_across_devices: bool = True,
         chunk_token_budget: int = 16384,
-        matching_criterion: Literal["f1", "accuracy"] = "f1",
         predict_similarities: bool = True,
         optimizer: OptimizerCallable | None = None,
         scheduler: LRSchedulerCallable | None = None,
@@ -105,30 +96,27 @@ class CoLDE(EmbeddingMethod):
     ) -> None:
         super().__init__(optimizer, scheduler, grad_cache_token_budget)
         self.save_method_hyperparameters(ignore=["optimizer", "scheduler"])
-        if objective not in ("supcon", "cosine"):
-            raise ValueError(f"objective must be 'supcon' or 'cosine', got {objective!r}")
+        require(objective in ("supcon", "cosine"), "objective", "'supcon' or 'cosine'", objective)
         if objective == "cosine" and augmentation:
-            raise ValueError("objective='cosine' (the −CL ablation) compares whole documents: set augmentation: false")
-        if augmentation and not 2 <= num_sections <= 5:
-            raise ValueError(f"num_sections must be in 2..5 (§4.5.4), got {num_sections}")
-        if max_chunks_per_section is not None and not 1 <= max_chunks_per_section <= chunk_embeddings:
-            raise ValueError(f"max_chunks_per_section must be in 1..chunk_embeddings={chunk_embeddings}")
-        self.tokenizer = AutoTokenizer.from_pretrained(resolve_model_path(encoder))
-        chunk_encoder = HFEncoder(encoder, pretrained=pretrained, pooling=pooling)
-        chunk_encoder.check_length(chunk_tokens, "chunk_tokens")
+            raise BadArgument("augmentation", "objective 'cosine' (the −CL ablation) compares whole documents: "
+                                              "set augmentation: false")
+        require(not augmentation or 2 <= num_sections <= 5, "num_sections", "in 2..5 (§4.5.4)", num_sections)
+        require(chunk_tokens >= 1, "chunk_tokens", ">= 1", chunk_tokens)
+        require(chunk_embeddings >= 1, "chunk_embeddings", ">= 1", chunk_embeddings)
+        require(max_chunks_per_section is None or 1 <= max_chunks_per_section <= chunk_embeddings,
+                "max_chunks_per_section", f"in 1..chunk_embeddings={chunk_embeddings} or null", max_chunks_per_section)
+        self.tokenizer, chunk_encoder = tokenizer_and_encoder(encoder, chunk_tokens, "chunk_tokens",
+                                                              pretrained=pretrained, pooling=pooling)
         self.model = CoLDEEncoder(chunk_encoder, augmentation, aggregation, num_sections, chunk_embeddings,
                                   num_heads, lstm_output_size, projection_size if objective == "supcon" else None,
                                   chunk_token_budget)
         self.contrastive = SupConLoss(temperature, gather_across_devices=gather_across_devices)
         self.cosine = CosineSimilarityLoss(gather_across_devices)
-        # the cosine threshold chosen on the last validation's pairs, saved with the checkpoint for test
-        self.register_buffer("matching_threshold", torch.tensor(0.0))
-        self.register_buffer("matching_threshold_chosen", torch.tensor(False))
-        self._matching: dict[str, list[Tensor]] = {}
 
     def _collator(self, num_sections: int) -> SectionChunkCollator:
         hp = self.hparams
-        return SectionChunkCollator(self.tokenizer, num_sections, hp.chunk_tokens, hp.max_chunks_per_section)
+        return SectionChunkCollator(self.tokenizer, num_sections, hp.chunk_tokens, hp.max_chunks_per_section,
+                                    hp.chunk_embeddings if hp.augmentation else None)
 
     def collator(self, stage: str):
         training = self._collator(self.hparams.num_sections if self.hparams.augmentation else 1)
@@ -136,10 +124,7 @@ class CoLDE(EmbeddingMethod):
             return training
         if stage == "predict":
             return PredictCollator(self._collator(1), training if self.hparams.predict_similarities else None)
-        data = self._trainer.datamodule if self._trainer is not None else None
-        evaluated = getattr(data, "val_set", None)  # DataModules load test sets with the "validate" collator too
-        pair_items = None if evaluated is None else isinstance(evaluated, PairDataset)
-        return EvaluationCollator(PairMatchingCollator(self._collator(1)), training, pair_items)
+        return training  # validation/test: the loss (pairs: over their groups); matching is ValidationMatching's
 
     # --- training ------------------------------------------------------------------------------------
     def _encode(self, batch: SectionChunkBatch):
@@ -174,7 +159,7 @@ class CoLDE(EmbeddingMethod):
 
         return CacheableBatch(longest * chunks, lambda index: select_documents(batch, index), encode, loss)
 
-    # --- evaluation: document matching -----------------------------------------------------------------
+    # --- evaluation: unsplit documents -----------------------------------------------------------------
     def embed(self, batch: SectionChunkBatch | DocumentSectionsBatch) -> Tensor:
         """(B, D_f) representations of unsplit documents (the data encoder, before the projection)."""
         whole = batch.whole if isinstance(batch, DocumentSectionsBatch) else batch
@@ -182,45 +167,12 @@ class CoLDE(EmbeddingMethod):
             raise ValueError("embed takes unsplit documents (sections_per_document=1)")
         return self._encode(whole).sections
 
-    def _evaluation_step(self, batch, stage: str) -> Tensor | None:
-        if not isinstance(batch, PairMatchingBatch):
-            return self._shared_step(batch, stage)
-        self.log(f"{stage}/matching_skipped_pairs", float(batch.first.skipped), reduce_fx="sum", on_epoch=True,
-                 batch_size=max(len(batch), 1), sync_dist=True)
-        scores = F.cosine_similarity(self.embed(batch.first).float(), self.embed(batch.second).float(), dim=-1)
-        self._matching.setdefault(stage, []).append(torch.stack([scores, batch.labels.to(scores.dtype)], 1))
-        return None
-
-    def validation_step(self, batch, batch_idx: int) -> Tensor | None:
-        return self._evaluation_step(batch, "val")
-
-    def test_step(self, batch, batch_idx: int) -> Tensor | None:
-        return self._evaluation_step(batch, "test")
-
-    def _log_matching(self, stage: str) -> None:
-        from lit_docemb.eval.matching import best_threshold, binary_metrics  # upward: to become an Evaluation
-
-        parts = self._matching.pop(stage, [])
-        if not parts:
-            return
-        scored = gather_no_grad(torch.cat(parts)).cpu().numpy()  # (pairs on all ranks, 2)
-        if stage == "val":
-            threshold = best_threshold(scored[:, 0], scored[:, 1], self.hparams.matching_criterion)
-            self.matching_threshold.fill_(threshold)
-            self.matching_threshold_chosen.fill_(True)
-        elif not self.matching_threshold_chosen:
-            raise RuntimeError("test matching needs the threshold chosen on validation pairs: validate first, or "
-                               "test a checkpoint saved after a validation")
-        metrics = binary_metrics(scored[:, 0] >= float(self.matching_threshold), scored[:, 1])
-        metrics["threshold"] = float(self.matching_threshold)
-        for name, value in metrics.items():
-            self.log(f"{stage}/matching_{name}", value, rank_zero_only=True)
-
-    def on_validation_epoch_end(self) -> None:
-        self._log_matching("val")
-
-    def on_test_epoch_end(self) -> None:
-        self._log_matching("test")
+    def on_load_checkpoint(self, checkpoint: dict) -> None:
+        """Drops the matching threshold that checkpoints written before
+        :class:`~lit_docemb.eval.matching.ValidationMatching` kept as buffers (it is that callback's state now)."""
+        state = checkpoint.get("state_dict", {})
+        for key in ("matching_threshold", "matching_threshold_chosen"):
+            state.pop(key, None)
 
     # --- interpretability (§4.3, Fig. 4) -----------------------------------------------------------------
     def predict_step(self, batch: DocumentSectionsBatch | SectionChunkBatch, batch_idx: int) -> dict:

@@ -27,6 +27,7 @@ from torch import Tensor
 
 from lit_docemb.data.batches import CoupledDocumentBatch, CoupledPairBatch
 from lit_docemb.data.document import Document
+from lit_docemb.errors import BadArgument, require
 from lit_docemb.losses import CoupledMarginLoss
 from lit_docemb.methods.base import EmbeddingMethod
 from lit_docemb.models.ctpe import CoupledPairEncoder, coupled_pair_similarity
@@ -89,10 +90,9 @@ class CTPE(EmbeddingMethod):
     ) -> None:
         super().__init__(optimizer or functools.partial(torch.optim.Adam, lr=self.default_learning_rate), scheduler)
         self.save_method_hyperparameters(ignore=["optimizer", "scheduler"])
-        if tfidf_neighbours is not None and tfidf_neighbours < 1:
-            raise ValueError(f"tfidf_neighbours must be None or >= 1, got {tfidf_neighbours}")
-        if max_length < 1:
-            raise ValueError(f"max_length must be >= 1, got {max_length}")
+        require(tfidf_neighbours is None or tfidf_neighbours >= 1, "tfidf_neighbours", ">= 1 or null",
+                tfidf_neighbours)
+        require(max_length >= 1, "max_length", ">= 1", max_length)
         self.embeddings = embeddings or WordEmbeddings()
         self.pos = check_pos(pos)
         self.kernel_widths = kernel_widths or [1, 2, 3, 5]
@@ -106,8 +106,8 @@ class CTPE(EmbeddingMethod):
     def _install(self, tokenizer, token_vectors) -> None:
         max_positions = getattr(token_vectors, "max_positions", None)
         if max_positions is not None and self.hparams.max_length > max_positions:
-            raise ValueError(f"max_length={self.hparams.max_length} exceeds the {max_positions} positions of the "
-                             "encoder: lower model.init_args.max_length")
+            raise BadArgument("max_length", f"{self.hparams.max_length} exceeds the {max_positions} positions of "
+                                            "the encoder: lower it")
         self.tokenizer = tokenizer
         self.encoder = CoupledPairEncoder(token_vectors, self.hparams.n_filters, self.kernel_widths,
                                           self.hparams.share_part_encoders).to(self.device)
@@ -125,6 +125,7 @@ class CTPE(EmbeddingMethod):
                          "validate": _sampler(val_documents)}
 
     def setup(self, stage: str) -> None:
+        super().setup(stage)
         if stage == "predict":
             return
         datamodule = self.trainer.datamodule

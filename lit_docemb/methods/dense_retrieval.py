@@ -19,7 +19,8 @@ from torch import Tensor
 from lit_docemb._moved import moved_attribute
 from lit_docemb.data.batches import QueryDocumentBatch
 from lit_docemb.losses import InfoNCELoss
-from lit_docemb.methods.base import EmbeddingMethod, load_method_checkpoint
+from lit_docemb.methods.base import EmbeddingMethod
+from lit_docemb.methods.checkpoints import load_method_checkpoint
 from lit_docemb.views.dense_retrieval import QueryDocumentCollator
 
 log = logging.getLogger(__name__)
@@ -50,7 +51,7 @@ class DenseRetrieval(EmbeddingMethod):
         self.save_method_hyperparameters(ignore=["backbone", "optimizer", "scheduler"])
         self.backbone = backbone
         if checkpoint is not None:
-            load_method_checkpoint(backbone, checkpoint)
+            load_method_checkpoint(backbone, checkpoint, "model.init_args.checkpoint")
         self.contrastive = InfoNCELoss(temperature, similarity=similarity, gather_across_devices=gather_across_devices)
 
     def check_corpus(self, datamodule) -> None:

@@ -19,7 +19,6 @@ from typing import Literal
 import torch
 from lightning.pytorch.cli import LRSchedulerCallable, OptimizerCallable
 from torch import Tensor
-from transformers import AutoTokenizer
 
 from lit_docemb._moved import moved_attribute
 from lit_docemb.data.batches import (
@@ -35,7 +34,7 @@ from lit_docemb.data.tokens import (
 from lit_docemb.losses import InfoNCELoss, MaskedLMLoss
 from lit_docemb.methods.base import EmbeddingMethod
 from lit_docemb.methods.grad_cache import CacheableBatch
-from lit_docemb.models import HFEncoder, resolve_model_path
+from lit_docemb.models import tokenizer_and_encoder
 from lit_docemb.views.common import DocumentCollator
 from lit_docemb.views.docsplit import SentenceSplitCollator
 
@@ -83,10 +82,9 @@ class DocSplit(EmbeddingMethod):
     ) -> None:
         super().__init__(optimizer, scheduler, grad_cache_token_budget)
         self.save_method_hyperparameters(ignore=["optimizer", "scheduler"])
-        self.tokenizer = AutoTokenizer.from_pretrained(resolve_model_path(encoder))
-        self.encoder = HFEncoder(encoder, pretrained=pretrained, pooling=pooling, with_mlm_head=mlm_weight > 0,
-                                  compile=compile_encoder)
-        self.encoder.check_length(max_length, "max_length")
+        self.tokenizer, self.encoder = tokenizer_and_encoder(
+            encoder, max_length, "max_length", pretrained=pretrained, pooling=pooling, with_mlm_head=mlm_weight > 0,
+            compile=compile_encoder)
         self.contrastive = InfoNCELoss(temperature, similarity="cos", symmetric=symmetric,
                                        gather_across_devices=gather_across_devices)
         self.mlm = MaskedLMLoss()

@@ -22,7 +22,6 @@ import numpy as np
 import torch
 from lightning.pytorch.cli import LRSchedulerCallable, OptimizerCallable
 from torch import Tensor
-from transformers import AutoTokenizer
 
 from lit_docemb._moved import moved_attribute
 from lit_docemb.data.batches import (
@@ -32,11 +31,11 @@ from lit_docemb.data.batches import (
 from lit_docemb.data.document import Document
 from lit_docemb.data.passage_cache import PassageCache
 from lit_docemb.data.tokens import token_lengths
-from lit_docemb.errors import ConfigError
+from lit_docemb.errors import ConfigError, require
 from lit_docemb.losses import InfoNCELoss
 from lit_docemb.methods.base import EmbeddingMethod
 from lit_docemb.methods.grad_cache import CacheableBatch
-from lit_docemb.models import HFEncoder, resolve_model_path
+from lit_docemb.models import tokenizer_and_encoder
 from lit_docemb.models.graph_document import (
     GraphDocumentEncoder,
 )
@@ -121,14 +120,13 @@ class GraphRoBERTa(EmbeddingMethod):
     ) -> None:
         super().__init__(optimizer, scheduler, grad_cache_token_budget)
         self.save_method_hyperparameters(ignore=["optimizer", "scheduler"])
-        if graph not in ("full", "section") or objective not in ("halves", "one_passage"):
-            raise ValueError(f"graph must be 'full' or 'section' and objective 'halves' or 'one_passage', got "
-                             f"{graph!r}, {objective!r}")
-        if max_passages < 2:
-            raise ValueError(f"max_passages must be >= 2 to split documents in two, got {max_passages}")
-        self.tokenizer = AutoTokenizer.from_pretrained(resolve_model_path(encoder))
-        passage_encoder = HFEncoder(encoder, pretrained=pretrained, pooling=pooling, compile=compile_encoder)
-        passage_encoder.check_length(max_passage_tokens, "max_passage_tokens")
+        require(graph in ("full", "section"), "graph", "'full' or 'section'", graph)
+        require(objective in ("halves", "one_passage"), "objective", "'halves' or 'one_passage'", objective)
+        require(max_passages >= 2, "max_passages", ">= 2 to split documents in two", max_passages)
+        require(max_passage_tokens >= 1, "max_passage_tokens", ">= 1", max_passage_tokens)
+        self.tokenizer, passage_encoder = tokenizer_and_encoder(
+            encoder, max_passage_tokens, "max_passage_tokens", pretrained=pretrained, pooling=pooling,
+            compile=compile_encoder)
         self.model = GraphDocumentEncoder(passage_encoder, node_dim, num_graph_layers, num_heads,
                                           attention_dropout, passage_token_budget, bucket_passages)
         self.contrastive = InfoNCELoss(temperature, similarity="dot", symmetric=objective == "halves",

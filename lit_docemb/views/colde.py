@@ -5,8 +5,9 @@ real sections are merged into n groups of about equal token counts, never cuttin
 the document's tokens are split into n equal parts. Each section is cut into chunks with
 :func:`~lit_docemb.data.text.token_windows` and wrapped in the tokenizer's special tokens. A document with
 fewer tokens than sections is dropped from the batch and counted (``skipped``); a configured
-``max_chunks_per_section`` keeps the first chunks of a section and counts the others (``truncated_chunks``,
-logged as ``train/truncated_chunks``). Labels are similarity groups (``Document.label``): two documents share
+``max_chunks_per_section``, and the size of the model's chunk-embedding table (``chunk_positions``), keep the
+first chunks of a section and count the others (``truncated_chunks``, logged as ``train/truncated_chunks``), so
+that a document of any length reaches the model with chunk ids inside its table. Labels are similarity groups (``Document.label``): two documents share
 one when their labels are equal; a document without a label is its own group. Items that are
 :class:`~lit_docemb.data.aan.DocumentPair` (AAN's LRA pairs) become groups by their matching links within the
 batch (connected components of the pairs labelled 1), each document once.
@@ -21,12 +22,7 @@ import torch
 from torch import Tensor
 
 from lit_docemb.data.aan import DocumentPair
-from lit_docemb.data.batches import (
-    DocumentSectionsBatch,
-    PairMatchingBatch,
-    SectionChunkBatch,
-    SectionChunks,
-)
+from lit_docemb.data.batches import DocumentSectionsBatch, SectionChunkBatch, SectionChunks
 from lit_docemb.data.document import Document, doc_index
 from lit_docemb.data.text import token_windows
 from lit_docemb.data.tokens import pad_ids, take_rows
@@ -87,9 +83,12 @@ class SectionChunkCollator:
         num_sections: Sections n per document (1: unsplit).
         chunk_tokens: Tokens per chunk, special tokens included (paper: 512).
         max_chunks_per_section: Keep at most this many chunks of a section (counted); None keeps all.
+        chunk_positions: Chunk ids the model embeds (its chunk-embedding table): the chunks of a section beyond
+            it are dropped and counted too; None when the model embeds no chunk id (−Aug).
     """
 
-    def __init__(self, tokenizer, num_sections: int, chunk_tokens: int, max_chunks_per_section: int | None) -> None:
+    def __init__(self, tokenizer, num_sections: int, chunk_tokens: int, max_chunks_per_section: int | None,
+                 chunk_positions: int | None = None) -> None:
         self.tokenizer = tokenizer
         self.num_sections = num_sections
         self.prefix, self.suffix = special_tokens(tokenizer)
@@ -97,6 +96,8 @@ class SectionChunkCollator:
         if self.body_tokens < 1:
             raise ValueError(f"chunk_tokens={chunk_tokens} leaves no room besides the special tokens")
         self.max_chunks_per_section = max_chunks_per_section
+        limits = [n for n in (max_chunks_per_section, chunk_positions) if n is not None]
+        self.chunk_limit = min(limits) if limits else None
         self._warned = False
 
     def section_tokens(self, documents: list[Document]) -> list[list[list[int]]]:
@@ -130,15 +131,16 @@ class SectionChunkCollator:
             kept.append(i)
             for p, section in enumerate(sections):
                 windows = token_windows(section, self.body_tokens)
-                if self.max_chunks_per_section is not None and len(windows) > self.max_chunks_per_section:
-                    truncated += len(windows) - self.max_chunks_per_section
-                    windows = windows[:self.max_chunks_per_section]
+                if self.chunk_limit is not None and len(windows) > self.chunk_limit:
+                    truncated += len(windows) - self.chunk_limit
+                    windows = windows[:self.chunk_limit]
                 chunks += [self.prefix + w + self.suffix for w in windows]
                 section_ids += [p] * len(windows)
                 chunk_ids += list(range(len(windows)))
                 per_section.append(len(windows))
         if truncated and not self._warned:
-            log.warning("max_chunks_per_section=%s drops chunks (%d in this batch; counted as truncated_chunks)",
+            log.warning("sections longer than %d chunks (max_chunks_per_section=%s, chunk embeddings) lose their "
+                        "last chunks (%d in this batch; counted as truncated_chunks)", self.chunk_limit,
                         self.max_chunks_per_section, truncated)
             self._warned = True
         sections = SectionChunks(pad_ids(chunks, self.tokenizer.pad_token_id or 0),  # (C, T)
@@ -172,28 +174,6 @@ def pair_groups(pairs: list[DocumentPair]) -> tuple[list[Document], list[int]]:
     return [documents[i] for i in ids], [doc_index(f"group:{root(i)}") for i in ids]
 
 
-class PairMatchingCollator:
-    """AAN document pairs → :class:`PairMatchingBatch` of unsplit documents (matching evaluation). A pair whose
-    document has no token cannot be scored: it is dropped and counted in both halves' ``skipped``."""
-
-    def __init__(self, collator: SectionChunkCollator) -> None:
-        if collator.num_sections != 1:
-            raise ValueError("matching pairs are scored on unsplit documents (num_sections=1)")
-        self.collator = collator
-
-    def __call__(self, pairs: list[DocumentPair]) -> PairMatchingBatch:
-        if pairs and not isinstance(pairs[0], DocumentPair):
-            raise TypeError(f"matching evaluation needs DocumentPair items (AANDataModule mode: pairs), got "
-                            f"{type(pairs[0]).__name__}")
-        tokens = self.collator.section_tokens([d for p in pairs for d in (p.first, p.second)])
-        usable = [i for i in range(len(pairs)) if any(tokens[2 * i]) and any(tokens[2 * i + 1])]
-        zeros = [0] * len(usable)
-        first = self.collator.batch([pairs[i].first for i in usable], zeros, [tokens[2 * i] for i in usable])
-        second = self.collator.batch([pairs[i].second for i in usable], zeros, [tokens[2 * i + 1] for i in usable])
-        first.skipped = second.skipped = len(pairs) - len(usable)
-        return PairMatchingBatch(first, second, torch.tensor([pairs[i].label for i in usable], dtype=torch.long))
-
-
 class PredictCollator:
     """Documents → :class:`DocumentSectionsBatch` (each tokenized once for both views); without ``split``
     the unsplit documents alone (:class:`SectionChunkBatch`, embeddings only)."""
@@ -206,24 +186,6 @@ class PredictCollator:
         labels = [0] * len(documents)
         whole = self.whole.batch(documents, labels, tokens)
         return whole if self.split is None else DocumentSectionsBatch(whole, self.split.batch(documents, labels, tokens))
-
-
-class EvaluationCollator:
-    """AAN pairs → :class:`PairMatchingBatch` (matching metrics); documents → the training batch (loss).
-
-    ``pair_items`` says which the dataset holds (``None``: decided by each batch's first item). Knowing it
-    matters under DDP: a device whose last batch is empty must still produce the same kind of batch as the
-    others, or their logged metrics (and collectives) would differ."""
-
-    def __init__(self, pairs: PairMatchingCollator, documents: SectionChunkCollator,
-                 pair_items: bool | None = None) -> None:
-        self.pairs, self.documents, self.pair_items = pairs, documents, pair_items
-
-    def __call__(self, items: list):
-        pair_items = self.pair_items
-        if pair_items is None:
-            pair_items = bool(items) and isinstance(items[0], DocumentPair)
-        return self.pairs(items) if pair_items else self.documents(items)
 
 
 def select_documents(batch: SectionChunkBatch, index: Tensor) -> SectionChunkBatch:

@@ -17,9 +17,10 @@ from sklearn.feature_extraction.text import TfidfVectorizer
 
 from lit_docemb.data.batches import CoupledDocumentBatch, CoupledPairBatch
 from lit_docemb.data.document import Document, doc_index
+from lit_docemb.errors import BadArgument
 from lit_docemb.data.tokens import pad_ids
 from lit_docemb.models.ctpe import FrozenTransformerStates, WordVectors
-from lit_docemb.models.encoder import resolve_model_path
+from lit_docemb.models.encoder import load_tokenizer
 
 
 class PairSplitter:
@@ -209,9 +210,7 @@ class HFTokenIds:
     """
 
     def __init__(self, name_or_path: str) -> None:
-        from transformers import AutoTokenizer
-
-        self.tokenizer = AutoTokenizer.from_pretrained(resolve_model_path(name_or_path))
+        self.tokenizer = load_tokenizer(name_or_path)
         self.pad_id = self.tokenizer.pad_token_id or 0
 
     def __len__(self) -> int:
@@ -225,11 +224,11 @@ def check_pos(pos: float | str) -> float | str:
     """Validates ``pos`` (see the module docstring) and returns it."""
     if isinstance(pos, int | float) and not isinstance(pos, bool):
         if not 0.0 < float(pos) < 1.0:
-            raise ValueError(f"a token-ratio pos must lie strictly between 0 and 1, got {pos}")
+            raise BadArgument("pos", f"a token ratio must lie strictly between 0 and 1, got {pos}")
         return float(pos)
     if pos == "title" or (isinstance(pos, str) and pos.startswith("before:") and pos[len("before:"):].strip()):
         return pos
-    raise ValueError(f"pos must be 'title', 'before:<section heading>' or a ratio in (0, 1), got {pos!r}")
+    raise BadArgument("pos", f"must be 'title', 'before:<section heading>' or a ratio in (0, 1), got {pos!r}")
 
 
 def document_fields(doc: Document) -> list[tuple[str, str]]:

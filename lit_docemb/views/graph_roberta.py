@@ -17,7 +17,7 @@ from lit_docemb.data.batches import (
     TokenBatch,
 )
 from lit_docemb.data.document import Document, doc_index
-from lit_docemb.data.text import Passage, chunk_passages
+from lit_docemb.data.passage_cache import tokenize_passages
 from lit_docemb.data.tokens import frame_token_ids, pad_ids, take_rows
 from lit_docemb.models.graph_document import (
     fully_connected_edges,
@@ -52,13 +52,13 @@ class TokenPassage:
 class PassageGraphBuilder:
     """Documents -> passages as token ids -> :class:`PassageGraphBatch` with the configured graph's edges.
 
-    Items are :class:`~lit_docemb.data.document.Document` (split with
-    :func:`~lit_docemb.data.text.chunk_passages` and tokenized here) or
+    Items are :class:`~lit_docemb.data.document.Document` (split and tokenized here) or
     :class:`~lit_docemb.data.passage_cache.TokenizedPassages` (the DataModule's passage cache: split and
-    tokenized once, with the same parameters); both give the same ids. A passage left without a token besides
-    the special ones (its words were control characters that the tokenizer drops) is left out; a document without
-    any other passage keeps one (possibly empty: its title, or nothing), so it still has a node to embed, and
-    training skips it with the documents of fewer than two passages.
+    tokenized once, with the same parameters); both go through
+    :func:`~lit_docemb.data.passage_cache.tokenize_passages`, so both give the same ids. A passage left without a
+    token besides the special ones (its words were control characters that the tokenizer drops) is left out; a
+    document without any other passage keeps one (possibly empty: a document's title, a cached row's nothing),
+    so it still has a node to embed, and training skips it with the documents of fewer than two passages.
     """
 
     def __init__(self, tokenizer, words_per_passage: int, max_passage_tokens: int, graph: GraphType) -> None:
@@ -68,26 +68,21 @@ class PassageGraphBuilder:
         self.graph = graph
 
     def passages(self, items: list, max_passages: int) -> list[list[TokenPassage]]:
-        texts, out = [], []
-        for item in items:
-            if isinstance(item, Document):
-                split = chunk_passages(item, self.words_per_passage, max_passages) or [Passage(item.title, 0, "")]
-                out.append([TokenPassage([], p.section_index) for p in split])
-                texts += [p.text for p in split]
-            else:  # TokenizedPassages from the passage cache
-                count = min(len(item), max_passages)
-                out.append([TokenPassage(item.passage(i).tolist(), int(item.section_index[i])) for i in range(count)]
-                           or [TokenPassage([], 0)])
-                texts += [""] if count == 0 else []
-        pending = iter(self.tokenizer(texts, truncation=True, max_length=self.max_passage_tokens)["input_ids"]
-                       if texts else [])
+        fresh = iter(tokenize_passages([item for item in items if isinstance(item, Document)], self.tokenizer,
+                                       self.words_per_passage, max_passages, self.max_passage_tokens))
+        rows = [next(fresh) if isinstance(item, Document) else item for item in items]
+        # a document without passages keeps one node: its title (a cached row has none, so nothing)
+        titles = [getattr(item, "title", "") for item, row in zip(items, rows, strict=True)
+                    if not min(len(row), max_passages)]
+        fallback = iter(self.tokenizer(titles, truncation=True, max_length=self.max_passage_tokens)["input_ids"]
+                        if titles else [])
         frame = frame_token_ids(self.tokenizer)
-        for graph in out:
-            for passage in graph:
-                if not passage.ids:
-                    passage.ids = next(pending)
+        out = []
+        for row in rows:
+            graph = [TokenPassage(row.passage(i).tolist(), int(row.section_index[i]))
+                     for i in range(min(len(row), max_passages))] or [TokenPassage(next(fallback), 0)]
             # words of control characters leave no token: such a passage is no node (a document keeps one)
-            graph[:] = [p for p in graph if not frame.issuperset(p.ids)] or graph[:1]
+            out.append([p for p in graph if not frame.issuperset(p.ids)] or graph[:1])
         return out
 
     def edges(self, passages: list[TokenPassage]) -> Tensor:

@@ -127,3 +127,19 @@ def test_quickstart_config_runs_end_to_end_on_the_real_encoder(tmp_path):
     assert "| mrr@10 |" in result.stdout
     assert list((tmp_path / "wandb").glob("offline-run-*"))
     assert (tmp_path / "config.yaml").exists() and (tmp_path / "checkpoints" / "last.ckpt").exists()
+
+
+@pytest.mark.parametrize("option", ["--trainer.max_step=3", "--trainer.max_step", "--trainer.acc=cpu",
+                                    "--seed_every=1", "--print_conf"])
+def test_options_are_never_abbreviated(option, capsys):
+    """argparse would read ``--trainer.max_step`` as ``--trainer.max_steps``; like a misspelt model or data option
+    it is one error line, exit status 2."""
+    args = ["fit", "--model=lit_docemb.methods.DocSplit", "--model.encoder=unused",
+            "--data=lit_docemb.data.JSONLDataModule", "--data.paths=[unused.jsonl]", option]
+    if option == "--trainer.max_step":
+        args.append("3")
+    with pytest.raises(SystemExit) as stopped:
+        main(args)
+    assert stopped.value.code == 2
+    err = capsys.readouterr().err
+    assert err == f"error: unrecognized arguments: {' '.join(args[5:])}\n"

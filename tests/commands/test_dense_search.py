@@ -45,8 +45,10 @@ def test_ranked_run_becomes_mined_negatives(method, tmp_path):
     best = max(run[first], key=run[first].get)
     query_vec = embed_documents(method, [Document(f"query:{first}", sections=[Section("", queries[first])])])
     ids = [d.id for d in data.corpus]
-    assert run[first][best] == pytest.approx(float((query_vec @ corpus.T)[0].max()), rel=1e-5)
-    assert ids[int((query_vec @ corpus.T)[0].argmax())] == best
+    scores = (query_vec @ corpus.T)[0]
+    assert run[first][best] == pytest.approx(float(scores.max()), rel=1e-5)
+    # the top document, or one tied with it (fixture documents may embed alike on the tiny encoder)
+    assert float(scores[ids.index(best)]) == pytest.approx(float(scores.max()), rel=1e-5)
     write_run(run, tmp_path / "mined.run")
     assert read_run(tmp_path / "mined.run")[first][best] == run[first][best]
     mined = WIKIRDataModule(str(root), mode="retrieval", negatives="run", negatives_run=str(tmp_path / "mined.run"),

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+import logging
 import subprocess
 import sys
 from collections import Counter
@@ -22,6 +23,7 @@ from lit_docemb.data.document import Document, Section
 from lit_docemb.data.tokens import document_text
 from lit_docemb.eval.embedding import embed_documents
 from lit_docemb.methods import CTPE, DECA, DocSplit, GraphRoBERTa
+from lit_docemb.methods.deca_components import Doc2VecCBackbone
 from lit_docemb.views.ctpe import WordEmbeddings
 
 
@@ -62,13 +64,16 @@ def test_length_buckets_deal_every_document_once_to_the_ranks():
     assert sorted(i for r in ranks for b in r for i in b) == list(range(7))
 
 
-def test_docsplit_parquet_in_input_order(tiny_encoder_dir, tmp_path):
+def test_docsplit_parquet_in_input_order(tiny_encoder_dir, tmp_path, caplog):
     torch.manual_seed(0)
     args = {"encoder": tiny_encoder_dir, "max_length": 64, "pooling": "mean"}
     method = DocSplit(**args)
     config, ckpt = save_run(method, tmp_path / "run", args)
     docs = topic_documents(7)
-    run_embed(config, ckpt, write_tsv(tmp_path / "docs.tsv", docs), tmp_path / "out")
+    with caplog.at_level(logging.WARNING, logger="lit_docemb.commands.embed"):
+        run_embed(config, ckpt, write_tsv(tmp_path / "docs.tsv", docs), tmp_path / "out")
+    assert [r.getMessage() for r in caplog.records if r.name == "lit_docemb.commands.embed"] == [
+        f"embed --input {tmp_path / 'docs.tsv'}: read 7 documents; skipped 2 (malformed_record 2)"]
     ids, vectors = read_parquet(tmp_path / "out")
     assert ids == [d.id for d in docs] and list(vectors) == ["embeddings"]
     expected = embed_documents(method, docs).numpy()
@@ -96,8 +101,10 @@ def test_graph_roberta_npy(tiny_encoder_dir, tmp_path):
 
 def test_deca_doc2vecc_vocabulary_comes_from_the_checkpoint(tmp_path):
     torch.manual_seed(0)
-    args = {"augmentation": "wordnet", "min_word_count": 1, "embedding_dim": 8}
-    method = DECA(**args)
+    args = {"backbone": {"class_path": "lit_docemb.methods.deca_components.Doc2VecCBackbone",
+                         "init_args": {"min_word_count": 1, "embedding_dim": 8}},
+            "augmentation": {"class_path": "lit_docemb.augment.specs.WordNet"}}
+    method = DECA(Doc2VecCBackbone(min_word_count=1, embedding_dim=8))
     docs = topic_documents(6)
     method._set_vocabulary(Vocabulary.from_texts(document_text(d, True) for d in docs))
     config, ckpt = save_run(method, tmp_path / "run", args)
@@ -148,3 +155,43 @@ def test_two_processes_merge_to_the_one_process_output(tiny_encoder_dir, tmp_pat
     assert two_ids == one_ids and len(one_ids) == 11
     np.testing.assert_allclose(two["embeddings"], one["embeddings"], atol=1e-6)
     assert json.loads((tmp_path / "two" / "embed_stats.json").read_text())["devices"] == 2
+
+
+@pytest.mark.parametrize("keep_empty", [False, True])
+def test_deca_doc2vecc_documents_without_a_known_word_are_counted(tmp_path, keep_empty):
+    torch.manual_seed(0)
+    args = {"backbone": {"class_path": "lit_docemb.methods.deca_components.Doc2VecCBackbone",
+                         "init_args": {"min_word_count": 1, "embedding_dim": 8, "keep_empty": keep_empty}},
+            "augmentation": {"class_path": "lit_docemb.augment.specs.WordNet"}}
+    method = DECA(Doc2VecCBackbone(min_word_count=1, embedding_dim=8, keep_empty=keep_empty))
+    docs = topic_documents(4)
+    method._set_vocabulary(Vocabulary.from_texts(document_text(d, True) for d in docs))
+    config, ckpt = save_run(method, tmp_path / "run", args)
+    unknown = Document("unknown", sections=[Section("", "zzqx qqzv xxyzzy")])
+    run_embed(config, ckpt, write_tsv(tmp_path / "docs.tsv", docs[:2] + [unknown] + docs[2:], bad_lines=False),
+              tmp_path / "out")
+    ids, vectors = read_parquet(tmp_path / "out")
+    stats = json.loads((tmp_path / "out" / "embed_stats.json").read_text())
+    assert stats["empty_documents"] == 1
+    if keep_empty:
+        assert ids == ["t0", "t1", "unknown", "t2", "t3"] and stats["skipped_by_method"] == 0
+        assert not vectors["embeddings"][2].any() and vectors["embeddings"][[0, 1, 3, 4]].any(1).all()
+    else:
+        assert ids == [d.id for d in docs] and stats["skipped_by_method"] == 1
+        assert vectors["embeddings"].any(1).all()
+
+
+def test_colde_embeds_a_document_longer_than_its_chunk_table(tiny_encoder_dir, tmp_path):
+    from lit_docemb.methods import CoLDE
+
+    torch.manual_seed(0)
+    args = {"encoder": tiny_encoder_dir, "chunk_tokens": 16, "chunk_embeddings": 4, "num_heads": 2,
+            "lstm_output_size": 8, "projection_size": 4, "predict_similarities": False}
+    method = CoLDE(**args)
+    docs = topic_documents(3)
+    long = Document("long", sections=[Section("", " ".join(" ".join(t for _, t in _topic_texts()).split()[:400]))])
+    config, ckpt = save_run(method, tmp_path / "run", args)
+    run_embed(config, ckpt, write_tsv(tmp_path / "docs.tsv", [long, *docs], bad_lines=False), tmp_path / "out")
+    ids, vectors = read_parquet(tmp_path / "out")
+    assert ids == ["long", "t0", "t1", "t2"] and np.isfinite(vectors["embeddings"]).all()
+    assert json.loads((tmp_path / "out" / "embed_stats.json").read_text())["skipped_by_method"] == 0

@@ -125,7 +125,11 @@ def test_retrieval_evaluation_matches_the_independent_paths(method, tmp_path):
         RetrievalEvaluation(measures=["ndcg@ten"])
 
 
-def test_fit_logs_retrieval_per_epoch_and_evaluate_scores_the_checkpoint(tiny_encoder_dir, tmp_path):
+def fit_stats_read(run) -> int:
+    return json.loads((run / "data_stats.json").read_text())["examples"]["documents_read"]
+
+
+def test_fit_logs_retrieval_per_epoch_and_evaluate_scores_the_checkpoint(tiny_encoder_dir, tmp_path, caplog):
     from lit_docemb.commands.cli import main
 
     root, run = _write_wikir(tmp_path / "wikir"), tmp_path / "run"
@@ -162,11 +166,19 @@ data:
     checkpoint = run / "checkpoints" / "last.ckpt"
     assert checkpoint.exists() and (run / "config.yaml").exists()
     out = tmp_path / "evaluation"
+    caplog.clear()
     main(["evaluate", "--config", str(run / "config.yaml"), "--ckpt_path", str(checkpoint), "--output", str(out),
           "--evaluation", "{class_path: retrieval, init_args: {split: test, search: faiss, depth: 5}}",
           "--device", "cpu"])
+    assert [r.getMessage().split(";")[0] for r in caplog.records if r.name == "lit_docemb.data.datamodule"] == [
+        f"WIKIRDataModule corpus: read {fit_stats_read(run)} documents"]
     record = json.loads((out / "evaluation.json").read_text())
     configured, given = record["results"]["retrieval"], record["results"]["retrieval_2"]
+    fit_stats = json.loads((run / "data_stats.json").read_text())  # the fit's read; evaluate's comes from the cache
+    assert fit_stats["corpus"] == "WIKIRDataModule" and fit_stats["examples"]["documents_read"] > 0
+    read = record["data_stats"]["corpus"]
+    assert read["documents_read"] == fit_stats["examples"]["documents_read"]
+    assert read["skipped"]["empty_document"] == fit_stats["examples"]["skipped"]["empty_document"] == 1
     # the configured evaluation on the last checkpoint reproduces the values logged in the last epoch
     assert set(configured) <= set(logged)
     assert configured == pytest.approx({k: logged[k] for k in configured})

@@ -15,6 +15,7 @@ from lit_docemb.data.document import Document, Section
 from lit_docemb.data.tokens import document_text
 from lit_docemb.eval.embedding import embed_documents
 from lit_docemb.methods import CTPE, DECA, CoLDE, DocSplit, GraphRoBERTa
+from lit_docemb.methods.deca_components import EncoderBackbone
 from lit_docemb.views.ctpe import WordEmbeddings
 
 SentenceTransformer = pytest.importorskip("sentence_transformers").SentenceTransformer
@@ -76,7 +77,7 @@ def test_graph_roberta_sentence_transformer_equals_embed(tiny_encoder_dir, tmp_p
 
 def test_deca_with_an_encoder_exports_like_docsplit(tiny_encoder_dir, tmp_path):
     torch.manual_seed(0)
-    method = DECA(encoder=tiny_encoder_dir, max_length=48)
+    method = DECA(EncoderBackbone(tiny_encoder_dir, max_length=48))
     export(method, tmp_path / "st")
     docs = long_documents(3)
     vectors = SentenceTransformer(str(tmp_path / "st"), device="cpu").encode([document_text(d, True) for d in docs])

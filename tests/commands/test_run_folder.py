@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import multiprocessing
 import os
+import shutil
 
 import pytest
 import torch
@@ -90,6 +91,26 @@ def test_atomic_checkpoint_keeps_the_previous_file_when_a_save_fails(tmp_path):
     assert torch.load(path, weights_only=True)["global_step"] == 3
 
 
+def test_a_fit_removes_the_unfinished_files_of_an_interrupted_save(tiny_encoder_dir, corpus_jsonl, tmp_path):
+    base = tiny_args(tiny_encoder_dir, corpus_jsonl, tmp_path) + [
+        "--trainer.callbacks+=lit_docemb.methods.callbacks.RunCheckpoint", "--trainer.limit_val_batches=0",
+        "--ckpt_path=last"]
+    main(["fit", *base, "--trainer.max_steps=1"])
+    checkpoints = tmp_path / "checkpoints"
+    (checkpoints / "kept.ckpt").write_bytes((checkpoints / "last.ckpt").read_bytes())
+    partial = [checkpoints / ".last.ckpt.k3_x9abc.tmp", tmp_path / ".hpc_ckpt_2.ckpt.0a1b2c3d.tmp"]
+    others = [checkpoints / "notes.tmp", tmp_path / ".last.ckpt.tmp"]  # not the name of an atomic save's file
+    for path in partial + others:
+        path.write_bytes(b"half a checkpoint")
+    kept = (checkpoints / "kept.ckpt").read_bytes()
+    resumed = main(["fit", *base, "--trainer.max_steps=2"])
+    assert resumed.trainer.global_step == 2
+    assert [path.name for path in partial if path.exists()] == []
+    assert all(path.read_bytes() == b"half a checkpoint" for path in others)
+    assert (checkpoints / "kept.ckpt").read_bytes() == kept
+    assert torch.load(checkpoints / "last.ckpt", weights_only=True)["global_step"] == 2
+
+
 def test_ckpt_path_last_starts_cleanly_then_resumes_the_newest_checkpoint(tiny_encoder_dir, corpus_jsonl, tmp_path):
     base = tiny_args(tiny_encoder_dir, corpus_jsonl, tmp_path) + [
         "--trainer.callbacks+=lit_docemb.methods.callbacks.RunCheckpoint", "--trainer.limit_val_batches=0",
@@ -115,3 +136,82 @@ def test_resolved_config_is_handed_to_the_loggers(tiny_encoder_dir, corpus_jsonl
     logged = yaml.safe_load(hparams.read_text())["config"]
     assert logged["trainer"]["max_steps"] == 1 and logged["model"]["class_path"] == "lit_docemb.methods.DocSplit"
     assert logged == yaml.safe_load((tmp_path / "config.yaml").read_text())
+
+
+def _fit(tiny_encoder_dir, corpus_jsonl, root, *extra):
+    return main(["fit", *tiny_args(tiny_encoder_dir, corpus_jsonl, root), "--trainer.limit_val_batches=0",
+                 "--trainer.callbacks+=lit_docemb.methods.callbacks.RunCheckpoint", *extra])
+
+
+def _run_files(root):
+    return sorted(str(p.relative_to(root)) for p in root.rglob("*") if p.is_file())
+
+
+def test_a_second_fresh_fit_into_a_run_folder_stops_before_writing(tiny_encoder_dir, corpus_jsonl, tmp_path, capsys,
+                                                                   monkeypatch):
+    monkeypatch.delenv("LIT_DOCEMB_OVERWRITE", raising=False)
+    _fit(tiny_encoder_dir, corpus_jsonl, tmp_path, "--trainer.max_steps=1")
+    before = {p: (tmp_path / p).read_bytes() for p in _run_files(tmp_path)}
+    assert "config.yaml" in before and "checkpoints/last.ckpt" in before
+    capsys.readouterr()
+    with pytest.raises(SystemExit) as exit_info:
+        _fit(tiny_encoder_dir, corpus_jsonl, tmp_path, "--trainer.max_steps=2", "--model.temperature=0.5")
+    assert exit_info.value.code == 2
+    [line] = capsys.readouterr().err.strip().splitlines()
+    assert line.startswith(f"error: trainer.default_root_dir: {tmp_path} already holds a run (config.yaml, "
+                           "checkpoints/epoch=0-step=1.ckpt, checkpoints/last.ckpt); resume it with --ckpt_path last")
+    assert "--ckpt_path last" in line and "LIT_DOCEMB_OVERWRITE=1" in line
+    assert {p: (tmp_path / p).read_bytes() for p in _run_files(tmp_path)} == before  # nothing written or moved
+    # a config.yaml alone (a run stopped before its first checkpoint) is a run too
+    (tmp_path / "alone").mkdir()
+    (tmp_path / "alone" / "config.yaml").write_text("trainer: {}\n")
+    with pytest.raises(SystemExit):
+        _fit(tiny_encoder_dir, corpus_jsonl, tmp_path / "alone", "--trainer.max_steps=1")
+    assert "alone already holds a run (config.yaml)" in capsys.readouterr().err
+
+
+def test_validate_into_a_run_folder_still_runs(tiny_encoder_dir, corpus_jsonl, tmp_path):
+    _fit(tiny_encoder_dir, corpus_jsonl, tmp_path, "--trainer.max_steps=1")
+    cli = main(["validate", *tiny_args(tiny_encoder_dir, corpus_jsonl, tmp_path),
+                f"--ckpt_path={tmp_path / 'checkpoints' / 'last.ckpt'}"])
+    assert cli.trainer.ckpt_path == str(tmp_path / "checkpoints" / "last.ckpt")
+
+
+def test_overwrite_moves_the_previous_run_aside_and_starts_clean(tiny_encoder_dir, corpus_jsonl, tmp_path,
+                                                                 monkeypatch):
+    from lit_docemb.commands.loggers import configure_wandb_loggers as configure
+    first_ids = []
+    monkeypatch.setattr("lit_docemb.commands.cli.configure_wandb_loggers",
+                        lambda trainer: (configure(trainer), first_ids.append(persistent_run_id(tmp_path))))
+    _fit(tiny_encoder_dir, corpus_jsonl, tmp_path, "--trainer.max_steps=1")
+    old_config = (tmp_path / "config.yaml").read_text()
+    monkeypatch.setenv("LIT_DOCEMB_OVERWRITE", "1")
+    second = _fit(tiny_encoder_dir, corpus_jsonl, tmp_path, "--trainer.max_steps=2", "--model.temperature=0.5")
+    assert second.trainer.global_step == 2 and second.trainer.ckpt_path is None
+    [replaced] = tmp_path.glob("replaced-*")
+    assert (replaced / "config.yaml").read_text() == old_config
+    assert (replaced / "wandb_id").read_text().strip() == first_ids[0]
+    assert sorted(p.name for p in (replaced / "checkpoints").iterdir()) == ["epoch=0-step=1.ckpt", "last.ckpt"]
+    assert yaml.safe_load((tmp_path / "config.yaml").read_text())["model"]["init_args"]["temperature"] == 0.5
+    assert first_ids[1] != first_ids[0]  # a new wandb run
+    assert sorted(p.name for p in (tmp_path / "checkpoints").iterdir()) == ["epoch=0-step=2.ckpt", "last.ckpt"]
+    assert torch.load(tmp_path / "checkpoints" / "last.ckpt", weights_only=True)["global_step"] == 2
+    monkeypatch.setenv("LIT_DOCEMB_OVERWRITE", "yes")
+    with pytest.raises(SystemExit) as exit_info:
+        _fit(tiny_encoder_dir, corpus_jsonl, tmp_path, "--trainer.max_steps=1")
+    assert exit_info.value.code == 2
+
+
+def test_a_copied_run_folder_resumes_and_keeps_writing_last_ckpt_in_its_new_place(tiny_encoder_dir, corpus_jsonl,
+                                                                                  tmp_path):
+    original = tmp_path / "original"
+    _fit(tiny_encoder_dir, corpus_jsonl, original, "--trainer.max_steps=2")
+    copy = tmp_path / "copy"
+    shutil.copytree(original, copy)
+    before = {p: (original / p).read_bytes() for p in _run_files(original)}
+    resumed = _fit(tiny_encoder_dir, corpus_jsonl, copy, "--trainer.max_steps=3", "--ckpt_path=last")
+    assert resumed.trainer.ckpt_path == str(copy / "checkpoints" / "last.ckpt")
+    assert resumed.trainer.global_step == 3
+    assert sorted(p.name for p in (copy / "checkpoints").iterdir()) == ["epoch=0-step=3.ckpt", "last.ckpt"]
+    assert torch.load(copy / "checkpoints" / "last.ckpt", weights_only=True)["global_step"] == 3
+    assert {p: (original / p).read_bytes() for p in _run_files(original)} == before  # the original is untouched

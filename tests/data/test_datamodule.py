@@ -68,6 +68,9 @@ class RecordingModule(L.LightningModule):
     def collator(self, stage: str):
         return collate_ids
 
+    def setup(self, stage: str) -> None:
+        self.trainer.datamodule.connect(self.collator)
+
     def training_step(self, batch, batch_idx):
         self.train_records.append([self.current_epoch, self.global_step, batch["ids"]])
         return self.layer(batch["x"] / 100).pow(2).sum() / max(len(batch["ids"]), 1)  # 0 rows: a zero loss
@@ -159,14 +162,17 @@ def test_drop_last_drops_only_the_partial_last_step_of_training():
     assert [i for batch in datamodule.val_dataloader() for i in batch["ids"]] == val
 
 
-def test_the_collator_comes_from_the_trained_method():
-    datamodule = ListDataModule()
-    with pytest.raises(RuntimeError, match="needs a collator"):
-        datamodule._collator("fit")
-    trainer = L.Trainer(accelerator="cpu", devices=1, logger=False)
-    trainer.strategy.connect(RecordingModule("unused"))
-    datamodule.trainer = trainer
-    assert datamodule._collator("fit") is collate_ids
+def test_the_collator_comes_from_the_connected_method():
+    datamodule = ListDataModule(num_workers=0)
+    datamodule.setup("fit")
+    with pytest.raises(RuntimeError, match=r"needs a collator: call datamodule.connect\(method.collator\)"):
+        datamodule.train_dataloader()
+    stages = []
+    datamodule.connect(lambda stage: stages.append(stage) or collate_ids)
+    assert set(next(iter(datamodule.train_dataloader()))) == {"ids", "x"}
+    assert datamodule.predict_dataloader().collate_fn is collate_ids and stages == ["fit", "predict"]
+    datamodule.collate_fn = list  # set directly, it wins
+    assert isinstance(next(iter(datamodule.val_dataloader()))[0], Document) and stages == ["fit", "predict"]
 
 
 @pytest.mark.parametrize("use_distributed_sampler", [True, False])

@@ -22,7 +22,7 @@ from lit_docemb.eval.heldout import (
     build_task,
     evaluate_heldout,
     heldout_split,
-    retrieval_metrics,
+    target_rank_metrics,
 )
 
 
@@ -167,10 +167,10 @@ def test_perfect_embedder_scores_one_and_random_scores_low():
     assert constant["mrr@10"] == 0.0  # ties count against the target
 
 
-def test_retrieval_metrics_by_hand():
+def test_target_rank_metrics_by_hand():
     candidates = torch.eye(3)
     queries = torch.tensor([[1.0, 0.0, 0.0], [1.0, 0.9, 0.0], [0.0, 0.0, 1.0]])
-    result = retrieval_metrics(queries, candidates, torch.tensor([0, 1, 0]), k=2)
+    result = target_rank_metrics(queries, candidates, torch.tensor([0, 1, 0]), k=2)
     assert result["mrr@2"] == pytest.approx((1 + 0.5 + 0) / 3)
     assert result["recall@1"] == pytest.approx(1 / 3) and result["recall@2"] == pytest.approx(2 / 3)
 

@@ -9,12 +9,12 @@ import pickle
 from collections import Counter
 
 import datasets
-import lightning as L
 import numpy as np
 import pytest
 from conftest import write_corpus_jsonl
 from transformers import AutoTokenizer
 
+from lit_docemb.data import passage_cache
 from lit_docemb.data.document import Document, Section
 from lit_docemb.data.jsonl import JSONLDataModule, read_jsonl
 from lit_docemb.data.openwebtext_formats import iter_openwebtext
@@ -92,10 +92,10 @@ def test_second_open_reads_the_cache_without_tokenizing(tmp_path, tiny_encoder_d
     reloaded = AutoTokenizer.from_pretrained(tiny_encoder_dir)  # another instance of the same tokenizer
     reloaded("some text", truncation=True, max_length=3, padding="max_length")  # leaves state behind
 
-    def no_tokenizing(self, passages):
+    def no_tokenizing(*args, **kwargs):
         raise AssertionError("the second open tokenized again")
 
-    monkeypatch.setattr(PassageCache, "_encode", no_tokenizing)
+    monkeypatch.setattr(passage_cache, "tokenize_passages", no_tokenizing)
     second = PassageCache(reloaded, 30, cache_dir=str(tmp_path)).open(documents)
     assert second.fingerprint == first.fingerprint
     assert second.table.cache_files == first.table.cache_files
@@ -171,21 +171,9 @@ def test_parallel_build_equals_serial_and_rows_pickle_as_paths(tmp_path, tokeniz
         serial[len(serial)]
 
 
-class PassageMethod(L.LightningModule):
-    """What a hierarchical method shows the DataModule: a ``passage_cache`` and a collator over its rows."""
-
-    def __init__(self, passage_cache: PassageCache) -> None:
-        super().__init__()
-        self.passage_cache = passage_cache
-
-    def collator(self, stage: str):
-        return list
-
-
-def attached(datamodule, module):
-    trainer = L.Trainer(accelerator="cpu", devices=1, logger=False)
-    trainer.strategy.connect(module)
-    datamodule.trainer = trainer
+def connected(datamodule, cache: PassageCache):
+    """The DataModule wired as a passage-reading method wires it, its collator handing over the rows as they are."""
+    datamodule.connect(lambda stage: list, cache)
     return datamodule
 
 
@@ -198,8 +186,10 @@ def test_datamodule_hands_the_methods_collator_cached_passages(tmp_path, tokeniz
     by_id = {d.id: d for d in read_jsonl(corpus)}
 
     cache = PassageCache(tokenizer, 60, max_length=64, cache_dir=str(tmp_path / "hf"))
-    datamodule = attached(JSONLDataModule(**kwargs), PassageMethod(cache))
-    datamodule.setup("fit")
+    datamodule = JSONLDataModule(**kwargs)
+    datamodule.setup("fit")  # as under Lightning: setup, then the method connects
+    assert datamodule.train_set[0].id == train_ids[0] and isinstance(datamodule.train_set[0], Document)
+    connected(datamodule, cache)
     assert [row.id for row in datamodule.train_set] == train_ids
     assert [row.id for row in datamodule.val_set] == [d.id for d in plain.val_set]
     seen = [row for batch in datamodule.train_dataloader() for row in batch]  # read in 2 worker processes
@@ -207,12 +197,12 @@ def test_datamodule_hands_the_methods_collator_cached_passages(tmp_path, tokeniz
     for row in seen:
         assert row.passage_ids() == reference(by_id[row.id], tokenizer, 60, None, 64, True)
 
-    def no_tokenizing(self, passages):
+    def no_tokenizing(*args, **kwargs):
         raise AssertionError("the second run tokenized again")
 
-    monkeypatch.setattr(PassageCache, "_encode", no_tokenizing)
-    second = attached(JSONLDataModule(**kwargs), PassageMethod(PassageCache(tokenizer, 60, max_length=64,
-                                                                             cache_dir=str(tmp_path / "hf"))))
-    second.setup("fit")
+    monkeypatch.setattr(passage_cache, "tokenize_passages", no_tokenizing)
+    second = connected(JSONLDataModule(**kwargs), PassageCache(tokenizer, 60, max_length=64,
+                                                                cache_dir=str(tmp_path / "hf")))
+    second.setup("fit")  # connected before setup: setup opens the cache
     assert second.train_set.documents.table.cache_files == datamodule.train_set.documents.table.cache_files
     assert [row.passage_ids() for row in second.train_set] == [row.passage_ids() for row in datamodule.train_set]

@@ -119,9 +119,11 @@ def test_folds_in_json_and_text_layouts(tmp_path):
     (tmp_path / "overlap.json").write_text(json.dumps([["301", "302"], ["302"]]))
     with pytest.raises(ValueError, match="query 302 is in folds 1 and 2"):
         read_folds(tmp_path / "overlap.json")
-    (tmp_path / "empty.json").write_text(json.dumps([["301"], []]))
-    with pytest.raises(ValueError, match="fold 2 must be a non-empty list"):
+    (tmp_path / "empty.json").write_text(json.dumps([["301"], [], {"fold": 3}]))
+    with pytest.raises(ValueError, match="fold 3 must be a list of query ids"):
         read_folds(tmp_path / "empty.json")
+    (tmp_path / "empty.json").write_text(json.dumps({"fold1": ["301"], "fold2": [], "fold3": ["302"]}))
+    assert read_folds(tmp_path / "empty.json") == [["301"], [], ["302"]]  # an empty fold is the caller's to judge
     with pytest.raises(FileNotFoundError, match="folds file"):
         read_folds(tmp_path / "nofolds.json")
 

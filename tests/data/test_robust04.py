@@ -26,6 +26,7 @@ from lit_docemb.data.robust04 import (
     unlzw,
 )
 from lit_docemb.data.trec import write_run
+from lit_docemb.errors import ConfigError
 
 THEMES = ["lighthouse", "beekeeping", "tramway", "salt marsh", "glassblowing"]  # topics 301-305 / 601-605
 
@@ -293,3 +294,22 @@ def test_missing_inputs(root, tmp_path):
         Robust04DataModule([str(root / "disk4")], qrels="q", mode="retrieval", cache_dir=str(tmp_path / "c")).setup()
     with pytest.raises(ValueError, match="test_fold != val_fold"):
         _datamodule(root, tmp_path, mode="retrieval", test_fold=6).setup()
+
+
+def test_an_empty_fold_is_refused_only_where_it_is_used(root, tmp_path):
+    folds = json.loads((root / "folds.json").read_text()) + [[]]  # a sixth fold, empty
+    (tmp_path / "folds6.json").write_text(json.dumps(folds))
+
+    def datamodule(**kwargs) -> Robust04DataModule:
+        return Robust04DataModule([str(root / "disk4"), str(root / "disk5")], topics=str(root / "04.testset"),
+                                  qrels=str(root / "qrels.robust2004.txt"), folds=str(tmp_path / "folds6.json"),
+                                  cache_dir=str(tmp_path / "cache"), num_workers=0, mode="retrieval", **kwargs)
+
+    dm = datamodule(test_fold=2)
+    dm.setup()
+    assert set(dm.test_set.query_ids) == {"302", "602"} and set(dm.val_set.query_ids) == {"303", "603"}
+    assert set(dm.train_set.query_ids) == {"301", "601", "304", "604", "305", "605"}
+    with pytest.raises(ConfigError, match=r"^data\.init_args\.test_fold: fold 6 of .*folds6\.json is empty"):
+        datamodule(test_fold=6).setup()
+    with pytest.raises(ConfigError, match=r"^data\.init_args\.val_fold: fold 6 of .*folds6\.json is empty"):
+        datamodule(test_fold=5).setup()  # val_fold "next": the empty sixth

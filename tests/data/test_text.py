@@ -124,15 +124,15 @@ def test_split_million_characters_is_not_quadratic() -> None:
         "https://example.com/x.y or mail a.b@c.org. Pi is 3.14!\n- item one\n1. First item\n\n"
     )
     text = paragraph * (1_000_000 // len(paragraph) + 1)
-    start = time.perf_counter()
+    start = time.process_time()
     sentences = split_sentences(text)
-    assert time.perf_counter() - start < 10.0
+    assert time.process_time() - start < 10.0
     assert sentences == split_sentences(paragraph) * (1_000_000 // len(paragraph) + 1)
     assert len(split_sentences(paragraph)) == 7  # "...left... (see above.)" stays together: "(see" is lowercase
     for degenerate in ["." * 1_000_000, "a" * 1_000_000, ".)" * 500_000, "1. " * 300_000]:
-        start = time.perf_counter()
+        start = time.process_time()
         split_sentences(degenerate)
-        assert time.perf_counter() - start < 10.0
+        assert time.process_time() - start < 10.0
 
 
 def _random_document(rng: random.Random, words_per_passage: int) -> Document:

@@ -166,11 +166,14 @@ def test_datamodule_counts_the_skips_of_every_dump_file(dump_path, tmp_path, cap
                             page_xml("Talk:Plain page", 203, "Talk words.", ns=1)]))
     for _ in ("built", "cached"):
         dm = WikipediaDataModule(str(folder), cache_dir=str(tmp_path / "cache"), val_fraction=0.0)
+        caplog.clear()
         with caplog.at_level("INFO", logger="lit_docemb.data.datamodule"):
             dm.setup()
         assert sorted(dm.all_set.documents.ids) == ["wiki:101", "wiki:104", "wiki:201"]
         assert dm.stats == Counter(document=3, redirect=2, non_article_namespace=2, empty=1)
-        assert "'redirect': 2" in caplog.text
+        assert [(r.levelname, r.getMessage()) for r in caplog.records] == [(
+            "WARNING", "WikipediaDataModule documents: read 3 documents (train 3, validation 0); skipped 5 "
+                       "(empty 1, non_article_namespace 2, redirect 2)")]
 
 
 def test_xml_pages_any_schema_version_plain_and_without_ns(tmp_path):
@@ -236,9 +239,9 @@ def test_malformed_megabyte_is_linear_time():
     fuzz = "".join(rng.choice(pieces) for _ in range(150_000))
     for text in (fuzz, "{{a " * 250_000, "[[a|" * 250_000, "<ref>a " * 150_000, "[[" * 250_000 + "]]" * 250_000,
                  "[http://a b " * 90_000, "{|\n|a\n" * 150_000):
-        start = time.perf_counter()
+        start = time.process_time()  # CPU time of this process: other processes on the machine do not count
         document = wikitext_to_document("T", 1, text)
-        assert time.perf_counter() - start < 3.0, text[:20]
+        assert time.process_time() - start < 15.0, text[:20]  # linear: ~1 s; quadratic: many minutes
         assert isinstance(document.text, str)
     assert "Word." in wikitext_to_document("T", 1, "{{a " * 250_000 + "Word.").text
 

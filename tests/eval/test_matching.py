@@ -94,3 +94,47 @@ def test_embeddings_by_id():
     assert emb["b"].tolist() == [0.0, 1.0]
     with pytest.raises(ValueError):
         embeddings_by_id(["a"], torch.zeros(2, 2))
+
+
+def letters_vector(text: str) -> np.ndarray:
+    return np.array([text.count(c) + 0.1 for c in "aeiou"])
+
+
+def test_validation_matching_chooses_on_validation_keeps_it_and_tests_with_it():
+    from runs import Letters
+
+    from lit_docemb.data.aan import PairDataset
+    from lit_docemb.data.document import Document, Section
+    from lit_docemb.errors import ConfigError
+    from lit_docemb.eval.evaluation import EvaluationContext
+    from lit_docemb.eval.matching import ValidationMatching
+
+    texts = ["aaa", "aab", "eee", "eea", "iii", "ooo", "skip me", "uuu"]
+    docs = [Document(f"d{i}", sections=[Section("", t)]) for i, t in enumerate(texts)]
+    val = PairDataset(docs, [(0, 1, 1), (2, 3, 1), (0, 4, 0), (1, 5, 0), (6, 0, 1)])  # last: skip is unembeddable
+    test = PairDataset(docs, [(4, 5, 1), (2, 7, 0), (0, 3, 1)])
+    data = type("Pairs", (), {"val_set": val, "test_set": test})()
+    matching, context = ValidationMatching(batch_size=3), EvaluationContext(Letters(), data)
+    with pytest.raises(RuntimeError, match="validate first"):
+        matching.test(context)
+
+    def cosines(pairs):
+        u = np.stack([letters_vector(texts[a]) for a, _, _ in pairs])
+        v = np.stack([letters_vector(texts[b]) for _, b, _ in pairs])
+        return (u * v).sum(1) / np.linalg.norm(u, axis=1) / np.linalg.norm(v, axis=1)
+
+    val_scores, val_labels = cosines(val.pairs[:4]), np.array([1, 1, 0, 0])
+    threshold = best_threshold(val_scores, val_labels)
+    metrics = matching.evaluate(context)
+    assert matching.threshold == pytest.approx(threshold)
+    expected = binary_metrics(val_scores >= threshold, val_labels)
+    assert metrics == pytest.approx({f"val/matching_{k}": v for k, v in expected.items()}
+                                    | {"val/matching_threshold": threshold, "val/matching_skipped_pairs": 1.0})
+    restored = ValidationMatching()
+    restored.load_state_dict(matching.state_dict())  # as from a checkpoint
+    tested = restored.test(context)
+    expected = binary_metrics(cosines(test.pairs) >= threshold, np.array([1, 0, 1]))
+    assert tested == pytest.approx({f"test/matching_{k}": v for k, v in expected.items()}
+                                   | {"test/matching_threshold": threshold, "test/matching_skipped_pairs": 0.0})
+    with pytest.raises(ConfigError, match="init_args.criterion"):
+        ValidationMatching(criterion="auc")

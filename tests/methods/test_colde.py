@@ -307,7 +307,8 @@ def test_every_colde_config_runs_fast_dev_run(config, tiny_encoder_dir, tmp_path
     assert (metrics.get("train/grad_cache_sub_batches", 0) > 1) == grad_cache
     if data["init_args"].get("mode") == "pairs":
         assert 0.0 <= float(metrics["val/matching_f1"]) <= 1.0 and 0 <= float(metrics["val/matching_accuracy"]) <= 1
-        assert cli.model.matching_threshold_chosen
+        matching = next(c for c in cli.trainer.callbacks if type(c).__name__ == "ValidationMatching")
+        assert matching.threshold == pytest.approx(float(metrics["val/matching_threshold"]))
 
 
 def test_fit_then_test_reuses_the_validation_threshold_and_matching_cli(tiny_encoder_dir, tmp_path):
@@ -321,7 +322,8 @@ def test_fit_then_test_reuses_the_validation_threshold_and_matching_cli(tiny_enc
     trainer = ["--trainer.accelerator=cpu", "--trainer.devices=1", "--trainer.precision=32-true",
                "--trainer.logger=false", "--trainer.enable_progress_bar=false", f"--trainer.default_root_dir={tmp_path}"]
     fitted = main(["fit", *common, *trainer, "--trainer.max_steps=2", "--trainer.limit_val_batches=1"])
-    threshold = float(fitted.model.matching_threshold)
+    matching = next(c for c in fitted.trainer.callbacks if type(c).__name__ == "ValidationMatching")
+    threshold = matching.threshold
     assert fitted.trainer.callback_metrics["val/matching_threshold"] == pytest.approx(threshold)
     last = tmp_path / "checkpoints" / "last.ckpt"
     tested = main(["test", *common, *trainer, f"--ckpt_path={last}"])
@@ -331,22 +333,6 @@ def test_fit_then_test_reuses_the_validation_threshold_and_matching_cli(tiny_enc
     out = matching_main([*common, "--ckpt", str(last), "--device", "cpu"])
     assert set(out) >= {"threshold/f1", "threshold/threshold", "classifier/accuracy", "classifier/validation_accuracy"}
     assert all(0.0 <= out[k] <= 1.0 for k in out if not k.endswith("threshold"))
-
-
-def test_evaluation_collator_keeps_the_batch_kind_of_its_dataset_for_empty_batches(colde):
-    from lit_docemb.data.batches import PairMatchingBatch, SectionChunkBatch
-    from lit_docemb.views.colde import EvaluationCollator, PairMatchingCollator
-
-    pairs = EvaluationCollator(PairMatchingCollator(colde._collator(1)), colde._collator(2), pair_items=True)
-    assert isinstance(pairs([]), PairMatchingBatch) and len(pairs([])) == 0
-    docs = documents(2)
-    short = Document("short", "", [Section("", "")])
-    batch = pairs([DocumentPair(docs[0], docs[1], 1), DocumentPair(docs[0], short, 0)])
-    assert len(batch) == 1 and batch.first.skipped == 1 and batch.labels.tolist() == [1]
-    automatic = EvaluationCollator(PairMatchingCollator(colde._collator(1)), colde._collator(2))
-    assert isinstance(automatic(docs), SectionChunkBatch) and automatic(docs).sections_per_document == 2
-    with pytest.raises(TypeError, match="DocumentPair"):
-        pairs(docs)
 
 
 def test_similarity_group_datamodule_labels_aan_network_papers(tmp_path):
@@ -374,3 +360,41 @@ def test_predict_without_similarities_gives_the_same_embeddings(colde):
     assert set(light) == {"ids", "embeddings"} and light["ids"] == full["ids"] == ["d0", "d1", "d2"]
     assert torch.allclose(light["embeddings"], full["embeddings"], atol=1e-6)
     assert similarity_matrices(colde, docs)["section_similarity"].shape == (6, 6)  # the API still splits
+
+
+def test_checkpoints_with_the_old_matching_threshold_buffers_still_load(colde):
+    state = {k: v.clone() for k, v in colde.state_dict().items()}
+    checkpoint = {"state_dict": state | {"matching_threshold": torch.tensor(0.4),
+                                         "matching_threshold_chosen": torch.tensor(True)}}
+    with pytest.raises(RuntimeError, match="matching_threshold"):
+        colde.load_state_dict(checkpoint["state_dict"])  # the keys are gone from the method
+    colde.on_load_checkpoint(checkpoint)
+    assert set(checkpoint["state_dict"]) == set(state)
+    colde.load_state_dict(checkpoint["state_dict"])  # strict, as Lightning loads it
+
+
+# --- documents of any length (issue 18, deliverable 6) ------------------------------------------------------------
+def long_document(chunks: int, colde: CoLDE) -> Document:
+    """One section whose tokens fill more than ``chunks`` chunks of ``colde``'s collator."""
+    words = " ".join(texts(20)).split()[:chunks * (colde.hparams.chunk_tokens - 2) + 1]  # a word: >= 1 token
+    return Document("long", "", [Section("", " ".join(words))], label="0")
+
+
+def test_a_document_longer_than_the_chunk_table_is_truncated_and_counted(colde):
+    table = colde.hparams.chunk_embeddings
+    docs = [long_document(2 * table, colde)] + documents(3)
+    batch = colde.collator("fit")(docs)  # two sections, each beyond the table
+    assert int(batch.sections.chunk_ids.max()) == table - 1
+    assert batch.sections.chunks_per_section[:2].tolist() == [table, table]
+    assert batch.truncated_chunks > 0 and batch.ids == ["long", "d0", "d1", "d2"]
+    assert colde.losses(batch)["truncated_chunks"] == batch.truncated_chunks
+    colde.eval()
+    out = colde.predict_step(colde.collator("predict")(docs), 0)  # unsplit: one section of 2x the table
+    assert out["ids"] == ["long", "d0", "d1", "d2"] and out["embeddings"].isfinite().all()
+    assert out["embeddings"].shape == (4, colde.model.output_size)
+
+
+def test_without_structural_embeddings_no_chunk_is_dropped(no_dropout_encoder_dir):
+    colde = CoLDE(no_dropout_encoder_dir, **SMALL | {"augmentation": False})
+    batch = colde.collator("fit")([long_document(2 * SMALL["chunk_embeddings"], colde)])
+    assert batch.truncated_chunks == 0 and int(batch.sections.chunks_per_section[0]) > 2 * SMALL["chunk_embeddings"]

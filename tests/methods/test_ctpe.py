@@ -62,7 +62,7 @@ def test_arxiv_title_section_is_the_title_and_unsplittable_documents_give_none()
     assert split_ids(untitled, "title", TOKENIZER.encode, 200) is None
     assert split_ids(Document("w", sections=[Section("", "pump")]), 0.5, TOKENIZER.encode, 200) is None
     for bad in [0.0, 1.0, "middle", "before:", True]:
-        with pytest.raises(ValueError, match="pos must"):
+        with pytest.raises(ValueError, match="pos: "):
             check_pos(bad)
 
 

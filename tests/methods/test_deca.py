@@ -17,12 +17,15 @@ from conftest import _topic_texts
 from corpus_files import labelled_docs
 
 from lit_docemb.augment import DocumentAugmenter, Vocabulary, words_of
+from lit_docemb.augment.specs import PPDB, BackTranslation, Uninformative, WordNet
 from lit_docemb.augment.thesaurus import draws_of
 from lit_docemb.commands.cli import main
 from lit_docemb.data.document import Document, Section
 from lit_docemb.data.tokens import document_text
+from lit_docemb.errors import ConfigError
 from lit_docemb.losses import NegativeSamplingLoss
 from lit_docemb.methods import DECA
+from lit_docemb.methods.deca_components import Append, Doc2VecCBackbone, EncoderBackbone, SimCLR, SimSiam
 from lit_docemb.models import Doc2VecC
 from lit_docemb.views.deca import (
     AppendedAugmentationCollator,
@@ -114,7 +117,7 @@ def test_collated_targets_and_contexts_follow_the_document():
 
 def test_simsiam_passes_no_gradient_through_the_stop_gradient_branch():
     torch.manual_seed(0)
-    model = DECA(framework="simsiam", embedding_dim=8)
+    model = DECA(Doc2VecCBackbone(embedding_dim=8), SimSiam())
     h, h_aug = torch.randn(6, 8, requires_grad=True), torch.randn(6, 8, requires_grad=True)
     model.contrastive(model.predictor(h), model.predictor(h_aug), h, h_aug)["simsiam_loss"].backward()
     # reference: the same loss with the targets as constants; a gradient through z would change h's gradient
@@ -137,18 +140,18 @@ def fake_trainer(documents: list[Document], world_size: int = 1, device: str = "
 @needs_wordnet
 def test_vocabulary_from_training_documents_survives_a_checkpoint():
     docs = topic_documents(20)
-    model = DECA(augmentation="wordnet", framework="simsiam", min_word_count=2)
+    model = DECA(Doc2VecCBackbone(min_word_count=2), SimSiam(), WordNet())
     model._trainer = fake_trainer(docs, world_size=2, device="cuda")
     model.setup("fit")
     assert isinstance(model.predictor[1], torch.nn.SyncBatchNorm)  # DDP on GPUs: BatchNorm synchronised
-    on_cpus = DECA(augmentation="wordnet", framework="simsiam", min_word_count=2)
+    on_cpus = DECA(Doc2VecCBackbone(min_word_count=2), SimSiam(), WordNet())
     on_cpus._trainer = fake_trainer(docs, world_size=2)
     on_cpus.setup("fit")
     assert type(on_cpus.predictor[1]) is torch.nn.BatchNorm1d  # torch's SyncBatchNorm refuses CPU modules
     assert model.backbone.word_embeddings.num_embeddings == len(model.index) + 1
     checkpoint = {"state_dict": model.state_dict()}
     model.on_save_checkpoint(checkpoint)
-    restored = DECA(augmentation="wordnet", framework="simsiam", min_word_count=2)
+    restored = DECA(Doc2VecCBackbone(min_word_count=2), SimSiam(), WordNet())
     restored.on_load_checkpoint(checkpoint)
     restored.load_state_dict(checkpoint["state_dict"])
     batch = restored.collator("predict")(docs[:3])
@@ -158,21 +161,45 @@ def test_vocabulary_from_training_documents_survives_a_checkpoint():
         restored.on_load_checkpoint({})
 
 
-def test_arguments_that_would_be_ignored_are_errors(tiny_encoder_dir):
-    with pytest.raises(ValueError, match="Doc2VecC arguments"):
-        DECA(encoder=tiny_encoder_dir, window_size=4)
-    with pytest.raises(ValueError, match="contrastive loss alone"):
-        DECA(encoder=tiny_encoder_dir, contrastive_weight=0.5)
-    with pytest.raises(ValueError, match="encoder arguments"):
-        DECA(max_length=128)
-    with pytest.raises(ValueError, match="SimSiam's"):
-        DECA(framework="simclr", predictor_hidden=32)
-    with pytest.raises(ValueError, match="NT-Xent's"):
-        DECA(framework="simsiam", temperature=0.5)
-    with pytest.raises(ValueError, match="back_translation_models"):
-        DECA(augmentation="wordnet", back_translation_cache="cache.sqlite")
+def test_arguments_that_would_be_ignored_cannot_be_written(tiny_encoder_dir):
+    """Each component takes only its own options: an encoder has no window, SimSiam no temperature, SimCLR no
+    predictor, WordNet no back-translation cache, Uninformative no dictionary constraint."""
+    for component, option in [(EncoderBackbone, {"window_size": 4}), (Doc2VecCBackbone, {"max_length": 128}),
+                              (SimCLR, {"predictor_hidden": 32}), (SimSiam, {"temperature": 0.5}),
+                              (Append, {"weight": 0.5}), (Append, {"gather_across_devices": False}),
+                              (WordNet, {"cache": "cache.sqlite"}), (Uninformative, {"dictionary_constraint": False})]:
+        with pytest.raises(TypeError, match="argument"):
+            component(**({"encoder": tiny_encoder_dir} if component is EncoderBackbone else {}), **option)
     with pytest.raises(RuntimeError, match="no vocabulary"):
         DECA().collator("fit")
+    model = DECA()  # the paper's defaults: Doc2VecC 100-d, window 10, SimCLR at tau 1.0, WordNet synonyms
+    assert (model.backbone_spec.embedding_dim, model.backbone_spec.window_size) == (100, 10)
+    assert model.contrastive.temperature == 1.0 and model.loss_weights == {"ntxent_loss": 1.0}
+    assert isinstance(model.augmentation, WordNet) and model.augmentation.replacement_probability == 1.0
+
+
+@pytest.mark.parametrize("arguments, key", [
+    ({"framework": SimCLR(temperature=-1)}, "model.init_args.framework.init_args.temperature: must be > 0, got -1"),
+    ({"framework": SimSiam(predictor_hidden=0)}, "model.init_args.framework.init_args.predictor_hidden: must be >= 1"),
+    ({"framework": SimCLR(weight=-0.5)}, "model.init_args.framework.init_args.weight: must be >= 0"),
+    ({"backbone": Doc2VecCBackbone(corruption=1.0)}, "model.init_args.backbone.init_args.corruption: must be in"),
+    ({"backbone": Doc2VecCBackbone(min_word_count=0)}, "model.init_args.backbone.init_args.min_word_count: must be"),
+    ({"augmentation": WordNet(replacement_probability=1.5)},
+     "model.init_args.augmentation.init_args.replacement_probability: must be in"),
+    ({"augmentation": WordNet(dictionary_constraint=False, replacement_min_count=2)},
+     "model.init_args.augmentation.init_args.replacement_min_count: is the dictionary constraint's"),
+    ({"augmentation": PPDB("p", replacement_min_count=0)},
+     "model.init_args.augmentation.init_args.replacement_min_count: must be >= 1, got 0"),
+    ({"augmentation": BackTranslation(["forward"], "cache.sqlite")},
+     "model.init_args.augmentation.init_args.models: give the forward and the backward"),
+    ({"augmentation": BackTranslation(["f", "b"], "cache.sqlite", max_length=0)},
+     "model.init_args.augmentation.init_args.max_length: must be >= 1, got 0"),
+    ({"framework": "simclr"}, "model.init_args.framework: expected one of"),
+])
+def test_out_of_range_values_are_config_errors_naming_the_full_key(arguments, key):
+    with pytest.raises(ConfigError) as error:
+        DECA(**arguments)
+    assert str(error.value).startswith(key), str(error.value)
 
 
 def write_labelled_tsv(folder: Path) -> Path:
@@ -190,24 +217,27 @@ def test_every_deca_config_runs_fast_dev_run(config, tiny_encoder_dir, tmp_path)
             "--data.batch_size=8", "--data.num_workers=0", "--trainer.accelerator=cpu", "--trainer.devices=1",
             "--trainer.logger=false", "--trainer.fast_dev_run=2", f"--trainer.default_root_dir={tmp_path}"]
     init_args = yaml.safe_load((ROOT / config).read_text())["model"]["init_args"]
-    if init_args.get("dictionary_constraint", True):
-        args += ["--model.init_args.replacement_min_count=1"]
+    augmentation = init_args["augmentation"]
+    if augmentation.get("init_args", {}).get("dictionary_constraint", True):
+        args += ["--model.init_args.augmentation.init_args.replacement_min_count=1"]
     if "_bt_" in config:
-        args += [f"--model.init_args.encoder={tiny_encoder_dir}", "--model.init_args.max_length=64"]
+        args += [f"--model.init_args.backbone.init_args.encoder={tiny_encoder_dir}",
+                 "--model.init_args.backbone.init_args.max_length=64"]
     else:
-        args += ["--model.init_args.min_word_count=1"]
-    if init_args["augmentation"] == "ppdb":
+        args += ["--model.init_args.backbone.init_args.min_word_count=1"]
+    if augmentation["class_path"].endswith(".PPDB"):
         ppdb = tmp_path / "ppdb"
         ppdb.write_text("[NN] ||| boat ||| ship ||| PPDB2.0Score=3 ||| 0-0 ||| Equivalence\n"
                         "[NN] ||| tide ||| wave ||| PPDB2.0Score=3 ||| 0-0 ||| Equivalence\n")
-        args += [f"--model.init_args.ppdb_path={ppdb}"]
+        args += [f"--model.init_args.augmentation.init_args.path={ppdb}"]
     cli = main(args)
     assert cli.trainer.global_step == 2
     evaluation = next(c for c in cli.trainer.callbacks if type(c).__name__ == "LabelledEmbeddingEvaluation")
     assert 0.0 <= evaluation.metrics["probe/error_rate"] <= 1.0 and 0.0 <= evaluation.metrics["cluster/nmi"] <= 1.0
     losses = {k for k in cli.trainer.callback_metrics if k.startswith("train/") and k.endswith("_loss")}
-    contrastive = {"simclr": {"train/ntxent_loss"}, "simsiam": {"train/simsiam_loss"}, "append": set()}
-    assert losses - {"train/doc2vecc_loss"} == contrastive[cli.model.hparams.framework]
+    contrastive = {SimCLR: {"train/ntxent_loss"}, SimSiam: {"train/simsiam_loss"}, Append: set()}
+    assert losses - {"train/doc2vecc_loss"} == contrastive[type(cli.model.framework)]
+    assert type(cli.model.framework).__name__ == init_args["framework"]["class_path"].rsplit(".", 1)[1]
     assert ("train/doc2vecc_loss" in cli.trainer.callback_metrics) == ("_dc_" in config)
 
 
@@ -215,7 +245,8 @@ def test_every_deca_config_runs_fast_dev_run(config, tiny_encoder_dir, tmp_path)
 def test_predict_from_a_checkpoint_through_the_cli(tmp_path):
     folder = write_labelled_tsv(tmp_path / "set")
     args = ["--config", str(ROOT / "configs/deca/r8_dc_sc.yaml"), f"--data.source={folder}", "--data.batch_size=8",
-            "--data.num_workers=0", "--model.init_args.min_word_count=1", "--model.init_args.replacement_min_count=1",
+            "--data.num_workers=0", "--model.init_args.backbone.init_args.min_word_count=1",
+            "--model.init_args.augmentation.init_args.replacement_min_count=1",
             "--trainer.accelerator=cpu", "--trainer.devices=1", "--trainer.logger=false",
             "--trainer.enable_progress_bar=false", f"--trainer.default_root_dir={tmp_path}"]
     fitted = main(["fit", *args, "--trainer.max_steps=2", "--trainer.limit_val_batches=1"])
@@ -273,7 +304,7 @@ def test_appended_batch_is_the_document_then_its_augmentation():
 
 
 def appending_deca(**kwargs) -> DECA:
-    model = DECA(framework="append", augmentation="wordnet", min_word_count=1, corruption=0.0, **kwargs)
+    model = DECA(Doc2VecCBackbone(min_word_count=1, corruption=0.0), Append(), WordNet(**kwargs))
     model._trainer = fake_trainer(topic_documents(20))
     model.setup("fit")
     return model
@@ -315,20 +346,14 @@ def test_append_mode_loss_is_doc2vecc_alone_and_a_step_updates_the_weights():
 
 
 def test_invalid_ablation_combinations_are_errors(tiny_encoder_dir):
-    with pytest.raises(ValueError, match="encoder has no loss"):
-        DECA(framework="append", encoder=tiny_encoder_dir)
-    with pytest.raises(ValueError, match="no contrastive loss"):
-        DECA(framework="append", contrastive_weight=0.5)
-    with pytest.raises(ValueError, match="NT-Xent's"):
-        DECA(framework="append", gather_across_devices=False)
-    with pytest.raises(ValueError, match="SimSiam's"):
-        DECA(framework="append", predictor_hidden=32)
-    with pytest.raises(ValueError, match="unset it"):
-        DECA(dictionary_constraint=False, replacement_min_count=2)
-    with pytest.raises(ValueError, match="no thesaurus candidates"):
-        DECA(augmentation="uninformative", dictionary_constraint=False)
-    with pytest.raises(ValueError, match="unknown framework"):
-        DECA(framework="none")
+    """The two combinations across components that types cannot exclude: Append and a weighted contrastive loss
+    with an encoder backbone."""
+    with pytest.raises(ConfigError, match="^model.init_args.framework: Append .* encoder has no loss"):
+        DECA(EncoderBackbone(tiny_encoder_dir), Append())
+    with pytest.raises(ConfigError, match="^model.init_args.framework.init_args.weight: .* contrastive loss alone"):
+        DECA(EncoderBackbone(tiny_encoder_dir), SimSiam(weight=0.5))
+    model = DECA(Doc2VecCBackbone(), SimSiam(weight=0.5))  # lambda with Doc2VecC: eq. 6
+    assert model.loss_weights == {"simsiam_loss": 0.5}
 
 
 def reference_augmentation(words: list[str], index, table, seed: str, probability: float) -> list[str]:

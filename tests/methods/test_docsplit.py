@@ -111,7 +111,7 @@ def test_no_mlm_head_when_weight_is_zero(tiny_encoder_dir):
 
 
 def test_max_length_beyond_positions_is_rejected(tiny_encoder_dir):
-    with pytest.raises(ValueError, match="max_length=512 exceeds the 128 positions"):
+    with pytest.raises(ValueError, match="max_length: 512 exceeds the 128 positions"):
         DocSplit(tiny_encoder_dir, max_length=512)
 
 

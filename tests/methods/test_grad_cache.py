@@ -306,6 +306,10 @@ def _worker(rank: int, port: int, out_dir: str) -> None:
             grads = grads_of(encoder)
             result[name] = {"ref_loss": ref_loss, "ref_grads": ref_grads, "loss": loss, "grads": grads,
                             "syncs": len(syncs), "sub_batches": len(subs)}
+            # DDP's reducer holds the process group: freeing it while the other rank is gone can hang in gloo's
+            # destructor, so it goes now, while both ranks are alive, and the ranks meet before the group ends
+            del ddp
+        dist.barrier()
     finally:
         dist.destroy_process_group()
     torch.save(result, Path(out_dir) / f"rank{rank}.pt")

@@ -14,6 +14,7 @@ from lit_docemb.commands.cli import main
 from lit_docemb.commands.figures import attention_heatmap
 from lit_docemb.data.batches import PassageGraphBatch, TokenBatch
 from lit_docemb.data.document import Document, Section
+from lit_docemb.data.passage_cache import TokenizedPassages
 from lit_docemb.data.text import chunk_passages
 from lit_docemb.methods import GraphRoBERTa, LinearWarmupDecay
 from lit_docemb.models.graph_document import (
@@ -201,6 +202,9 @@ def test_every_pretraining_config_runs_fast_dev_run(config, tiny_encoder_dir, co
                 f"--trainer.default_root_dir={tmp_path}"])
     assert cli.trainer.global_step == 2
     assert cli.trainer.callback_metrics["train/grad_cache_sub_batches"].item() > 1
+    # the method connected the DataModule in its setup (after the DataModule's): batches came from its cache
+    assert cli.datamodule.passage_cache is cli.model.passage_cache is not None
+    assert isinstance(cli.datamodule.train_set[0], TokenizedPassages)
 
 
 def test_predict_returns_attention_rows_that_sum_to_one(model, tmp_path):

@@ -1,11 +1,13 @@
-"""Exact resume: a CPU fit through the real CLI, killed with SIGKILL inside a random mid-epoch step and resumed
-from its ``last.ckpt`` (``--ckpt_path last``), ends with parameters bitwise equal to those of an uninterrupted
-run with the same config and checkpoint cadence, after the same per-step losses.
+"""Exact resume: a CPU fit through the real CLI, killed with SIGKILL inside random mid-epoch micro-batches and
+resumed each time from its ``last.ckpt`` (``--ckpt_path last``), ends with parameters bitwise equal to those of
+an uninterrupted run with the same config and checkpoint cadence, after the same per-micro-batch losses; without
+gradient accumulation and with ``accumulate_grad_batches: 2`` (checkpoints only at optimizer-step boundaries).
 
 What has to come back for that: the data order and position in the epoch (the loader's state), every batch's
 views and masks (seeded per batch, so also with a dataloader worker), the dropout random state
 (``RandomStateCheckpoint``), AdamW's moments and the warm-up/decay schedule's step. The run validates mid-epoch
-and crosses an epoch boundary, with dropout on and one dataloader worker.
+(inside an accumulation window) and crosses an epoch boundary (whose last window is a single micro-batch), with
+dropout on and one dataloader worker.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ import signal
 import subprocess
 import sys
 import time
+from functools import partial
 from pathlib import Path
 
 import numpy as np
@@ -140,7 +143,7 @@ def fit_command(encoder: str, corpus: str, root: Path, *extra: str) -> list[str]
     return [
         sys.executable, "-m", "lit_docemb", "fit", "--seed_everything=7",
         "--model=lit_docemb.methods.DocSplit", f"--model.encoder={encoder}", "--model.max_length=48",
-        "--model.scheduler=lit_docemb.methods.base.LinearWarmupDecay", "--model.scheduler.warmup_steps=3",
+        "--model.scheduler=lit_docemb.methods.LinearWarmupDecay", "--model.scheduler.warmup_steps=3",
         "--data=lit_docemb.data.JSONLDataModule", f"--data.paths=[{corpus}]", "--data.batch_size=4",
         "--data.num_workers=1", "--data.val_fraction=0.2", "--data.max_documents=40",
         "--trainer.accelerator=cpu", "--trainer.devices=1",
@@ -183,40 +186,75 @@ def run_and_kill(command: list[str], root: Path, timeout_s: float = 300) -> None
     assert process.returncode == -signal.SIGKILL
 
 
-def steps(root: Path) -> list[tuple[int, int, int]]:
-    """(epoch, global step, loss bits) of every training step the probe recorded."""
+def steps(root: Path) -> list[tuple[int, int, int, int]]:
+    """(micro-batch, epoch, global step after it, loss bits) of every training micro-batch the probe recorded."""
     return [tuple(map(int, line.split())) for line in (root / "steps.txt").read_text().splitlines()]
 
 
+def checkpointed_batches(reference: list[tuple[int, int, int, int]]) -> list[int]:
+    """The micro-batches after which the run writes ``last.ckpt``: those whose optimizer step reaches a multiple of
+    CHECKPOINT_EVERY."""
+    previous = [0] + [step for _, _, step, _ in reference]
+    return [batch for (batch, _, step, _), before in zip(reference, previous) if step != before
+            and step % CHECKPOINT_EVERY == 0]
+
+
 @pytest.mark.slow
-def test_sigkilled_run_resumed_from_last_checkpoint_ends_bitwise_equal(tiny_encoder_dir, corpus_jsonl, tmp_path):
+@pytest.mark.parametrize("accumulate, kills", [(1, 1), (2, 3)])
+def test_sigkilled_run_resumed_from_last_checkpoint_ends_bitwise_equal(accumulate, kills, tiny_encoder_dir,
+                                                                       corpus_jsonl, tmp_path):
+    """Killed ``kills`` times at seeded random micro-batches (inside or at the end of an accumulation window, and
+    soon after a resume, where a checkpoint written before the window is complete would lose gradients), each time
+    resumed with ``--ckpt_path last``: the same losses after every resume and the same final weights, bit for bit."""
+    command = partial(fit_command, tiny_encoder_dir, corpus_jsonl)
+    accumulation = f"--trainer.accumulate_grad_batches={accumulate}"
     reference_root, resumed_root = tmp_path / "uninterrupted", tmp_path / "killed"
-    run_to_end(fit_command(tiny_encoder_dir, corpus_jsonl, reference_root))
+    run_to_end(command(reference_root, accumulation))
     reference = steps(reference_root)
-    total, per_epoch = len(reference), sum(epoch == 0 for epoch, _, _ in reference)
-    assert [step for _, step, _ in reference] == list(range(1, total + 1)) and total == 2 * per_epoch
+    total, per_epoch = len(reference), sum(epoch == 0 for _, epoch, _, _ in reference)
+    assert [batch for batch, _, _, _ in reference] == list(range(1, total + 1)) and total == 2 * per_epoch
+    # an optimizer step every `accumulate` micro-batches and at the end of each epoch
+    per_epoch_steps = -(-per_epoch // accumulate)
+    assert [step for _, _, step, _ in reference] == [
+        epoch * per_epoch_steps + (-(-j // accumulate) if j == per_epoch else j // accumulate)
+        for epoch in (0, 1) for j in range(1, per_epoch + 1)]
+    saved = checkpointed_batches(reference)
+    assert len(saved) >= 2
 
-    # a random step of either epoch, after the first checkpoint, neither an epoch's first nor its last step
-    candidates = [k for k in range(CHECKPOINT_EVERY + 1, total) if k % per_epoch not in (0, 1)]
-    kill_at = random.Random().choice(candidates)
-    print(f"killed inside step {kill_at} of {total} ({per_epoch} per epoch)")
-    run_and_kill(fit_command(tiny_encoder_dir, corpus_jsonl, resumed_root, f"--trainer.callbacks.pause_at_step="
-                             f"{kill_at}"), resumed_root)
-    checkpointed = (kill_at - 1) // CHECKPOINT_EVERY * CHECKPOINT_EVERY
-    last = torch.load(resumed_root / "checkpoints" / "last.ckpt", weights_only=False)
-    assert last["global_step"] == checkpointed
-    assert not (resumed_root / "final.pt").exists()
+    rng = random.Random(f"exact resume {accumulate} {kills}")  # the same kill points in every test run
+    resumed_after, expected_batches = 0, []
+    for kill in range(kills):
+        # after the first checkpoint; later, from the second micro-batch after the resume (after the resumed
+        # run's first checkpoint opportunity) up to the second checkpoint after it
+        ahead = [batch for batch in saved if batch > resumed_after]
+        first = saved[0] + 1 if kill == 0 else resumed_after + 2
+        kill_at = rng.randrange(first, min(ahead[1] if len(ahead) > 1 else total, total) + 1)
+        print(f"kill {kill + 1}: inside micro-batch {kill_at} of {total} ({per_epoch} per epoch, "
+              f"accumulating {accumulate})")
+        extra = [accumulation, f"--trainer.callbacks.pause_at_batch={kill_at}"]
+        if kill:
+            extra.append("--ckpt_path=last")
+        run_and_kill(command(resumed_root, *extra), resumed_root)
+        (resumed_root / "paused").unlink()
+        expected_batches += range(resumed_after + 1, kill_at)
+        resumed_after = max(batch for batch in saved if batch < kill_at)
+        # last.ckpt was written at the end of an optimizer step, after the micro-batch that completed it
+        last = torch.load(resumed_root / "checkpoints" / "last.ckpt", weights_only=False)
+        progress = last["loops"]["fit_loop"]["epoch_loop.batch_progress"]["total"]
+        assert (progress["processed"], last["global_step"]) == (resumed_after, reference[resumed_after - 1][2]), \
+            f"killed inside micro-batch {kill_at}"
+        assert not (resumed_root / "final.pt").exists()
 
-    run_to_end(fit_command(tiny_encoder_dir, corpus_jsonl, resumed_root, "--ckpt_path=last"))
+    run_to_end(command(resumed_root, accumulation, "--ckpt_path=last"))
+    expected_batches += range(resumed_after + 1, total + 1)
     interrupted = steps(resumed_root)
-    assert [step for _, step, _ in interrupted] == list(range(1, kill_at)) + list(range(checkpointed + 1, total + 1))
-    assert interrupted[:kill_at - 1] == reference[:kill_at - 1]
-    # the same batches, dropout and learning rates after the resume: the same losses, bit for bit
-    assert interrupted[kill_at - 1:] == reference[checkpointed:], f"killed in step {kill_at}"
+    assert [batch for batch, _, _, _ in interrupted] == expected_batches
+    # the same batches, dropout and learning rates after every resume: the same losses, bit for bit
+    different = [row for row in interrupted if row != reference[row[0] - 1]]
+    assert not different, f"first differing micro-batch: {different[0]}, uninterrupted: {reference[different[0][0] - 1]}"
 
     expected = torch.load(reference_root / "final.pt")
     actual = torch.load(resumed_root / "final.pt")
     assert expected.keys() == actual.keys()
     different = [name for name in expected if not torch.equal(expected[name], actual[name])]
-    assert not different, f"killed in step {kill_at}: {len(different)} of {len(expected)} tensors differ, first: " \
-                          f"{different[0]}"
+    assert not different, f"{len(different)} of {len(expected)} tensors differ, first: {different[0]}"

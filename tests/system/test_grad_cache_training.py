@@ -135,5 +135,5 @@ def test_unsupported_combinations_are_refused_before_training(no_dropout_encoder
 
 
 def test_budget_must_be_positive(no_dropout_encoder_dir):
-    with pytest.raises(ValueError, match="grad_cache_token_budget must be >= 1"):
+    with pytest.raises(ValueError, match="grad_cache_token_budget: must be >= 1"):
         DocSplit(no_dropout_encoder_dir, max_length=64, grad_cache_token_budget=0)

@@ -8,7 +8,8 @@ lone surrogates (what a JSONL corpus's ``"\\ud800"`` escapes decode to: text fun
 ``with_surrogates``) and a few million-character documents.
 The properties: the function never raises; a batch never holds an empty view (a row with no token but
 [CLS] / [SEP] / padding, or a word-id row without a word); every input document is either in the batch or
-counted in its ``skipped``.
+counted in its ``skipped``; no position is beyond its table (token rows within the model's length, CoLDE's
+section and chunk ids within its embeddings, the chunks beyond counted as ``truncated_chunks``).
 
 ``LIT_DOCEMB_FUZZ_EXAMPLES`` sets the examples per property (default 40: about 30 s of test time on 2 busy
 cores; 300 took about 4 minutes there and found the unix-compress case of the JSONL test).
@@ -320,13 +321,67 @@ def test_deca_doc2vecc_batches(augmenters, docs, deterministic, name) -> None:
 @FUZZ
 @given(batches(), st.booleans())
 @example([Document("ctl", "", [Section("", "strong \x01")])], True).via("a document the tokenizer empties")
+@example(huge_batch("strong car " * 100_000), False).via("million characters")
 def test_deca_encoder_batches(augmenters, tokenizer, docs, deterministic) -> None:
     from lit_docemb.views.deca import AugmentedTextCollator
 
     batch = AugmentedTextCollator(tokenizer, augmenters[1]["wordnet"], 32, deterministic)(docs)
     assert len(batch) + batch.skipped == len(docs)
+    assert batch.view_a.input_ids.shape[1] <= 32 and batch.view_b.input_ids.shape[1] <= 32  # within the positions
     assert_no_empty_view(batch.view_a, tokenizer)
     assert_no_empty_view(batch.view_b, tokenizer)
+
+
+# --------------------------------------------------------------------------------------------------- CoLDE
+def check_section_chunks(batch, tokenizer, num_sections: int, chunk_tokens: int, chunk_positions: int | None) -> None:
+    """Every kept document has its n sections, every section at least one chunk, every chunk content, and no
+    section or chunk id beyond the model's tables."""
+    sections = batch.sections
+    assert batch.sections_per_document == num_sections and len(sections.chunks_per_section) == len(batch) * num_sections
+    assert (sections.chunks_per_section >= 1).all() and int(sections.chunks_per_section.sum()) == len(sections.chunk_ids)
+    assert sections.chunks.input_ids.shape[1] <= chunk_tokens
+    if len(sections.chunk_ids):
+        assert_no_empty_view(sections.chunks, tokenizer)
+        assert int(sections.section_ids.max()) < num_sections
+        assert chunk_positions is None or int(sections.chunk_ids.max()) < chunk_positions
+
+
+@FUZZ
+@given(batches(), st.integers(1, 3), st.sampled_from([None, 1, 3]), st.sampled_from([None, 4]))
+@example(huge_batch(HUGE[1]), 2, None, 4).via("million characters, one word a line")
+@example(huge_batch(HUGE[0]), 1, None, 4).via("million characters, one word")
+@example(huge_batch(HUGE[3]), 3, 1, 4).via("million characters of short sentences, capped")
+@example([Document("ctl", "", [Section("", "\x01\x02 \x03"), Section("h", "one two three")])], 2, None, 4)
+def test_colde_section_chunks(tokenizer, docs, num_sections, max_chunks, chunk_positions) -> None:
+    from lit_docemb.views.colde import PredictCollator, SectionChunkCollator
+
+    chunk_tokens = 8
+    collate = SectionChunkCollator(tokenizer, num_sections, chunk_tokens, max_chunks, chunk_positions)
+    for doc in docs:
+        doc.label = doc.title or None
+    batch = collate(docs)
+    assert len(batch) + batch.skipped == len(docs) and len(batch.labels) == len(batch.doc_index) == len(batch)
+    check_section_chunks(batch, tokenizer, num_sections, chunk_tokens, chunk_positions)
+    assert batch.truncated_chunks >= 0
+    whole = SectionChunkCollator(tokenizer, 1, chunk_tokens, max_chunks, chunk_positions)
+    predicted = PredictCollator(whole, collate)(docs)
+    assert len(predicted.whole) + predicted.whole.skipped == len(docs)
+    order = {d.id: i for i, d in enumerate(docs)}
+    assert sorted(predicted.whole.ids, key=order.__getitem__) == predicted.whole.ids  # a subset, in input order
+    check_section_chunks(predicted.whole, tokenizer, 1, chunk_tokens, chunk_positions)
+    assert predicted.split.ids == batch.ids
+
+
+def test_colde_a_million_characters_keep_the_chunks_its_table_embeds(tokenizer) -> None:
+    from lit_docemb.data.text import token_windows
+    from lit_docemb.views.colde import SectionChunkCollator, split_sections
+
+    docs = huge_batch(HUGE[1])
+    batch = SectionChunkCollator(tokenizer, 2, 8, None, 4)(docs)
+    ids = tokenizer(HUGE[1], add_special_tokens=False)["input_ids"]
+    windows = [len(token_windows(s, 6)) for s in split_sections([ids], 2)]  # 6: 8 tokens less [CLS] and [SEP]
+    assert batch.ids == ["huge", "small"] and batch.sections.chunks_per_section[:2].tolist() == [4, 4]
+    assert batch.truncated_chunks == sum(windows) - 8 > 10_000
 
 
 # ---------------------------------------------------------------------------------------------------- CTPE
@@ -375,6 +430,7 @@ def test_ctpe_pairs(tiny_encoder_dir, docs, pos, deterministic, transformer) -> 
 @FUZZ
 @given(batches(), st.lists(st.one_of(st.none(), st.sampled_from(["pos", "neg", "POS", ""]), texts), min_size=6,
                            max_size=6))
+@example(huge_batch(HUGE[1]), ["pos", "neg", None, None, None, None]).via("million characters")
 def test_classifier_batches(tokenizer, docs, labels) -> None:
     from lit_docemb.views.classifier import LabelledCollator
     from lit_docemb.views.common import DocumentCollator
@@ -383,6 +439,7 @@ def test_classifier_batches(tokenizer, docs, labels) -> None:
         doc.label = label
     batch = LabelledCollator(DocumentCollator(tokenizer, 32, True), ["pos", "neg"])(docs)
     assert len(batch) + batch.skipped == len(docs) and len(batch.inputs) == len(batch)
+    assert batch.inputs.tokens.input_ids.shape[1] <= 32
     assert batch.targets.tolist() == [["pos", "neg"].index(d.label) for d in docs if d.label in ("pos", "neg")]
 
 
@@ -391,6 +448,7 @@ def test_classifier_batches(tokenizer, docs, labels) -> None:
        st.integers(0, 2))
 @example([("q", "\x01\x02 \u200b")], [Document("d", "", [Section("", "text")])], 0).via("control-character query")
 @example([("q", "\ufffd\u0301")], [Document("d", "", [Section("", "text")])], 0).via("query the normaliser empties")
+@example([("q", "strong car")], huge_batch(HUGE[3]), 1).via("million-character positive")
 def test_dense_retrieval_batches_from_the_queries_file(tmp_path_factory, tokenizer, lines, docs, k) -> None:
     """Query lines as a TSV file through the reader, then (query, positive, negatives) through the collator."""
     from lit_docemb.data.retrieval import RetrievalExample
@@ -408,6 +466,7 @@ def test_dense_retrieval_batches_from_the_queries_file(tmp_path_factory, tokeniz
     assert len(batch) == len(examples) and len(batch.documents) == len(examples) + sum(map(len, (e.negatives
                                                                                              for e in examples)))
     assert_no_empty_view(batch.queries.tokens, tokenizer)
+    assert batch.documents.tokens.input_ids.shape[1] <= 32
 
 
 # ------------------------------------------------------------------------------------------- corpus reader

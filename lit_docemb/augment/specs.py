@@ -1,0 +1,161 @@
+"""DECA's augmentations (§3.3) as typed config components: one class per augmentation, each with only the options
+that apply to it, built into a :class:`~lit_docemb.augment.DocumentAugmenter` once the corpus vocabulary is known.
+
+A config names one with ``class_path`` / ``init_args`` (e.g. ``lit_docemb.augment.PPDB`` with ``path``);
+``problems`` lists out-of-range values for the method to raise as a :class:`~lit_docemb.errors.ConfigError`
+under the component's full key.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+
+from lit_docemb.augment.back_translation import BackTranslator
+from lit_docemb.augment.thesaurus import Vocabulary
+
+
+class Augmentation(ABC):
+    """What the augmentation components share: their name in :class:`DocumentAugmenter` and their checks."""
+
+    name: str
+
+    def problems(self) -> dict[str, str]:
+        """Argument name -> what is wrong with its value (empty when every value is in range)."""
+        return {}
+
+    @abstractmethod
+    def build(self, vocabulary: Vocabulary):
+        """The picklable ``(text, seed) -> words`` augmenter over ``vocabulary``."""
+
+
+class _Replacement(Augmentation):
+    """A thesaurus replacement: candidates filtered by corpus count, drawn with a probability."""
+
+    def __init__(self, replacement_min_count: int | None, replacement_probability: float,
+                 dictionary_constraint: bool = True) -> None:
+        self.replacement_min_count = replacement_min_count
+        self.replacement_probability = replacement_probability
+        self.dictionary_constraint = dictionary_constraint
+
+    def problems(self) -> dict[str, str]:
+        found = {}
+        if self.replacement_min_count is not None and self.replacement_min_count < 1:
+            found["replacement_min_count"] = f"must be >= 1, got {self.replacement_min_count}"
+        if not self.dictionary_constraint and self.replacement_min_count is not None:
+            found["replacement_min_count"] = ("is the dictionary constraint's corpus count: unset it with "
+                                              "dictionary_constraint: false")
+        if not 0.0 <= self.replacement_probability <= 1.0:
+            found["replacement_probability"] = f"must be in [0, 1], got {self.replacement_probability}"
+        return found
+
+    def _augmenter(self, vocabulary: Vocabulary, wordnet_dir: str | None = None, ppdb_path: str | None = None):
+        from lit_docemb.augment import DocumentAugmenter
+
+        return DocumentAugmenter(self.name, vocabulary, self.replacement_min_count, self.replacement_probability,
+                                 wordnet_dir, ppdb_path, dictionary_constraint=self.dictionary_constraint)
+
+
+class WordNet(_Replacement):
+    """Synonym replacement from WordNet (§3.3; the augmentation of most Table 2 rows).
+
+    Args:
+        replacement_min_count: Corpus count a synonym needs (``None``: 5; with the dictionary constraint only).
+        replacement_probability: Chance that a word with synonyms is resampled (paper 1.0, its original among the
+            candidates).
+        dictionary_constraint: Synonyms must be corpus words (§4.5); ``False`` is Table 5's last row.
+        wordnet_dir: WordNet database folder (``None``: ``$LIT_DOCEMB_WORDNET`` or ``/usr/share/wordnet``).
+    """
+
+    name = "wordnet"
+
+    def __init__(self, replacement_min_count: int | None = None, replacement_probability: float = 1.0,
+                 dictionary_constraint: bool = True, wordnet_dir: str | None = None) -> None:
+        super().__init__(replacement_min_count, replacement_probability, dictionary_constraint)
+        self.wordnet_dir = wordnet_dir
+
+    def build(self, vocabulary: Vocabulary):
+        return self._augmenter(vocabulary, wordnet_dir=self.wordnet_dir)
+
+
+class Antonym(WordNet):
+    """Negated antonyms of adjectives and verbs from WordNet (§3.3; Table 2's r8 and r52).
+
+    Args:
+        replacement_min_count: Corpus count an antonym needs (``None``: 5; with the dictionary constraint only).
+        replacement_probability: Chance that a word with antonyms is resampled (paper 1.0).
+        dictionary_constraint: Antonyms must be corpus words (§4.5); ``False`` is Table 5's last row.
+        wordnet_dir: WordNet database folder (``None``: ``$LIT_DOCEMB_WORDNET`` or ``/usr/share/wordnet``).
+    """
+
+    name = "antonym"
+
+
+class Uninformative(_Replacement):
+    """UDA's TF-IDF-chosen uninformative words replaced by more frequent synonyms (§3.3). Its candidates are corpus
+    words by construction: it has no dictionary constraint to lift.
+
+    Args:
+        replacement_min_count: Corpus count a synonym needs (default 5).
+        replacement_probability: UDA's mean replacement rate (default 0.3).
+        wordnet_dir: WordNet database folder (``None``: ``$LIT_DOCEMB_WORDNET`` or ``/usr/share/wordnet``).
+    """
+
+    name = "uninformative"
+
+    def __init__(self, replacement_min_count: int = 5, replacement_probability: float = 0.3,
+                 wordnet_dir: str | None = None) -> None:
+        super().__init__(replacement_min_count, replacement_probability)
+        self.wordnet_dir = wordnet_dir
+
+    def build(self, vocabulary: Vocabulary):
+        return self._augmenter(vocabulary, wordnet_dir=self.wordnet_dir)
+
+
+class PPDB(_Replacement):
+    """Paraphrase replacement from a PPDB lexical file (§3.3; Table 2's imdb).
+
+    Args:
+        path: The PPDB lexical file (e.g. ``ppdb-2.0-s-lexical``).
+        replacement_min_count: Corpus count a paraphrase needs (``None``: 5; with the dictionary constraint only).
+        replacement_probability: Chance that a word with paraphrases is resampled (paper 1.0).
+        dictionary_constraint: Paraphrases must be corpus words (§4.5); ``False`` lifts it.
+    """
+
+    name = "ppdb"
+
+    def __init__(self, path: str, replacement_min_count: int | None = None, replacement_probability: float = 1.0,
+                 dictionary_constraint: bool = True) -> None:
+        super().__init__(replacement_min_count, replacement_probability, dictionary_constraint)
+        self.path = path
+
+    def build(self, vocabulary: Vocabulary):
+        return self._augmenter(vocabulary, ppdb_path=self.path)
+
+
+class BackTranslation(Augmentation):
+    """Back-translation through a pivot language (§3.3): every sentence translated and translated back.
+
+    Args:
+        models: Folders of the forward and the backward seq2seq models.
+        cache: SQLite file caching the translations.
+        max_length: Tokens of a sentence and of its translations.
+    """
+
+    name = "back_translation"
+
+    def __init__(self, models: list[str], cache: str, max_length: int = 128) -> None:
+        self.models, self.cache, self.max_length = list(models), cache, max_length
+
+    def problems(self) -> dict[str, str]:
+        found = {}
+        if len(self.models) != 2:
+            found["models"] = f"give the forward and the backward model folders, got {len(self.models)}"
+        if self.max_length < 1:
+            found["max_length"] = f"must be >= 1, got {self.max_length}"
+        return found
+
+    def build(self, vocabulary: Vocabulary):
+        from lit_docemb.augment import DocumentAugmenter
+
+        translator = BackTranslator(*self.models, cache_path=self.cache, max_length=self.max_length)
+        return DocumentAugmenter(self.name, vocabulary, translator=translator)

@@ -1,0 +1,59 @@
+"""Floor 5: every entry point of ``python -m lit_docemb`` (and the ``lit-docemb`` script).
+
+:func:`main` reads the command name and imports that command's module only then, so ``python -m lit_docemb
+--help`` answers without loading torch or Lightning. ``fit``, ``validate``, ``test`` and ``predict`` are
+LightningCLI's (:mod:`lit_docemb.commands.cli`); every other command is a module here with a ``main(argv)``.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import sys
+
+from lit_docemb.errors import ConfigError
+
+#: Command -> (module of ``lit_docemb.commands`` that runs it, one-line description).
+COMMANDS: dict[str, tuple[str, str]] = {
+    "fit": ("cli", "train a method on a corpus (a config from configs/, LightningCLI)"),
+    "validate": ("cli", "run a method's validation loop on a checkpoint"),
+    "test": ("cli", "run a method's test loop on a checkpoint"),
+    "predict": ("cli", "run a method's predict loop (prefer `embed`, which writes the vectors)"),
+    "evaluate": ("evaluate", "score a checkpoint with the paper evaluations (retrieval, clustering, probes, ...)"),
+    "embed": ("embed", "write a checkpoint's document embeddings of a JSONL/TSV file"),
+    "export": ("export", "save a checkpoint as a Hugging Face or sentence-transformers model"),
+    "figures": ("figures", "draw a run's training curves, embedding maps, similarity and attention heatmaps"),
+    "slurm": ("slurm", "write and submit a SLURM job for a fit"),
+    "dense-search": ("dense_search", "rank a retrieval split with a checkpoint and write a TREC run"),
+    "candidates": ("candidates", "rank candidate/test task folders (CTPE's tasks) with a checkpoint"),
+    "matching": ("matching", "document matching on labelled pairs (threshold and pair classifier)"),
+}
+
+
+def usage() -> str:
+    width = max(map(len, COMMANDS))
+    lines = [f"  {name:<{width}}  {description}" for name, (_, description) in COMMANDS.items()]
+    return ("usage: python -m lit_docemb <command> [options]   (<command> --help for its options)\n\ncommands:\n"
+            + "\n".join(lines) + "\n")
+
+
+def main(argv: list[str] | None = None):
+    """Runs ``argv``'s command (``sys.argv[1:]`` by default)."""
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if not argv or argv[0] in ("-h", "--help"):
+        sys.stdout.write(usage())
+        raise SystemExit(0 if argv else 2)
+    if argv[0] not in COMMANDS:
+        sys.stderr.write(f"error: unknown command {argv[0]!r}; commands: {', '.join(COMMANDS)} "
+                         "(python -m lit_docemb --help)\n")
+        raise SystemExit(2)
+    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")  # tokenisation runs in dataloader workers
+    module_name, _ = COMMANDS[argv[0]]
+    module = importlib.import_module(f"lit_docemb.commands.{module_name}")
+    if module_name == "cli":
+        return module.main(argv)
+    try:
+        return (module.submit_main if module_name == "slurm" else module.main)(argv[1:])
+    except ConfigError as err:  # a config or argument that cannot run: one line, as for fit
+        print(f"error: {err}", file=sys.stderr)
+        raise SystemExit(2) from err

@@ -1,0 +1,135 @@
+"""DECA's typed config components: the backbone (Doc2VecC or a Hugging Face encoder) and the framework (SimCLR,
+SimSiam or Table 5's "-Contrastive" append). Each holds only the arguments that apply to it, so that a config
+cannot combine, say, NT-Xent's temperature with SimSiam; the augmentations are :mod:`lit_docemb.augment.specs`.
+
+A config names one with ``class_path`` / ``init_args``; ``problems`` lists out-of-range values for
+:class:`~lit_docemb.methods.deca.DECA` to raise as a :class:`~lit_docemb.errors.ConfigError` under the full key.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+#: Words of a document that the corpus vocabulary (augmentation candidates, TF-IDF) reads with an encoder backbone
+#: (a Doc2VecC backbone reads its ``max_words``).
+ENCODER_VOCABULARY_WORDS = 10_000
+
+
+def _at_least_one(**values: int) -> dict[str, str]:
+    return {k: f"must be >= 1, got {v}" for k, v in values.items() if v < 1}
+
+
+class Doc2VecCBackbone:
+    """Doc2VecC (eq. 1-3) trained jointly with the contrastive loss (eq. 6); defaults are Appendix A.3.2's and
+    Table 2's most common values.
+
+    Args:
+        embedding_dim: Dimension of the word and document vectors (100).
+        window_size: Context words on each side of a target (Table 2 "Win. size"; 10).
+        negative_samples: Noise words per target (Table 2 "#Neg."; 5).
+        targets_per_document: Target words sampled per document and step (Table 2 "#Sample"; 5).
+        corruption: Word-dropout rate of the document vector (0.3).
+        min_word_count: Corpus count a word needs to be in the Doc2VecC vocabulary.
+        max_vocabulary: Most frequent words kept in the Doc2VecC vocabulary.
+        max_words: Words read per document.
+        keep_empty: ``predict`` (and so ``embed``) also returns the all-zero vector of a document with no
+            word of the vocabulary; by default such documents are left out and counted
+            (``empty_documents`` in ``embed_stats.json``). Evaluation always represents them (zero rows).
+    """
+
+    def __init__(self, embedding_dim: int = 100, window_size: int = 10, negative_samples: int = 5,
+                 targets_per_document: int = 5, corruption: float = 0.3, min_word_count: int = 10,
+                 max_vocabulary: int = 100_000, max_words: int = 10_000, keep_empty: bool = False) -> None:
+        self.embedding_dim, self.window_size, self.negative_samples = embedding_dim, window_size, negative_samples
+        self.targets_per_document, self.corruption = targets_per_document, corruption
+        self.min_word_count, self.max_vocabulary, self.max_words = min_word_count, max_vocabulary, max_words
+        self.keep_empty = keep_empty
+
+    @property
+    def vocabulary_words(self) -> int:
+        return self.max_words
+
+    def problems(self) -> dict[str, str]:
+        found = _at_least_one(embedding_dim=self.embedding_dim, window_size=self.window_size,
+                              negative_samples=self.negative_samples, targets_per_document=self.targets_per_document,
+                              min_word_count=self.min_word_count, max_vocabulary=self.max_vocabulary,
+                              max_words=self.max_words)
+        if not 0.0 <= self.corruption < 1.0:
+            found["corruption"] = f"must be in [0, 1), got {self.corruption}"
+        return found
+
+
+class EncoderBackbone:
+    """A Hugging Face encoder's [CLS] vector, trained on the contrastive loss alone (Appendix A.3.2: BERT-base,
+    512 tokens).
+
+    Args:
+        encoder: Hugging Face encoder folder, hub name or ``package:<module>``.
+        pretrained: Start the encoder from its weights.
+        max_length: Tokens per document.
+    """
+
+    vocabulary_words = ENCODER_VOCABULARY_WORDS
+
+    def __init__(self, encoder: str, pretrained: bool = True, max_length: int = 512) -> None:
+        self.encoder, self.pretrained, self.max_length = encoder, pretrained, max_length
+
+    def problems(self) -> dict[str, str]:
+        return _at_least_one(max_length=self.max_length)
+
+
+class SimCLR:
+    """SimCLR's NT-Xent (eq. 4) between a document and its augmentation.
+
+    Args:
+        temperature: tau (paper 1.0).
+        denominator: NT-Xent's ``paper`` (eq. 4) or ``simclr`` form, see :class:`~lit_docemb.losses.NTXentLoss`.
+        gather_across_devices: Negatives from all devices.
+        weight: lambda of eq. 6, the weight of the contrastive loss against Doc2VecC's (Doc2VecC backbone; an
+            encoder trains on the contrastive loss alone, so it must stay 1.0 there).
+    """
+
+    loss_name = "ntxent_loss"
+
+    def __init__(self, temperature: float = 1.0, denominator: Literal["paper", "simclr"] = "paper",
+                 gather_across_devices: bool = True, weight: float = 1.0) -> None:
+        self.temperature, self.denominator = temperature, denominator
+        self.gather_across_devices, self.weight = gather_across_devices, weight
+
+    def problems(self) -> dict[str, str]:
+        found = {}
+        if self.temperature <= 0:
+            found["temperature"] = f"must be > 0, got {self.temperature}"
+        if self.weight < 0:
+            found["weight"] = f"must be >= 0, got {self.weight}"
+        return found
+
+
+class SimSiam:
+    """SimSiam's loss (eq. 5) with its predictor MLP (2 layers, BatchNorm).
+
+    Args:
+        predictor_hidden: Hidden units of the predictor (paper 64).
+        weight: lambda of eq. 6 (Doc2VecC backbone; must stay 1.0 with an encoder).
+    """
+
+    loss_name = "simsiam_loss"
+
+    def __init__(self, predictor_hidden: int = 64, weight: float = 1.0) -> None:
+        self.predictor_hidden, self.weight = predictor_hidden, weight
+
+    def problems(self) -> dict[str, str]:
+        found = _at_least_one(predictor_hidden=self.predictor_hidden)
+        if self.weight < 0:
+            found["weight"] = f"must be >= 0, got {self.weight}"
+        return found
+
+
+class Append:
+    """Table 5's "-Contrastive": no contrastive loss; each document is followed by one augmentation and Doc2VecC
+    trains on the merged document with l_d alone (Doc2VecC backbone only)."""
+
+    loss_name = None
+
+    def problems(self) -> dict[str, str]:
+        return {}
