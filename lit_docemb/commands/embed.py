@@ -211,11 +211,24 @@ class EmbedDataModule(L.LightningDataModule):
 
 
 # --- writing ----------------------------------------------------------------------------------------------
-def vector_fields(prediction: dict) -> dict[str, Tensor]:
-    """The per-document vectors of a ``predict_step`` output: its 2-D tensors with one row per returned id."""
+def vector_fields(prediction: dict, names: Sequence[str], method: str = "the method") -> dict[str, Tensor]:
+    """The per-document vectors of a ``predict_step`` output: the fields ``names`` (the method's
+    :attr:`~lit_docemb.methods.base.EmbeddingMethod.vector_outputs`), each a 2-D tensor with one row per returned
+    id. Other outputs (a batch's similarity matrix, whose width is the batch's size) are not written.
+
+    Args:
+        prediction: One batch's ``predict_step`` output, with its ``ids``.
+        names: The fields to take.
+        method: The method's name, for the error naming a missing or misshapen field.
+    """
     rows = len(prediction["ids"])
-    return {k: v for k, v in prediction.items() if k != "ids" and isinstance(v, Tensor) and v.ndim == 2
-            and v.shape[0] == rows}
+    fields = {name: prediction.get(name) for name in names}
+    for name, values in fields.items():
+        if not (isinstance(values, Tensor) and values.ndim == 2 and values.shape[0] == rows):
+            shape = tuple(values.shape) if isinstance(values, Tensor) else type(values).__name__
+            raise ValueError(f"{method}.predict_step's {name!r} is not ({rows}, width) vectors, one per returned "
+                             f"id: got {shape} (vector_outputs names what embed writes)")
+    return fields
 
 
 def _vector_column(vectors: np.ndarray) -> pa.Array:
@@ -258,10 +271,8 @@ class ShardWriter(BasePredictionWriter):
                            dataloader_idx) -> None:
         self.documents_in += len(batch) + int(getattr(batch, "skipped", 0))
         self.empty_documents += int(prediction.get("empty_documents", 0))
-        fields = vector_fields(prediction)
-        if not fields:
-            raise ValueError(f"{type(pl_module).__name__}.predict_step returned no per-document vectors: "
-                             f"{sorted(prediction)}")
+        names = getattr(pl_module, "vector_outputs", EmbeddingMethod.vector_outputs)
+        fields = vector_fields(prediction, names, type(pl_module).__name__)
         columns = {"position": pa.array([int(i) for i in prediction["ids"]], pa.int64())}
         columns |= {name: _vector_column(values.float().numpy()) for name, values in fields.items()}
         table = pa.table(columns)
