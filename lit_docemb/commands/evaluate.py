@@ -6,7 +6,9 @@ Which evaluations: those the config already runs during ``fit`` (its ``trainer.c
 :class:`~lit_docemb.eval.evaluation.Evaluation`\\ s), plus every ``--evaluation``, given by name (``clustering``,
 ``linear_probe``, ``few_shot``, ``retrieval``, ``labelled``, ``candidate_ranking``, ``matching``) or as a YAML/JSON mapping
 ``{class_path: ..., init_args: {...}}``. With neither, the DataModule decides: a ranking corpus gets retrieval
-on its test split, a labelled one clustering and the linear probe. Output folder: ``--output``, else
+on its test queries (else its validation queries), labelled pairs matching, a labelled corpus clustering and the
+linear probe, an unlabelled one held-out retrieval on its validation documents; with none of these, one line says
+what the corpus lacks. Output folder: ``--output``, else
 ``<trainer.default_root_dir>/evaluation``. Other arguments are config overrides, as for ``fit``
 (``--data.init_args.root ...``).
 
@@ -31,7 +33,7 @@ import yaml
 
 from lit_docemb.commands.trust import check_class_path, load_yaml
 from lit_docemb.data.retrieval import RetrievalDataModule
-from lit_docemb.errors import require
+from lit_docemb.errors import ConfigError, require
 from lit_docemb.eval.candidates import CandidateRanking
 from lit_docemb.eval.evaluation import Evaluation, EvaluationContext, markdown_table
 from lit_docemb.eval.heldout import HeldOutRetrieval
@@ -85,11 +87,19 @@ def load_checkpoint(method: L.LightningModule, path: str) -> None:
 
 
 def default_evaluations(data) -> list[Evaluation]:
-    """Retrieval on the test split for a ranking DataModule; matching for one of labelled pairs; clustering and
-    the linear probe for a labelled one;
-    held-out retrieval on the validation split for an unlabelled corpus."""
+    """Retrieval on the test queries for a ranking DataModule (its validation queries when it has no test split,
+    as MSMARCO without the TREC DL topics); matching for one of labelled pairs; clustering and the linear probe for
+    a labelled one; held-out retrieval on the validation split for an unlabelled corpus. With nothing suitable, a
+    :class:`~lit_docemb.errors.ConfigError` saying what the corpus lacks and what would work."""
+    name = type(data).__name__
     if isinstance(data, RetrievalDataModule):
-        return [RetrievalEvaluation(split="test")]
+        if data.test_split:
+            return [RetrievalEvaluation(split="test")]
+        if data.val_split or data.val_queries_from_train:  # the splits query_split("val") reads, not read here
+            log.info("%s has no test queries: ranking its validation queries", name)
+            return [RetrievalEvaluation(split="val")]
+        raise ConfigError(f"evaluate: {name} has neither test nor validation queries to rank: give it test queries "
+                          "(its test_* files) or a validation split (val_split, val_queries_from_train)")
     if getattr(data, "mode", None) == "pairs":  # labelled document pairs (AAN's LRA matching task)
         return [DocumentMatching()]
     if getattr(data, "test_set", None) is not None or hasattr(data, "labels"):
@@ -97,7 +107,9 @@ def default_evaluations(data) -> list[Evaluation]:
         return [Clustering(evaluate_on=evaluate_on), LinearProbe(evaluate_on=evaluate_on)]
     if getattr(data, "val_set", None):
         return [HeldOutRetrieval()]
-    raise ValueError(f"no evaluation configured and none known for {type(data).__name__}: pass --evaluation")
+    raise ConfigError(f"evaluate: {name} has no labels, no queries and no held-out documents to evaluate on: set "
+                      "data.init_args.val_fraction > 0 for held-out retrieval (heldout), or pass --evaluation NAME "
+                      f"(one of {', '.join(sorted(EVALUATIONS))})")
 
 
 def _without_subcommand_keys(path: str) -> str:
