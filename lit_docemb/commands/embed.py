@@ -52,7 +52,7 @@ from lit_docemb.data.reading import (
     reading_summary,
     require_path,
 )
-from lit_docemb.errors import require
+from lit_docemb.errors import ConfigError, require
 from lit_docemb.methods.base import EmbeddingMethod
 from lit_docemb.methods.checkpoints import read_checkpoint
 
@@ -291,8 +291,10 @@ def merge_shards(output_dir: str | Path, documents: Sequence[Document], output_f
     """One output in input order from the ranks' shards (then removed); returns the counts written."""
     output_dir, shard_dir = Path(output_dir), Path(output_dir) / "shards"
     tables = [pq.read_table(p) for p in sorted(shard_dir.glob("rank-*.parquet"))]
-    if not tables:
-        raise ValueError("no document was embedded (every document was skipped)")
+    if not sum(len(t) for t in tables):  # every batch came back without a row (CTPE's unsplittable documents)
+        raise ConfigError(f"--input: none of the {len(documents)} documents was embedded: the method left every one "
+                          "out (CTPE: no split position in them, e.g. no section its pos 'before:<heading>' names; "
+                          "Doc2VecC: no word of its vocabulary); give documents the method can represent")
     table = pa.concat_tables(tables)
     positions = table.column("position").to_numpy()
     order = np.argsort(positions, kind="stable")

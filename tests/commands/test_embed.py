@@ -223,3 +223,22 @@ def test_a_declared_vector_output_that_is_not_one_row_per_document_is_named(tmp_
     assert sorted(vector_fields(prediction, ("embeddings",))) == ["embeddings"]
     with pytest.raises(ValueError, match=r"Letters\.predict_step's 'attention' is not \(2, width\) vectors"):
         vector_fields(prediction, ("embeddings", "attention"), "Letters")
+
+
+def test_input_the_method_cannot_represent_at_all_is_one_line(tmp_path, capsys):
+    """CTPE splitting before a 'Claims' section, given documents without one, leaves every batch empty: one line
+    naming --input and the cause, status 2 (it was an IndexError traceback on the empty shards)."""
+    torch.manual_seed(0)
+    args = {"embeddings": {"class_path": "lit_docemb.methods.WordEmbeddings",
+                           "init_args": {"init": "random", "dim": 8, "min_count": 1}},
+            "n_filters": 4, "max_length": 16, "pos": "before:Claims"}
+    method = CTPE(WordEmbeddings(init="random", dim=8, min_count=1), n_filters=4, max_length=16, pos="before:Claims")
+    docs = topic_documents(4)
+    method.prepare(docs)
+    config, ckpt = save_run(method, tmp_path / "run", args)
+    capsys.readouterr()
+    with pytest.raises(SystemExit) as exited:
+        run_embed(config, ckpt, write_tsv(tmp_path / "docs.tsv", docs, bad_lines=False), tmp_path / "out")
+    err = capsys.readouterr().err.strip().splitlines()
+    assert exited.value.code == 2 and len(err) == 1, err
+    assert err[0].startswith("error: --input: none of the 4 documents was embedded"), err
