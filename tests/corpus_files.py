@@ -401,3 +401,36 @@ def write_robust04(root: Path) -> Path:
     write_robust04_disks(root)
     write_robust04_topics(root)
     return root
+
+
+# --- PPDB (a lexical paraphrase file) ---
+def write_ppdb(path: Path) -> Path:
+    """A PPDB 2.0 lexical file: four paraphrase rules in its ``|||``-separated format."""
+    path.write_text("[JJ] ||| big ||| large ||| PPDB2.0Score=3.1 p(e|f)=0.2 ||| 0-0 ||| Equivalence\n"
+                    "[NN] ||| film ||| movie ||| PPDB2.0Score=3.5 ||| 0-0 ||| Equivalence\n"
+                    "[NN] ||| film ||| motion picture ||| PPDB2.0Score=3.0 ||| 0-0 0-1 ||| Equivalence\n"
+                    "[NN] ||| car ||| zeppelin ||| PPDB2.0Score=1.0 ||| 0-0 ||| OtherRelated\n")
+    return path
+
+
+# --- Wikipedia (a MediaWiki export with links) and the AAN network release ---
+def write_wikipedia_dump(path: Path) -> Path:
+    """A MediaWiki XML export of 8 articles in two link groups, each with a second section."""
+    groups = [["Fern", "Moss", "Leaf", "Root"], ["Owl", "Hawk", "Nest", "Egg"]]
+    pages = []
+    for i, text in enumerate(topic_texts(8)):
+        links = " ".join(f"[[{x}]]" for x in groups[i % 2])
+        body = text[:300].replace("[", "").replace("]", "")
+        pages.append(page_xml(f"Article {i}", i + 1, f"{body} {links}\n\n== Part ==\n{text[300:700]}"))
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(export_xml(pages), encoding="utf-8")
+    return path
+
+
+def write_aan_network(root: Path) -> Path:
+    """The AAN network release: papers_text/<id>.txt and the citation file acl.txt."""
+    (root / "papers_text").mkdir(parents=True)
+    for i, text in enumerate(topic_texts(10)):
+        (root / "papers_text" / f"P{i}.txt").write_text(text[:800])
+    (root / "acl.txt").write_text("P0 ==> P1\nP0 ==> P2\nP3 ==> P4\nP5 ==> P6\n")
+    return root

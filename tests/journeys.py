@@ -8,6 +8,7 @@ A config whose DataModule or method has no entry cannot be prepared: :func:`jour
 
 from __future__ import annotations
 
+import gzip
 import json
 from collections.abc import Callable
 from pathlib import Path
@@ -15,13 +16,15 @@ from pathlib import Path
 import yaml
 from corpus_files import (
     _write_wikir,
-    export_xml,
     labelled_docs,
-    page_xml,
-    topic_texts,
+    write_aan_network,
     write_labelled_folder,
     write_lra,
+    write_msmarco,
+    write_ppdb,
     write_release,
+    write_robust04,
+    write_wikipedia_dump,
 )
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -47,14 +50,16 @@ def _labelled(data: dict, folder: Path) -> dict:
 
 
 def write_ctpe_task(root: Path) -> Path:
-    """A CTPE task folder (candidates.jsonl, test.jsonl, qrels.txt): Python documentation topics as title +
-    abstract papers; a test document is relevant to the candidates whose name starts with its first letter."""
+    """A CTPE task folder (candidates.jsonl, test.jsonl, qrels.txt): Python documentation topics as papers with a
+    title, an abstract and claims (so both shipped split positions apply: ``title`` and ``before:Claims``); a test
+    document is relevant to the candidates whose name starts with its first letter."""
     from pydoc_data.topics import topics
 
     names = sorted(n for n, t in topics.items() if len(t.split()) > 80)[:40]
     root.mkdir(parents=True, exist_ok=True)
-    docs = {n: {"id": n, "title": n.replace("-", " "), "sections": [{"heading": "Abstract",
-                                                                    "text": " ".join(topics[n].split()[:120])}]}
+    docs = {n: {"id": n, "title": n.replace("-", " "),
+                "sections": [{"heading": "Abstract", "text": " ".join(topics[n].split()[:60])},
+                             {"heading": "Claims", "text": " ".join(topics[n].split()[60:120])}]}
             for n in names}
     candidates, tests = names[::2], names[1::2]
     for file, ids in (("candidates.jsonl", candidates), ("test.jsonl", tests)):
@@ -67,28 +72,6 @@ def write_ctpe_task(root: Path) -> Path:
 def _jsonl(data: dict, folder: Path) -> dict:
     task = write_ctpe_task(folder)
     return {"paths": [str(task / "candidates.jsonl"), str(task / "test.jsonl")]}
-
-
-def write_wikipedia_dump(path: Path) -> Path:
-    """A MediaWiki XML export of 8 articles in two link groups, each with a second section."""
-    groups = [["Fern", "Moss", "Leaf", "Root"], ["Owl", "Hawk", "Nest", "Egg"]]
-    pages = []
-    for i, text in enumerate(topic_texts(8)):
-        links = " ".join(f"[[{x}]]" for x in groups[i % 2])
-        body = text[:300].replace("[", "").replace("]", "")
-        pages.append(page_xml(f"Article {i}", i + 1, f"{body} {links}\n\n== Part ==\n{text[300:700]}"))
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(export_xml(pages), encoding="utf-8")
-    return path
-
-
-def write_aan_network(root: Path) -> Path:
-    """The AAN network release: papers_text/<id>.txt and the citation file acl.txt."""
-    (root / "papers_text").mkdir(parents=True)
-    for i, text in enumerate(topic_texts(10)):
-        (root / "papers_text" / f"P{i}.txt").write_text(text[:800])
-    (root / "acl.txt").write_text("P0 ==> P1\nP0 ==> P2\nP3 ==> P4\nP5 ==> P6\n")
-    return root
 
 
 def _wikipedia(data: dict, folder: Path) -> dict:
@@ -115,9 +98,30 @@ def _wikir(data: dict, folder: Path) -> dict:
             "num_negatives": 2, "val_queries_from_train": 0, "cache_dir": str(folder / "cache")}
 
 
+def _msmarco(data: dict, folder: Path) -> dict:
+    """The MS MARCO document-ranking files; a config training on mined negatives (``negatives_run``) gets the run
+    that ``dense-search`` would have written for the training queries (here: the BM25 top 100, unzipped)."""
+    root = write_msmarco(folder / "msmarco")
+    update = {"root": str(root), "cache_dir": str(folder / "cache"), "val_queries_from_train": 2}
+    if data.get("negatives_run"):
+        mined = folder / "train-top100.run"
+        mined.write_bytes(gzip.decompress((root / "msmarco-doctrain-top100.gz").read_bytes()))
+        update["negatives_run"] = str(mined)
+    return update
+
+
+def _robust04(data: dict, folder: Path) -> dict:
+    """Robust04's disks 4 & 5 folders (the collections the config names), topics, qrels and folds."""
+    root = write_robust04(folder / "robust04")
+    documents = [str(root / Path(*Path(path).parts[-2:])) for path in data["documents"]]  # disk4/FT, ...
+    return {"documents": documents, "topics": str(root / "04.testset"), "qrels": str(root / "qrels.robust2004.txt"),
+            "folds": str(root / "folds.json"), "cache_dir": str(folder / "cache"), "num_negatives": 2}
+
+
 def _openwebtext(data: dict, folder: Path) -> dict:
     write_release(folder / "openwebtext")
-    return {"source": str(folder / "openwebtext"), "cache_dir": str(folder / "cache"), "val_fraction": 0.2}
+    # 4 usable pages; 0.7 holds out 2 of them (their stable hashes), so held-out retrieval has a pair to rank
+    return {"source": str(folder / "openwebtext"), "cache_dir": str(folder / "cache"), "val_fraction": 0.7}
 
 
 def write_arxiv_folders(root: Path) -> Path:
@@ -148,22 +152,24 @@ CORPORA: dict[str, Callable[[dict, Path], dict]] = {
     "OpenWebTextDataModule": _openwebtext,
     "InstalledDocsDataModule": _installed_docs,
     "ArxivDataModule": _arxiv,
+    "MSMARCODataModule": _msmarco,
+    "Robust04DataModule": _robust04,
 }
 """DataModule class name -> writer of a fixture in that corpus's on-disk layout, returning the data init_args
 that point the config at it."""
 
 
 # --- methods: class -> init_args overrides for the tiny encoder ------------------------------------------------
-def _graph_roberta(args: dict, encoder: str) -> dict:
+def _graph_roberta(args: dict, encoder: str, folder: Path) -> dict:
     update = {"encoder": encoder, "node_dim": 16, "max_passage_tokens": 64}
     if args.get("grad_cache_token_budget"):
         update["grad_cache_token_budget"] = 256
     return update
 
 
-def _wrapper(args: dict, encoder: str) -> dict:
+def _wrapper(args: dict, encoder: str, folder: Path) -> dict:
     backbone = args["backbone"]
-    inner = MODELS[_short(backbone["class_path"])](backbone.get("init_args") or {}, encoder)
+    inner = MODELS[_short(backbone["class_path"])](backbone.get("init_args") or {}, encoder, folder)
     update = {"backbone": {"class_path": backbone["class_path"], "init_args": {**backbone["init_args"], **inner}},
               "checkpoint": None}
     if "labels" in args:  # the fixtures' two classes (arXiv's folders: cs.PL and math.GR)
@@ -172,25 +178,35 @@ def _wrapper(args: dict, encoder: str) -> dict:
     return update
 
 
-def _docsplit(args: dict, encoder: str) -> dict:
+def _docsplit(args: dict, encoder: str, folder: Path) -> dict:
     return {"encoder": encoder, "max_length": 64}
 
 
-def _deca(args: dict, encoder: str) -> dict:
-    update = {"replacement_min_count": 1} if args.get("dictionary_constraint", True) else {}
-    if "encoder" in args:
-        return {**update, "encoder": encoder, "max_length": 64}
-    return {**update, "min_word_count": 1}
+def _deca(args: dict, encoder: str, folder: Path) -> dict:
+    backbone = dict(args["backbone"])
+    backbone_args = dict(backbone.get("init_args") or {})
+    if _short(backbone["class_path"]) == "EncoderBackbone":
+        backbone_args.update(encoder=encoder, max_length=64)
+    else:
+        backbone_args.update(embedding_dim=16, min_word_count=1)
+    augmentation = dict(args["augmentation"])
+    augmentation_args = dict(augmentation.get("init_args") or {})
+    if augmentation_args.get("dictionary_constraint", True):  # the fixture's words are rare: any count will do
+        augmentation_args["replacement_min_count"] = 1
+    if _short(augmentation["class_path"]) == "PPDB":
+        augmentation_args["path"] = str(write_ppdb(folder / "ppdb-2.0-s-lexical"))
+    return {"backbone": {**backbone, "init_args": backbone_args},
+            "augmentation": {**augmentation, "init_args": augmentation_args}}
 
 
-def _colde(args: dict, encoder: str) -> dict:
+def _colde(args: dict, encoder: str, folder: Path) -> dict:
     update = {"encoder": encoder, "chunk_tokens": 32, "lstm_output_size": 16, "projection_size": 8, "num_heads": 2}
     if args.get("grad_cache_token_budget"):
         update["grad_cache_token_budget"] = 64
     return update
 
 
-def _ctpe(args: dict, encoder: str) -> dict:
+def _ctpe(args: dict, encoder: str, folder: Path) -> dict:
     embeddings = dict(args["embeddings"])
     init = dict(embeddings.get("init_args") or {})
     if "encoder" in init:
@@ -203,15 +219,19 @@ def _ctpe(args: dict, encoder: str) -> dict:
     return update
 
 
-MODELS: dict[str, Callable[[dict, str], dict]] = {
+MODELS: dict[str, Callable[[dict, str, Path], dict]] = {
     "GraphRoBERTa": _graph_roberta, "DocumentClassifier": _wrapper, "DenseRetrieval": _wrapper,
     "DocSplit": _docsplit, "DECA": _deca, "CoLDE": _colde, "CTPE": _ctpe,
 }
-"""Method class name -> its init_args overrides: the tiny encoder and sizes that fit it."""
+"""Method class name -> its init_args overrides: the tiny encoder and sizes that fit it (and files it reads,
+written into the given folder)."""
 
 
 def _trainer(trainer: dict, run: Path, corpus: Path) -> dict:
-    trainer = {k: v for k, v in trainer.items() if k not in ("strategy", "val_check_interval", "num_nodes")}
+    # max_steps, not the config's epochs, ends the journey's fits: a 2-step fit ends its epoch early, and Lightning
+    # resumes such a run at the next epoch, which max_epochs: 1 (DECA's Table 7 configs) would not allow
+    trainer = {k: v for k, v in trainer.items() if k not in ("strategy", "val_check_interval", "num_nodes",
+                                                             "max_epochs")}
     trainer.update(default_root_dir=str(run), accelerator="cpu", devices=1, precision="32-true", max_steps=2,
                    log_every_n_steps=1, enable_progress_bar=False)
     if trainer.get("limit_val_batches", 1) != 0:
@@ -243,7 +263,7 @@ def journey_config(config: Path, encoder: str, tmp_path: Path) -> Path:
     data["init_args"] = {**data_args, **CORPORA[name](data_args, corpus), "num_workers": 0,
                          "batch_size": 8 if name == "JSONLDataModule" else 4}
     model_args = model.get("init_args") or {}
-    model["init_args"] = {**model_args, **MODELS[method](model_args, encoder)}
+    model["init_args"] = {**model_args, **MODELS[method](model_args, encoder, corpus)}
     raw["trainer"] = _trainer(raw.get("trainer") or {}, tmp_path / "run", corpus)
     path = tmp_path / "config.yaml"
     path.write_text(yaml.safe_dump(raw, sort_keys=False), encoding="utf-8")
