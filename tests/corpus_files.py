@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+import gzip
 import io
 import json
 import lzma
@@ -231,3 +232,220 @@ def _topic_texts() -> list[tuple[str, str]]:
 
 def topic_texts(n: int, start: int = 0) -> list[str]:
     return [t for _, t in _topic_texts()[start:start + n]]
+
+
+# --- MS MARCO documents (gzip TSVs, TREC qrels and runs) ---
+MSMARCO_TOPICS = ["lantern", "orchard", "glacier", "violin", "compass", "meadow", "harbor", "quartz", "ember", "falcon"]
+
+
+def gzip_lines(path: Path, lines: list[str] | bytes) -> None:
+    data = lines if isinstance(lines, bytes) else "".join(f"{line}\n" for line in lines).encode()
+    with gzip.open(path, "wb") as f:
+        f.write(data)
+
+
+def _msmarco_documents() -> list[str]:
+    lines = []
+    for i, topic in enumerate(MSMARCO_TOPICS * 3):  # 30 documents, D100..D129
+        body = f"The {topic} note number {i} describes how a {topic} is kept. It is dusted on day {i % 7}."
+        lines.append(f"D{100 + i}\thttp://example.org/{topic}/{i}\tAbout the {topic} {i}\t{body}")
+    return lines
+
+
+def write_msmarco(root: Path, documents_gz: bool = True) -> Path:
+    """The MS MARCO document-ranking release: msmarco-docs.tsv(.gz) with three damaged rows, and per split (train,
+    dev) the gzip queries, qrels and BM25 top-100 run; every document and query is invented."""
+    root.mkdir(parents=True, exist_ok=True)
+    docs = "\n".join(_msmarco_documents()).encode() + b"\n"
+    docs += b"D900\thttp://example.org/broken\tonly three fields\n"  # malformed: 3 fields
+    docs += b"D901\thttp://example.org/empty\t\t\n"  # empty document
+    docs += b"D902\thttp://example.org/bytes\tBad bytes\tA caf\xe9 with a latin-1 byte.\n"  # undecodable
+    if documents_gz:
+        gzip_lines(root / "msmarco-docs.tsv.gz", docs)
+    else:
+        (root / "msmarco-docs.tsv").write_bytes(docs)
+    for split, qids in (("train", range(1, 9)), ("dev", range(50, 53))):
+        gzip_lines(root / f"msmarco-doc{split}-queries.tsv.gz",
+            [f"{q}\twhere is the {MSMARCO_TOPICS[q % 10]} kept" for q in qids] + ["no tab on this line"])
+        # relevant: the three documents of the query's topic (D1xx with (i % 10) == q % 10); one missing doc
+        qrels = [f"{q} 0 D{100 + q % 10 + 10 * k} 1" for q in qids for k in range(3)]
+        gzip_lines(root / f"msmarco-doc{split}-qrels.tsv.gz", qrels + [f"{qids[0]} 0 D999 1"])
+        run = []
+        for q in qids:  # "BM25" top 12: the relevant ones and then 9 others, best first
+            ranked = [f"D{100 + q % 10 + 10 * k}" for k in range(3)]
+            ranked += [f"D{100 + (q + 1 + j) % 30}" for j in range(12) if f"D{100 + (q + 1 + j) % 30}" not in ranked]
+            run += [f"{q} Q0 {d} {r} {20.0 - r:.3f} bm25" for r, d in enumerate(ranked[:12], 1)]
+        gzip_lines(root / f"msmarco-doc{split}-top100.gz", run)
+    return root
+
+
+# --- Robust04 (TREC disks 4 & 5 SGML, unix-compressed and gzip files, topics, qrels, folds) ---
+ROBUST04_THEMES = ["lighthouse", "beekeeping", "tramway", "salt marsh", "glassblowing"]  # topics 301-305 / 601-605
+
+
+def lzw_compress(data: bytes, max_bits: int = 16, clear_at: frozenset = frozenset()) -> bytes:
+    """A unix ``compress`` 4.x encoder (block mode) that also emits CLEAR after the input offsets ``clear_at``."""
+    out = bytearray(b"\x1f\x9d" + bytes([0x80 | max_bits]))
+    maxmax = 1 << max_bits
+    state = {"bits": 9, "maxcode": 511, "free": 257, "clear": False}
+    group: list[int] = []
+
+    def flush(full: bool) -> None:  # a group of 8 codes is `bits` bytes; padded when the width changes
+        value = sum(code << (i * state["bits"]) for i, code in enumerate(group))
+        size = state["bits"] if full else (len(group) * state["bits"] + 7) // 8
+        out.extend(value.to_bytes(state["bits"], "little")[:size])
+        group.clear()
+
+    def output(code: int) -> None:
+        group.append(code)
+        if len(group) == 8:
+            flush(True)
+        if state["free"] > state["maxcode"] or state["clear"]:
+            if group:
+                flush(True)
+            if state["clear"]:
+                state.update(bits=9, maxcode=511, clear=False)
+            else:
+                state["bits"] += 1
+                state["maxcode"] = maxmax if state["bits"] == max_bits else (1 << state["bits"]) - 1
+
+    table: dict[tuple[int, int], int] = {}
+    ent = data[0]
+    for i, c in enumerate(data[1:], 1):
+        if (ent, c) in table:
+            ent = table[(ent, c)]
+            continue
+        output(ent)
+        if state["free"] < maxmax:
+            table[(ent, c)] = state["free"]
+            state["free"] += 1
+        ent = c
+        if i in clear_at:
+            table.clear()
+            state.update(free=257, clear=True)
+            output(256)
+    output(ent)
+    if group:
+        flush(False)
+    return bytes(out)
+
+
+def _paragraphs(theme: str, k: int) -> list[str]:
+    return [f"Article {k} reports on {theme} in an invented town.", f"A second paragraph about {theme} follows."]
+
+
+def _ft(theme: str, k: int) -> str:
+    a, b = _paragraphs(theme, k)
+    return (f"<DOC>\n<DOCNO>FT911-{k}</DOCNO>\n<PROFILE>_AN-B{k}</PROFILE>\n<DATE>910514\n</DATE>\n"
+            f"<HEADLINE>\nFT  14 MAY 91 / News on {theme}\n</HEADLINE>\n<TEXT>\n{a}\n\n{b}\n</TEXT>\n"
+            "<PUB>The Financial Times</PUB>\n</DOC>\n")
+
+
+def _fbis(theme: str, k: int) -> str:
+    a, b = _paragraphs(theme, k)
+    return (f"<DOC>\n<DOCNO> FBIS3-{k} </DOCNO>\n<HT>  \"cr0000{k}\" </HT>\n<HEADER>\n<H2>  1 Jan </H2>\n"
+            f"<H3> <TI>   Bulletin on {theme}   </TI></H3>\n</HEADER>\n<TEXT>\n"
+            f"Language: <F P=105> English </F>\nArticle Type:BFN\n\n  [Text] {a}\n\n  {b}\n</TEXT>\n</DOC>\n")
+
+
+def _latimes(theme: str, k: int) -> str:
+    a, b = _paragraphs(theme, k)
+    return (f"<DOC>\n<DOCNO> LA0101{k:02d}-0001 </DOCNO>\n<DOCID> {k} </DOCID>\n<DATE>\n<P>\nJanuary 1\n</P>\n"
+            f"</DATE>\n<HEADLINE>\n<P>\nA STORY OF {theme.upper()}\n</P>\n</HEADLINE>\n<TEXT>\n<P>\n{a}\n</P>\n"
+            f"<P>\n{b}\n</P>\n</TEXT>\n<GRAPHIC>\n<P>\nA caption.\n</P>\n</GRAPHIC>\n</DOC>\n")
+
+
+def _fr94(theme: str, k: int) -> str:
+    a, b = _paragraphs(theme, k)
+    return (f"<DOC>\n<DOCNO> FR940104-0-{k:05d} </DOCNO>\n<PARENT> FR940104-0-{k:05d} </PARENT>\n<TEXT>\n"
+            f"<!-- PJG FTAG 4700 -->\n\n<!-- PJG STAG 4700 -->\n\n<DOCTITLE>Rules on {theme}</DOCTITLE>\n\n"
+            f"<!-- PJG 0012 frnewline -->\n{a} Non&hyph;binding &amp; brief.\n\n{b}\n</TEXT>\n</DOC>\n")
+
+
+def write_robust04_disks(root: Path) -> Path:
+    """Disks 4 & 5 style folders: 5 docs per collection (one per theme), a CR file, a README, a damaged file."""
+    styles = {"disk4/FT/FT911/FT911_1": _ft, "disk5/FBIS/FB396001.gz": _fbis, "disk5/LATIMES/LA010189": _latimes,
+              "disk4/FR94/01/FR940104.0z": _fr94}
+    for name, style in styles.items():
+        data = "".join(style(theme, k) for k, theme in enumerate(ROBUST04_THEMES, 1)).encode()
+        if name.endswith(".gz"):
+            data = gzip.compress(data)
+        elif name.endswith(".0z"):
+            data = lzw_compress(data)
+        (root / name).parent.mkdir(parents=True, exist_ok=True)
+        (root / name).write_bytes(data)
+    (root / "disk4/CR/CR93E").parent.mkdir(parents=True)
+    (root / "disk4/CR/CR93E").write_text("<DOC>\n<DOCNO>CR93E-1</DOCNO>\n<TEXT>\nFloor remarks.\n</TEXT>\n</DOC>\n")
+    (root / "disk5/FBIS/READMEFB").write_text("This folder holds invented bulletins.\n")
+    (root / "disk5/LATIMES/LA010289").write_bytes(
+        b"<DOC>\n<DOCNO> LA010289-0001 </DOCNO>\n<TEXT>\nNo end tag here.\n</TEXT>\n"  # unterminated
+        b"<DOC>\n<TEXT>\nA record without a number.\n</TEXT>\n</DOC>\n"  # no DOCNO
+        b"stray words between records\n"
+        b"<DOC>\n<DOCNO> LA010289-0003 </DOCNO>\n<HEADLINE>\nCAF\xc9 NEWS\n</HEADLINE>\n<TEXT>\n"
+        b"A caf\xe9 in Latin-1 bytes.\n</TEXT>\n</DOC>\n"
+        b"<DOC>\n<DOCNO> LA010289-0004 </DOCNO>\n<TEXT>\n  <P>\n  </P>\n</TEXT>\n</DOC>\n")  # empty
+    return root
+
+
+def write_robust04_topics(root: Path) -> tuple[Path, Path, Path]:
+    topics = []
+    for k, theme in enumerate(ROBUST04_THEMES, 1):
+        for number in (300 + k, 600 + k):
+            label = f"0{number}" if number == 305 else str(number)  # a zero-padded number
+            topics.append(f"<top>\n\n<num> Number: {label}\n<title> {theme} news\n\n<desc> Description:\n"
+                          f"Find reports about {theme}.\n\n<narr> Narrative:\nA relevant document discusses "
+                          f"{theme} in any town.\n\n</top>\n")
+    topics.append("<top>\n<num> Number: 999\n<desc> Description:\nNo title here.\n</top>\n")  # malformed
+    (root / "04.testset").write_text("\n".join(topics))
+    qrels = []
+    for k, theme in enumerate(ROBUST04_THEMES, 1):
+        docs = [f"FT911-{k}", f"FBIS3-{k}", f"LA0101{k:02d}-0001", f"FR940104-0-{k:05d}"]
+        for number in (300 + k, 600 + k):
+            qrels += [f"{number} 0 {d} {2 if d.startswith('FT') else 1}" for d in docs]
+            qrels.append(f"{number} 0 FT911-{k % 5 + 1} 0")  # judged, not relevant
+    qrels.append("700 0 FT911-1 1")  # a topic in no fold
+    (root / "qrels.robust2004.txt").write_text("\n".join(qrels) + "\n")
+    folds = [[str(300 + k), str(600 + k)] for k in range(1, 6)]  # Anserini's layout: a JSON list of lists
+    (root / "folds.json").write_text(json.dumps(folds))
+    return root / "04.testset", root / "qrels.robust2004.txt", root / "folds.json"
+
+
+def write_robust04(root: Path) -> Path:
+    """Robust04 as its users hold it: the TREC disks 4 & 5 folders (:func:`write_robust04_disks`) and the topics,
+    qrels and folds files (:func:`write_robust04_topics`) in ``root``."""
+    write_robust04_disks(root)
+    write_robust04_topics(root)
+    return root
+
+
+# --- PPDB (a lexical paraphrase file) ---
+def write_ppdb(path: Path) -> Path:
+    """A PPDB 2.0 lexical file: four paraphrase rules in its ``|||``-separated format."""
+    path.write_text("[JJ] ||| big ||| large ||| PPDB2.0Score=3.1 p(e|f)=0.2 ||| 0-0 ||| Equivalence\n"
+                    "[NN] ||| film ||| movie ||| PPDB2.0Score=3.5 ||| 0-0 ||| Equivalence\n"
+                    "[NN] ||| film ||| motion picture ||| PPDB2.0Score=3.0 ||| 0-0 0-1 ||| Equivalence\n"
+                    "[NN] ||| car ||| zeppelin ||| PPDB2.0Score=1.0 ||| 0-0 ||| OtherRelated\n")
+    return path
+
+
+# --- Wikipedia (a MediaWiki export with links) and the AAN network release ---
+def write_wikipedia_dump(path: Path) -> Path:
+    """A MediaWiki XML export of 8 articles in two link groups, each with a second section."""
+    groups = [["Fern", "Moss", "Leaf", "Root"], ["Owl", "Hawk", "Nest", "Egg"]]
+    pages = []
+    for i, text in enumerate(topic_texts(8)):
+        links = " ".join(f"[[{x}]]" for x in groups[i % 2])
+        body = text[:300].replace("[", "").replace("]", "")
+        pages.append(page_xml(f"Article {i}", i + 1, f"{body} {links}\n\n== Part ==\n{text[300:700]}"))
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(export_xml(pages), encoding="utf-8")
+    return path
+
+
+def write_aan_network(root: Path) -> Path:
+    """The AAN network release: papers_text/<id>.txt and the citation file acl.txt."""
+    (root / "papers_text").mkdir(parents=True)
+    for i, text in enumerate(topic_texts(10)):
+        (root / "papers_text" / f"P{i}.txt").write_text(text[:800])
+    (root / "acl.txt").write_text("P0 ==> P1\nP0 ==> P2\nP3 ==> P4\nP5 ==> P6\n")
+    return root

@@ -21,6 +21,7 @@ from torch.utils.data import DataLoader, Dataset, Sampler
 
 from lit_docemb.data.document import Document
 from lit_docemb.data.passage_cache import PassageCache
+from lit_docemb.errors import ConfigError
 from lit_docemb.methods.base import EmbeddingMethod
 from lit_docemb.methods.progress import rate_progress_bars
 
@@ -103,11 +104,30 @@ class EmbedDataModule(L.LightningDataModule):
 
 
 # --- writing ----------------------------------------------------------------------------------------------
-def vector_fields(prediction: dict) -> dict[str, Tensor]:
-    """The per-document vectors of a ``predict_step`` output: its 2-D tensors with one row per returned id."""
+def vector_fields(prediction: dict, names: Sequence[str], method: str = "the method") -> dict[str, Tensor]:
+    """The per-document vectors of a ``predict_step`` output: the fields ``names`` (the method's
+    :attr:`~lit_docemb.methods.base.EmbeddingMethod.vector_outputs`), each a 2-D tensor with one row per returned
+    id. Other outputs (a batch's similarity matrix, whose width is the batch's size) are not written.
+
+    Args:
+        prediction: One batch's ``predict_step`` output, with its ``ids``.
+        names: The fields to take.
+        method: The method's name, for the error naming a missing or misshapen field.
+    """
     rows = len(prediction["ids"])
-    return {k: v for k, v in prediction.items() if k != "ids" and isinstance(v, Tensor) and v.ndim == 2
-            and v.shape[0] == rows}
+    fields = {name: prediction.get(name) for name in names}
+    for name, values in fields.items():
+        if not (isinstance(values, Tensor) and values.ndim == 2 and values.shape[0] == rows):
+            shape = tuple(values.shape) if isinstance(values, Tensor) else type(values).__name__
+            raise ValueError(f"{method}.predict_step's {name!r} is not ({rows}, width) vectors, one per returned "
+                             f"id: got {shape} (vector_outputs names what embed writes)")
+    return fields
+
+
+def method_vector_fields(pl_module, prediction: dict) -> dict[str, Tensor]:
+    """:func:`vector_fields` of the fields ``pl_module`` declares in ``vector_outputs``."""
+    names = getattr(pl_module, "vector_outputs", EmbeddingMethod.vector_outputs)
+    return vector_fields(prediction, names, type(pl_module).__name__)
 
 
 def _vector_column(vectors: np.ndarray) -> pa.Array:
@@ -150,10 +170,7 @@ class ShardWriter(BasePredictionWriter):
                            dataloader_idx) -> None:
         self.documents_in += len(batch) + int(getattr(batch, "skipped", 0))
         self.empty_documents += int(prediction.get("empty_documents", 0))
-        fields = vector_fields(prediction)
-        if not fields:
-            raise ValueError(f"{type(pl_module).__name__}.predict_step returned no per-document vectors: "
-                             f"{sorted(prediction)}")
+        fields = method_vector_fields(pl_module, prediction)
         columns = {"position": pa.array([int(i) for i in prediction["ids"]], pa.int64())}
         columns |= {name: _vector_column(values.float().numpy()) for name, values in fields.items()}
         table = pa.table(columns)
@@ -172,8 +189,10 @@ def merge_shards(output_dir: str | Path, documents: Sequence[Document], output_f
     """One output in input order from the ranks' shards (then removed); returns the counts written."""
     output_dir, shard_dir = Path(output_dir), Path(output_dir) / "shards"
     tables = [pq.read_table(p) for p in sorted(shard_dir.glob("rank-*.parquet"))]
-    if not tables:
-        raise ValueError("no document was embedded (every document was skipped)")
+    if not sum(len(t) for t in tables):  # every batch came back without a row (CTPE's unsplittable documents)
+        raise ConfigError(f"--input: none of the {len(documents)} documents was embedded: the method left every one "
+                          "out (CTPE: no split position in them, e.g. no section its pos 'before:<heading>' names; "
+                          "Doc2VecC: no word of its vocabulary); give documents the method can represent")
     table = pa.concat_tables(tables)
     positions = table.column("position").to_numpy()
     order = np.argsort(positions, kind="stable")
@@ -248,10 +267,7 @@ class PredictionWriter(BasePredictionWriter):
 
     def write_on_batch_end(self, trainer, pl_module, prediction, batch_indices, batch, batch_idx,
                            dataloader_idx) -> None:
-        fields = vector_fields(prediction)
-        if not fields:
-            raise ValueError(f"{type(pl_module).__name__}.predict_step returned no per-document vectors: "
-                             f"{sorted(prediction)}")
+        fields = method_vector_fields(pl_module, prediction)
         columns = {"id": pa.array([str(i) for i in prediction["ids"]], pa.string())}
         columns |= {name: _vector_column(values.float().numpy()) for name, values in fields.items()}
         table = pa.table(columns)

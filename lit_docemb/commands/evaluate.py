@@ -96,7 +96,8 @@ def load_checkpoint(method, path: str) -> None:
 
 
 def default_evaluations(data) -> list:
-    """Retrieval on the test split for a ranking DataModule; matching for one of labelled pairs; clustering and
+    """Retrieval on the test queries for a ranking DataModule (its validation queries when it has no test split,
+    as MSMARCO without the TREC DL topics); matching for one of labelled pairs; clustering and
     the linear probe for a labelled one; held-out retrieval on the validation split for an unlabelled corpus.
     A corpus with none of these is a :class:`ConfigError` naming what it lacks."""
     from lit_docemb.data.retrieval import RetrievalDataModule
@@ -106,7 +107,13 @@ def default_evaluations(data) -> list:
     from lit_docemb.eval.retrieval import RetrievalEvaluation
 
     if isinstance(data, RetrievalDataModule):
-        return [RetrievalEvaluation(split="test")]
+        if data.test_split:
+            return [RetrievalEvaluation(split="test")]
+        if data.val_split or data.val_queries_from_train:  # the splits query_split("val") reads, not read here
+            log.info("%s has no test queries: ranking its validation queries", type(data).__name__)
+            return [RetrievalEvaluation(split="val")]
+        raise ConfigError(f"evaluate: {type(data).__name__} has neither test nor validation queries to rank: give it "
+                          "test queries (its test_* files) or a validation split (val_split, val_queries_from_train)")
     if getattr(data, "mode", None) == "pairs":  # labelled document pairs (AAN's LRA matching task)
         return [DocumentMatching()]
     if getattr(data, "test_set", None) is not None or hasattr(data, "labels"):

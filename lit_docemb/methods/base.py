@@ -58,6 +58,10 @@ class EmbeddingMethod(L.LightningModule, ABC):
     #: Learning rate of the AdamW used when no optimizer is configured (the method's paper value).
     default_learning_rate: float = 1e-4
 
+    #: The keys of :meth:`predict_step`'s output holding one vector per returned id, of a width the model fixes:
+    #: what ``embed`` writes. Outputs relative to a batch (CoLDE's similarity matrices, attention maps) are not.
+    vector_outputs: tuple[str, ...] = ("embeddings",)
+
     #: Multipliers of the ``*_loss`` terms in the total; a method sets these from its own arguments.
     loss_weights: dict[str, float]
 

@@ -51,6 +51,7 @@ class DocumentClassifier(EmbeddingMethod):
     """
 
     default_learning_rate = 5e-5
+    vector_outputs = ("embeddings", "probabilities")
 
     def __init__(self, backbone: EmbeddingMethod, labels: list[str], checkpoint: str | None = None,
                  dropout: float = 0.1, freeze_backbone: bool = False, optimizer: OptimizerCallable | None = None,

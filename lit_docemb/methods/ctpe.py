@@ -74,6 +74,7 @@ class CTPE(EmbeddingMethod):
     """
 
     default_learning_rate = 1e-3
+    vector_outputs = ("former", "latter")  # the two parts' embeddings (CTPE has no whole-document one)
 
     def __init__(
         self,

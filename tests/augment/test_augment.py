@@ -8,6 +8,7 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
+from corpus_files import write_ppdb
 
 from lit_docemb.augment import (
     BackTranslator,
@@ -125,14 +126,6 @@ def test_uninformative_replacement_keeps_the_most_informative_word(vocabulary, w
                 changed += 1
                 assert after in table[before] and before != top
     assert changed > 0
-
-
-def write_ppdb(path: Path) -> Path:
-    path.write_text("[JJ] ||| big ||| large ||| PPDB2.0Score=3.1 p(e|f)=0.2 ||| 0-0 ||| Equivalence\n"
-                    "[NN] ||| film ||| movie ||| PPDB2.0Score=3.5 ||| 0-0 ||| Equivalence\n"
-                    "[NN] ||| film ||| motion picture ||| PPDB2.0Score=3.0 ||| 0-0 0-1 ||| Equivalence\n"
-                    "[NN] ||| car ||| zeppelin ||| PPDB2.0Score=1.0 ||| 0-0 ||| OtherRelated\n")
-    return path
 
 
 def test_ppdb_replacement_reads_the_lexical_file(vocabulary, tmp_path):

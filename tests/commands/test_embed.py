@@ -196,3 +196,50 @@ def test_colde_embeds_a_document_longer_than_its_chunk_table(tiny_encoder_dir, t
     ids, vectors = read_parquet(tmp_path / "out")
     assert ids == ["long", "t0", "t1", "t2"] and np.isfinite(vectors["embeddings"]).all()
     assert json.loads((tmp_path / "out" / "embed_stats.json").read_text())["skipped_by_method"] == 0
+
+
+def test_colde_writes_its_document_vectors_not_each_batchs_similarity_matrix(tiny_encoder_dir, tmp_path):
+    """CoLDE's predict_step also returns the batch's (B, B) document similarities (predict_similarities, the
+    default): embed writes the (N, D) embeddings only, whatever the batch sizes (5 documents in batches of 3)."""
+    from lit_docemb.methods import CoLDE
+
+    torch.manual_seed(0)
+    args = {"encoder": tiny_encoder_dir, "chunk_tokens": 16, "num_heads": 2, "lstm_output_size": 8,
+            "projection_size": 4}
+    method = CoLDE(**args)
+    docs = topic_documents(5)
+    config, ckpt = save_run(method, tmp_path / "run", args)
+    run_embed(config, ckpt, write_tsv(tmp_path / "docs.tsv", docs, bad_lines=False), tmp_path / "out")
+    ids, vectors = read_parquet(tmp_path / "out")
+    assert ids == [d.id for d in docs] and sorted(vectors) == ["embeddings"]
+    method.eval()
+    expected = embed_documents(method, docs, batch_size=5)
+    np.testing.assert_allclose(vectors["embeddings"], expected.numpy(), atol=1e-5)
+
+
+def test_a_declared_vector_output_that_is_not_one_row_per_document_is_named(tmp_path):
+    from lit_docemb.commands.embed_shards import vector_fields
+
+    prediction = {"ids": ["a", "b"], "embeddings": torch.ones(2, 3), "attention": [torch.ones(4)]}
+    assert sorted(vector_fields(prediction, ("embeddings",))) == ["embeddings"]
+    with pytest.raises(ValueError, match=r"Letters\.predict_step's 'attention' is not \(2, width\) vectors"):
+        vector_fields(prediction, ("embeddings", "attention"), "Letters")
+
+
+def test_input_the_method_cannot_represent_at_all_is_one_line(tmp_path, capsys):
+    """CTPE splitting before a 'Claims' section, given documents without one, leaves every batch empty: one line
+    naming --input and the cause, status 2 (it was an IndexError traceback on the empty shards)."""
+    torch.manual_seed(0)
+    args = {"embeddings": {"class_path": "lit_docemb.methods.WordEmbeddings",
+                           "init_args": {"init": "random", "dim": 8, "min_count": 1}},
+            "n_filters": 4, "max_length": 16, "pos": "before:Claims"}
+    method = CTPE(WordEmbeddings(init="random", dim=8, min_count=1), n_filters=4, max_length=16, pos="before:Claims")
+    docs = topic_documents(4)
+    method.prepare(docs)
+    config, ckpt = save_run(method, tmp_path / "run", args)
+    capsys.readouterr()
+    with pytest.raises(SystemExit) as exited:
+        run_embed(config, ckpt, write_tsv(tmp_path / "docs.tsv", docs, bad_lines=False), tmp_path / "out")
+    err = capsys.readouterr().err.strip().splitlines()
+    assert exited.value.code == 2 and len(err) == 1, err
+    assert err[0].startswith("error: --input: none of the 4 documents was embedded"), err

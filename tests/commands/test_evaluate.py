@@ -195,3 +195,29 @@ def test_document_matching_plugs_in_as_one_more_evaluation(method, lra_dir, tmp_
     expected = evaluate_pairs(method, data, batch_size=4)
     assert results["matching"] == pytest.approx({f"matching/{k}": v for k, v in expected.items()})
     assert {"matching/threshold/f1", "matching/classifier/accuracy"} <= set(results["matching"])
+
+
+def test_default_evaluations_rank_validation_queries_without_a_test_split_or_say_what_is_missing(tmp_path):
+    """MSMARCO without the TREC DL topics has no test queries (its validation queries are held out of training, as
+    the Graph-RoBERTa config does): they are ranked. A corpus with nothing to evaluate on is one line (ConfigError)
+    naming what it lacks, not a traceback."""
+    from corpus_files import write_msmarco
+
+    from lit_docemb.commands.evaluate import default_evaluations
+    from lit_docemb.data.jsonl import JSONLDataModule
+    from lit_docemb.data.msmarco import MSMARCODataModule
+    from lit_docemb.errors import ConfigError
+
+    root = str(write_msmarco(tmp_path / "msmarco"))
+    held_out = default_evaluations(MSMARCODataModule(root, val_queries_from_train=2, val_split=None))
+    dev = default_evaluations(MSMARCODataModule(root))
+    assert [(type(e), e.split) for e in held_out + dev] == [(RetrievalEvaluation, "val")] * 2
+    assert default_evaluations(MSMARCODataModule(root, test_queries="q.tsv", test_qrels="r.txt"))[0].split == "test"
+    with pytest.raises(ConfigError, match="MSMARCODataModule has neither test nor validation queries"):
+        default_evaluations(MSMARCODataModule(root, val_split=None))
+    (tmp_path / "docs.jsonl").write_text("".join(json.dumps({"id": f"d{i}", "text": f"text {i}"}) + "\n"
+                                                 for i in range(4)))
+    unlabelled = JSONLDataModule([str(tmp_path / "docs.jsonl")], val_fraction=0.0, num_workers=0)
+    unlabelled.setup("fit")
+    with pytest.raises(ConfigError, match=r"^evaluate: JSONLDataModule has no labels.*val_fraction > 0.*heldout"):
+        default_evaluations(unlabelled)

@@ -8,57 +8,17 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
+from corpus_files import MSMARCO_TOPICS, write_msmarco
 
 from lit_docemb.data.document import Document
 from lit_docemb.data.msmarco import MSMARCODataModule, iter_msmarco_documents
 from lit_docemb.data.reading import MalformedInputError
 from lit_docemb.data.retrieval import RetrievalExample
 
-TOPICS = ["lantern", "orchard", "glacier", "violin", "compass", "meadow", "harbor", "quartz", "ember", "falcon"]
-
-
-def _gz(path: Path, lines: list[str] | bytes) -> None:
-    data = lines if isinstance(lines, bytes) else "".join(f"{line}\n" for line in lines).encode()
-    with gzip.open(path, "wb") as f:
-        f.write(data)
-
-
-def _documents() -> list[str]:
-    lines = []
-    for i, topic in enumerate(TOPICS * 3):  # 30 documents, D100..D129
-        body = f"The {topic} note number {i} describes how a {topic} is kept. It is dusted on day {i % 7}."
-        lines.append(f"D{100 + i}\thttp://example.org/{topic}/{i}\tAbout the {topic} {i}\t{body}")
-    return lines
-
-
-def _write_msmarco(root: Path, documents_gz: bool = True) -> Path:
-    root.mkdir(parents=True, exist_ok=True)
-    docs = "\n".join(_documents()).encode() + b"\n"
-    docs += b"D900\thttp://example.org/broken\tonly three fields\n"  # malformed: 3 fields
-    docs += b"D901\thttp://example.org/empty\t\t\n"  # empty document
-    docs += b"D902\thttp://example.org/bytes\tBad bytes\tA caf\xe9 with a latin-1 byte.\n"  # undecodable
-    if documents_gz:
-        _gz(root / "msmarco-docs.tsv.gz", docs)
-    else:
-        (root / "msmarco-docs.tsv").write_bytes(docs)
-    for split, qids in (("train", range(1, 9)), ("dev", range(50, 53))):
-        _gz(root / f"msmarco-doc{split}-queries.tsv.gz",
-            [f"{q}\twhere is the {TOPICS[q % 10]} kept" for q in qids] + ["no tab on this line"])
-        # relevant: the three documents of the query's topic (D1xx with (i % 10) == q % 10); one missing doc
-        qrels = [f"{q} 0 D{100 + q % 10 + 10 * k} 1" for q in qids for k in range(3)]
-        _gz(root / f"msmarco-doc{split}-qrels.tsv.gz", qrels + [f"{qids[0]} 0 D999 1"])
-        run = []
-        for q in qids:  # "BM25" top 12: the relevant ones and then 9 others, best first
-            ranked = [f"D{100 + q % 10 + 10 * k}" for k in range(3)]
-            ranked += [f"D{100 + (q + 1 + j) % 30}" for j in range(12) if f"D{100 + (q + 1 + j) % 30}" not in ranked]
-            run += [f"{q} Q0 {d} {r} {20.0 - r:.3f} bm25" for r, d in enumerate(ranked[:12], 1)]
-        _gz(root / f"msmarco-doc{split}-top100.gz", run)
-    return root
-
 
 @pytest.fixture(scope="module")
 def root(tmp_path_factory) -> Path:
-    return _write_msmarco(tmp_path_factory.mktemp("msmarco"))
+    return write_msmarco(tmp_path_factory.mktemp("msmarco"))
 
 
 def _qrels(root: Path, split: str) -> dict[str, set[str]]:
@@ -131,7 +91,7 @@ def test_retrieval_mode_negatives_come_from_the_run_and_are_never_relevant(root,
         assert example.positive.id in relevant[example.query_id]
         assert len(set(negatives)) == 3 and not set(negatives) & relevant[example.query_id]
         assert set(negatives) <= set(run[example.query_id])
-        assert example.query == f"where is the {TOPICS[int(example.query_id) % 10]} kept"
+        assert example.query == f"where is the {MSMARCO_TOPICS[int(example.query_id) % 10]} kept"
     batch = next(iter(dm.train_dataloader()))
     assert len(batch) == 5 and all(isinstance(e, RetrievalExample) for e in batch)
     assert all(len(e.negatives) == 3 for e in next(iter(dm.val_dataloader())))
@@ -179,7 +139,7 @@ def test_validation_queries_held_out_from_training(root, tmp_path):
 
 
 def test_plain_documents_file_and_missing_paths(tmp_path):
-    root = _write_msmarco(tmp_path / "plain", documents_gz=False)
+    root = write_msmarco(tmp_path / "plain", documents_gz=False)
     dm = MSMARCODataModule(str(root), documents="msmarco-docs.tsv.gz", cache_dir=str(tmp_path / "cache"))
     dm.setup()  # the name falls back to the plain file
     assert len(dm.train_set) + len(dm.val_set) == 31

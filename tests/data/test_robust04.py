@@ -4,7 +4,6 @@ only the markup and the layouts are TREC's."""
 
 from __future__ import annotations
 
-import gzip
 import json
 import random
 import shutil
@@ -13,6 +12,7 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
+from corpus_files import lzw_compress, write_robust04
 
 from lit_docemb.data.bm25 import bm25_run
 from lit_docemb.data.document import Document
@@ -28,141 +28,10 @@ from lit_docemb.data.robust04 import (
 from lit_docemb.data.trec import write_run
 from lit_docemb.errors import ConfigError
 
-THEMES = ["lighthouse", "beekeeping", "tramway", "salt marsh", "glassblowing"]  # topics 301-305 / 601-605
-
-
-def lzw_compress(data: bytes, max_bits: int = 16, clear_at: frozenset = frozenset()) -> bytes:
-    """A unix ``compress`` 4.x encoder (block mode) that also emits CLEAR after the input offsets ``clear_at``."""
-    out = bytearray(b"\x1f\x9d" + bytes([0x80 | max_bits]))
-    maxmax = 1 << max_bits
-    state = {"bits": 9, "maxcode": 511, "free": 257, "clear": False}
-    group: list[int] = []
-
-    def flush(full: bool) -> None:  # a group of 8 codes is `bits` bytes; padded when the width changes
-        value = sum(code << (i * state["bits"]) for i, code in enumerate(group))
-        size = state["bits"] if full else (len(group) * state["bits"] + 7) // 8
-        out.extend(value.to_bytes(state["bits"], "little")[:size])
-        group.clear()
-
-    def output(code: int) -> None:
-        group.append(code)
-        if len(group) == 8:
-            flush(True)
-        if state["free"] > state["maxcode"] or state["clear"]:
-            if group:
-                flush(True)
-            if state["clear"]:
-                state.update(bits=9, maxcode=511, clear=False)
-            else:
-                state["bits"] += 1
-                state["maxcode"] = maxmax if state["bits"] == max_bits else (1 << state["bits"]) - 1
-
-    table: dict[tuple[int, int], int] = {}
-    ent = data[0]
-    for i, c in enumerate(data[1:], 1):
-        if (ent, c) in table:
-            ent = table[(ent, c)]
-            continue
-        output(ent)
-        if state["free"] < maxmax:
-            table[(ent, c)] = state["free"]
-            state["free"] += 1
-        ent = c
-        if i in clear_at:
-            table.clear()
-            state.update(free=257, clear=True)
-            output(256)
-    output(ent)
-    if group:
-        flush(False)
-    return bytes(out)
-
-
-def _paragraphs(theme: str, k: int) -> list[str]:
-    return [f"Article {k} reports on {theme} in an invented town.", f"A second paragraph about {theme} follows."]
-
-
-def _ft(theme: str, k: int) -> str:
-    a, b = _paragraphs(theme, k)
-    return (f"<DOC>\n<DOCNO>FT911-{k}</DOCNO>\n<PROFILE>_AN-B{k}</PROFILE>\n<DATE>910514\n</DATE>\n"
-            f"<HEADLINE>\nFT  14 MAY 91 / News on {theme}\n</HEADLINE>\n<TEXT>\n{a}\n\n{b}\n</TEXT>\n"
-            "<PUB>The Financial Times</PUB>\n</DOC>\n")
-
-
-def _fbis(theme: str, k: int) -> str:
-    a, b = _paragraphs(theme, k)
-    return (f"<DOC>\n<DOCNO> FBIS3-{k} </DOCNO>\n<HT>  \"cr0000{k}\" </HT>\n<HEADER>\n<H2>  1 Jan </H2>\n"
-            f"<H3> <TI>   Bulletin on {theme}   </TI></H3>\n</HEADER>\n<TEXT>\n"
-            f"Language: <F P=105> English </F>\nArticle Type:BFN\n\n  [Text] {a}\n\n  {b}\n</TEXT>\n</DOC>\n")
-
-
-def _latimes(theme: str, k: int) -> str:
-    a, b = _paragraphs(theme, k)
-    return (f"<DOC>\n<DOCNO> LA0101{k:02d}-0001 </DOCNO>\n<DOCID> {k} </DOCID>\n<DATE>\n<P>\nJanuary 1\n</P>\n"
-            f"</DATE>\n<HEADLINE>\n<P>\nA STORY OF {theme.upper()}\n</P>\n</HEADLINE>\n<TEXT>\n<P>\n{a}\n</P>\n"
-            f"<P>\n{b}\n</P>\n</TEXT>\n<GRAPHIC>\n<P>\nA caption.\n</P>\n</GRAPHIC>\n</DOC>\n")
-
-
-def _fr94(theme: str, k: int) -> str:
-    a, b = _paragraphs(theme, k)
-    return (f"<DOC>\n<DOCNO> FR940104-0-{k:05d} </DOCNO>\n<PARENT> FR940104-0-{k:05d} </PARENT>\n<TEXT>\n"
-            f"<!-- PJG FTAG 4700 -->\n\n<!-- PJG STAG 4700 -->\n\n<DOCTITLE>Rules on {theme}</DOCTITLE>\n\n"
-            f"<!-- PJG 0012 frnewline -->\n{a} Non&hyph;binding &amp; brief.\n\n{b}\n</TEXT>\n</DOC>\n")
-
-
-def _write_disks(root: Path) -> Path:
-    """Disks 4 & 5 style folders: 5 docs per collection (one per theme), a CR file, a README, a damaged file."""
-    styles = {"disk4/FT/FT911/FT911_1": _ft, "disk5/FBIS/FB396001.gz": _fbis, "disk5/LATIMES/LA010189": _latimes,
-              "disk4/FR94/01/FR940104.0z": _fr94}
-    for name, style in styles.items():
-        data = "".join(style(theme, k) for k, theme in enumerate(THEMES, 1)).encode()
-        if name.endswith(".gz"):
-            data = gzip.compress(data)
-        elif name.endswith(".0z"):
-            data = lzw_compress(data)
-        (root / name).parent.mkdir(parents=True, exist_ok=True)
-        (root / name).write_bytes(data)
-    (root / "disk4/CR/CR93E").parent.mkdir(parents=True)
-    (root / "disk4/CR/CR93E").write_text("<DOC>\n<DOCNO>CR93E-1</DOCNO>\n<TEXT>\nFloor remarks.\n</TEXT>\n</DOC>\n")
-    (root / "disk5/FBIS/READMEFB").write_text("This folder holds invented bulletins.\n")
-    (root / "disk5/LATIMES/LA010289").write_bytes(
-        b"<DOC>\n<DOCNO> LA010289-0001 </DOCNO>\n<TEXT>\nNo end tag here.\n</TEXT>\n"  # unterminated
-        b"<DOC>\n<TEXT>\nA record without a number.\n</TEXT>\n</DOC>\n"  # no DOCNO
-        b"stray words between records\n"
-        b"<DOC>\n<DOCNO> LA010289-0003 </DOCNO>\n<HEADLINE>\nCAF\xc9 NEWS\n</HEADLINE>\n<TEXT>\n"
-        b"A caf\xe9 in Latin-1 bytes.\n</TEXT>\n</DOC>\n"
-        b"<DOC>\n<DOCNO> LA010289-0004 </DOCNO>\n<TEXT>\n  <P>\n  </P>\n</TEXT>\n</DOC>\n")  # empty
-    return root
-
-
-def _write_topics_qrels_folds(root: Path) -> tuple[Path, Path, Path]:
-    topics = []
-    for k, theme in enumerate(THEMES, 1):
-        for number in (300 + k, 600 + k):
-            label = f"0{number}" if number == 305 else str(number)  # a zero-padded number
-            topics.append(f"<top>\n\n<num> Number: {label}\n<title> {theme} news\n\n<desc> Description:\n"
-                          f"Find reports about {theme}.\n\n<narr> Narrative:\nA relevant document discusses "
-                          f"{theme} in any town.\n\n</top>\n")
-    topics.append("<top>\n<num> Number: 999\n<desc> Description:\nNo title here.\n</top>\n")  # malformed
-    (root / "04.testset").write_text("\n".join(topics))
-    qrels = []
-    for k, theme in enumerate(THEMES, 1):
-        docs = [f"FT911-{k}", f"FBIS3-{k}", f"LA0101{k:02d}-0001", f"FR940104-0-{k:05d}"]
-        for number in (300 + k, 600 + k):
-            qrels += [f"{number} 0 {d} {2 if d.startswith('FT') else 1}" for d in docs]
-            qrels.append(f"{number} 0 FT911-{k % 5 + 1} 0")  # judged, not relevant
-    qrels.append("700 0 FT911-1 1")  # a topic in no fold
-    (root / "qrels.robust2004.txt").write_text("\n".join(qrels) + "\n")
-    folds = [[str(300 + k), str(600 + k)] for k in range(1, 6)]  # Anserini's layout: a JSON list of lists
-    (root / "folds.json").write_text(json.dumps(folds))
-    return root / "04.testset", root / "qrels.robust2004.txt", root / "folds.json"
-
 
 @pytest.fixture(scope="module")
 def root(tmp_path_factory) -> Path:
-    root = _write_disks(tmp_path_factory.mktemp("robust04"))
-    _write_topics_qrels_folds(root)
-    return root
+    return write_robust04(tmp_path_factory.mktemp("robust04"))
 
 
 def _datamodule(root: Path, tmp_path: Path, **kwargs) -> Robust04DataModule:

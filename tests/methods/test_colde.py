@@ -10,7 +10,7 @@ import pytest
 import torch
 import yaml
 from conftest import _topic_texts
-from corpus_files import write_lra
+from corpus_files import write_aan_network, write_lra, write_wikipedia_dump
 
 from lit_docemb.commands.cli import main
 from lit_docemb.commands.plots import similarity_heatmaps
@@ -254,27 +254,6 @@ def lit(text: str) -> str:
     return repr(text.encode())
 
 
-def write_network(root: Path) -> Path:
-    (root / "papers_text").mkdir(parents=True)
-    for i, text in enumerate(texts(10)):
-        (root / "papers_text" / f"P{i}.txt").write_text(text[:800])
-    (root / "acl.txt").write_text("P0 ==> P1\nP0 ==> P2\nP3 ==> P4\nP5 ==> P6\n")
-    return root
-
-
-def write_wikipedia(path: Path) -> Path:
-    from corpus_files import export_xml, page_xml
-
-    groups = [["Fern", "Moss", "Leaf", "Root"], ["Owl", "Hawk", "Nest", "Egg"]]
-    pages = []
-    for i, text in enumerate(texts(8)):
-        links = " ".join(f"[[{x}]]" for x in groups[i % 2])
-        body = text[:300].replace("[", "").replace("]", "")
-        pages.append(page_xml(f"Article {i}", i + 1, f"{body} {links}\n\n== Part ==\n{text[300:700]}"))
-    path.write_text(export_xml(pages), encoding="utf-8")
-    return path
-
-
 CONFIGS = sorted(str(p.relative_to(ROOT)) for p in (ROOT / "configs" / "colde").glob("*.yaml"))
 
 
@@ -293,10 +272,10 @@ def test_every_colde_config_runs_fast_dev_run(config, tiny_encoder_dir, tmp_path
     if data["class_path"].endswith("AANDataModule"):
         args.append(f"--data.init_args.source={write_lra(tmp_path / 'lra')}")
     elif corpus.endswith("AANDataModule"):
-        args += [f"--data.init_args.corpus.init_args.source={write_network(tmp_path / 'aan')}",
+        args += [f"--data.init_args.corpus.init_args.source={write_aan_network(tmp_path / 'aan')}",
                  "--data.init_args.corpus.init_args.citations_file=acl.txt", "--data.init_args.val_fraction=0.3"]
     else:
-        args += [f"--data.init_args.corpus.init_args.source={write_wikipedia(tmp_path / 'enwiki.xml')}",
+        args += [f"--data.init_args.corpus.init_args.source={write_wikipedia_dump(tmp_path / 'enwiki.xml')}",
                  f"--data.init_args.corpus.init_args.cache_dir={tmp_path / 'cache'}",
                  "--data.init_args.val_fraction=0.3"]
     cli = main(args)
@@ -338,7 +317,7 @@ def test_fit_then_test_reuses_the_validation_threshold_and_matching_cli(tiny_enc
 def test_similarity_group_datamodule_labels_aan_network_papers(tmp_path):
     from lit_docemb.data import AANDataModule, SimilarityGroupDataModule
 
-    corpus = AANDataModule(str(write_network(tmp_path / "aan")), layout="network", citations_file="acl.txt",
+    corpus = AANDataModule(str(write_aan_network(tmp_path / "aan")), layout="network", citations_file="acl.txt",
                            cache_dir=str(tmp_path / "cache"))
     data = SimilarityGroupDataModule(corpus, rule="citations", val_fraction=0.0, num_workers=0)
     data.setup("fit")

@@ -1,0 +1,270 @@
+"""A shipped config made runnable in a test: the tiny encoder instead of the hub model, a fixture of its corpus in
+the corpus's real on-disk layout, a CPU trainer of a few steps writing into a temporary run folder.
+
+The config keeps its own scheduler, callbacks, logger and evaluations. Which corpus fixture: :data:`CORPORA`,
+keyed on the DataModule class the config names; which model overrides: :data:`MODELS`, keyed on the method class.
+A config whose DataModule or method has no entry cannot be prepared: :func:`journey_config` says what to add.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+from collections.abc import Callable
+from pathlib import Path
+
+import yaml
+from corpus_files import (
+    _write_wikir,
+    labelled_docs,
+    write_aan_network,
+    write_labelled_folder,
+    write_lra,
+    write_msmarco,
+    write_ppdb,
+    write_release,
+    write_robust04,
+    write_wikipedia_dump,
+)
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _short(class_path: str) -> str:
+    return class_path.rsplit(".", 1)[-1]
+
+
+# --- corpora: DataModule class -> (fixture writer, init_args it sets) ----------------------------------------
+def _labelled(data: dict, folder: Path) -> dict:
+    """LabelledTextDataModule: a local folder of train/test files; TSV without header where the config names its
+    columns (the DECA sets), JSONL with ``text``/``label`` keys otherwise (the hub sets saved locally)."""
+    if data.get("column_names"):
+        folder.mkdir(parents=True, exist_ok=True)
+        columns = data["column_names"]
+        for split, docs in [("train", labelled_docs(24)), ("test", labelled_docs(8))]:
+            rows = ({"label": d.label, "text": d.text} for d in docs)
+            (folder / f"{split}.tsv").write_text("".join("\t".join(r[c] for c in columns) + "\n" for r in rows))
+        return {"source": str(folder), "cache_dir": str(folder / "cache")}
+    return {"source": str(write_labelled_folder(folder)), "label_column": "label", "text_column": "text",
+            "cache_dir": str(folder / "cache")}
+
+
+def write_ctpe_task(root: Path) -> Path:
+    """A CTPE task folder (candidates.jsonl, test.jsonl, qrels.txt): Python documentation topics as papers with a
+    title, an abstract and claims (so both shipped split positions apply: ``title`` and ``before:Claims``); a test
+    document is relevant to the candidates whose name starts with its first letter."""
+    from pydoc_data.topics import topics
+
+    names = sorted(n for n, t in topics.items() if len(t.split()) > 80)[:40]
+    root.mkdir(parents=True, exist_ok=True)
+    docs = {n: {"id": n, "title": n.replace("-", " "),
+                "sections": [{"heading": "Abstract", "text": " ".join(topics[n].split()[:60])},
+                             {"heading": "Claims", "text": " ".join(topics[n].split()[60:120])}]}
+            for n in names}
+    candidates, tests = names[::2], names[1::2]
+    for file, ids in (("candidates.jsonl", candidates), ("test.jsonl", tests)):
+        (root / file).write_text("".join(json.dumps(docs[n]) + "\n" for n in ids))
+    lines = [f"{q} 0 {c} 1" for q in tests for c in candidates if c[0] == q[0]]
+    (root / "qrels.txt").write_text("\n".join(lines) + "\n")
+    return root
+
+
+def _jsonl(data: dict, folder: Path) -> dict:
+    task = write_ctpe_task(folder)
+    return {"paths": [str(task / "candidates.jsonl"), str(task / "test.jsonl")]}
+
+
+def _wikipedia(data: dict, folder: Path) -> dict:
+    return {"source": str(write_wikipedia_dump(folder / "enwiki.xml")), "cache_dir": str(folder / "cache"),
+            "val_fraction": 0.3}
+
+
+def _aan(data: dict, folder: Path) -> dict:
+    if data.get("layout", "lra") != "network":
+        return {"source": str(write_lra(folder / "lra"))}
+    return {"source": str(write_aan_network(folder / "aan")), "citations_file": "acl.txt"}
+
+
+def _similarity_groups(data: dict, folder: Path) -> dict:
+    corpus = data["corpus"]
+    inner = CORPORA[_short(corpus["class_path"])](corpus.get("init_args") or {}, folder)
+    inner.pop("val_fraction", None)
+    return {"val_fraction": 0.3, "corpus": {"class_path": corpus["class_path"],
+                                            "init_args": {**(corpus.get("init_args") or {}), **inner}}}
+
+
+def _wikir(data: dict, folder: Path) -> dict:
+    return {"root": str(_write_wikir(folder / "wikir")), "negatives": "run", "negatives_run": None,
+            "num_negatives": 2, "val_queries_from_train": 0, "cache_dir": str(folder / "cache")}
+
+
+def _msmarco(data: dict, folder: Path) -> dict:
+    """The MS MARCO document-ranking files; a config training on mined negatives (``negatives_run``) gets the run
+    that ``dense-search`` would have written for the training queries (here: the BM25 top 100, unzipped)."""
+    root = write_msmarco(folder / "msmarco")
+    update = {"root": str(root), "cache_dir": str(folder / "cache"), "val_queries_from_train": 2}
+    if data.get("negatives_run"):
+        mined = folder / "train-top100.run"
+        mined.write_bytes(gzip.decompress((root / "msmarco-doctrain-top100.gz").read_bytes()))
+        update["negatives_run"] = str(mined)
+    return update
+
+
+def _robust04(data: dict, folder: Path) -> dict:
+    """Robust04's disks 4 & 5 folders (the collections the config names), topics, qrels and folds."""
+    root = write_robust04(folder / "robust04")
+    documents = [str(root / Path(*Path(path).parts[-2:])) for path in data["documents"]]  # disk4/FT, ...
+    return {"documents": documents, "topics": str(root / "04.testset"), "qrels": str(root / "qrels.robust2004.txt"),
+            "folds": str(root / "folds.json"), "cache_dir": str(folder / "cache"), "num_negatives": 2}
+
+
+def _openwebtext(data: dict, folder: Path) -> dict:
+    write_release(folder / "openwebtext")
+    # 4 usable pages; 0.7 holds out 2 of them (their stable hashes), so held-out retrieval has a pair to rank
+    return {"source": str(folder / "openwebtext"), "cache_dir": str(folder / "cache"), "val_fraction": 0.7}
+
+
+def write_arxiv_folders(root: Path) -> Path:
+    """The arXiv-11 classification release: ``<class>/<paper>.txt``, two classes of labelled papers."""
+    for doc in labelled_docs(24):
+        label = {"code": "cs.PL", "sea": "math.GR"}[doc.label]
+        (root / label).mkdir(parents=True, exist_ok=True)
+        (root / label / f"{doc.id}.txt").write_text(doc.text)
+    return root
+
+
+def _arxiv(data: dict, folder: Path) -> dict:
+    return {"source": str(write_arxiv_folders(folder / "arxiv11")), "cache_dir": str(folder / "cache"),
+            "val_fraction": 0.3}
+
+
+def _installed_docs(data: dict, folder: Path) -> dict:
+    return {"sources": ["pydoc"]}  # the installed Python's own reference topics: always there, quick to read
+
+
+CORPORA: dict[str, Callable[[dict, Path], dict]] = {
+    "LabelledTextDataModule": _labelled,
+    "JSONLDataModule": _jsonl,
+    "WikipediaDataModule": _wikipedia,
+    "AANDataModule": _aan,
+    "SimilarityGroupDataModule": _similarity_groups,
+    "WIKIRDataModule": _wikir,
+    "OpenWebTextDataModule": _openwebtext,
+    "InstalledDocsDataModule": _installed_docs,
+    "ArxivDataModule": _arxiv,
+    "MSMARCODataModule": _msmarco,
+    "Robust04DataModule": _robust04,
+}
+"""DataModule class name -> writer of a fixture in that corpus's on-disk layout, returning the data init_args
+that point the config at it."""
+
+
+# --- methods: class -> init_args overrides for the tiny encoder ------------------------------------------------
+def _graph_roberta(args: dict, encoder: str, folder: Path) -> dict:
+    update = {"encoder": encoder, "node_dim": 16, "max_passage_tokens": 64}
+    if args.get("grad_cache_token_budget"):
+        update["grad_cache_token_budget"] = 256
+    return update
+
+
+def _wrapper(args: dict, encoder: str, folder: Path) -> dict:
+    backbone = args["backbone"]
+    inner = MODELS[_short(backbone["class_path"])](backbone.get("init_args") or {}, encoder, folder)
+    update = {"backbone": {"class_path": backbone["class_path"], "init_args": {**backbone["init_args"], **inner}},
+              "checkpoint": None}
+    if "labels" in args:  # the fixtures' two classes (arXiv's folders: cs.PL and math.GR)
+        update["labels"] = ["cs.PL", "math.GR"] if any(str(x).startswith("cs.") for x in args["labels"]) \
+            else ["code", "sea"]
+    return update
+
+
+def _docsplit(args: dict, encoder: str, folder: Path) -> dict:
+    return {"encoder": encoder, "max_length": 64}
+
+
+def _deca(args: dict, encoder: str, folder: Path) -> dict:
+    backbone = dict(args["backbone"])
+    backbone_args = dict(backbone.get("init_args") or {})
+    if _short(backbone["class_path"]) == "EncoderBackbone":
+        backbone_args.update(encoder=encoder, max_length=64)
+    else:
+        backbone_args.update(embedding_dim=16, min_word_count=1)
+    augmentation = dict(args["augmentation"])
+    augmentation_args = dict(augmentation.get("init_args") or {})
+    if augmentation_args.get("dictionary_constraint", True):  # the fixture's words are rare: any count will do
+        augmentation_args["replacement_min_count"] = 1
+    if _short(augmentation["class_path"]) == "PPDB":
+        augmentation_args["path"] = str(write_ppdb(folder / "ppdb-2.0-s-lexical"))
+    return {"backbone": {**backbone, "init_args": backbone_args},
+            "augmentation": {**augmentation, "init_args": augmentation_args}}
+
+
+def _colde(args: dict, encoder: str, folder: Path) -> dict:
+    update = {"encoder": encoder, "chunk_tokens": 32, "lstm_output_size": 16, "projection_size": 8, "num_heads": 2}
+    if args.get("grad_cache_token_budget"):
+        update["grad_cache_token_budget"] = 64
+    return update
+
+
+def _ctpe(args: dict, encoder: str, folder: Path) -> dict:
+    embeddings = dict(args["embeddings"])
+    init = dict(embeddings.get("init_args") or {})
+    if "encoder" in init:
+        init["encoder"] = encoder
+    else:
+        init.update(dim=16, min_count=1, epochs=1)
+    update = {"embeddings": {**embeddings, "init_args": init}, "n_filters": 8, "max_length": 32}
+    if args.get("tfidf_neighbours"):
+        update["tfidf_neighbours"] = 5
+    return update
+
+
+MODELS: dict[str, Callable[[dict, str, Path], dict]] = {
+    "GraphRoBERTa": _graph_roberta, "DocumentClassifier": _wrapper, "DenseRetrieval": _wrapper,
+    "DocSplit": _docsplit, "DECA": _deca, "CoLDE": _colde, "CTPE": _ctpe,
+}
+"""Method class name -> its init_args overrides: the tiny encoder and sizes that fit it (and files it reads,
+written into the given folder)."""
+
+
+def _trainer(trainer: dict, run: Path, corpus: Path) -> dict:
+    # max_steps, not the config's epochs, ends the journey's fits: a 2-step fit ends its epoch early, and Lightning
+    # resumes such a run at the next epoch, which max_epochs: 1 (DECA's Table 7 configs) would not allow
+    trainer = {k: v for k, v in trainer.items() if k not in ("strategy", "val_check_interval", "num_nodes",
+                                                             "max_epochs")}
+    trainer.update(default_root_dir=str(run), accelerator="cpu", devices=1, precision="32-true", max_steps=2,
+                   log_every_n_steps=1, enable_progress_bar=False)
+    if trainer.get("limit_val_batches", 1) != 0:
+        trainer["limit_val_batches"] = 1
+    logger = trainer.get("logger")
+    if isinstance(logger, dict):
+        logger["init_args"] = {**(logger.get("init_args") or {}), "save_dir": str(run)}
+    for callback in trainer.get("callbacks") or []:
+        if _short(callback["class_path"]) == "CandidateRanking":  # the task folder the JSONL fixture wrote
+            callback["init_args"] = {**(callback.get("init_args") or {}), "root": str(corpus)}
+    return trainer
+
+
+def journey_config(config: Path, encoder: str, tmp_path: Path) -> Path:
+    """``config`` made runnable here, written to ``tmp_path/config.yaml``; its run folder is ``tmp_path/run``."""
+    raw = yaml.safe_load(config.read_text(encoding="utf-8"))
+    data, model = raw["data"], raw["model"]
+    name = _short(data["class_path"])
+    if name not in CORPORA:
+        raise LookupError(f"{config}: no corpus fixture for {data['class_path']}; add a writer of its on-disk "
+                          "layout to tests/journeys.py CORPORA (and tests/corpus_files.py)")
+    method = _short(model["class_path"])
+    if method not in MODELS:
+        raise LookupError(f"{config}: no tiny-encoder overrides for {model['class_path']}; add them to "
+                          "tests/journeys.py MODELS")
+    corpus = tmp_path / "corpus"
+    corpus.mkdir(parents=True, exist_ok=True)
+    data_args = data.get("init_args") or {}
+    data["init_args"] = {**data_args, **CORPORA[name](data_args, corpus), "num_workers": 0,
+                         "batch_size": 8 if name == "JSONLDataModule" else 4}
+    model_args = model.get("init_args") or {}
+    model["init_args"] = {**model_args, **MODELS[method](model_args, encoder, corpus)}
+    raw["trainer"] = _trainer(raw.get("trainer") or {}, tmp_path / "run", corpus)
+    path = tmp_path / "config.yaml"
+    path.write_text(yaml.safe_dump(raw, sort_keys=False), encoding="utf-8")
+    return path

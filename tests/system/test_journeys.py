@@ -1,0 +1,143 @@
+"""The user's journey through one CLI, for every shipped config: fit a few steps (with the config's own scheduler,
+callbacks, logger and evaluations), then on the run folder ``evaluate``, ``embed``, ``export`` (or its one-line
+refusal), ``figures`` and a resumed ``fit --ckpt_path last``. Tiny encoder, corpus fixtures in their real on-disk
+layout (:mod:`journeys`); a config the matrix cannot prepare fails, naming what to add.
+
+The commands run inside the test process (torch, Lightning and transformers import once), except the quickstart's
+first ``fit``, which runs as ``python -m lit_docemb`` as the README says, so the real entry point is exercised."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import yaml
+from journeys import ROOT, journey_config
+from runs import run_embed
+
+from lit_docemb.commands.cli import main
+from lit_docemb.methods.checkpoints import read_checkpoint
+
+PATHS = sorted((ROOT / "configs").rglob("*.yaml"))
+SECTIONS = {path: set(yaml.safe_load(path.read_text(encoding="utf-8")) or {}) for path in PATHS}
+CONFIGS = [str(path.relative_to(ROOT)) for path in PATHS if "model" in SECTIONS[path]]
+"""Every config that names a model: one journey each. A YAML without a model is a piece added after a method config
+(``--config configs/trainer/ddp.yaml``), which :func:`test_configs_without_a_model_are_trainer_pieces` checks."""
+
+EXPORTABLE = {"DocSplit", "GraphRoBERTa", "DocumentClassifier", "DenseRetrieval", "CoLDE"}  # + DECA on an encoder
+SUBPROCESS = {"configs/quickstart.yaml"}
+
+
+def test_configs_without_a_model_are_trainer_pieces():
+    pieces = {str(path.relative_to(ROOT)): sections for path, sections in SECTIONS.items() if "model" not in sections}
+    assert pieces and all(sections == {"trainer"} for sections in pieces.values()), pieces
+    assert len(CONFIGS) + len(pieces) == len(PATHS) and "configs/quickstart.yaml" in CONFIGS
+
+
+def write_documents(path: Path, titled: bool) -> list[dict]:
+    """Five documents in lit_docemb JSONL: titled papers with an abstract and claims (what CTPE splits, at the title
+    or before the claims), or one untitled section (whose text is what a sentence-transformers ``encode`` is given)."""
+    from corpus_files import topic_texts
+
+    rows = []
+    for i, text in enumerate(topic_texts(5, start=3)):
+        words = text.split()
+        if titled:
+            rows.append({"id": f"doc{i}", "title": " ".join(words[:6]),
+                         "sections": [{"heading": "Abstract", "text": " ".join(words[6:50])},
+                                      {"heading": "Claims", "text": " ".join(words[50:90])}]})
+        else:
+            rows.append({"id": f"doc{i}", "title": "", "sections": [{"heading": "", "text": " ".join(words[:90])}]})
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    return rows
+
+
+def fit(config: Path, in_subprocess: bool) -> None:
+    """``fit --config config``: through ``python -m lit_docemb`` or :func:`lit_docemb.commands.cli.main`."""
+    if in_subprocess:
+        result = subprocess.run([sys.executable, "-m", "lit_docemb", "fit", "--config", str(config)],
+                                capture_output=True, text=True, timeout=600, cwd=config.parent, check=False)
+        assert result.returncode == 0, result.stderr[-3000:]
+        return
+    main(["fit", "--config", str(config)])
+    finish_wandb()
+
+
+def finish_wandb() -> None:
+    """What the end of a ``fit`` process does: the offline wandb run file gets its metrics, and the next run (the
+    resumed fit, the next config) opens a run of its own instead of logging into this one."""
+    wandb_run = getattr(sys.modules.get("wandb"), "run", None)
+    if wandb_run is not None:
+        wandb_run.finish()
+
+
+def global_step(checkpoint: Path) -> int:
+    return read_checkpoint(str(checkpoint))["global_step"]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("config", CONFIGS)
+def test_journey(config, tiny_encoder_dir, tmp_path, capsys):
+    prepared = journey_config(ROOT / config, tiny_encoder_dir, tmp_path)
+    settings = yaml.safe_load(prepared.read_text(encoding="utf-8"))
+    method = settings["model"]["class_path"].rsplit(".", 1)[-1]
+    backbone = settings["model"]["init_args"].get("backbone") or {}
+    exportable = method in EXPORTABLE or (method == "DECA" and backbone["class_path"].endswith(".EncoderBackbone"))
+    run = tmp_path / "run"
+
+    fit(prepared, in_subprocess=config in SUBPROCESS)
+    saved, last = run / "config.yaml", run / "checkpoints" / "last.ckpt"
+    if not last.exists():  # an evaluation-only config (cluster_*) keeps Lightning's default checkpoint
+        last = next((run / "checkpoints").glob("epoch=*-step=2.ckpt"))
+    assert saved.exists() and global_step(last) == 2
+
+    capsys.readouterr()
+    main(["evaluate", "--config", str(saved), "--ckpt_path", str(last), "--batch_size", "8"])
+    results = json.loads((run / "evaluation" / "evaluation.json").read_text())["results"]
+    assert results and all(metrics and np.isfinite(list(metrics.values())).all() for metrics in results.values())
+    assert "written to" in capsys.readouterr().out
+
+    documents = tmp_path / "docs.jsonl"
+    rows = write_documents(documents, titled=not exportable)
+    run_embed(saved, last, documents, tmp_path / "embedded", "--format", "npy")
+    ids = (tmp_path / "embedded" / "ids.txt").read_text().split()
+    vector_file = "former.npy" if method == "CTPE" else "embeddings.npy"
+    embedded = np.load(tmp_path / "embedded" / vector_file)
+    assert ids == [r["id"] for r in rows] and embedded.shape[0] == len(rows)
+    assert np.isfinite(embedded).all() and not np.allclose(embedded[0], embedded[1])
+
+    export = ["export", "--config", str(saved), "--ckpt_path", str(last), "--output", str(tmp_path / "st")]
+    if exportable:
+        from sentence_transformers import SentenceTransformer
+
+        main(export)
+        st = SentenceTransformer(str(tmp_path / "st"), device="cpu", local_files_only=True, trust_remote_code=True)
+        vectors = st.encode([r["sections"][0]["text"] for r in rows], batch_size=5)
+        np.testing.assert_allclose(vectors, embedded, atol=1e-5)
+    else:
+        capsys.readouterr()
+        with pytest.raises(SystemExit) as exited:
+            main(export)
+        err = capsys.readouterr().err  # besides the refusal, only third-party progress lines (loading weights)
+        refusal = [line for line in err.splitlines() if "lit_docemb embed" in line]
+        assert exited.value.code == 2 and len(refusal) == 1 and "Traceback" not in err, err
+        assert not (tmp_path / "st").exists()
+
+    if settings["trainer"].get("logger") is not False:
+        main(["figures", "--run", str(run)])
+        assert (run / "figures" / "training_curves.png").read_bytes()[:4] == b"\x89PNG"
+    else:  # logger: false leaves no curves: one line saying so, status 2
+        capsys.readouterr()
+        with pytest.raises(SystemExit) as exited:
+            main(["figures", "--run", str(run)])
+        err = capsys.readouterr().err.strip()
+        assert exited.value.code == 2 and len(err.splitlines()) == 1 and "no metrics.csv" in err, err
+
+    resume = "last" if last.name == "last.ckpt" else str(last)
+    resumed = main(["fit", "--config", str(prepared), "--ckpt_path", resume, "--trainer.max_steps=3"])
+    finish_wandb()
+    assert resumed.trainer.global_step == 3
