@@ -179,7 +179,10 @@ def _wrapper(args: dict, encoder: str, folder: Path) -> dict:
 
 
 def _docsplit(args: dict, encoder: str, folder: Path) -> dict:
-    return {"encoder": encoder, "max_length": 64}
+    update = {"encoder": encoder, "max_length": 64}
+    if args.get("first_token_global_attention"):  # Longformer's [CLS] global attention: the tiny BERT has none
+        update["first_token_global_attention"] = False
+    return update
 
 
 def _deca(args: dict, encoder: str, folder: Path) -> dict:

@@ -1,4 +1,5 @@
-"""The user's journey through one CLI, for every shipped config: fit a few steps (with the config's own scheduler,
+"""The user's journey through one CLI, for every shipped config (a model piece such as a baseline encoder joined to
+the corpus config its header names): fit a few steps (with the config's own scheduler,
 callbacks, logger and evaluations), then on the run folder ``evaluate``, ``embed``, ``export`` (or its one-line
 refusal), ``figures`` and a resumed ``fit --ckpt_path last``. Tiny encoder, corpus fixtures in their real on-disk
 layout (:mod:`journeys`); a config the matrix cannot prepare fails, naming what to add.
@@ -9,6 +10,7 @@ first ``fit``, which runs as ``python -m lit_docemb`` as the README says, so the
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -24,18 +26,42 @@ from lit_docemb.methods.checkpoints import read_checkpoint
 
 PATHS = sorted((ROOT / "configs").rglob("*.yaml"))
 SECTIONS = {path: set(yaml.safe_load(path.read_text(encoding="utf-8")) or {}) for path in PATHS}
-CONFIGS = [str(path.relative_to(ROOT)) for path in PATHS if "model" in SECTIONS[path]]
-"""Every config that names a model: one journey each. A YAML without a model is a piece added after a method config
-(``--config configs/trainer/ddp.yaml``), which :func:`test_configs_without_a_model_are_trainer_pieces` checks."""
+CONFIGS = [str(path.relative_to(ROOT)) for path in PATHS if {"model", "data"} <= SECTIONS[path]]
+"""Every config that names a model and a corpus: one journey each."""
+MODEL_PIECES = [str(path.relative_to(ROOT)) for path in PATHS
+                if "model" in SECTIONS[path] and "data" not in SECTIONS[path]]
+"""Configs that name a model but no corpus (configs/baselines/): given after a corpus config, as the command in their
+header says; each runs that command's journey (``fit``: the whole journey; ``evaluate``: the plain-encoder one)."""
+TRAINER_PIECES = [str(path.relative_to(ROOT)) for path in PATHS if SECTIONS[path] == {"trainer"}]
+"""Configs of trainer settings only, added after a method config (``--config configs/trainer/ddp.yaml``)."""
 
 EXPORTABLE = {"DocSplit", "GraphRoBERTa", "DocumentClassifier", "DenseRetrieval", "CoLDE"}  # + DECA on an encoder
 SUBPROCESS = {"configs/quickstart.yaml"}
 
 
-def test_configs_without_a_model_are_trainer_pieces():
-    pieces = {str(path.relative_to(ROOT)): sections for path, sections in SECTIONS.items() if "model" not in sections}
-    assert pieces and all(sections == {"trainer"} for sections in pieces.values()), pieces
-    assert len(CONFIGS) + len(pieces) == len(PATHS) and "configs/quickstart.yaml" in CONFIGS
+def test_every_config_is_a_run_a_model_piece_or_a_trainer_piece():
+    assert len(CONFIGS) + len(MODEL_PIECES) + len(TRAINER_PIECES) == len(PATHS), \
+        sorted(set(map(str, PATHS)) - {str(ROOT / p) for p in CONFIGS + MODEL_PIECES + TRAINER_PIECES})
+    assert "configs/quickstart.yaml" in CONFIGS and TRAINER_PIECES and MODEL_PIECES
+
+
+def documented_command(piece: str) -> tuple[str, str]:
+    """(command, corpus config) of the ``python -m lit_docemb <command> --config <corpus> --config <piece>`` line
+    that a model piece's header documents."""
+    text = (ROOT / piece).read_text(encoding="utf-8")
+    found = re.search(rf"python -m lit_docemb (\w+) --config (\S+) --config {re.escape(piece)}\b", text)
+    assert found, f"{piece}: its header must show the command that uses it (--config <corpus config> --config {piece})"
+    return found.group(1), found.group(2)
+
+
+def merged(first: dict, second: dict) -> dict:
+    """``second`` over ``first``, as a later ``--config`` overrides an earlier one: mappings merge key by key, a
+    different ``class_path`` replaces the whole component."""
+    if not (isinstance(first, dict) and isinstance(second, dict)):
+        return second
+    if "class_path" in first and "class_path" in second and first["class_path"] != second["class_path"]:
+        return second
+    return {**first, **{key: merged(first[key], value) if key in first else value for key, value in second.items()}}
 
 
 def write_documents(path: Path, titled: bool) -> list[dict]:
@@ -82,14 +108,23 @@ def global_step(checkpoint: Path) -> int:
 @pytest.mark.slow
 @pytest.mark.parametrize("config", CONFIGS)
 def test_journey(config, tiny_encoder_dir, tmp_path, capsys):
-    prepared = journey_config(ROOT / config, tiny_encoder_dir, tmp_path)
-    settings = yaml.safe_load(prepared.read_text(encoding="utf-8"))
+    journey(journey_config(ROOT / config, tiny_encoder_dir, tmp_path), tmp_path, capsys, config in SUBPROCESS)
+
+
+def exportable_method(settings: dict) -> tuple[str, bool]:
+    """(the method's class name, whether it exports to sentence-transformers)."""
     method = settings["model"]["class_path"].rsplit(".", 1)[-1]
     backbone = settings["model"]["init_args"].get("backbone") or {}
-    exportable = method in EXPORTABLE or (method == "DECA" and backbone["class_path"].endswith(".EncoderBackbone"))
+    return method, method in EXPORTABLE or (method == "DECA" and backbone["class_path"].endswith(".EncoderBackbone"))
+
+
+def journey(prepared: Path, tmp_path: Path, capsys, in_subprocess: bool = False) -> None:
+    """fit 2 steps, then evaluate, embed, export (or its refusal), figures and a resumed fit on the run folder."""
+    settings = yaml.safe_load(prepared.read_text(encoding="utf-8"))
+    method, exportable = exportable_method(settings)
     run = tmp_path / "run"
 
-    fit(prepared, in_subprocess=config in SUBPROCESS)
+    fit(prepared, in_subprocess=in_subprocess)
     saved, last = run / "config.yaml", run / "checkpoints" / "last.ckpt"
     if not last.exists():  # an evaluation-only config (cluster_*) keeps Lightning's default checkpoint
         last = next((run / "checkpoints").glob("epoch=*-step=2.ckpt"))
@@ -141,3 +176,41 @@ def test_journey(config, tiny_encoder_dir, tmp_path, capsys):
     resumed = main(["fit", "--config", str(prepared), "--ckpt_path", resume, "--trainer.max_steps=3"])
     finish_wandb()
     assert resumed.trainer.global_step == 3
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("piece", MODEL_PIECES)
+def test_model_piece_journey(piece, tiny_encoder_dir, tmp_path, capsys, caplog):
+    """A baseline's documented command on a fixture of its corpus config: ``fit`` runs the whole journey;
+    ``evaluate`` scores the encoder as initialised, then ``embed`` and ``export`` it without a checkpoint (the
+    exported model encodes as ``embed`` does)."""
+    command, corpus_config = documented_command(piece)
+    documents = yaml.safe_load((ROOT / corpus_config).read_text(encoding="utf-8"))
+    combined = tmp_path / "combined.yaml"
+    combined.write_text(yaml.safe_dump(merged(documents, yaml.safe_load((ROOT / piece).read_text(encoding="utf-8")))))
+    prepared = journey_config(combined, tiny_encoder_dir, tmp_path)
+    if command == "fit":
+        journey(prepared, tmp_path, capsys)
+        return
+    assert command == "evaluate", f"{piece}: a baseline's command is fit or evaluate, not {command}"
+    capsys.readouterr()
+    main(["evaluate", "--config", str(prepared), "--batch_size", "8"])
+    assert "written to" in capsys.readouterr().out
+    assert "no --ckpt_path: scoring" in caplog.text
+    results = json.loads((tmp_path / "run" / "evaluation" / "evaluation.json").read_text())["results"]
+    assert results and all(metrics and np.isfinite(list(metrics.values())).all() for metrics in results.values())
+
+    method, exportable = exportable_method(yaml.safe_load(prepared.read_text(encoding="utf-8")))
+    rows = write_documents(tmp_path / "docs.jsonl", titled=False)
+    main(["embed", "--config", str(prepared), "--input", str(tmp_path / "docs.jsonl"), "--output",
+          str(tmp_path / "embedded"), "--format", "npy", "--batch_size", "3", "--accelerator", "cpu", "--devices", "1",
+          "--progress_bar", "false"])
+    embedded = np.load(tmp_path / "embedded" / "embeddings.npy")
+    assert embedded.shape[0] == len(rows) and np.isfinite(embedded).all()
+    assert exportable, f"{piece}: a baseline encoder ({method}) exports"
+    main(["export", "--config", str(prepared), "--output", str(tmp_path / "st")])
+    from sentence_transformers import SentenceTransformer
+
+    st = SentenceTransformer(str(tmp_path / "st"), device="cpu", local_files_only=True)
+    vectors = st.encode([r["sections"][0]["text"] for r in rows], batch_size=5)
+    np.testing.assert_allclose(vectors, embedded, atol=1e-5)
