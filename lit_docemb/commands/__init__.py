@@ -55,9 +55,13 @@ def main(argv: list[str] | None = None):
 
     quiet_third_parties()  # third-party messages that say nothing to a user (LIT_DOCEMB_VERBOSE=1 shows them)
     module_name, _ = COMMANDS[argv[0]]
-    module = importlib.import_module(f"lit_docemb.commands.{module_name}")
     if module_name == "cli":
-        return module.main(argv)
+        if argv[1:] in (["--help"], ["-h"]):  # LightningCLI's help, kept after its first answer
+            from lit_docemb.commands.help_cache import print_help
+
+            print_help(argv[0], lambda: importlib.import_module("lit_docemb.commands.cli").main(argv))
+        return importlib.import_module("lit_docemb.commands.cli").main(argv)
+    module = importlib.import_module(f"lit_docemb.commands.{module_name}")
     try:
         return (module.submit_main if module_name == "slurm" else module.main)(argv[1:])
     except ConfigError as err:  # a config or argument that cannot run: one line, as for fit
