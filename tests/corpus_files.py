@@ -254,7 +254,7 @@ def _msmarco_documents() -> list[str]:
 
 def write_msmarco(root: Path, documents_gz: bool = True) -> Path:
     """The MS MARCO document-ranking release: msmarco-docs.tsv(.gz) with three damaged rows, and per split (train,
-    dev) the gzip queries, qrels and BM25 top-100 run; every document and query is invented."""
+    dev; TREC DL 2019's test topics) the queries, qrels and BM25 top-100 run; every document and query is invented."""
     root.mkdir(parents=True, exist_ok=True)
     docs = "\n".join(_msmarco_documents()).encode() + b"\n"
     docs += b"D900\thttp://example.org/broken\tonly three fields\n"  # malformed: 3 fields
@@ -276,6 +276,14 @@ def write_msmarco(root: Path, documents_gz: bool = True) -> Path:
             ranked += [f"D{100 + (q + 1 + j) % 30}" for j in range(12) if f"D{100 + (q + 1 + j) % 30}" not in ranked]
             run += [f"{q} Q0 {d} {r} {20.0 - r:.3f} bm25" for r, d in enumerate(ranked[:12], 1)]
         gzip_lines(root / f"msmarco-doc{split}-top100.gz", run)
+    # TREC DL 2019's document task: its gzip queries, NIST's plain qrels (graded), its top-100 run
+    test = range(70, 73)
+    gzip_lines(root / "msmarco-test2019-queries.tsv.gz",
+               [f"{q}\twhich {MSMARCO_TOPICS[q % 10]} was kept" for q in test])
+    (root / "2019qrels-docs.txt").write_text("".join(f"{q} 0 D{100 + q % 10 + 10 * k} {3 - k}\n"
+                                                     for q in test for k in range(3)))
+    gzip_lines(root / "msmarco-doctest2019-top100.gz",
+               [f"{q} Q0 D{100 + (q + j) % 30} {j + 1} {20.0 - j:.3f} bm25" for q in test for j in range(12)])
     return root
 
 

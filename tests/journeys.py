@@ -21,6 +21,7 @@ from corpus_files import (
     write_labelled_folder,
     write_lra,
     write_msmarco,
+    write_hyperpartisan,
     write_ppdb,
     write_release,
     write_robust04,
@@ -36,17 +37,50 @@ def _short(class_path: str) -> str:
 
 # --- corpora: DataModule class -> (fixture writer, init_args it sets) ----------------------------------------
 def _labelled(data: dict, folder: Path) -> dict:
-    """LabelledTextDataModule: a local folder of train/test files; TSV without header where the config names its
-    columns (the DECA sets), JSONL with ``text``/``label`` keys otherwise (the hub sets saved locally)."""
+    """LabelledTextDataModule, in the layout the config reads: Yao et al.'s text_gcn list and corpus files, an
+    aclImdb folder with its unlabelled ``unsup`` reviews, Longformer's Hyperpartisan train/dev/test.jsonl, headerless
+    TSV where the config names its columns, JSONL with ``text``/``label`` keys otherwise (hub sets saved locally)."""
+    cache = {"cache_dir": str(folder / "cache")}
+    if data.get("source_format") == "text_gcn":
+        return {"source": str(write_text_gcn_release(folder / "text_gcn", "R8")), **cache}
+    if data.get("unlabelled_class"):
+        return {"source": str(write_imdb_folders(folder / "aclImdb", data["classes"], data["unlabelled_class"])),
+                **cache}
+    if data.get("val_split"):
+        return {"source": str(write_hyperpartisan(folder / "hyperpartisan")), **cache}
     if data.get("column_names"):
         folder.mkdir(parents=True, exist_ok=True)
         columns = data["column_names"]
         for split, docs in [("train", labelled_docs(24)), ("test", labelled_docs(8))]:
             rows = ({"label": d.label, "text": d.text} for d in docs)
             (folder / f"{split}.tsv").write_text("".join("\t".join(r[c] for c in columns) + "\n" for r in rows))
-        return {"source": str(folder), "cache_dir": str(folder / "cache")}
-    return {"source": str(write_labelled_folder(folder)), "label_column": "label", "text_column": "text",
-            "cache_dir": str(folder / "cache")}
+        return {"source": str(folder), **cache}
+    return {"source": str(write_labelled_folder(folder)), "label_column": "label", "text_column": "text", **cache}
+
+
+def write_text_gcn_release(data: Path, name: str) -> Path:
+    """text_gcn's ``data/<name>.txt`` (``<document>\\t<train|test>\\t<label>`` a line) and ``data/corpus/<name>.txt``
+    with its ``<name>.clean.txt``, line for line: 24 training and 8 test documents."""
+    docs = [(doc, "train") for doc in labelled_docs(24)] + [(doc, "test") for doc in labelled_docs(8)]
+    (data / "corpus").mkdir(parents=True, exist_ok=True)
+    (data / f"{name}.txt").write_text("".join(f"{i}\t{split}\t{doc.label}\n" for i, (doc, split) in enumerate(docs)))
+    texts = [doc.text for doc, _ in docs]
+    (data / "corpus" / f"{name}.txt").write_text("\n".join(texts) + "\n")
+    (data / "corpus" / f"{name}.clean.txt").write_text("\n".join(t.lower().replace(".", "") for t in texts) + "\n")
+    return data / f"{name}.txt"
+
+
+def write_imdb_folders(root: Path, classes: list[str], unlabelled: str) -> Path:
+    """aclImdb: ``{train,test}/<class>/<id>_<rating>.txt`` and the unlabelled ``train/<unlabelled>/`` reviews."""
+    names = dict(zip(("code", "sea"), classes, strict=True))
+    for split, docs in (("train", labelled_docs(24)), ("test", labelled_docs(8))):
+        for doc in docs:
+            (root / split / names[doc.label]).mkdir(parents=True, exist_ok=True)
+            (root / split / names[doc.label] / f"{doc.id}_7.txt").write_text(doc.text)
+    (root / "train" / unlabelled).mkdir(parents=True, exist_ok=True)
+    for doc in labelled_docs(6):
+        (root / "train" / unlabelled / f"{doc.id}_0.txt").write_text(doc.text)
+    return root
 
 
 def write_ctpe_task(root: Path) -> Path:
@@ -172,9 +206,9 @@ def _wrapper(args: dict, encoder: str, folder: Path) -> dict:
     inner = MODELS[_short(backbone["class_path"])](backbone.get("init_args") or {}, encoder, folder)
     update = {"backbone": {"class_path": backbone["class_path"], "init_args": {**backbone["init_args"], **inner}},
               "checkpoint": None}
-    if "labels" in args:  # the fixtures' two classes (arXiv's folders: cs.PL and math.GR)
+    if "labels" in args:  # the fixtures' two classes (arXiv's folders: cs.PL and math.GR; Hyperpartisan's)
         update["labels"] = ["cs.PL", "math.GR"] if any(str(x).startswith("cs.") for x in args["labels"]) \
-            else ["code", "sea"]
+            else args["labels"] if set(args["labels"]) == {"false", "true"} else ["code", "sea"]
     return update
 
 

@@ -89,8 +89,10 @@ def fit(config: Path, in_subprocess: bool) -> None:
                                 capture_output=True, text=True, timeout=600, cwd=config.parent, check=False)
         assert result.returncode == 0, result.stderr[-3000:]
         return
-    main(["fit", "--config", str(config)])
-    finish_wandb()
+    try:
+        main(["fit", "--config", str(config)])
+    finally:  # a failed fit leaves no wandb run open for the next config to log into
+        finish_wandb()
 
 
 def finish_wandb() -> None:
@@ -173,8 +175,10 @@ def journey(prepared: Path, tmp_path: Path, capsys, in_subprocess: bool = False)
         assert exited.value.code == 2 and len(err.splitlines()) == 1 and "no metrics.csv" in err, err
 
     resume = "last" if last.name == "last.ckpt" else str(last)
-    resumed = main(["fit", "--config", str(prepared), "--ckpt_path", resume, "--trainer.max_steps=3"])
-    finish_wandb()
+    try:
+        resumed = main(["fit", "--config", str(prepared), "--ckpt_path", resume, "--trainer.max_steps=3"])
+    finally:
+        finish_wandb()
     assert resumed.trainer.global_step == 3
 
 
