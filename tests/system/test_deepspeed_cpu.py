@@ -87,5 +87,6 @@ def test_zero2_and_zero3_equal_ddp_in_fp32_and_bf16(tiny_encoder_dir, corpus_jso
             else:  # bf16 keeps 8 significant bits (relative 2**-8 = 0.4 %) in the forward and backward pass
                 assert loss == pytest.approx(ddp_loss, rel=2e-2), stage
                 norm, largest = update_error(state, ddp_state, before)
-                print(f"DEEPSPEED_BF16 stage={stage} norm={norm:.4f} largest={largest:.4f}")
+                # the norm, not the largest element: one weight's update, rounded in bf16 at several places, moved
+                # the largest-element ratio from 0.06 to 0.15 between identical runs (docs/cluster.md)
                 assert norm <= 0.1, (stage, norm, largest)
