@@ -168,6 +168,8 @@ class DocEmbCLI(LightningCLI):
             trainer.callbacks.append(SlurmRequeue())
         if not any(isinstance(c, Throughput) for c in trainer.callbacks):  # documents/s, tokens/s, peak memory
             trainer.callbacks.append(Throughput())
+        if self.subcommand == "predict":  # predict logs nothing: no second logger folder or wandb run beside fit's
+            trainer.loggers = []
         if self.subcommand == "predict" and not any(isinstance(c, BasePredictionWriter) for c in trainer.callbacks):
             from lit_docemb.commands.embed_shards import PredictionWriter
 

@@ -11,7 +11,9 @@ from lit_docemb.eval.embedding import embed_documents
 
 
 def test_predict_writes_one_row_per_document_and_says_where(tiny_encoder_dir, corpus_jsonl, tmp_path, capsys):
-    cli = main(["predict", *tiny_args(tiny_encoder_dir, corpus_jsonl, tmp_path)])
+    logger = ["--trainer.logger=lightning.pytorch.loggers.CSVLogger", f"--trainer.logger.save_dir={tmp_path}"]
+    cli = main(["predict", *tiny_args(tiny_encoder_dir, corpus_jsonl, tmp_path), *logger])
+    assert not (tmp_path / "lightning_logs").exists()  # the config's logger opens no folder (or wandb run) for it
     table = pq.read_table(tmp_path / "predictions" / "rank-00000.parquet")
     data = cli.datamodule
     predicted = data.all_set if data.predict_split == "all" else data.val_set  # the predict documents
