@@ -130,6 +130,19 @@ def method_vector_fields(pl_module, prediction: dict) -> dict[str, Tensor]:
     return vector_fields(prediction, names, type(pl_module).__name__)
 
 
+def vector_table(pl_module, prediction: dict, key: str, keys: pa.Array) -> pa.Table:
+    """One batch's rows: the ``key`` column, then a fixed-size-list column per vector field the method declares."""
+    fields = method_vector_fields(pl_module, prediction)
+    return pa.table({key: keys, **{name: _vector_column(values.float().numpy()) for name, values in fields.items()}})
+
+
+def append_rows(writer: pq.ParquetWriter | None, path: Path, table: pa.Table) -> pq.ParquetWriter:
+    """Writes ``table`` to ``path`` through ``writer``, opened with the first table's schema; returns the writer."""
+    writer = writer or pq.ParquetWriter(path, table.schema)
+    writer.write_table(table)
+    return writer
+
+
 def _vector_column(vectors: np.ndarray) -> pa.Array:
     """(N, D) float32 as a fixed-size-list column."""
     vectors = np.ascontiguousarray(vectors, dtype=np.float32)
@@ -170,13 +183,8 @@ class ShardWriter(BasePredictionWriter):
                            dataloader_idx) -> None:
         self.documents_in += len(batch) + int(getattr(batch, "skipped", 0))
         self.empty_documents += int(prediction.get("empty_documents", 0))
-        fields = method_vector_fields(pl_module, prediction)
-        columns = {"position": pa.array([int(i) for i in prediction["ids"]], pa.int64())}
-        columns |= {name: _vector_column(values.float().numpy()) for name, values in fields.items()}
-        table = pa.table(columns)
-        if self._writer is None:
-            self._writer = pq.ParquetWriter(self.path, table.schema)
-        self._writer.write_table(table)
+        positions = pa.array([int(i) for i in prediction["ids"]], pa.int64())
+        self._writer = append_rows(self._writer, self.path, vector_table(pl_module, prediction, "position", positions))
 
     def on_predict_end(self, trainer, pl_module) -> None:
         if self._writer is not None:
@@ -267,13 +275,8 @@ class PredictionWriter(BasePredictionWriter):
 
     def write_on_batch_end(self, trainer, pl_module, prediction, batch_indices, batch, batch_idx,
                            dataloader_idx) -> None:
-        fields = method_vector_fields(pl_module, prediction)
-        columns = {"id": pa.array([str(i) for i in prediction["ids"]], pa.string())}
-        columns |= {name: _vector_column(values.float().numpy()) for name, values in fields.items()}
-        table = pa.table(columns)
-        if self._writer is None:
-            self._writer = pq.ParquetWriter(self.path, table.schema)
-        self._writer.write_table(table)
+        table = vector_table(pl_module, prediction, "id", pa.array([str(i) for i in prediction["ids"]], pa.string()))
+        self._writer = append_rows(self._writer, self.path, table)
         self.rows += table.num_rows
 
     def on_predict_end(self, trainer, pl_module) -> None:

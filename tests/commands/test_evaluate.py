@@ -219,5 +219,5 @@ def test_default_evaluations_rank_validation_queries_without_a_test_split_or_say
                                                  for i in range(4)))
     unlabelled = JSONLDataModule([str(tmp_path / "docs.jsonl")], val_fraction=0.0, num_workers=0)
     unlabelled.setup("fit")
-    with pytest.raises(ConfigError, match=r"^evaluate: JSONLDataModule has no labels.*val_fraction > 0.*heldout"):
+    with pytest.raises(ConfigError, match=r"^evaluate: JSONLDataModule has no query split, no labels.*val_fraction.*heldout"):
         default_evaluations(unlabelled)
