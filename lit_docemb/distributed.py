@@ -127,3 +127,25 @@ def default_store():
     if not is_distributed() or world_size() == 1:
         return None
     return dist.distributed_c10d._get_default_store()
+
+
+def close_process_group(timeout_seconds: float = 120.0) -> None:
+    """Ends the default process group in step on every rank (a no-op without one): a barrier, then its
+    destruction. A process that exits with its group alive leaves the interpreter's shutdown to tear down the
+    backend's threads while a peer may still be talking to them; with gloo that aborted a finished 2-process fit
+    now and then ("terminate called without an active exception", status -6). Call it once every rank has
+    returned normally: a rank that failed never reaches the barrier (gloo's waits ``timeout_seconds`` for it and
+    names it).
+
+    Args:
+        timeout_seconds: How long gloo's barrier waits for the other ranks.
+    """
+    from datetime import timedelta
+
+    if not is_distributed():
+        return
+    if dist.get_backend() == "gloo":
+        dist.monitored_barrier(timeout=timedelta(seconds=timeout_seconds))
+    else:
+        dist.barrier()
+    dist.destroy_process_group()

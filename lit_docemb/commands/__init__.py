@@ -60,7 +60,11 @@ def main(argv: list[str] | None = None):
             from lit_docemb.commands.help_cache import print_help
 
             print_help(argv[0], lambda: importlib.import_module("lit_docemb.commands.cli").main(argv))
-        return importlib.import_module("lit_docemb.commands.cli").main(argv)
+        cli = importlib.import_module("lit_docemb.commands.cli").main(argv)
+        from lit_docemb.distributed import close_process_group
+
+        close_process_group()  # every rank returned: end the process group before the interpreter does
+        return cli
     module = importlib.import_module(f"lit_docemb.commands.{module_name}")
     try:
         return (module.submit_main if module_name == "slurm" else module.main)(argv[1:])
