@@ -334,7 +334,6 @@ def test_requeued_job_resumes_from_its_checkpoint_into_the_same_wandb_run(slurm_
         # new link, the newest intact checkpoint of the run, which last_checkpoint falls back to (the same step)
         intact = [str(p) for p in (root / "checkpoints").glob("epoch=*.ckpt")]
         assert resumed_from in (str(root / "checkpoints" / "last.ckpt"), *intact), resumed_from
-        assert "cannot be read" in output or resumed_from.endswith("last.ckpt")
     else:  # the preemption checkpoint, or a last.ckpt of the same or a later step: the newest one
         preempted_at = torch.load(root / "hpc_ckpt_1.ckpt", map_location="cpu", weights_only=True)["global_step"]
         assert resumed_from in (str(root / "hpc_ckpt_1.ckpt"), str(root / "checkpoints" / "last.ckpt"))
