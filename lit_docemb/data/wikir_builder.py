@@ -31,10 +31,11 @@ Where the papers are silent, and what is done here:
   sentence (wikIR counts its cleaned lowercase tokens).
 * **how sections are stored**: ``documents.csv``'s ``text_right`` keeps the structure as plain text, one
   blank-line-separated block per section, the heading on the block's first line and the section's paragraphs
-  on the following lines; :func:`~lit_docemb.data.wikir.wikir_sections` reads it back. A heading that would not
-  read back as one (see :func:`~lit_docemb.data.wikipedia_formats.looks_like_heading`: longer than 12 words, a
-  lowercase start, final punctuation, or a section before it ending with ``:``) is counted under
-  ``section_not_recovered`` and its section joins the one before.
+  on the following lines; :func:`~lit_docemb.data.wikir.wikir_sections` reads it back. A document whose sections
+  do not read back as they were written is counted under ``sections_not_recovered``: a heading that does not read
+  as one (see :func:`~lit_docemb.data.wikipedia_formats.looks_like_heading`: longer than 12 words, a lowercase
+  start, final punctuation, a section before it ending with ``:``, or a headed first section, which reads as the
+  lead) joins the section before; a section whose heading renders empty may have its first line read as one.
 * **ids**: documents and queries are numbered by Wikipedia page id (wikIR numbers articles in reading order).
 * the BM25 settings of the run (wikIR's ``rank_bm25`` defaults are ``k1=1.5, b=0.75``) are ``bm25_k1``/``bm25_b``.
 
@@ -96,10 +97,10 @@ def lead_text(document: Document) -> str:
 
 
 def without_first_sentence(sections: list[Section], first_sentence: str) -> list[Section]:
-    """``sections`` with ``first_sentence`` cut from the start of the lead (a lead left empty is dropped)."""
-    lead = sections[0].text
-    start = lead.find(first_sentence)
-    rest = lead[start + len(first_sentence):].strip() if start >= 0 else lead
+    """``sections`` with ``first_sentence`` (its words, whatever whitespace is between them in the lead) cut from
+    the lead (a lead left empty is dropped)."""
+    found = re.search(r"\s+".join(map(re.escape, first_sentence.split())), sections[0].text)
+    rest = sections[0].text[found.end():].strip() if found else sections[0].text
     return ([Section("", rest)] if rest else []) + sections[1:]
 
 
@@ -215,9 +216,8 @@ class WikirBuilder:
                 if len(text.split()) < settings["min_document_words"]:
                     stats["short_article"] += 1
                     continue
-                lost = sum(1 for s in sections if s.heading) - sum(1 for s in wikir_sections(text) if s.heading)
-                if lost:
-                    stats["section_not_recovered"] += lost
+                if [s.heading for s in sections] != [s.heading for s in wikir_sections(text)]:
+                    stats["sections_not_recovered"] += 1  # see the module docstring
                 self.title_ids[title] = page.page_id
                 stats["document"] += 1
                 needs_first = "first_sentence" in (settings["queries"], settings["links"])

@@ -39,7 +39,7 @@ def test_counts_and_record(built, dump):
     output, record = built
     assert record["documents"] == 17 and record["queries"] == {"training": 12, "validation": 2, "test": 2}
     assert record["counts"] == {"document": 17, "redirect": 16, "short_article": 1, "non_article_namespace": 1,
-                                "no_first_sentence": 1, "section_not_recovered": 1}  # Headless Hall's heading
+                                "no_first_sentence": 1, "sections_not_recovered": 1}  # Headless Hall: its heading
     assert json.loads((output / "build.json").read_text()) == {**record, "dumps": [str(dump)]}
 
 
