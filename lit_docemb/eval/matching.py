@@ -153,24 +153,30 @@ def dataset_pairs(dataset) -> list[Pair]:
 def evaluate_pairs(method, data, batch_size: int = 32, classifier: Literal["logistic", "mlp"] = "logistic",
                    criterion: Criterion = "f1") -> dict[str, float]:
     """Both protocols for ``method`` (an :class:`~lit_docemb.methods.base.EmbeddingMethod`) on the train /
-    validation / test pairs of ``data`` (set up), every paper embedded once with its predict collator."""
-    splits = {"train": data.train_set, "val": data.val_set, "test": data.test_set}
-    if splits["test"] is None or not len(splits["val"]):
-        raise ValueError(f"{type(data).__name__} needs validation and test pairs (AANDataModule mode: pairs)")
+    validation / test pairs of ``data`` (set up), every paper embedded once with its predict collator. A training
+    split of documents rather than pairs (``SimilarityGroupDataModule``'s matching split) fits the classifier on
+    the validation pairs."""
+    splits = {"train": data.train_set, "val": data.val_set, "test": getattr(data, "test_set", None)}
+    if splits["test"] is None or not hasattr(splits["val"], "pairs") or not len(splits["val"]):
+        raise ValueError(f"{type(data).__name__} needs validation and test pairs (AANDataModule mode: pairs, or "
+                         "SimilarityGroupDataModule with test_fraction)")
+    if not hasattr(splits["train"], "pairs"):
+        del splits["train"]
     pairs = {name: dataset_pairs(dataset) for name, dataset in splits.items()}
     wanted = {i for rows in pairs.values() for a, b, _ in rows for i in (a, b)}
     corpus = splits["val"].documents
     documents = [corpus[i] for i in range(len(corpus)) if corpus[i].id in wanted]
     embeddings = embeddings_by_id([d.id for d in documents], embed_documents(method, documents, batch_size))
     threshold = threshold_matching(embeddings, pairs["val"], pairs["test"], criterion)
-    learned = classifier_matching(embeddings, pairs["val"], pairs["test"], pairs["train"], classifier)
+    learned = classifier_matching(embeddings, pairs["val"], pairs["test"], pairs.get("train"), classifier)
     return {f"threshold/{k}": v for k, v in threshold.items()} | {f"classifier/{k}": v for k, v in learned.items()}
 
 
 class DocumentMatching(Evaluation):
     """``matching/threshold/<metric>`` (cosine threshold chosen on validation, CoLDE Table 2) and
     ``matching/classifier/<metric>`` (a pair classifier on the frozen embeddings, the Long Range Arena protocol)
-    on a DataModule of labelled pairs (``AANDataModule`` in ``mode: pairs``): ``python -m lit_docemb evaluate
+    on a DataModule of labelled pairs (``AANDataModule`` in ``mode: pairs``, ``SimilarityGroupDataModule`` with
+    ``test_fraction``): ``python -m lit_docemb evaluate
     --evaluation matching``, or under ``trainer.callbacks``.
 
     Args:
