@@ -11,7 +11,8 @@ test (and optionally train). Two protocols:
   fitted on the train pairs (the validation pairs when there are none), same metrics on the test pairs.
 
 Metrics are of the positive class (label 1); a metric whose denominator is 0 is 0. On a DataModule of labelled
-pairs (``AANDataModule`` in ``mode: pairs``): :class:`DocumentMatching` (both protocols; also ``python -m
+pairs (``AANDataModule`` in ``mode: pairs``, ``SimilarityGroupDataModule`` with ``test_fraction``, CoLDE's AAN and
+Wikipedia splits): :class:`DocumentMatching` (both protocols; also ``python -m
 lit_docemb matching``) and :class:`ValidationMatching` (CoLDE's ``val/matching_*`` during ``fit``).
 """
 
@@ -201,7 +202,8 @@ class DocumentMatching(Evaluation):
 
 class ValidationMatching(Evaluation):
     """CoLDE's matching protocol (§4.2) during ``fit`` and ``test``, on a DataModule of labelled pairs
-    (``AANDataModule`` in ``mode: pairs``), configured under ``trainer.callbacks``.
+    (``AANDataModule`` in ``mode: pairs``, ``SimilarityGroupDataModule`` with ``test_fraction``), configured under
+    ``trainer.callbacks``.
 
     At each validation of ``fit`` the documents of the validation pairs are embedded (sharded across ranks) and
     each pair scored by cosine; the threshold that maximises ``criterion`` on them is logged with the metrics at it
@@ -228,7 +230,8 @@ class ValidationMatching(Evaluation):
         """Cosine scores and labels of the pairs of ``dataset`` whose documents the method represents, and how
         many pairs were left out."""
         if not hasattr(dataset, "pairs") or not len(dataset):
-            raise ValueError(f"{type(self).__name__} needs labelled pairs (AANDataModule mode: pairs), got "
+            raise ValueError(f"{type(self).__name__} needs labelled pairs (AANDataModule mode: pairs, "
+                             "SimilarityGroupDataModule test_fraction), got "
                              f"{type(dataset).__name__}")
         rows = sorted({i for a, b, _ in dataset.pairs for i in (a, b)})
         embedded, kept = embed_rows(context.method, [dataset.documents[i] for i in rows], self.batch_size, True)

@@ -269,13 +269,17 @@ def test_every_colde_config_runs_fast_dev_run(config, tiny_encoder_dir, tmp_path
     args += ["--trainer.precision=bf16-mixed", "--model.init_args.grad_cache_token_budget=64"] if grad_cache else [
         "--trainer.precision=32-true"]
     corpus = data["init_args"].get("corpus", {}).get("class_path", "")
-    matching_split = bool(data["init_args"].get("test_fraction"))  # six link groups: two per split
-    if matching_split:
-        args.append("--data.init_args.test_fraction=0.3")
+    matching_split = bool(data["init_args"].get("test_fraction"))  # 30% of the groups for validation, 30% for test
+    if matching_split:  # full batches of two documents (a batch of one has no negative and one GradCache sub-batch)
+        args += ["--data.init_args.test_fraction=0.3", "--data.init_args.batch_size=2", "--data.init_args.drop_last=true"]
     if data["class_path"].endswith("AANDataModule"):
         args.append(f"--data.init_args.source={write_lra(tmp_path / 'lra')}")
     elif corpus.endswith("AANDataModule"):
-        args += [f"--data.init_args.corpus.init_args.source={write_aan_network(tmp_path / 'aan')}",
+        aan = write_aan_network(tmp_path / "aan")
+        if matching_split:  # a fourth citation group: two groups (four or five papers) and an irrelevant one train
+            with open(aan / "acl.txt", "a") as citations:
+                citations.write("P7 ==> P8\n")
+        args += [f"--data.init_args.corpus.init_args.source={aan}",
                  "--data.init_args.corpus.init_args.citations_file=acl.txt", "--data.init_args.val_fraction=0.3"]
     else:
         dump = write_wikipedia_dump(tmp_path / "enwiki.xml", groups=6 if matching_split else 2)
@@ -317,6 +321,11 @@ def test_fit_then_test_reuses_the_validation_threshold_and_matching_cli(tiny_enc
     out = matching_main([*common, "--ckpt_path", str(last), "--accelerator", "cpu"])
     assert set(out) >= {"threshold/f1", "threshold/threshold", "classifier/accuracy"}
     assert "classifier/validation_accuracy" not in out  # training is documents: the classifier fits validation
+    from lit_docemb.commands.evaluate import main as evaluate_main
+
+    evaluated = evaluate_main([*common, "--ckpt_path", str(last), "--evaluation", "matching", "--accelerator", "cpu",
+                               "--output", str(tmp_path / "evaluation")])["matching"]
+    assert evaluated["matching/threshold/f1"] == pytest.approx(out["threshold/f1"])  # the test pairs, same protocol
     assert all(0.0 <= out[k] <= 1.0 for k in out if not k.endswith("threshold"))
 
 

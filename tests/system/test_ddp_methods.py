@@ -36,8 +36,12 @@ def colde(encoder: str) -> list[str]:
 
 
 def aan_split(root: Path) -> list[str]:
-    """The AAN release fixture at ``root`` with CoLDE's group split (one group each for validation and test)."""
-    return [f"--data.init_args.corpus.init_args.source={root}",
+    """The AAN release fixture at ``root`` (with a fourth citation group) under CoLDE's group split: one group each
+    for validation and test, two and an irrelevant paper to train on, in full batches."""
+    if "P7 ==> P8" not in (root / "acl.txt").read_text():
+        with open(root / "acl.txt", "a") as citations:
+            citations.write("P7 ==> P8\n")
+    return ["--data.init_args.drop_last=true", f"--data.init_args.corpus.init_args.source={root}",
             "--data.init_args.corpus.init_args.citations_file=acl.txt", "--data.init_args.val_fraction=0.3",
             "--data.init_args.test_fraction=0.3", "--data.init_args.batch_size=2", "--data.init_args.num_workers=0"]
 
