@@ -437,12 +437,14 @@ def write_ppdb(path: Path) -> Path:
 
 
 # --- Wikipedia (a MediaWiki export with links) and the AAN network release ---
-def write_wikipedia_dump(path: Path) -> Path:
-    """A MediaWiki XML export of 8 articles in two link groups, each with a second section."""
-    groups = [["Fern", "Moss", "Leaf", "Root"], ["Owl", "Hawk", "Nest", "Egg"]]
+def write_wikipedia_dump(path: Path, groups: int = 2) -> Path:
+    """A MediaWiki XML export of 4 articles per link group (two groups unless ``groups`` says more; the groups
+    after the first two link to ``Topic <g> item <k>``), each article with a second section."""
+    link_sets = [["Fern", "Moss", "Leaf", "Root"], ["Owl", "Hawk", "Nest", "Egg"]]
+    link_sets += [[f"Topic {g} item {k}" for k in range(4)] for g in range(2, groups)]
     pages = []
-    for i, text in enumerate(topic_texts(8)):
-        links = " ".join(f"[[{x}]]" for x in groups[i % 2])
+    for i, text in enumerate(topic_texts(4 * groups)):
+        links = " ".join(f"[[{x}]]" for x in link_sets[i % groups])
         body = text[:300].replace("[", "").replace("]", "")
         pages.append(page_xml(f"Article {i}", i + 1, f"{body} {links}\n\n== Part ==\n{text[300:700]}"))
     path.parent.mkdir(parents=True, exist_ok=True)

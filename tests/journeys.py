@@ -120,11 +120,18 @@ def _aan(data: dict, folder: Path) -> dict:
 
 
 def _similarity_groups(data: dict, folder: Path) -> dict:
+    """The corpus's fixture; a matching split (``test_fraction``) holds out 30% of the groups for validation and
+    30% for test, over six Wikipedia link groups (two per split, so that each split has negative pairs)."""
     corpus = data["corpus"]
     inner = CORPORA[_short(corpus["class_path"])](corpus.get("init_args") or {}, folder)
     inner.pop("val_fraction", None)
-    return {"val_fraction": 0.3, "corpus": {"class_path": corpus["class_path"],
-                                            "init_args": {**(corpus.get("init_args") or {}), **inner}}}
+    update = {"val_fraction": 0.3}
+    if data.get("test_fraction"):
+        update["test_fraction"] = 0.3
+        if _short(corpus["class_path"]) == "WikipediaDataModule":
+            inner["source"] = str(write_wikipedia_dump(folder / "enwiki_six_groups.xml", groups=6))
+    return {**update, "corpus": {"class_path": corpus["class_path"],
+                                 "init_args": {**(corpus.get("init_args") or {}), **inner}}}
 
 
 def _wikir(data: dict, folder: Path) -> dict:
