@@ -437,12 +437,14 @@ def write_ppdb(path: Path) -> Path:
 
 
 # --- Wikipedia (a MediaWiki export with links) and the AAN network release ---
-def write_wikipedia_dump(path: Path) -> Path:
-    """A MediaWiki XML export of 8 articles in two link groups, each with a second section."""
-    groups = [["Fern", "Moss", "Leaf", "Root"], ["Owl", "Hawk", "Nest", "Egg"]]
+def write_wikipedia_dump(path: Path, groups: int = 2) -> Path:
+    """A MediaWiki XML export of 4 articles per link group (two groups unless ``groups`` says more; the groups
+    after the first two link to ``Topic <g> item <k>``), each article with a second section."""
+    link_sets = [["Fern", "Moss", "Leaf", "Root"], ["Owl", "Hawk", "Nest", "Egg"]]
+    link_sets += [[f"Topic {g} item {k}" for k in range(4)] for g in range(2, groups)]
     pages = []
-    for i, text in enumerate(topic_texts(8)):
-        links = " ".join(f"[[{x}]]" for x in groups[i % 2])
+    for i, text in enumerate(topic_texts(4 * groups)):
+        links = " ".join(f"[[{x}]]" for x in link_sets[i % groups])
         body = text[:300].replace("[", "").replace("]", "")
         pages.append(page_xml(f"Article {i}", i + 1, f"{body} {links}\n\n== Part ==\n{text[300:700]}"))
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -457,3 +459,44 @@ def write_aan_network(root: Path) -> Path:
         (root / "papers_text" / f"P{i}.txt").write_text(text[:800])
     (root / "acl.txt").write_text("P0 ==> P1\nP0 ==> P2\nP3 ==> P4\nP5 ==> P6\n")
     return root
+
+
+# --- a Wikipedia dump for the WIKIR builder (build-wikir) ---
+WIKIR_TOPICS = ["lantern", "orchard", "glacier", "violin", "compass", "meadow", "harbor", "quartz", "ember", "falcon",
+                "thistle", "canyon", "beacon", "walnut", "lagoon", "saddle"]
+
+
+def wikir_title(i: int) -> str:
+    return f"The {WIKIR_TOPICS[i % 16].capitalize()} Hall"
+
+
+def write_wikir_dump(path: Path) -> Path:
+    """A MediaWiki XML export of 16 interlinked articles (page ids 101..116) and the pages a WIKIR build skips.
+
+    Article i: an infobox full of full stops, then a first sentence linking to articles i+1, i+2, i+3 (directly,
+    piped, bare) and i+4 (through the redirect page "Old <title>"), a later sentence linking to article i+8 and to a
+    page that does not exist, then sections "History" and "Geography / Climate". Also: the redirects, a short
+    article (too few words to be a document), a talk page, an article without lead (its first section is headed).
+    """
+    pages = []
+    for i, topic in enumerate(WIKIR_TOPICS):
+        first = (f"'''{wikir_title(i)}''' is a {topic} house near [[{wikir_title(i + 1)}]], "
+                 f"[[{wikir_title(i + 2)}|the {WIKIR_TOPICS[(i + 2) % 16]} one]], [[{wikir_title(i + 3)}]]s and "
+                 f"[[Old {wikir_title(i + 4)}]].")
+        later = (f"Its keepers trade with [[{wikir_title(i + 8)}]] and [[Nowhere Hall]]. "
+                 f"The {topic} hall is kept by {topic} keepers who sweep the {topic} floor every day.")
+        history = " ".join(f"In year {k} the {topic} keepers mended the {topic} roof again." for k in range(4))
+        climate = " ".join(f"Winter {k} brought {topic} snow to the valley." for k in range(3))
+        text = (f"{{{{Infobox building | name = {topic}. Hall. | motto = Keep it. Always.}}}}\n{first} {later}\n\n"
+                f"== History ==\n{history}\n\n== Geography ==\n=== Climate ===\n{climate}\n\n"
+                f"== References ==\n* A list of sources.\n")
+        pages.append(page_xml(wikir_title(i), 101 + i, text))
+        pages.append(page_xml(f"Old {wikir_title(i)}", 201 + i, f"#REDIRECT [[{wikir_title(i)}]]",
+                              redirect=wikir_title(i)))
+    pages.append(page_xml("Tiny Hall", 301, f"'''Tiny Hall''' is small. It links to [[{wikir_title(0)}]]."))
+    pages.append(page_xml(f"Talk:{wikir_title(0)}", 302, "A talk page about the hall.", ns=1))
+    pages.append(page_xml("Headless Hall", 303, "== Overview ==\n" + " ".join(
+        f"Headless line {k} has words enough to count as a document of this collection." for k in range(6))))
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(export_xml(pages), encoding="utf-8")
+    return path

@@ -15,7 +15,6 @@ from pathlib import Path
 
 import yaml
 from corpus_files import (
-    _write_wikir,
     labelled_docs,
     write_aan_network,
     write_labelled_folder,
@@ -26,6 +25,7 @@ from corpus_files import (
     write_release,
     write_robust04,
     write_wikipedia_dump,
+    write_wikir_dump,
 )
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -120,16 +120,30 @@ def _aan(data: dict, folder: Path) -> dict:
 
 
 def _similarity_groups(data: dict, folder: Path) -> dict:
+    """The corpus's fixture; a matching split (``test_fraction``) holds out 30% of the groups for validation and
+    30% for test, over six Wikipedia link groups (two per split, so that each split has negative pairs)."""
     corpus = data["corpus"]
     inner = CORPORA[_short(corpus["class_path"])](corpus.get("init_args") or {}, folder)
     inner.pop("val_fraction", None)
-    return {"val_fraction": 0.3, "corpus": {"class_path": corpus["class_path"],
-                                            "init_args": {**(corpus.get("init_args") or {}), **inner}}}
+    update = {"val_fraction": 0.3}
+    if data.get("test_fraction"):
+        update["test_fraction"] = 0.3
+        if _short(corpus["class_path"]) == "WikipediaDataModule":
+            inner["source"] = str(write_wikipedia_dump(folder / "enwiki_six_groups.xml", groups=6))
+    return {**update, "corpus": {"class_path": corpus["class_path"],
+                                 "init_args": {**(corpus.get("init_args") or {}), **inner}}}
 
 
 def _wikir(data: dict, folder: Path) -> dict:
-    return {"root": str(_write_wikir(folder / "wikir")), "negatives": "run", "negatives_run": None,
-            "num_negatives": 2, "val_queries_from_train": 0, "cache_dir": str(folder / "cache")}
+    """A WIKIR collection made as the paper's: built by build-wikir from a Wikipedia dump, sections kept (so the
+    section-graph config runs too), title queries (WIKIR62K), a BM25 run per split for the hard negatives."""
+    from lit_docemb.data.wikir_builder import WikirBuilder
+
+    dump = write_wikir_dump(folder / "enwiki-20201220-pages-articles-multistream.xml")
+    WikirBuilder(str(folder / "wikIR62k"), queries="title", min_document_words=40, validation_queries=2,
+                 test_queries=2).build([str(dump)])
+    return {"root": str(folder / "wikIR62k"), "negatives": "run", "negatives_run": None, "num_negatives": 2,
+            "val_queries_from_train": 0, "cache_dir": str(folder / "cache")}
 
 
 def _msmarco(data: dict, folder: Path) -> dict:

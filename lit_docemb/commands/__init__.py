@@ -30,6 +30,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "grid": ("grid", "fit every cell of a paper table (a grid file of rows and columns) and print the table"),
     "matching": ("matching", "document matching on labelled pairs (threshold and pair classifier)"),
     "pool-folds": ("pool_folds", "pool the TREC runs of a cross-validation's folds into one table (Robust04)"),
+    "build-wikir": ("build_wikir", "build a WIKIR collection with sections kept from a Wikipedia dump (wikIR's way)"),
 }
 
 

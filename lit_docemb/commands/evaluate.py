@@ -101,6 +101,7 @@ def default_evaluations(data) -> list:
     the linear probe for a labelled one; held-out retrieval on the validation split for an unlabelled corpus.
     A corpus with none of these is a :class:`ConfigError` naming what it lacks."""
     from lit_docemb.data.retrieval import RetrievalDataModule
+    from lit_docemb.data.similarity_groups import SimilarityGroupDataModule
     from lit_docemb.eval.heldout import HeldOutRetrieval
     from lit_docemb.eval.labelled import Clustering, LinearProbe
     from lit_docemb.eval.matching import DocumentMatching
@@ -115,6 +116,8 @@ def default_evaluations(data) -> list:
         raise ConfigError(f"evaluate: {type(data).__name__} has neither test nor validation queries to rank: give it "
                           "test queries (its test_* files) or a validation split (val_split, val_queries_from_train)")
     if getattr(data, "mode", None) == "pairs":  # labelled document pairs (AAN's LRA matching task)
+        return [DocumentMatching()]
+    if isinstance(data, SimilarityGroupDataModule) and data.test_fraction > 0:  # CoLDE's matching split
         return [DocumentMatching()]
     if getattr(data, "test_set", None) is not None or hasattr(data, "labels"):
         evaluate_on = "test" if getattr(data, "test_set", None) is not None else "val"

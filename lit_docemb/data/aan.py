@@ -70,10 +70,14 @@ class AANDataModule(DocumentDataModule):
 
     * ``mode="documents"``: each paper once (LRA: the papers of ``document_splits``, deduplicated by id; network:
       every text file, with ``metadata["citations" | "cited_by" | "similar"]``); validation held out by id hash.
+      CoLDE's own AAN set (§4.1.1: citation groups, an 80/10/10 split and matching pairs) is this corpus under
+      :class:`~lit_docemb.data.similarity_groups.SimilarityGroupDataModule` with ``test_fraction``.
     * ``mode="pairs"`` (LRA only): items are :class:`DocumentPair`; train / validation / test are the
       ``train`` / ``eval`` / ``test`` files (without an ``eval`` file, validation pairs are held out of
       ``train`` by hash); ``max_documents`` caps the pairs per split; ``predict`` embeds every paper.
-      Pairs whose paper was dropped (empty text) are counted as ``"pair_without_document"``.
+      Pairs whose paper was dropped (empty text) are counted as ``"pair_without_document"``. Here
+      ``batch_size`` counts *pairs*: a batch holds up to twice as many documents (CoLDE groups them by their
+      matching links within the batch); CoLDE's "batch of N documents" is the network corpus's batch.
 
     Args:
         source: See above.
@@ -84,6 +88,8 @@ class AANDataModule(DocumentDataModule):
         papers_dir: Network corpus: folder of ``<paper id>.txt`` (relative to ``source`` or absolute).
         citations_file: Network corpus: the citation list (e.g. ``release/2014/acl.txt``).
         metadata_file: Network corpus: ``acl-metadata.txt`` for titles, authors, venue and year (``None``: none).
+        remove_abstract_references: Network corpus: drop each paper's abstract and references (CoLDE §4.1.1;
+            found by their headings, see :func:`~lit_docemb.data.aan_formats.remove_abstract_and_references`).
         min_shared_references: Similarity rule: references two coupled papers share at least.
         min_reference_jaccard: Similarity rule: Jaccard similarity of their reference sets at least.
         strict: Raise on a malformed line instead of skipping and counting it.
@@ -101,6 +107,7 @@ class AANDataModule(DocumentDataModule):
         papers_dir: str = "papers_text",
         citations_file: str = "acl.txt",
         metadata_file: str | None = None,
+        remove_abstract_references: bool = False,
         min_shared_references: int = 2,
         min_reference_jaccard: float = 0.5,
         strict: bool = False,
@@ -112,6 +119,7 @@ class AANDataModule(DocumentDataModule):
         self.document_splits = list(document_splits or ["train"])
         self.lra_file_pattern, self.papers_dir = lra_file_pattern, papers_dir
         self.citations_file, self.metadata_file = citations_file, metadata_file
+        self.remove_abstract_references = remove_abstract_references
         self.similarity = {"min_shared_references": min_shared_references,
                            "min_reference_jaccard": min_reference_jaccard}
         self.strict, self.cache_dir = strict, cache_dir
@@ -158,7 +166,8 @@ class AANDataModule(DocumentDataModule):
         if self._resolved_layout() == "network":
             inputs = self._network_inputs()
             paths = [path for path in inputs.values() if path is not None]
-            return self._read(iter_aan_network, {**inputs, **self.similarity}, paths)[0]
+            options = {**inputs, **self.similarity, "remove_abstract_references": self.remove_abstract_references}
+            return self._read(iter_aan_network, options, paths)[0]
         documents, pairs = self._read_lra()
         unknown = set(self.document_splits) - set(pairs)
         if unknown:

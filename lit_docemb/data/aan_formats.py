@@ -15,6 +15,15 @@ optional metadata file (``acl-metadata.txt``) of ``key = {value}`` lines (``id``
 ``venue``, ``year``), entries separated by blank lines. :func:`iter_aan_network` yields one document per text
 file with ``metadata["citations"]`` (what it cites), ``metadata["cited_by"]`` and ``metadata["similar"]``.
 
+**Abstract and references removed** (CoLDE §4.1.1: "to prevent leakage of information ... the references and the
+abstract sections are removed"; optional, :func:`remove_abstract_and_references`). The text files are PDF
+extractions without markup, so sections are found by their heading lines: the abstract runs from the first line
+in the first half of the text that is ``Abstract`` (alone, or followed by its text on the same line) to the first
+body heading after it (``1 Introduction``, ``1. Introduction``, ``I. INTRODUCTION``, ``Introduction``), or,
+without one, to its first blank line; the references run from the last line that is ``References`` /
+``Bibliography`` (optionally numbered) to the end. A paper without such a heading keeps that part (the reader
+logs how many papers did); a paper left without text is dropped (``"empty_document"``).
+
 **Similarity rule** (the AAN counterpart of CoLDE's Wikipedia link-set groups). Two papers ``a != b`` that
 both have a text file are *similar* when
 
@@ -33,6 +42,7 @@ All ids are document ids (``aan:<paper id>``) in both layouts.
 from __future__ import annotations
 
 import ast
+import logging
 import math
 import re
 from collections import Counter, defaultdict
@@ -45,7 +55,11 @@ from lit_docemb.data.reading import ReadContext, normalise_paragraphs, read_line
 LRA_EXPECTED = "5 tab-separated fields: label (0/1), id1, id2, text1, text2 (no header)"
 CITATIONS_EXPECTED = "'<citing id> ==> <cited id>'"
 METADATA_EXPECTED = "'key = {value}' lines, entries separated by blank lines"
+log = logging.getLogger(__name__)
 _METADATA_LINE = re.compile(r"^\s*([A-Za-z_]+)\s*=\s*\{(.*)\}\s*$")
+_ABSTRACT_HEADING = re.compile(r"^\s*abstract\b\s*[.:\u2014-]?", re.IGNORECASE)
+_BODY_HEADING = re.compile(r"^\s*(?:(?:1|I)\.?\s+[A-Z][A-Za-z ]{2,60}|[Ii]ntroduction|INTRODUCTION)\s*$")
+_REFERENCES_HEADING = re.compile(r"^\s*(?:\d+\.?\s+)?(?:references?|bibliography)\s*:?\s*$", re.IGNORECASE)
 
 
 def doc_id(paper_id: str) -> str:
@@ -210,11 +224,40 @@ def similar_papers(citations: dict[str, set[str]], corpus: set[str], min_shared_
     return dict(similar)
 
 
+def remove_abstract_and_references(text: str, not_found: Counter | None = None) -> str:
+    """``text`` (a paper's extracted text) without its abstract and its references (see the module docstring);
+    a part whose heading is not found is kept and counted in ``not_found`` (``"abstract"``, ``"references"``)."""
+    lines = text.splitlines()
+    end = len(lines)
+    references = [i for i, line in enumerate(lines) if _REFERENCES_HEADING.match(line)]
+    if references:
+        end = references[-1]
+    elif not_found is not None:
+        not_found["references"] += 1
+    start = next((i for i, line in enumerate(lines[:(end + 1) // 2]) if _ABSTRACT_HEADING.match(line)), None)
+    if start is None:
+        if not_found is not None:
+            not_found["abstract"] += 1
+        return "\n".join(lines[:end])
+    body = next((i for i in range(start + 1, end) if _BODY_HEADING.match(lines[i])), None)
+    if body is None:  # no body heading: the abstract ends at its first blank line after some text
+        has_text = bool(_ABSTRACT_HEADING.sub("", lines[start]).strip())
+        body = end
+        for i in range(start + 1, end):
+            if lines[i].strip():
+                has_text = True
+            elif has_text:
+                body = i
+                break
+    return "\n".join(lines[:start] + lines[body:end])
+
+
 def iter_aan_network(papers_dir: str, citations_file: str, metadata_file: str | None = None,
-                     min_shared_references: int = 2, min_reference_jaccard: float = 0.5, *,
-                     context: ReadContext) -> Iterator[Document]:
+                     min_shared_references: int = 2, min_reference_jaccard: float = 0.5,
+                     remove_abstract_references: bool = False, *, context: ReadContext) -> Iterator[Document]:
     """One document per ``papers_dir/<id>.txt`` (sorted by id) with citations, citing papers and similar
-    papers in ``metadata``; title, authors, venue and year from ``metadata_file`` when given."""
+    papers in ``metadata``; title, authors, venue and year from ``metadata_file`` when given; without the
+    abstract and references when ``remove_abstract_references``."""
     papers = sorted(p for p in Path(papers_dir).iterdir() if p.suffix == ".txt" and not p.name.startswith("."))
     corpus = {p.stem for p in papers}
     citations = read_citations(citations_file, context)
@@ -226,14 +269,21 @@ def iter_aan_network(papers_dir: str, citations_file: str, metadata_file: str | 
         citing not in corpus or other not in corpus for citing, cited in citations.items() for other in cited)
     similar = similar_papers(citations, corpus, min_shared_references, min_reference_jaccard)
     paper_metadata = read_paper_metadata(metadata_file, context) if metadata_file else {}
+    not_found: Counter = Counter()
     for path in papers:
         paper = path.stem
         info = dict(paper_metadata.get(paper, {}))
         metadata = {key: sorted(doc_id(p) for p in ids.get(paper, ())) for key, ids in
                     (("citations", citations), ("cited_by", cited_by), ("similar", similar))}
         metadata.update({key: info[key] for key in ("author", "venue", "year") if key in info})
-        text = normalise_paragraphs(context.decode(path.read_bytes()))
+        text = context.decode(path.read_bytes())
+        if remove_abstract_references:
+            text = remove_abstract_and_references(text, not_found)
+        text = normalise_paragraphs(text)
         document = Document(id=doc_id(paper), title=info.get("title", ""), sections=[Section("", text)],
                             metadata=metadata)
         if context.keep(document):
             yield document
+    if not_found:
+        log.warning("AAN papers kept whole where no heading was found: %d without an 'Abstract' line, %d without a "
+                    "'References' line (of %d)", not_found["abstract"], not_found["references"], len(papers))

@@ -26,8 +26,9 @@ def wikir_sections(text: str) -> list[Section]:
 
     The released collections are flattened (lowercased words, punctuation removed, no line breaks): such a
     text is one untitled section. A text that kept its blank-line-separated blocks (a collection rebuilt with
-    structure, as Graph-RoBERTa did) is split with the heading heuristic of
-    :func:`~lit_docemb.data.wikipedia_formats.split_plain_text_sections`; empty sections are dropped.
+    structure, as Graph-RoBERTa did; ``build-wikir`` writes one block per section) is split with the heading
+    heuristic of :func:`~lit_docemb.data.wikipedia_formats.split_plain_text_sections`; empty sections are
+    dropped.
     """
     if not text.strip():
         return []
@@ -57,10 +58,12 @@ def _read_documents(sources: list[str], *, context: ReadContext) -> Iterator[Doc
 class WIKIRDataModule(RetrievalDataModule):
     """WIKIR collections (wikIR1k, wikIR59k, or one built with the wikIR tool) in the release layout.
 
-    Obtain them from https://github.com/getalp/wikIR (links to the Zenodo archives ``wikIR1k.zip`` /
-    ``wikIR59k.zip``; unzip), or build one with its ``build_wikIR.py`` (``-title`` for title queries as in
-    WIKIR62K, first-sentence queries otherwise as in WIKIRS62K). ``documents.csv`` (2.4M documents for
-    wikIR59k) is streamed once into an Arrow cache under ``cache_dir``. Expected layout under ``root``::
+    Build one with sections kept, as Graph-RoBERTa did for Table 5, from a Wikipedia dump with ``python -m
+    lit_docemb build-wikir`` (:mod:`lit_docemb.data.wikir_builder`; ``--queries title`` for WIKIR62K,
+    first-sentence queries otherwise as in WIKIRS62K), or obtain the flattened public ones from
+    https://github.com/getalp/wikIR (links to the Zenodo archives ``wikIR1k.zip`` / ``wikIR59k.zip``; unzip).
+    ``documents.csv`` (2.4M documents for wikIR59k) is streamed once into an Arrow cache under ``cache_dir``.
+    Expected layout under ``root``::
 
         documents.csv                  id_right,text_right
         <split>/queries.csv            id_left,text_left        (split: training, validation, test)

@@ -11,7 +11,8 @@ test (and optionally train). Two protocols:
   fitted on the train pairs (the validation pairs when there are none), same metrics on the test pairs.
 
 Metrics are of the positive class (label 1); a metric whose denominator is 0 is 0. On a DataModule of labelled
-pairs (``AANDataModule`` in ``mode: pairs``): :class:`DocumentMatching` (both protocols; also ``python -m
+pairs (``AANDataModule`` in ``mode: pairs``, ``SimilarityGroupDataModule`` with ``test_fraction``, CoLDE's AAN and
+Wikipedia splits): :class:`DocumentMatching` (both protocols; also ``python -m
 lit_docemb matching``) and :class:`ValidationMatching` (CoLDE's ``val/matching_*`` during ``fit``).
 """
 
@@ -153,24 +154,30 @@ def dataset_pairs(dataset) -> list[Pair]:
 def evaluate_pairs(method, data, batch_size: int = 32, classifier: Literal["logistic", "mlp"] = "logistic",
                    criterion: Criterion = "f1") -> dict[str, float]:
     """Both protocols for ``method`` (an :class:`~lit_docemb.methods.base.EmbeddingMethod`) on the train /
-    validation / test pairs of ``data`` (set up), every paper embedded once with its predict collator."""
-    splits = {"train": data.train_set, "val": data.val_set, "test": data.test_set}
-    if splits["test"] is None or not len(splits["val"]):
-        raise ValueError(f"{type(data).__name__} needs validation and test pairs (AANDataModule mode: pairs)")
+    validation / test pairs of ``data`` (set up), every paper embedded once with its predict collator. A training
+    split of documents rather than pairs (``SimilarityGroupDataModule``'s matching split) fits the classifier on
+    the validation pairs."""
+    splits = {"train": data.train_set, "val": data.val_set, "test": getattr(data, "test_set", None)}
+    if splits["test"] is None or not hasattr(splits["val"], "pairs") or not len(splits["val"]):
+        raise ValueError(f"{type(data).__name__} needs validation and test pairs (AANDataModule mode: pairs, or "
+                         "SimilarityGroupDataModule with test_fraction)")
+    if not hasattr(splits["train"], "pairs"):
+        del splits["train"]
     pairs = {name: dataset_pairs(dataset) for name, dataset in splits.items()}
     wanted = {i for rows in pairs.values() for a, b, _ in rows for i in (a, b)}
     corpus = splits["val"].documents
     documents = [corpus[i] for i in range(len(corpus)) if corpus[i].id in wanted]
     embeddings = embeddings_by_id([d.id for d in documents], embed_documents(method, documents, batch_size))
     threshold = threshold_matching(embeddings, pairs["val"], pairs["test"], criterion)
-    learned = classifier_matching(embeddings, pairs["val"], pairs["test"], pairs["train"], classifier)
+    learned = classifier_matching(embeddings, pairs["val"], pairs["test"], pairs.get("train"), classifier)
     return {f"threshold/{k}": v for k, v in threshold.items()} | {f"classifier/{k}": v for k, v in learned.items()}
 
 
 class DocumentMatching(Evaluation):
     """``matching/threshold/<metric>`` (cosine threshold chosen on validation, CoLDE Table 2) and
     ``matching/classifier/<metric>`` (a pair classifier on the frozen embeddings, the Long Range Arena protocol)
-    on a DataModule of labelled pairs (``AANDataModule`` in ``mode: pairs``): ``python -m lit_docemb evaluate
+    on a DataModule of labelled pairs (``AANDataModule`` in ``mode: pairs``, ``SimilarityGroupDataModule`` with
+    ``test_fraction``): ``python -m lit_docemb evaluate
     --evaluation matching``, or under ``trainer.callbacks``.
 
     Args:
@@ -195,7 +202,8 @@ class DocumentMatching(Evaluation):
 
 class ValidationMatching(Evaluation):
     """CoLDE's matching protocol (§4.2) during ``fit`` and ``test``, on a DataModule of labelled pairs
-    (``AANDataModule`` in ``mode: pairs``), configured under ``trainer.callbacks``.
+    (``AANDataModule`` in ``mode: pairs``, ``SimilarityGroupDataModule`` with ``test_fraction``), configured under
+    ``trainer.callbacks``.
 
     At each validation of ``fit`` the documents of the validation pairs are embedded (sharded across ranks) and
     each pair scored by cosine; the threshold that maximises ``criterion`` on them is logged with the metrics at it
@@ -222,7 +230,8 @@ class ValidationMatching(Evaluation):
         """Cosine scores and labels of the pairs of ``dataset`` whose documents the method represents, and how
         many pairs were left out."""
         if not hasattr(dataset, "pairs") or not len(dataset):
-            raise ValueError(f"{type(self).__name__} needs labelled pairs (AANDataModule mode: pairs), got "
+            raise ValueError(f"{type(self).__name__} needs labelled pairs (AANDataModule mode: pairs, "
+                             "SimilarityGroupDataModule test_fraction), got "
                              f"{type(dataset).__name__}")
         rows = sorted({i for a, b, _ in dataset.pairs for i in (a, b)})
         embedded, kept = embed_rows(context.method, [dataset.documents[i] for i in rows], self.batch_size, True)

@@ -31,6 +31,7 @@ VOCABULARY_FLAGS = {
     "pool-folds": {"--output"},
     "ctpe-release": {"--input", "--output"},
     "grid": {"--input", "--output"},
+    "build-wikir": {"--input", "--output"},
 }
 OLD_SPELLINGS = ("--ckpt ", "--batch-size", "--device ", "--no_progress_bar")
 

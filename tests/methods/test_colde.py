@@ -269,13 +269,21 @@ def test_every_colde_config_runs_fast_dev_run(config, tiny_encoder_dir, tmp_path
     args += ["--trainer.precision=bf16-mixed", "--model.init_args.grad_cache_token_budget=64"] if grad_cache else [
         "--trainer.precision=32-true"]
     corpus = data["init_args"].get("corpus", {}).get("class_path", "")
+    matching_split = bool(data["init_args"].get("test_fraction"))  # 30% of the groups for validation, 30% for test
+    if matching_split:  # full batches of two documents (a batch of one has no negative and one GradCache sub-batch)
+        args += ["--data.init_args.test_fraction=0.3", "--data.init_args.batch_size=2", "--data.init_args.drop_last=true"]
     if data["class_path"].endswith("AANDataModule"):
         args.append(f"--data.init_args.source={write_lra(tmp_path / 'lra')}")
     elif corpus.endswith("AANDataModule"):
-        args += [f"--data.init_args.corpus.init_args.source={write_aan_network(tmp_path / 'aan')}",
+        aan = write_aan_network(tmp_path / "aan")
+        if matching_split:  # a fourth citation group: two groups (four or five papers) and an irrelevant one train
+            with open(aan / "acl.txt", "a") as citations:
+                citations.write("P7 ==> P8\n")
+        args += [f"--data.init_args.corpus.init_args.source={aan}",
                  "--data.init_args.corpus.init_args.citations_file=acl.txt", "--data.init_args.val_fraction=0.3"]
     else:
-        args += [f"--data.init_args.corpus.init_args.source={write_wikipedia_dump(tmp_path / 'enwiki.xml')}",
+        dump = write_wikipedia_dump(tmp_path / "enwiki.xml", groups=6 if matching_split else 2)
+        args += [f"--data.init_args.corpus.init_args.source={dump}",
                  f"--data.init_args.corpus.init_args.cache_dir={tmp_path / 'cache'}",
                  "--data.init_args.val_fraction=0.3"]
     cli = main(args)
@@ -284,7 +292,7 @@ def test_every_colde_config_runs_fast_dev_run(config, tiny_encoder_dir, tmp_path
     loss = "train/cosine_loss" if cli.model.hparams.objective == "cosine" else "train/supcon_loss"
     assert torch.isfinite(metrics[loss])
     assert (metrics.get("train/grad_cache_sub_batches", 0) > 1) == grad_cache
-    if data["init_args"].get("mode") == "pairs":
+    if data["init_args"].get("mode") == "pairs" or matching_split:
         assert 0.0 <= float(metrics["val/matching_f1"]) <= 1.0 and 0 <= float(metrics["val/matching_accuracy"]) <= 1
         matching = next(c for c in cli.trainer.callbacks if type(c).__name__ == "ValidationMatching")
         assert matching.threshold == pytest.approx(float(metrics["val/matching_threshold"]))
@@ -296,8 +304,9 @@ def test_fit_then_test_reuses_the_validation_threshold_and_matching_cli(tiny_enc
     common = ["--config", str(ROOT / "configs/colde/aan.yaml"), f"--model.init_args.encoder={tiny_encoder_dir}",
               "--model.init_args.chunk_tokens=32", "--model.init_args.lstm_output_size=16",
               "--model.init_args.projection_size=8", "--model.init_args.num_heads=2",
-              f"--data.init_args.source={write_lra(tmp_path / 'lra')}", "--data.init_args.batch_size=4",
-              "--data.init_args.num_workers=0"]
+              f"--data.init_args.corpus.init_args.source={write_aan_network(tmp_path / 'aan')}",
+              "--data.init_args.corpus.init_args.citations_file=acl.txt", "--data.init_args.val_fraction=0.3",
+              "--data.init_args.test_fraction=0.3", "--data.init_args.batch_size=4", "--data.init_args.num_workers=0"]
     trainer = ["--trainer.accelerator=cpu", "--trainer.devices=1", "--trainer.precision=32-true",
                "--trainer.logger=false", "--trainer.enable_progress_bar=false", f"--trainer.default_root_dir={tmp_path}"]
     fitted = main(["fit", *common, *trainer, "--trainer.max_steps=2", "--trainer.limit_val_batches=1"])
@@ -310,7 +319,13 @@ def test_fit_then_test_reuses_the_validation_threshold_and_matching_cli(tiny_enc
     assert metrics["test/matching_threshold"] == pytest.approx(threshold)  # chosen on validation, not on test
     assert {f"test/matching_{m}" for m in ("precision", "recall", "f1", "accuracy")} <= set(metrics)
     out = matching_main([*common, "--ckpt_path", str(last), "--accelerator", "cpu"])
-    assert set(out) >= {"threshold/f1", "threshold/threshold", "classifier/accuracy", "classifier/validation_accuracy"}
+    assert set(out) >= {"threshold/f1", "threshold/threshold", "classifier/accuracy"}
+    assert "classifier/validation_accuracy" not in out  # training is documents: the classifier fits validation
+    from lit_docemb.commands.evaluate import main as evaluate_main
+
+    evaluated = evaluate_main([*common, "--ckpt_path", str(last), "--evaluation", "matching", "--accelerator", "cpu",
+                               "--output", str(tmp_path / "evaluation")])["matching"]
+    assert evaluated["matching/threshold/f1"] == pytest.approx(out["threshold/f1"])  # the test pairs, same protocol
     assert all(0.0 <= out[k] <= 1.0 for k in out if not k.endswith("threshold"))
 
 

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from corpus_files import _write_wikir, write_labelled_folder, write_lra
+from corpus_files import _write_wikir, write_aan_network, write_labelled_folder
 
 TESTS = Path(__file__).resolve().parents[1]
 GRAPH = ["--model.init_args.node_dim=16", "--model.init_args.max_passage_tokens=64"]
@@ -35,6 +35,17 @@ def colde(encoder: str) -> list[str]:
             "--model.init_args.num_heads=2"]
 
 
+def aan_split(root: Path) -> list[str]:
+    """The AAN release fixture at ``root`` (with a fourth citation group) under CoLDE's group split: one group each
+    for validation and test, two and an irrelevant paper to train on, in full batches."""
+    if "P7 ==> P8" not in (root / "acl.txt").read_text():
+        with open(root / "acl.txt", "a") as citations:
+            citations.write("P7 ==> P8\n")
+    return ["--data.init_args.drop_last=true", f"--data.init_args.corpus.init_args.source={root}",
+            "--data.init_args.corpus.init_args.citations_file=acl.txt", "--data.init_args.val_fraction=0.3",
+            "--data.init_args.test_fraction=0.3", "--data.init_args.batch_size=2", "--data.init_args.num_workers=0"]
+
+
 @pytest.mark.slow
 def test_every_wrapper_and_objective_trains_under_ddp(tiny_encoder_dir, corpus_jsonl, tmp_path):
     corpus = ["--data=lit_docemb.data.JSONLDataModule", f"--data.paths=[{corpus_jsonl}]", "--data.batch_size=2",
@@ -50,11 +61,9 @@ def test_every_wrapper_and_objective_trains_under_ddp(tiny_encoder_dir, corpus_j
                        f"--data.source={write_labelled_folder(tmp_path / 'labelled')}", "--data.label_column=label",
                        "--data.batch_size=2", "--data.num_workers=0"],
         "colde": ["--config", str(TESTS.parent / "configs/colde/aan.yaml"), *colde(tiny_encoder_dir),
-                  f"--data.init_args.source={write_lra(tmp_path / 'lra')}", "--data.init_args.batch_size=2",
-                  "--data.init_args.num_workers=0"],
+                  *aan_split(write_aan_network(tmp_path / "aan"))],
         "colde_minus_lstm": ["--config", str(TESTS.parent / "configs/colde/aan_minus_lstm.yaml"),
-                             *colde(tiny_encoder_dir), f"--data.init_args.source={tmp_path / 'lra'}",
-                             "--data.init_args.batch_size=2", "--data.init_args.num_workers=0"],
+                             *colde(tiny_encoder_dir), *aan_split(tmp_path / "aan")],
         "dense_retrieval": ["--config", str(TESTS.parent / "configs/graph_roberta/retrieval_wikir.yaml"),
                             *backbone(tiny_encoder_dir), "--data=lit_docemb.data.WIKIRDataModule",
                             f"--data.root={_write_wikir(tmp_path / 'wikir')}", "--data.mode=retrieval",
