@@ -131,6 +131,23 @@ def replace_deprecated(argv: Sequence[str], parser: argparse.ArgumentParser) -> 
     return result
 
 
+def positionals_as_flags(argv: Sequence[str], flags: Sequence[str], names: Sequence[str]) -> list[str]:
+    """``argv`` whose leading positional values, a command's old spelling, are given to ``flags`` instead, printing
+    one line naming them; ``argv`` as it is when it does not start with ``len(flags)`` positional values.
+
+    Args:
+        argv: The command's arguments.
+        flags: The vocabulary flags the old positionals stand for, in order (``--ckpt_path``, ``--input``).
+        names: The old positionals' placeholders, in the same order (``CHECKPOINT``, ``ROOT``).
+    """
+    count = len(flags)
+    if len(argv) < count or any(arg.startswith("-") for arg in argv[:count]):
+        return list(argv)
+    replacement = " ".join(f"{flag} {name}" for flag, name in zip(flags, names, strict=True))
+    print(f"warning: positional {' '.join(names)} is deprecated, use {replacement}", file=sys.stderr)
+    return [part for pair in zip(flags, argv[:count], strict=True) for part in pair] + list(argv[count:])
+
+
 def parse_command(function: Callable, argv: Sequence[str], prog: str) -> dict:
     """The keyword arguments of ``function`` that ``argv`` gives (``--help`` prints and exits). With an
     ``overrides`` argument, arguments the signature does not name are passed there; otherwise they are an error."""

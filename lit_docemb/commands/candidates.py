@@ -6,7 +6,7 @@ import importlib
 import json
 import sys
 
-from lit_docemb.commands.arguments import run_command
+from lit_docemb.commands.arguments import positionals_as_flags, run_command
 
 
 def evaluate_checkpoint(checkpoint: str, root: str, method: str = "lit_docemb.methods.CTPE", k: int = 20,
@@ -38,9 +38,6 @@ def candidates(ckpt_path: str, input: str, method: str = "lit_docemb.methods.CTP
 
 def main(argv: list[str] | None = None) -> dict[str, float]:
     """Runs :func:`candidates`; the old positional ``CHECKPOINT ROOT`` still works (one deprecation line)."""
-    argv = list(sys.argv[1:] if argv is None else argv)
-    if len(argv) >= 2 and not argv[0].startswith("-") and not argv[1].startswith("-"):
-        print("warning: positional CHECKPOINT ROOT is deprecated, use --ckpt_path CHECKPOINT --input ROOT",
-              file=sys.stderr)
-        argv = ["--ckpt_path", argv[0], "--input", argv[1], *argv[2:]]
+    argv = positionals_as_flags(sys.argv[1:] if argv is None else argv, ("--ckpt_path", "--input"),
+                                ("CHECKPOINT", "ROOT"))
     return run_command(candidates, argv, "python -m lit_docemb candidates")

@@ -7,7 +7,7 @@ import json
 import sys
 from pathlib import Path
 
-from lit_docemb.commands.arguments import run_command
+from lit_docemb.commands.arguments import positionals_as_flags, run_command
 from lit_docemb.errors import ConfigError
 
 
@@ -32,8 +32,5 @@ def ctpe_release(input: str, output: str) -> dict[str, int]:
 
 def main(argv: list[str] | None = None) -> dict[str, int]:
     """Runs :func:`ctpe_release`; the positional ``FILE OUT`` still works (one deprecation line)."""
-    argv = list(sys.argv[1:] if argv is None else argv)
-    if len(argv) >= 2 and not argv[0].startswith("-") and not argv[1].startswith("-"):
-        print("warning: positional FILE OUT is deprecated, use --input FILE --output FOLDER", file=sys.stderr)
-        argv = ["--input", argv[0], "--output", argv[1], *argv[2:]]
+    argv = positionals_as_flags(sys.argv[1:] if argv is None else argv, ("--input", "--output"), ("FILE", "OUT"))
     return run_command(ctpe_release, argv, "python -m lit_docemb ctpe-release")

@@ -22,7 +22,7 @@ import re
 import sys
 from pathlib import Path
 
-from lit_docemb.commands.arguments import parse_command
+from lit_docemb.commands.arguments import parse_command, positionals_as_flags
 from lit_docemb.commands.trust import load_yaml
 from lit_docemb.errors import ConfigError
 
@@ -104,9 +104,7 @@ def main(argv: list[str] | None = None) -> dict[str, dict[str, float | None]]:
     argv = list(sys.argv[1:] if argv is None else argv)
     extra = argv[argv.index("--") + 1:] if "--" in argv else []
     argv = argv[:argv.index("--")] if "--" in argv else argv
-    if argv and not argv[0].startswith("-"):
-        print("warning: positional GRID.yaml is deprecated, use --input GRID.yaml", file=sys.stderr)
-        argv = ["--input", *argv]
+    argv = positionals_as_flags(argv, ("--input",), ("GRID.yaml",))
     if "--root" in argv:
         print("warning: --root is deprecated, use --output", file=sys.stderr)
         argv = ["--output" if arg == "--root" else arg for arg in argv]

@@ -10,6 +10,7 @@ the help is built as usual. The cache folder is ``$LIT_DOCEMB_CACHE``, else ``$X
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import io
 import os
@@ -65,11 +66,9 @@ def print_help(command: str, build: Callable[[], object]) -> None:
         sys.stdout = stdout
     text = printed.getvalue()
     sys.stdout.write(text)
-    try:
+    with contextlib.suppress(OSError):  # a cache folder that cannot be written: the help is built each time
         path.parent.mkdir(parents=True, exist_ok=True)
         staged = path.with_suffix(f".{os.getpid()}.tmp")
         staged.write_text(text, encoding="utf-8")
         staged.replace(path)
-    except OSError:  # a read-only home: the help is built each time
-        pass
     raise SystemExit(0)

@@ -10,7 +10,7 @@ import sys
 import pytest
 
 from lit_docemb.commands import COMMANDS
-from lit_docemb.commands.arguments import docstring_arguments, parse_command
+from lit_docemb.commands.arguments import docstring_arguments, parse_command, positionals_as_flags
 from lit_docemb.commands.candidates import candidates
 from lit_docemb.commands.candidates import main as candidates_main
 from lit_docemb.commands.dense_search import dense_search
@@ -116,6 +116,20 @@ def test_candidates_positional_checkpoint_is_an_alias(monkeypatch, capsys):
     candidates_main(["--ckpt_path", "k.ckpt", "--input", "tasks", "--k", "5"])
     assert calls == [("k.ckpt", "tasks", "lit_docemb.methods.CTPE", 5, 256)] * 2
     assert capsys.readouterr().err.count("deprecated, use --ckpt_path CHECKPOINT --input ROOT") == 1
+
+
+@pytest.mark.parametrize("argv, expected, warned", [
+    (["grids/t5.yaml", "--output", "r"], ["--input", "grids/t5.yaml", "--output", "r"], True),
+    (["--input", "grids/t5.yaml"], ["--input", "grids/t5.yaml"], False),
+    ([], [], False),
+])
+def test_old_positionals_become_their_flags_with_one_line(argv, expected, warned, capsys):
+    assert positionals_as_flags(argv, ("--input",), ("GRID.yaml",)) == expected
+    err = capsys.readouterr().err
+    assert (err == "warning: positional GRID.yaml is deprecated, use --input GRID.yaml\n") if warned else not err
+    # two positionals are both needed: one followed by a flag is left to the parser's own error
+    assert positionals_as_flags(["in.txt", "--output", "o"], ("--input", "--output"), ("FILE", "OUT")) == \
+        ["in.txt", "--output", "o"]
 
 
 def test_an_option_the_command_does_not_take_is_refused(capsys):
