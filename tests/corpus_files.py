@@ -500,3 +500,13 @@ def write_wikir_dump(path: Path) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(export_xml(pages), encoding="utf-8")
     return path
+
+
+def write_text_gcn(data: Path, name: str, listing: list[str], raw: list[str], clean: list[str] | None) -> Path:
+    """text_gcn's data/ folder: data/<name>.txt, data/corpus/<name>.txt and (when given) <name>.clean.txt."""
+    (data / "corpus").mkdir(parents=True, exist_ok=True)
+    (data / f"{name}.txt").write_text("\n".join(listing) + "\n")
+    (data / "corpus" / f"{name}.txt").write_text("\n".join(raw) + "\n")
+    if clean is not None:
+        (data / "corpus" / f"{name}.clean.txt").write_text("\n".join(clean) + "\n")
+    return data / f"{name}.txt"

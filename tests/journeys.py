@@ -24,6 +24,7 @@ from corpus_files import (
     write_ppdb,
     write_release,
     write_robust04,
+    write_text_gcn,
     write_wikipedia_dump,
     write_wikir_dump,
 )
@@ -59,15 +60,11 @@ def _labelled(data: dict, folder: Path) -> dict:
 
 
 def write_text_gcn_release(data: Path, name: str) -> Path:
-    """text_gcn's ``data/<name>.txt`` (``<document>\\t<train|test>\\t<label>`` a line) and ``data/corpus/<name>.txt``
-    with its ``<name>.clean.txt``, line for line: 24 training and 8 test documents."""
+    """text_gcn's files for 24 training and 8 test documents (:func:`corpus_files.write_text_gcn`)."""
     docs = [(doc, "train") for doc in labelled_docs(24)] + [(doc, "test") for doc in labelled_docs(8)]
-    (data / "corpus").mkdir(parents=True, exist_ok=True)
-    (data / f"{name}.txt").write_text("".join(f"{i}\t{split}\t{doc.label}\n" for i, (doc, split) in enumerate(docs)))
     texts = [doc.text for doc, _ in docs]
-    (data / "corpus" / f"{name}.txt").write_text("\n".join(texts) + "\n")
-    (data / "corpus" / f"{name}.clean.txt").write_text("\n".join(t.lower().replace(".", "") for t in texts) + "\n")
-    return data / f"{name}.txt"
+    return write_text_gcn(data, name, [f"{i}\t{split}\t{doc.label}" for i, (doc, split) in enumerate(docs)], texts,
+                          [text.lower().replace(".", "") for text in texts])
 
 
 def write_imdb_folders(root: Path, classes: list[str], unlabelled: str) -> Path:

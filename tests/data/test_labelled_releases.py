@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from corpus_files import write_text_gcn
 
 from lit_docemb.data.labelled import LabelledTextDataModule
 from lit_docemb.data.labelled_formats import iter_text_gcn, text_gcn_corpus
@@ -25,16 +26,6 @@ R8_CLEAN = ["company buys company shares rise", "quarterly earnings strong", "ne
 NG_LIST = ["data/20ng/20news-bydate-train/sci.space/6001\t20news-bydate-train\tsci.space",
            "data/20ng/20news-bydate-test/rec.autos/7002\t20news-bydate-test\trec.autos",
            "data/20ng/20news-bydate-train/rec.autos/7003\t20news-bydate-train\trec.autos"]
-
-
-def write_text_gcn(data: Path, name: str, listing: list[str], raw: list[str], clean: list[str] | None) -> Path:
-    """text_gcn's data/ folder: data/<name>.txt, data/corpus/<name>.txt and (when given) <name>.clean.txt."""
-    (data / "corpus").mkdir(parents=True, exist_ok=True)
-    (data / f"{name}.txt").write_text("\n".join(listing) + "\n")
-    (data / "corpus" / f"{name}.txt").write_text("\n".join(raw) + "\n")
-    if clean is not None:
-        (data / "corpus" / f"{name}.clean.txt").write_text("\n".join(clean) + "\n")
-    return data / f"{name}.txt"
 
 
 def module(source: Path, tmp_path: Path, **kwargs) -> LabelledTextDataModule:
