@@ -102,6 +102,28 @@ def corpus_jsonl(tmp_path_factory) -> str:
     return str(write_corpus_jsonl(tmp_path_factory.mktemp("corpus") / "docs.jsonl"))
 
 
+# --- GPU tests: deselected with one summary line where torch sees no GPU (CI has none) ---------------------------
+_without_gpu: list[str] = []
+
+
+def pytest_collection_modifyitems(config, items) -> None:
+    import torch
+
+    if torch.cuda.is_available():
+        return
+    gpu = [item for item in items if item.get_closest_marker("cuda")]
+    if gpu:
+        config.hook.pytest_deselected(items=gpu)
+        items[:] = [item for item in items if not item.get_closest_marker("cuda")]
+        _without_gpu.extend(item.nodeid for item in gpu)
+
+
+def pytest_terminal_summary(terminalreporter) -> None:
+    if _without_gpu:
+        terminalreporter.write_line(f"{len(_without_gpu)} CUDA test(s) deselected: torch sees no GPU here (on a GPU "
+                                    "machine: python -m pytest -m cuda)")
+
+
 # --- skips are failures where everything must run -------------------------------------------------------------
 _skipped: list[str] = []
 
