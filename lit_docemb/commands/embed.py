@@ -186,7 +186,7 @@ def embed_documents(configs: Sequence[str | Path], ckpt_path: str | None, input_
     ``embed_stats.json``; returns the stats on rank 0 (``None`` on the other ranks)."""
     from lit_docemb.commands.embed_shards import write_embeddings
     from lit_docemb.data.reading import reading_summary
-    from lit_docemb.methods.checkpoints import read_checkpoint
+    from lit_docemb.methods.checkpoints import read_checkpoint, restore_method
 
     if ckpt_path is not None:
         read_checkpoint(ckpt_path, mmap=True)  # a missing or unreadable file stops here, before reading the input
@@ -198,7 +198,9 @@ def embed_documents(configs: Sequence[str | Path], ckpt_path: str | None, input_
     method = build_method(configs, overrides)
     if ckpt_path is None:
         announce_baseline(method)
-    written = write_embeddings(method, documents, output_dir, output_format, batch_size, num_workers, ckpt_path,
+    else:  # read here, not by Lightning's predict: a DeepSpeed folder reads as a file does, weights-only
+        restore_method(method, ckpt_path)
+    written = write_embeddings(method, documents, output_dir, output_format, batch_size, num_workers, None,
                                progress_bar, accelerator=accelerator, devices=devices, strategy=strategy,
                                precision=precision)
     if written is None:

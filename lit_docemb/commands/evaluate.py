@@ -82,19 +82,6 @@ def build_evaluation(spec: str):
     return cls(**init_args)
 
 
-def load_checkpoint(method, path: str) -> None:
-    """The method's weights from a Lightning checkpoint (:func:`~lit_docemb.methods.checkpoints.load_method_checkpoint`),
-    after the method's own ``on_load_checkpoint`` has read what it keeps beside them (DECA's and CTPE's
-    vocabularies, which size their embedding tables)."""
-    import lightning as L
-
-    from lit_docemb.methods.checkpoints import load_method_checkpoint, read_checkpoint
-
-    if type(method).on_load_checkpoint is not L.LightningModule.on_load_checkpoint:
-        method.on_load_checkpoint(read_checkpoint(path))
-    load_method_checkpoint(method, path)
-
-
 def default_evaluations(data) -> list:
     """Retrieval on the test queries for a ranking DataModule (its validation queries when it has no test split,
     as MSMARCO without the TREC DL topics); matching for one of labelled pairs; clustering and
@@ -181,7 +168,7 @@ def evaluate(config: list[str], ckpt_path: str | None = None, evaluation: list[s
     from lit_docemb.commands.embed import announce_baseline, encoder_name
     from lit_docemb.data.retrieval import RetrievalDataModule
     from lit_docemb.eval.evaluation import Evaluation, EvaluationContext, markdown_table
-    from lit_docemb.methods.checkpoints import read_checkpoint
+    from lit_docemb.methods.checkpoints import read_checkpoint, restore_method
 
     require(batch_size >= 1, "--batch_size", ">= 1 (documents per forward pass)", batch_size)
     if ckpt_path is not None:
@@ -194,7 +181,7 @@ def evaluate(config: list[str], ckpt_path: str | None = None, evaluation: list[s
     if ckpt_path is None:
         announce_baseline(method)
     else:
-        load_checkpoint(method, ckpt_path)
+        restore_method(method, ckpt_path)
     method.to(torch_device(accelerator)).eval()
     if not isinstance(data, RetrievalDataModule):  # retrieval reads its corpus and query splits itself
         data.setup("fit")

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
 import importlib
+import io
 import logging
 import pickle
+import re
 import zipfile
 from pathlib import Path
 
@@ -28,8 +31,18 @@ def read_checkpoint(path: str | Path, key: str = "--ckpt_path", mmap: bool = Fal
     path = Path(path).expanduser()
     if not path.exists():
         raise ConfigError(f"{key}: {path} does not exist; {USE_ANOTHER}")
+    if path.is_dir() and (path / "latest").is_file():
+        return read_deepspeed_checkpoint(path, key, consolidate=not mmap)
     if path.is_dir():
         raise ConfigError(f"{key}: {path} is a folder, not a checkpoint file; {USE_ANOTHER}")
+    checkpoint = _load_weights_only(path, key, mmap)
+    if not isinstance(checkpoint, dict) or not isinstance(checkpoint.get("state_dict"), dict):
+        raise ConfigError(f"{key}: {path} is not a Lightning checkpoint (it has no state_dict); {USE_ANOTHER}")
+    return checkpoint
+
+
+def _load_weights_only(path: Path, key: str, mmap: bool = False):
+    """``torch.load`` of ``path`` weights-only on the CPU, every failure a one-line :class:`ConfigError`."""
     if path.stat().st_size == 0:
         raise ConfigError(f"{key}: {path} is empty (0 bytes; a save that never finished); {USE_ANOTHER}")
     if not zipfile.is_zipfile(path):
@@ -45,9 +58,83 @@ def read_checkpoint(path: str | Path, key: str = "--ckpt_path", mmap: bool = Fal
     except (RuntimeError, EOFError, ValueError, OSError, zipfile.BadZipFile) as err:
         reason = str(err).splitlines()[0] if str(err) else type(err).__name__
         raise ConfigError(f"{key}: {path} cannot be read as a checkpoint ({reason}); {USE_ANOTHER}") from None
-    if not isinstance(checkpoint, dict) or not isinstance(checkpoint.get("state_dict"), dict):
-        raise ConfigError(f"{key}: {path} is not a Lightning checkpoint (it has no state_dict); {USE_ANOTHER}")
     return checkpoint
+
+
+#: What DeepSpeed keeps in a checkpoint's model-states file besides Lightning's own entries (dropped on reading).
+DEEPSPEED_ENTRIES = ("module", "buffer_names", "optimizer", "param_shapes", "frozen_param_shapes", "shared_params",
+                     "frozen_param_fragments", "lr_scheduler", "data_sampler", "random_ltd", "skipped_steps",
+                     "global_steps", "global_samples", "dp_world_size", "mp_world_size",
+                     "checkpoint_parallel_dimensions", "ds_config", "ds_version", "csr_tensor_module_names")
+
+
+def read_deepspeed_checkpoint(folder: Path, key: str = "--ckpt_path", consolidate: bool = True) -> dict:
+    """A DeepSpeed ZeRO-2/3 checkpoint folder (what Lightning's ``DeepSpeedStrategy`` saves as ``x.ckpt/``) as a
+    Lightning checkpoint dict: Lightning's entries from the rank-0 model-states file and, with ``consolidate``, the
+    fp32 weights gathered from every rank's optimizer partition by DeepSpeed's ``zero_to_fp32`` (the same weights
+    ``convert_zero_checkpoint_to_fp32_state_dict`` writes). Without ``consolidate`` (a cheap check that the folder
+    is whole) ``state_dict`` holds the model-states file's own tensors (ZeRO-3: empty partitions).
+
+    Every file is loaded weights-only, also inside ``zero_to_fp32`` (which asks for full unpickling): DeepSpeed's
+    plain-data classes in its optimizer files (its ZeRO stage enum, loss-scaler records and
+    fragment addresses) are the only globals
+    allowed, and the ``zero_to_fp32.py`` script DeepSpeed copies into the folder is never run."""
+    tag = (folder / "latest").read_text(encoding="utf-8").strip()
+    shards = (folder / tag).resolve()
+    if not tag or shards.parent != folder.resolve() or not shards.is_dir():
+        raise ConfigError(f"{key}: {folder}/latest names {tag!r}, not a folder of the checkpoint; {USE_ANOTHER}")
+    model_files = sorted(shards.glob("*model_states.pt"))
+    optimizer_files = sorted(shards.glob("*optim_states.pt"))
+    if not model_files or not optimizer_files:
+        raise ConfigError(f"{key}: {shards} lacks DeepSpeed's model-states or optimizer-states files (a save that "
+                          f"never finished); {USE_ANOTHER}")
+    client = _load_weights_only(model_files[0], key, mmap=not consolidate)
+    if not isinstance(client, dict) or "module" not in client:
+        raise ConfigError(f"{key}: {model_files[0]} is not a DeepSpeed model-states file; {USE_ANOTHER}")
+    checkpoint = {k: v for k, v in client.items() if k not in DEEPSPEED_ENTRIES}
+    weights = client["module"]
+    if consolidate:
+        from deepspeed.utils.zero_to_fp32 import get_fp32_state_dict_from_zero_checkpoint
+
+        try:
+            quiet = contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO())
+            with _weights_only_loads(), quiet[0], quiet[1]:  # its prints and progress bars
+                weights = get_fp32_state_dict_from_zero_checkpoint(str(folder), tag=tag)
+        except pickle.UnpicklingError as err:
+            found = re.search(r"GLOBAL (\S+)", str(err))
+            first = f"{found.group(1)}, " if found else ""
+            raise ConfigError(f"{key}: {shards} holds objects other than weights and plain values ({first}not one "
+                              "of DeepSpeed's plain-data classes); "
+                              f"lit_docemb loads only weights-only checkpoints: {USE_ANOTHER}") from None
+        except (RuntimeError, ValueError, KeyError, OSError, EOFError, zipfile.BadZipFile) as err:
+            reason = str(err).splitlines()[0] if str(err) else type(err).__name__
+            raise ConfigError(f"{key}: {folder} cannot be read as a DeepSpeed checkpoint ({reason}); "
+                              f"{USE_ANOTHER}") from None
+    # checkpoints of Lightning < 2.1 name weights through its wrapper module
+    checkpoint["state_dict"] = {k.removeprefix("_forward_module."): v for k, v in weights.items()}
+    return checkpoint
+
+
+@contextlib.contextmanager
+def _weights_only_loads():
+    """Every ``torch.load`` inside the block loads weights only, whatever its caller asks for, with DeepSpeed's
+    plain-data classes allowed (the weights-only unpickler builds them from their stored fields, running none of
+    their code)."""
+    from deepspeed.runtime.fp16.loss_scaler import DynamicLossScaler, LossScaler
+    from deepspeed.runtime.zero.config import ZeroStageEnum
+    from deepspeed.utils.tensor_fragment import fragment_address
+
+    original = torch.load
+
+    def load(*args, **kwargs):
+        return original(*args, **{**kwargs, "weights_only": True})
+
+    torch.load = load
+    try:
+        with torch.serialization.safe_globals([ZeroStageEnum, LossScaler, DynamicLossScaler, fragment_address]):
+            yield
+    finally:
+        torch.load = original
 
 
 def class_at(path: str | None):
@@ -66,7 +153,22 @@ def load_method_checkpoint(backbone: L.LightningModule, checkpoint: str, key: st
     checkpoint around it (its ``backbone.*`` weights), weights only (no pickled code). Extra weights (e.g. a
     pretraining head) are ignored; missing ones are an error. An unreadable file is a ConfigError naming ``key``
     (:func:`read_checkpoint`)."""
-    state = read_checkpoint(checkpoint, key)["state_dict"]
+    load_weights(backbone, read_checkpoint(checkpoint, key)["state_dict"], checkpoint)
+
+
+def restore_method(method: L.LightningModule, checkpoint: str, key: str = "--ckpt_path") -> None:
+    """A method as its checkpoint (file or DeepSpeed folder) left it, read once, without Lightning's restore: the
+    method's own ``on_load_checkpoint`` first (DECA's, CoLDE's and CTPE's vocabularies, which size their tables),
+    then its weights (:func:`load_weights`)."""
+    saved = read_checkpoint(checkpoint, key)
+    if type(method).on_load_checkpoint is not L.LightningModule.on_load_checkpoint:
+        method.on_load_checkpoint(saved)
+    load_weights(method, saved["state_dict"], checkpoint)
+
+
+def load_weights(backbone: L.LightningModule, state: dict, checkpoint: str) -> None:
+    """``state`` (the ``state_dict`` of ``checkpoint``) into ``backbone``: a wrapper's ``backbone.*`` weights when
+    ``backbone`` is not itself a wrapper; extra weights ignored, missing ones an error."""
     wrapper = any(k.startswith("backbone.") for k in state)
     if wrapper and not any(k.startswith("backbone.") for k in backbone.state_dict()):  # a wrapper's backbone
         state = {k[len("backbone."):]: v for k, v in state.items() if k.startswith("backbone.")}

@@ -8,6 +8,8 @@ them on a GPU machine with ``python -m pytest -m cuda tests/system/test_cuda_jou
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -16,6 +18,7 @@ from journeys import ROOT, journey_config
 from runs import run_embed
 
 from lit_docemb.commands.cli import main
+from lit_docemb.methods.checkpoints import read_checkpoint
 
 pytestmark = [pytest.mark.cuda, pytest.mark.slow]
 
@@ -24,10 +27,10 @@ CONFIGS = ["configs/quickstart.yaml", "configs/graph_roberta/retrieval_msmarco.y
            "configs/ctpe/arxiv.yaml"]
 
 
-def on_gpu(prepared, run) -> None:
-    """The journey's CPU trainer replaced by the shipped single-GPU piece, with workers and a CSV logger."""
+def on_gpu(prepared, run, piece: str = "single_gpu") -> None:
+    """The journey's CPU trainer replaced by a shipped GPU trainer piece, with workers and a CSV logger."""
     raw = yaml.safe_load(prepared.read_text(encoding="utf-8"))
-    gpu = yaml.safe_load((ROOT / "configs" / "trainer" / "single_gpu.yaml").read_text(encoding="utf-8"))["trainer"]
+    gpu = yaml.safe_load((ROOT / "configs" / "trainer" / f"{piece}.yaml").read_text(encoding="utf-8"))["trainer"]
     raw["trainer"].update(gpu, logger={"class_path": "lightning.pytorch.loggers.CSVLogger",
                                        "init_args": {"save_dir": str(run)}})
     raw["data"]["init_args"]["num_workers"] = 2
@@ -60,3 +63,35 @@ def test_gpu_journey(config, tiny_encoder_dir, tmp_path):
     cosine = (cpu * gpu).sum(1) / (np.linalg.norm(cpu, axis=1) * np.linalg.norm(gpu, axis=1))
     print(f"{config}: cosine(cpu fp32, gpu bf16) min {cosine.min():.5f}")
     assert cpu.shape == gpu.shape and cosine.min() > 0.99
+
+
+@pytest.mark.parametrize("piece", ["deepspeed_zero2", "deepspeed_zero3"])
+def test_gpu_deepspeed_journey(piece, tiny_encoder_dir, tmp_path):
+    """DocSplit's Wikipedia config on a DeepSpeed piece (one GPU): its sharded ``last.ckpt/`` folder is read by
+    ``evaluate`` and ``embed``, and ``fit --ckpt_path last`` resumes from it. Each fit is a process of its own, as
+    a user runs it (DeepSpeed keeps its process groups for the life of the process)."""
+    prepared = journey_config(ROOT / "configs/docsplit/bert_wikipedia.yaml", tiny_encoder_dir, tmp_path)
+    run = tmp_path / "run"
+    on_gpu(prepared, run, piece)
+    fit(prepared)
+    saved, last = run / "config.yaml", run / "checkpoints" / "last.ckpt"
+    assert last.is_dir() and read_checkpoint(str(last))["global_step"] == 2
+
+    main(["evaluate", "--config", str(saved), "--ckpt_path", str(last), "--accelerator", "cuda"])
+    assert json.loads((run / "evaluation" / "evaluation.json").read_text())["results"]
+    documents = tmp_path / "docs.jsonl"
+    documents.write_text("".join(json.dumps({"id": f"d{i}", "title": f"T{i}", "sections": [
+        {"title": "Body", "text": f"Document {i} tells of the {word} in the valley."}]}) + "\n"
+        for i, word in enumerate(["river", "castle", "engine"])))
+    main(["embed", "--config", str(saved), "--ckpt_path", str(last), "--input", str(documents), "--output",
+          str(tmp_path / "gpu"), "--format", "npy", "--accelerator", "gpu", "--devices", "1", "--progress_bar",
+          "false"])
+    assert np.isfinite(np.load(tmp_path / "gpu" / "embeddings.npy")).all()
+    fit(prepared, "--ckpt_path", "last", "--trainer.max_steps=3")
+    assert read_checkpoint(str(last))["global_step"] == 3
+
+
+def fit(config, *extra: str) -> None:
+    result = subprocess.run([sys.executable, "-m", "lit_docemb", "fit", "--config", str(config), *extra],
+                            capture_output=True, text=True, timeout=600, cwd=config.parent, check=False)
+    assert result.returncode == 0, result.stderr[-3000:]

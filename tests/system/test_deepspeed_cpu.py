@@ -1,6 +1,7 @@
 """DeepSpeed ZeRO-2 and ZeRO-3 on 2 CPU processes against DDP on the same data: DocSplit's gathered loss and the
 parameters after one optimizer step are equal in fp32, and within bf16's precision of them under bf16-mixed;
-the sharded checkpoint converts to a plain state dict.
+the sharded checkpoint folder reads (``read_checkpoint``, what every command uses) as Lightning's converter
+writes it.
 
 The optimizer is SGD with momentum: it has state for ZeRO to shard, and its first update is ``lr * gradient``,
 so comparing updates compares gradients (Adam's first update is about ``lr * sign(gradient)``, which would
@@ -25,6 +26,7 @@ from lightning.pytorch.utilities.deepspeed import (
 from runs import tiny_args
 
 from lit_docemb.methods import DocSplit
+from lit_docemb.methods.checkpoints import read_checkpoint
 
 TESTS = Path(__file__).resolve().parents[1]
 
@@ -45,9 +47,14 @@ def fit_one_step(encoder: str, corpus: str, root: Path, strategy: list[str],
     [metrics] = root.glob("lightning_logs/version_*/metrics.csv")
     [loss] = [float(row["train/loss"]) for row in csv.DictReader(metrics.open()) if row.get("train/loss")]
     last = root / "checkpoints" / "last.ckpt"
-    if last.is_dir():  # DeepSpeed: a sharded folder
+    if last.is_dir():  # DeepSpeed: a sharded folder, which every command reads as it is (weights-only)
         convert_zero_checkpoint_to_fp32_state_dict(str(last), str(root / "consolidated.ckpt"))
+        read = read_checkpoint(last)
         last = root / "consolidated.ckpt"
+        converted = torch.load(last, map_location="cpu", weights_only=True)
+        assert read["global_step"] == converted["global_step"] == 1
+        assert read["state_dict"].keys() == converted["state_dict"].keys()
+        assert all(torch.equal(read["state_dict"][k], v) for k, v in converted["state_dict"].items())
     return loss, last
 
 
