@@ -1,22 +1,33 @@
-"""DocSplit training throughput and model-FLOPs utilisation (MFU) through the Lightning Trainer (issue 12, item 4).
+"""Training throughput and model-FLOPs utilisation (MFU), padded against packed encoding, through the Lightning
+Trainer (issue 12, item 4; issue 23, item 4).
 
-Trains :class:`~lit_docemb.methods.DocSplit` (two views per document plus the masked-LM copy of the first view,
-as the paper) on pre-collated batches of installed text long enough to fill every view, through
-``Trainer.fit`` with the CLI's callbacks, and reports documents/s, tokens/s and MFU over the steps after a
-warm-up (on CUDA each timed window ends with a device synchronisation).
+Two workloads on installed text whose document lengths are log-normal (``--median-words``, ``--sigma``; 60 to
+``--max-words`` words), the spread of real long-document corpora:
+
+* ``docsplit``: :class:`~lit_docemb.methods.DocSplit`, two views of at most ``--max-length`` tokens per document
+  plus the masked-LM copy of the first view, as the paper; short documents give short views.
+* ``graph_roberta``: :class:`~lit_docemb.methods.GraphRoBERTa`, every passage (100 words, at most
+  ``--max-length`` = 192 tokens, up to 50 per document) of both sub-documents, section tails shorter.
+
+Each workload trains the same pre-collated batches from the same weights twice, with ``packed_encoding`` off
+(``padded``: every encoder call padded to its longest sequence) and on (``packed``: the real tokens in one row,
+attention per sequence, see :mod:`lit_docemb.models.packing`), alternating ``--repeats`` times, and reports
+documents/s, real tokens/s and MFU over the steps after a warm-up (on CUDA each timed window ends with a device
+synchronisation). The padding share is the share of the padded path's encoder positions that are padding.
 
 Model FLOPs per step (fwd + bwd = 3 x forward; no recomputation counted), for a BERT of L layers, width d,
-FFN 4d, vocabulary V, over every encoder pass (2B views + B masked copies) of real tokens:
-``72 L d^2`` per token (the dense layers), ``12 L d T^2`` per sequence of T tokens (attention scores and
-values), and ``6 (d^2 + d V)`` per masked position (the MLM head, scored only at masked positions).
-MFU = model FLOPs/s / peak FLOPs/s of the device: ``--peak-tflops``, else a table of dense bf16 peaks by GPU
-name (H100 SXM 989, H100 PCIe 756, H200 989, A100 312 TFLOP/s), else on CPU the fp32 rate of a 2048 x 2048
-matmul measured here (so on CPU the figure is "share of this machine's matmul rate", labelled as such).
+FFN 4d, vocabulary V, over the real tokens of every encoder pass: ``72 L d^2`` per token (the dense layers),
+``12 L d T^2`` per sequence of T tokens (attention scores and values), and for DocSplit ``6 (d^2 + d V)`` per
+masked position (the MLM head, scored only at masked positions); Graph-RoBERTa's graph layers are not counted
+(under 0.1% of its encoder's). Both encodings do the same model FLOPs: padding is not counted, so its cost
+shows as a lower MFU. MFU = model FLOPs/s / peak FLOPs/s of the device: ``--peak-tflops``, else a table of
+dense bf16 peaks by GPU name (H100 SXM 989, H100 PCIe 756, H200 989, A100 312 TFLOP/s), else on CPU the fp32
+rate of a 2048 x 2048 matmul measured here (so on CPU the figure is "share of this machine's matmul rate").
 
 Usage::
 
-    python benchmarks/throughput.py --device cuda        # BERT-base size, 512 tokens, batch 32, bf16-mixed
-    python benchmarks/throughput.py --device cpu         # 2-layer 128-d BERT, 128 tokens, batch 4, fp32
+    python benchmarks/throughput.py --device cuda    # BERT-base size (12 x 768), bf16-mixed, both workloads
+    python benchmarks/throughput.py --device cpu     # 2-layer 128-d BERT, fp32, small batches
 """
 
 from __future__ import annotations
@@ -26,6 +37,8 @@ import os
 os.environ["TOKENIZERS_PARALLELISM"] = "false"
 
 import argparse
+import random
+import statistics
 import tempfile
 import time
 import warnings
@@ -36,29 +49,52 @@ from lightning.pytorch.callbacks import Callback
 from torch.utils.data import DataLoader
 
 from common import load_line, machine_line, resampled_documents, write_bert
-from lit_docemb.methods.callbacks import peak_memory_gib
-from lit_docemb.data.batches import ViewPairBatch, count_tokens
-from lit_docemb.methods import DocSplit
+from lit_docemb.data.batches import SubDocumentPairBatch, ViewPairBatch, count_tokens
+from lit_docemb.data.document import Document, Section
+from lit_docemb.data.tokens import split_token_batch
+from lit_docemb.methods import DocSplit, GraphRoBERTa
+from lit_docemb.views.graph_roberta import concat_graphs
 
 #: Dense (no sparsity) bf16 tensor-core peaks, TFLOP/s, by a substring of ``torch.cuda.get_device_name()``.
 PEAK_BF16_TFLOPS = {"H100 PCIe": 756.0, "H100": 989.0, "H200": 989.0, "A100": 312.0, "L40S": 362.0, "A10G": 70.0}
 
-PRESETS = {"cuda": {"hidden": 768, "layers": 12, "max_length": 512, "batch_size": 32, "precision": "bf16-mixed",
-                    "steps": 40, "warmup": 10},
-           "cpu": {"hidden": 128, "layers": 2, "max_length": 128, "batch_size": 4, "precision": "32-true",
-                   "steps": 12, "warmup": 4}}
+PRESETS = {"cuda": {"hidden": 768, "layers": 12, "precision": "bf16-mixed", "steps": 40, "warmup": 10,
+                    "repeats": 1},
+           "cpu": {"hidden": 128, "layers": 2, "precision": "32-true", "steps": 12, "warmup": 4, "repeats": 1}}
+#: Per workload and device: documents per batch, tokens per view or passage, median document words.
+WORKLOAD_PRESETS = {"docsplit": {"cuda": {"batch_size": 32, "max_length": 512, "median_words": 1000},
+                                 "cpu": {"batch_size": 4, "max_length": 128, "median_words": 200}},
+                    "graph_roberta": {"cuda": {"batch_size": 16, "max_length": 192, "median_words": 1000},
+                                      "cpu": {"batch_size": 4, "max_length": 192, "median_words": 400}}}
+ENCODINGS = ("padded", "packed")
 
 
-def docsplit_step_flops(batch: ViewPairBatch, layers: int, hidden: int, vocabulary: int) -> float:
-    """Model FLOPs (forward + backward) of one DocSplit training step on ``batch`` (see the module docstring)."""
-    masks = [batch.view_a.attention_mask, batch.view_b.attention_mask]
-    if batch.mlm is not None:
-        masks.append(batch.mlm.attention_mask)
-    lengths = torch.cat([m.sum(1) for m in masks]).double()  # real tokens of every encoded sequence
-    dense = 72 * layers * hidden**2 * float(lengths.sum())
-    attention = 12 * layers * hidden * float(lengths.square().sum())
+def encoder_flops(lengths: torch.Tensor, layers: int, hidden: int) -> float:
+    """Forward + backward model FLOPs of a BERT encoding sequences of the given real lengths."""
+    lengths = lengths.double()
+    return 72 * layers * hidden**2 * float(lengths.sum()) + 12 * layers * hidden * float(lengths.square().sum())
+
+
+def docsplit_masks(batch: ViewPairBatch) -> list[torch.Tensor]:
+    """The attention masks of DocSplit's encoder calls: both views (one call) and the masked-LM copy."""
+    masks = [torch.cat([batch.view_a.attention_mask, batch.view_b.attention_mask])]
+    return masks + ([batch.mlm.attention_mask] if batch.mlm is not None else [])
+
+
+def docsplit_step(batch: ViewPairBatch, layers: int, hidden: int, vocabulary: int) -> tuple[float, int]:
+    """Model FLOPs of one DocSplit step (see the module docstring) and the padded path's encoder positions."""
+    masks = docsplit_masks(batch)
+    flops = encoder_flops(torch.cat([m.sum(1) for m in masks]), layers, hidden)
     masked = int((batch.mlm.labels != -100).sum()) if batch.mlm is not None else 0
-    return dense + attention + 6 * (hidden**2 + hidden * vocabulary) * masked
+    return flops + 6 * (hidden**2 + hidden * vocabulary) * masked, sum(m.numel() for m in masks)
+
+
+def graph_roberta_step(batch: SubDocumentPairBatch, layers: int, hidden: int, token_budget: int) -> tuple[float, int]:
+    """Model FLOPs of one Graph-RoBERTa step's passage encoder and the padded path's encoder positions (its
+    length-bucketed sub-batches, as :meth:`GraphDocumentEncoder.passage_nodes` cuts them)."""
+    passages = concat_graphs(batch.view_a, batch.view_b).passages
+    parts, _ = split_token_batch(passages, token_budget, sort_by_length=True)
+    return encoder_flops(passages.attention_mask.sum(1), layers, hidden), sum(p.input_ids.numel() for p in parts)
 
 
 def peak_flops(device: torch.device, given_tflops: float | None) -> tuple[float, str]:
@@ -80,7 +116,7 @@ def peak_flops(device: torch.device, given_tflops: float | None) -> tuple[float,
 
 
 class StepTimer(Callback):
-    """Wall time, tokens, documents and model FLOPs of the steps after ``warmup``."""
+    """Wall time, real tokens, documents and model FLOPs of the steps after ``warmup``."""
 
     def __init__(self, warmup: int, flops) -> None:
         self.warmup, self.flops = warmup, flops
@@ -106,11 +142,104 @@ class StepTimer(Callback):
         self.seconds = self._now(pl_module) - self.started
 
 
+def log_normal_documents(count: int, median_words: int, sigma: float, max_words: int, seed: int) -> list[Document]:
+    """``count`` documents of installed text whose word counts are log-normal around ``median_words`` (60 to
+    ``max_words``): documents of ``max_words`` words, each cut to its drawn length."""
+    rng = random.Random(seed)
+    lengths = [min(max_words, max(60, round(median_words * rng.lognormvariate(0, sigma)))) for _ in range(count)]
+    return [cut_to_words(document, words) for document, words in
+            zip(resampled_documents(count, max(lengths), ["pydoc"], seed=seed), lengths)]
+
+
+def cut_to_words(document: Document, words: int) -> Document:
+    """The first ``words`` words of ``document``, its sections and paragraphs kept."""
+    sections = []
+    for section in document.sections:
+        paragraphs = []
+        for paragraph in section.text.split("\n\n"):
+            kept = paragraph.split()[:words]
+            words -= len(kept)
+            if kept:
+                paragraphs.append(" ".join(kept))
+        if paragraphs:
+            sections.append(Section(section.heading, "\n\n".join(paragraphs)))
+        if words <= 0:
+            break
+    return Document(document.id, document.title, sections, metadata=document.metadata)
+
+
+def build_method(workload: str, encoder: str, args, packed: bool):
+    L.seed_everything(0, verbose=False)  # the same weights for both encodings
+    if workload == "docsplit":
+        return DocSplit(encoder, pooling="cls", max_length=args.max_length, compile_encoder=args.compile,
+                        packed_encoding=packed)
+    return GraphRoBERTa(encoder, max_passage_tokens=args.max_length, cache_passages=False,
+                        compile_encoder=args.compile, packed_encoding=packed)
+
+
+def train(model, batches: list, args, flops) -> tuple[StepTimer, float | None]:
+    """One fit over ``batches``: its timer and, on CUDA, the peak GiB allocated."""
+    if args.device == "cuda":
+        torch.cuda.reset_peak_memory_stats()
+    timer = StepTimer(args.warmup, flops)
+    trainer = L.Trainer(accelerator="gpu" if args.device == "cuda" else "cpu", devices=1,
+                        precision=args.precision, max_steps=args.steps, logger=False, enable_checkpointing=False,
+                        enable_model_summary=False, enable_progress_bar=False, limit_val_batches=0,
+                        callbacks=[timer])
+    trainer.fit(model, train_dataloaders=DataLoader(batches, batch_size=None))
+    memory = torch.cuda.max_memory_allocated() / 2**30 if args.device == "cuda" else None
+    return timer, memory
+
+
+def run_workload(workload: str, encoder: str, args, peak: float) -> list[str]:
+    """Trains ``workload`` padded and packed, alternating, and returns its table rows."""
+    for key, value in WORKLOAD_PRESETS[workload][args.device].items():
+        setattr(args, key, getattr(args, f"given_{key}") or value)
+    models = {encoding: build_method(workload, encoder, args, encoding == "packed") for encoding in ENCODINGS}
+    documents = log_normal_documents(args.steps * args.batch_size, args.median_words, args.sigma, args.max_words,
+                                     seed=0)
+    collate = models["padded"].collator("fit")
+    batches = [collate(documents[i: i + args.batch_size]) for i in range(0, len(documents), args.batch_size)]
+    if workload == "docsplit":
+        vocabulary = len(models["padded"].tokenizer)
+        step = lambda batch: docsplit_step(batch, args.layers, args.hidden, vocabulary)  # noqa: E731
+    else:
+        budget = models["padded"].hparams.passage_token_budget
+        step = lambda batch: graph_roberta_step(batch, args.layers, args.hidden, budget)  # noqa: E731
+    real = sum(int(count_tokens(b)) for b in batches)
+    padded_positions = sum(step(b)[1] for b in batches)
+    results = {encoding: [] for encoding in ENCODINGS}
+    for repeat in range(args.repeats):
+        for encoding in ENCODINGS if repeat % 2 == 0 else ENCODINGS[::-1]:
+            model = build_method(workload, encoder, args, encoding == "packed") if repeat else models[encoding]
+            results[encoding].append(train(model, batches, args, lambda batch: step(batch)[0]))
+    rows = []
+    for encoding in ENCODINGS:
+        timers = [timer for timer, _ in results[encoding]]
+        documents_per_s = statistics.median(t.documents / t.seconds for t in timers)
+        tokens_per_s = statistics.median(t.tokens / t.seconds for t in timers)
+        achieved = statistics.median(t.model_flops / t.seconds for t in timers)
+        memory = max((m for _, m in results[encoding] if m is not None), default=None)
+        ratio = statistics.median(padded[0].seconds / timer.seconds
+                                  for padded, timer in zip(results["padded"], timers))
+        rows.append(f"| {workload} (batch {args.batch_size}, ≤ {args.max_length} tokens, median {args.median_words:,} "
+                    f"words) | {encoding} | {1 - real / padded_positions:.1%} | {documents_per_s:,.1f} | "
+                    f"{tokens_per_s:,.0f} | {achieved / 1e12:.3f} | {achieved / peak:.1%} | "
+                    f"{'—' if memory is None else f'{memory:.2f}'} | **{ratio:.2f} ×** |")
+    return rows
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--device", choices=["cuda", "cpu"], default="cuda" if torch.cuda.is_available() else "cpu")
-    for name in ("hidden", "layers", "max_length", "batch_size", "steps", "warmup"):
-        parser.add_argument(f"--{name.replace('_', '-')}", type=int, default=None, help="default: the device's preset")
+    parser.add_argument("--workloads", nargs="+", choices=list(WORKLOAD_PRESETS), default=list(WORKLOAD_PRESETS))
+    for name in ("hidden", "layers", "steps", "warmup", "repeats"):
+        parser.add_argument(f"--{name}", type=int, default=None, help="default: the device's preset")
+    for name in ("batch_size", "max_length", "median_words"):
+        parser.add_argument(f"--{name.replace('_', '-')}", dest=f"given_{name}", type=int, default=None,
+                            help="default: the workload's preset for the device")
+    parser.add_argument("--sigma", type=float, default=0.8, help="spread of the log-normal document lengths")
+    parser.add_argument("--max-words", type=int, default=10_000, help="longest document, words")
     parser.add_argument("--precision", default=None, help="Trainer precision (preset: bf16-mixed on cuda, 32-true on cpu)")
     parser.add_argument("--peak-tflops", type=float, default=None, help="device peak for MFU (default: see above)")
     parser.add_argument("--compile", action="store_true", help="compile_encoder=True")
@@ -122,40 +251,28 @@ def main() -> None:
     if args.threads:
         torch.set_num_threads(args.threads)
     warnings.filterwarnings("ignore", ".*does not have many workers.*")
-    L.seed_everything(0, verbose=False)
     device = torch.device(args.device, 0) if args.device == "cuda" else torch.device("cpu")
     if args.device == "cuda":
         torch.backends.cuda.matmul.allow_tf32 = True
-
-    with tempfile.TemporaryDirectory(prefix="lit_docemb_throughput_") as tmp:
-        encoder = write_bert(os.path.join(tmp, "bert"), args.hidden, args.layers, max_positions=max(512, args.max_length))
-        model = DocSplit(encoder, pooling="cls", max_length=args.max_length, compile_encoder=args.compile)
-        vocabulary = len(model.tokenizer)
-        collate = model.collator("fit")
-        documents = resampled_documents(args.steps * args.batch_size, 3 * args.max_length, ["pydoc"], seed=0)
-        batches = [collate(documents[i: i + args.batch_size]) for i in range(0, len(documents), args.batch_size)]
-        timer = StepTimer(args.warmup, lambda b: docsplit_step_flops(b, args.layers, args.hidden, vocabulary))
-        trainer = L.Trainer(accelerator="gpu" if args.device == "cuda" else "cpu", devices=1,
-                            precision=args.precision, max_steps=args.steps, logger=False, enable_checkpointing=False,
-                            enable_model_summary=False, enable_progress_bar=False, limit_val_batches=0,
-                            callbacks=[timer])
-        load_before = os.getloadavg()
-        trainer.fit(model, train_dataloaders=DataLoader(batches, batch_size=None))
-        load_after = os.getloadavg()
     peak, peak_text = peak_flops(device, args.peak_tflops)
-    achieved = timer.model_flops / timer.seconds
-    memory = peak_memory_gib(device)  # CUDA max allocated, or the process's peak RSS on CPU
+    load_before = os.getloadavg()
+    rows = []
+    with tempfile.TemporaryDirectory(prefix="lit_docemb_throughput_") as tmp:
+        encoder = write_bert(os.path.join(tmp, "bert"), args.hidden, args.layers, max_positions=512)
+        for workload in args.workloads:
+            rows += run_workload(workload, encoder, args, peak)
+    load_after = os.getloadavg()
     name = torch.cuda.get_device_name(device) if args.device == "cuda" else machine_line()
-    full = sum(int(b.view_a.attention_mask.all() and b.view_b.attention_mask.all()) for b in batches)
-    print(f"\nDocSplit, random-init BERT {args.layers} × {args.hidden} (FFN {4 * args.hidden}, vocab {vocabulary:,}, "
-          f"MLM head), {args.max_length} tokens per view ({full}/{len(batches)} batches without padding), batch "
-          f"{args.batch_size}, {args.precision}{', compiled' if args.compile else ''}, on {name}; "
-          f"{args.steps - args.warmup} timed steps after {args.warmup} warm-up.\n")
-    print("| documents/s | tokens/s | model TFLOP/s | MFU | peak used | peak memory GiB |")
-    print("|---:|---:|---:|---:|---|---:|")
-    print(f"| {timer.documents / timer.seconds:,.1f} | {timer.tokens / timer.seconds:,.0f} | {achieved / 1e12:.3f} | "
-          f"{achieved / peak:.1%} | {peak_text} | {memory:.2f} |")
-    print(f"\ntokens: real tokens of every encoder pass (2 views + the masked copy). {load_line(load_before, load_after)}.")
+    print(f"\nRandom-init BERT {args.layers} × {args.hidden} (FFN {4 * args.hidden}), {args.precision}"
+          f"{', compiled' if args.compile else ''}, on {name}; {args.steps - args.warmup} timed steps after "
+          f"{args.warmup} warm-up, {args.repeats} alternated repeat(s); document words log-normal around the median "
+          f"(sigma {args.sigma:g}, 60-{args.max_words:,} words); MFU against {peak_text}.\n")
+    print("| workload | encoding | padding share | documents/s | real tokens/s | model TFLOP/s | MFU | peak memory GiB "
+          "| speed-up over padded |")
+    print("|---|---|---:|---:|---:|---:|---:|---:|---:|")
+    print("\n".join(rows))
+    print(f"\nreal tokens: every encoder pass (DocSplit: 2 views + the masked copy; Graph-RoBERTa: every passage). "
+          f"speed-up: median of per-repeat step-time ratios. {load_line(load_before, load_after)}.")
 
 
 if __name__ == "__main__":
