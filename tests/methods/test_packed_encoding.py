@@ -171,6 +171,13 @@ def test_varlen_kernel_on_cuda_matches_the_padded_path_in_bf16(tmp_path):
     padded, packed = (encoder.cuda() for encoder in padded_and_packed(write_encoder(tmp_path, "bert")))
     inputs = tuple(x.cuda() for x in ragged_batch([5, 17, 1, 9, 17], width=17, pad_id=0))
     assert use_varlen_kernel(torch.zeros(1, device="cuda", dtype=torch.bfloat16))
-    with torch.autocast("cuda", dtype=torch.bfloat16):
-        reference, result = padded(*inputs), packed(*inputs)
-    assert (reference.float() - result.float()).abs().max().item() <= 3e-2 * reference.abs().max().item()
+    results = []
+    for encoder in (padded, packed):
+        with torch.autocast("cuda", dtype=torch.bfloat16):
+            output = encoder(*inputs).float()  # (B, D)
+        output.square().sum().backward()
+        results.append((output.detach(), torch.cat([p.grad.flatten() for p in encoder.parameters()
+                                                    if p.grad is not None])))
+    (reference, reference_gradient), (result, gradient) = results
+    assert (reference - result).abs().max().item() <= 3e-2 * reference.abs().max().item()  # bf16 rounding
+    assert torch.nn.functional.cosine_similarity(reference_gradient, gradient, dim=0).item() > 0.99
