@@ -8,6 +8,7 @@ import pytest
 import torch
 from conftest import _topic_texts
 from transformers import (
+    AutoTokenizer,
     BertConfig,
     BertForMaskedLM,
     CamembertConfig,
@@ -22,6 +23,7 @@ from transformers import (
     XLMRobertaModel,
 )
 
+from lit_docemb.commands.cli import main
 from lit_docemb.data.document import Document, Section
 from lit_docemb.errors import BadArgument
 from lit_docemb.models import HFEncoder, tokenizer_and_encoder
@@ -133,6 +135,23 @@ def test_an_encoder_that_cannot_pack_is_refused_in_one_line(tmp_path, no_dropout
     with pytest.raises(BadArgument, match=r"^packed_encoding: "):  # a method's key is named as the method's
         tokenizer_and_encoder(no_dropout_encoder_dir, packed=True, attn_implementation="eager",
                               packed_argument="packed_encoding")
+
+
+def test_the_cli_names_the_method_key_when_the_encoder_cannot_pack(tiny_encoder_dir, corpus_jsonl, tmp_path, capsys):
+    tokenizer = AutoTokenizer.from_pretrained(tiny_encoder_dir)
+    LongformerModel(LongformerConfig(**SIZES | {"vocab_size": len(tokenizer), "attention_window": 4})).save_pretrained(
+        tmp_path / "longformer")
+    tokenizer.save_pretrained(tmp_path / "longformer")
+    with pytest.raises(SystemExit) as stopped:
+        main(["fit", "--model=lit_docemb.methods.DocSplit", f"--model.encoder={tmp_path / 'longformer'}",
+              "--model.max_length=32", "--model.packed_encoding=true", "--data=lit_docemb.data.JSONLDataModule",
+              f"--data.paths=[{corpus_jsonl}]", "--trainer.accelerator=cpu", "--trainer.max_steps=1",
+              f"--trainer.default_root_dir={tmp_path}"])
+    assert stopped.value.code == 2
+    errors = [line for line in capsys.readouterr().err.splitlines() if line.startswith("error")]
+    assert errors == [f"error: model.init_args.packed_encoding: encoder {str(tmp_path / 'longformer')!r} (longformer) "
+                      f"cannot encode packed sequences (BERT-family encoders only: bert, roberta, xlm-roberta, "
+                      f"camembert, electra): set it to false"]
 
 
 def documents(count: int) -> list[Document]:
