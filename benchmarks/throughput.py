@@ -240,7 +240,8 @@ def main() -> None:
                             help="default: the workload's preset for the device")
     parser.add_argument("--sigma", type=float, default=0.8, help="spread of the log-normal document lengths")
     parser.add_argument("--max-words", type=int, default=10_000, help="longest document, words")
-    parser.add_argument("--precision", default=None, help="Trainer precision (preset: bf16-mixed on cuda, 32-true on cpu)")
+    parser.add_argument("--precision", default=None,
+                        help="Trainer precision (preset: bf16-mixed on cuda, 32-true on cpu)")
     parser.add_argument("--peak-tflops", type=float, default=None, help="device peak for MFU (default: see above)")
     parser.add_argument("--compile", action="store_true", help="compile_encoder=True")
     parser.add_argument("--threads", type=int, default=None, help="CPU threads (torch default if unset)")
@@ -272,7 +273,8 @@ def main() -> None:
     print("|---|---|---:|---:|---:|---:|---:|---:|---:|")
     print("\n".join(rows))
     print(f"\nreal tokens: every encoder pass (DocSplit: 2 views + the masked copy; Graph-RoBERTa: every passage). "
-          f"speed-up: median (min–max) of the per-repeat ratios of timed seconds, padded / this. {load_line(load_before, load_after)}.")
+          f"speed-up: median (min–max) of the per-repeat ratios of timed seconds, padded / this. "
+          f"{load_line(load_before, load_after)}.")
 
 
 if __name__ == "__main__":
