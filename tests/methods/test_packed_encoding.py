@@ -54,7 +54,8 @@ def ragged_batch(lengths: list[int], width: int, pad_id: int, seed: int = 0) -> 
     """Token ids, attention mask and token types (B, width) of rows of the given lengths, padded on the right."""
     generator = torch.Generator().manual_seed(seed)
     mask = (torch.arange(width)[None] < torch.tensor(lengths)[:, None]).long()
-    ids = torch.randint(5, SIZES["vocab_size"], (len(lengths), width), generator=generator).masked_fill(mask == 0, pad_id)
+    ids = torch.randint(5, SIZES["vocab_size"], (len(lengths), width), generator=generator)
+    ids = ids.masked_fill(mask == 0, pad_id)
     token_types = torch.randint(0, 2, ids.shape, generator=generator) * mask
     return ids, mask, token_types
 
