@@ -265,8 +265,30 @@ def train(model, batches: list, args, flops) -> tuple[StepTimer, float | None]:
     return timer, memory
 
 
-def run_workload(workload: str, encoder: str, args, peak: float) -> list[str]:
-    """Trains ``workload`` padded and packed, alternating, and returns its table rows."""
+def embedding_difference(models: dict, batch, device: torch.device, precision: str) -> str:
+    """The largest difference between the padded and the packed encoder's embeddings of the first batch's
+    sequences (eval mode, the run's precision on its device), beside the largest embedding value."""
+    if isinstance(batch, ViewPairBatch):
+        tokens = batch.view_a
+    else:
+        tokens = concat_graphs(batch.view_a, batch.view_b).passages
+    encoders = {encoding: model.model.encoder if isinstance(model, GraphRoBERTa) else model.encoder
+                for encoding, model in models.items()}
+    dtype = {"bf16-mixed": torch.bfloat16, "16-mixed": torch.float16}.get(precision)
+    embeddings = {}
+    for encoding, encoder in encoders.items():
+        encoder.to(device).eval()
+        with torch.no_grad(), torch.autocast(device.type, dtype=dtype, enabled=dtype is not None):
+            embeddings[encoding] = encoder(tokens.input_ids.to(device), tokens.attention_mask.to(device)).float()
+        encoder.cpu().train()
+    difference = (embeddings["padded"] - embeddings["packed"]).abs().max().item()
+    return (f"packed against padded embeddings of the first batch's {len(tokens.input_ids)} sequences ({precision}, "
+            f"eval): max |difference| {difference:.2e}, largest |value| {embeddings['padded'].abs().max().item():.2e}")
+
+
+def run_workload(workload: str, encoder: str, args, peak: float) -> tuple[list[str], str]:
+    """Trains ``workload`` padded and packed, alternating, and returns its table rows and a line comparing the
+    two encoders' embeddings before training."""
     for key, value in WORKLOAD_PRESETS[workload][args.device].items():
         setattr(args, key, getattr(args, f"given_{key}") or value)
     models = {encoding: build_method(workload, encoder, args, encoding == "packed") for encoding in ENCODINGS}
@@ -282,6 +304,8 @@ def run_workload(workload: str, encoder: str, args, peak: float) -> list[str]:
         step = lambda batch: graph_roberta_step(batch, args.layers, args.hidden, budget)  # noqa: E731
     real = sum(int(count_tokens(b)) for b in batches)
     padded_positions = sum(step(b)[1] for b in batches)
+    device = torch.device(args.device, 0) if args.device == "cuda" else torch.device("cpu")
+    check = f"{workload}: {embedding_difference(models, batches[0], device, args.precision)}"
     results = {encoding: [] for encoding in ENCODINGS}
     for repeat in range(args.repeats):
         for encoding in ENCODINGS if repeat % 2 == 0 else ENCODINGS[::-1]:
@@ -301,7 +325,7 @@ def run_workload(workload: str, encoder: str, args, peak: float) -> list[str]:
                     f"{tokens_per_s:,.0f} | {achieved / 1e12:.3f} | {achieved / peak:.1%} | "
                     f"{'—' if memory is None else f'{memory:.2f}'} | **{statistics.median(ratios):.2f} ×** "
                     f"({min(ratios):.2f}–{max(ratios):.2f}) |")
-    return rows
+    return rows, check
 
 
 def main() -> None:
@@ -332,13 +356,14 @@ def main() -> None:
         torch.backends.cuda.matmul.allow_tf32 = True
     peak, peak_text = peak_flops(device, args.peak_tflops)
     load_before = os.getloadavg()
-    rows = []
+    rows, checks = [], []
     with tempfile.TemporaryDirectory(prefix="lit_docemb_throughput_") as tmp:
         tokenizer, tokenizer_text = benchmark_tokenizer()
         encoder = write_bert(os.path.join(tmp, "bert"), args.hidden, args.layers, max_positions=512,
                              tokenizer=tokenizer)
         for workload in args.workloads:
-            rows += run_workload(workload, encoder, args, peak)
+            workload_rows, check = run_workload(workload, encoder, args, peak)
+            rows, checks = rows + workload_rows, checks + [check]
     load_after = os.getloadavg()
     name = torch.cuda.get_device_name(device) if args.device == "cuda" else machine_line()
     print(f"\nRandom-init BERT {args.layers} × {args.hidden} (FFN {4 * args.hidden}) with {tokenizer_text}, "
@@ -353,6 +378,7 @@ def main() -> None:
     print(f"\nreal tokens: every encoder pass (DocSplit: 2 views + the masked copy; Graph-RoBERTa: every passage). "
           f"speed-up: median (min–max) of the per-repeat ratios of timed seconds, padded / this. "
           f"{load_line(load_before, load_after)}.")
+    print("\n".join(["", *checks]))
 
 
 if __name__ == "__main__":
