@@ -46,7 +46,6 @@ import gc
 import hashlib
 import platform
 import pstats
-import random
 import statistics
 import tempfile
 import time
@@ -61,11 +60,12 @@ import torch
 from transformers import AutoTokenizer
 
 from lit_docemb.data.arrow import ArrowDocuments, document_to_row, row_to_document
-from lit_docemb.data.document import Document, Section
-from lit_docemb.data.installed_docs import iter_installed_docs
+from lit_docemb.data.document import Document
 from lit_docemb.data.jsonl import read_jsonl
 from lit_docemb.data.passage_cache import PassageCache
 from lit_docemb.data.text import chunk_passages
+
+from common import resampled_documents
 
 ROW_FEATURES = datasets.Features({
     "id": datasets.Value("string"), "title": datasets.Value("string"),
@@ -75,30 +75,6 @@ ROW_FEATURES = datasets.Features({
 
 
 # ------------------------------------------------------------------------------------------------- corpus
-def resampled_documents(count: int, words: int, sources: list[str], seed: int) -> list[Document]:
-    """``count`` documents of exactly ``words`` words, each a run of sections drawn at random (with
-    replacement) from the installed documents; a drawn section keeps its heading and a random run of its
-    paragraphs, and the last one is cut at the word budget."""
-    pool = [(s.heading, s.text.split("\n\n")) for d in iter_installed_docs(sources) for s in d.sections if s.text]
-    rng = random.Random(seed)
-    documents = []
-    for index in range(count):
-        sections, left = [], words
-        while left > 0:
-            heading, paragraphs = rng.choice(pool)
-            start = rng.randrange(len(paragraphs))
-            kept = []
-            for paragraph in paragraphs[start:]:
-                paragraph_words = paragraph.split()
-                kept.append(" ".join(paragraph_words[:left]))
-                left -= min(left, len(paragraph_words))
-                if left == 0:
-                    break
-            sections.append(Section(heading, "\n\n".join(kept)))
-        documents.append(Document(f"bench:{index}", f"Document {index}", sections, metadata={"source": "resampled"}))
-    return documents
-
-
 def write_jsonl(documents: list[Document], path: Path) -> None:
     with open(path, "w", encoding="utf-8") as f:
         for doc in documents:

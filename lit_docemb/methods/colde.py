@@ -61,6 +61,8 @@ class CoLDE(EmbeddingMethod):
         temperature: Supervised contrastive temperature (paper: 0.5).
         gather_across_devices: Contrast with the sections of all devices (exact gather with gradient).
         chunk_token_budget: Chunks of a batch are encoded in sub-batches of at most this many padded tokens.
+        packed_encoding: Encode the chunks without padding (see ``HFEncoder``'s ``packed``): the same embeddings
+            and gradients, less compute on a GPU; BERT-family encoders only, no dropout on attention probabilities.
         predict_similarities: ``predict`` also returns the three levels of similarity between each batch's
             documents (one more forward pass over them, split); ``False``: ids and embeddings only.
         optimizer: Optimizer factory; ``None`` is AdamW at the paper's 5e-5 (weight decay 0.01).
@@ -89,6 +91,7 @@ class CoLDE(EmbeddingMethod):
         temperature: float = 0.5,
         gather_across_devices: bool = True,
         chunk_token_budget: int = 16384,
+        packed_encoding: bool = False,
         predict_similarities: bool = True,
         optimizer: OptimizerCallable | None = None,
         scheduler: LRSchedulerCallable | None = None,
@@ -106,7 +109,8 @@ class CoLDE(EmbeddingMethod):
         require(max_chunks_per_section is None or 1 <= max_chunks_per_section <= chunk_embeddings,
                 "max_chunks_per_section", f"in 1..chunk_embeddings={chunk_embeddings} or null", max_chunks_per_section)
         self.tokenizer, chunk_encoder = tokenizer_and_encoder(encoder, chunk_tokens, "chunk_tokens",
-                                                              pretrained=pretrained, pooling=pooling)
+                                                              pretrained=pretrained, pooling=pooling,
+                                                              packed=packed_encoding, packed_argument="packed_encoding")
         self.model = CoLDEEncoder(chunk_encoder, augmentation, aggregation, num_sections, chunk_embeddings,
                                   num_heads, lstm_output_size, projection_size if objective == "supcon" else None,
                                   chunk_token_budget)

@@ -55,6 +55,9 @@ class DocSplit(EmbeddingMethod):
         gather_across_devices: Use the views of all devices as negatives (exact gather with gradient).
         embed_with_title: Prefix the title to the body when embedding whole documents (predict/evaluate).
         compile_encoder: Compile the transformer with ``torch.compile`` (see ``HFEncoder``'s ``compile``).
+        packed_encoding: Encode the views and their masked-LM copies without padding (see ``HFEncoder``'s
+            ``packed``): the same embeddings and gradients, less compute on a GPU; BERT-family encoders only, no
+            dropout on attention probabilities.
         first_token_global_attention: Longformer: global attention on the [CLS] token (see ``HFEncoder``). The
             paper does not say; its Longformer config reads it as Longformer's own classifiers do (``true``).
         optimizer: Optimizer factory; ``None`` is the paper's AdamW with lr 5e-5.
@@ -78,6 +81,7 @@ class DocSplit(EmbeddingMethod):
         gather_across_devices: bool = True,
         embed_with_title: bool = True,
         compile_encoder: bool = False,
+        packed_encoding: bool = False,
         first_token_global_attention: bool = False,
         optimizer: OptimizerCallable | None = None,
         scheduler: LRSchedulerCallable | None = None,
@@ -87,7 +91,8 @@ class DocSplit(EmbeddingMethod):
         self.save_method_hyperparameters(ignore=["optimizer", "scheduler"])
         self.tokenizer, self.encoder = tokenizer_and_encoder(
             encoder, max_length, "max_length", pretrained=pretrained, pooling=pooling, with_mlm_head=mlm_weight > 0,
-            compile=compile_encoder, first_token_global_attention=first_token_global_attention)
+            compile=compile_encoder, first_token_global_attention=first_token_global_attention, packed=packed_encoding,
+            packed_argument="packed_encoding")
         self.contrastive = InfoNCELoss(temperature, similarity="cos", symmetric=symmetric,
                                        gather_across_devices=gather_across_devices)
         self.mlm = MaskedLMLoss()

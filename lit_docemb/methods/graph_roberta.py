@@ -83,6 +83,8 @@ class GraphRoBERTa(EmbeddingMethod):
         bucket_passages: Form those sub-batches from the passages of the whole batch sorted by length, each
             padded to its own longest passage (less padding); ``False`` keeps document order.
         compile_encoder: Compile the transformer with ``torch.compile`` (see ``HFEncoder``'s ``compile``).
+        packed_encoding: Encode the passages without padding (see ``HFEncoder``'s ``packed``): the same embeddings
+            and gradients, less compute on a GPU; BERT-family encoders only, no dropout on attention probabilities.
         cache_passages: Have the DataModule split and tokenize the corpus's passages once into an on-disk
             cache (:class:`~lit_docemb.data.passage_cache.PassageCache`), read by every later epoch and run.
         passage_cache_dir: Folder of that cache (``None``: the ``datasets`` cache folder).
@@ -115,6 +117,7 @@ class GraphRoBERTa(EmbeddingMethod):
         passage_token_budget: int = 32768,
         bucket_passages: bool = True,
         compile_encoder: bool = False,
+        packed_encoding: bool = False,
         cache_passages: bool = True,
         passage_cache_dir: str | None = None,
         optimizer: OptimizerCallable | None = None,
@@ -129,7 +132,7 @@ class GraphRoBERTa(EmbeddingMethod):
         require(max_passage_tokens >= 1, "max_passage_tokens", ">= 1", max_passage_tokens)
         self.tokenizer, passage_encoder = tokenizer_and_encoder(
             encoder, max_passage_tokens, "max_passage_tokens", pretrained=pretrained, pooling=pooling,
-            compile=compile_encoder)
+            compile=compile_encoder, packed=packed_encoding, packed_argument="packed_encoding")
         self.model = GraphDocumentEncoder(passage_encoder, node_dim, num_graph_layers, num_heads,
                                           attention_dropout, passage_token_budget, bucket_passages)
         self.contrastive = InfoNCELoss(temperature, similarity="dot", symmetric=objective == "halves",

@@ -23,6 +23,7 @@ from transformers import (
 )
 
 from lit_docemb.errors import BadArgument, require
+from lit_docemb.models.packing import PACKED_ATTENTION, PACKED_MODEL_TYPES, PackedLayout, position_offset
 
 log = logging.getLogger(__name__)
 
@@ -75,7 +76,8 @@ def load_tokenizer(name_or_path: str, argument: str = "encoder") -> PreTrainedTo
 
 
 def tokenizer_and_encoder(name_or_path: str, max_tokens: int | None = None, argument: str = "max_length",
-                          encoder_argument: str = "encoder", **encoder_args) -> tuple[PreTrainedTokenizerBase, HFEncoder]:
+                          encoder_argument: str = "encoder", packed_argument: str = "packed",
+                          **encoder_args) -> tuple[PreTrainedTokenizerBase, HFEncoder]:
     """The tokenizer and the :class:`HFEncoder` of one checkpoint, the encoder checked to hold ``max_tokens``.
 
     Args:
@@ -83,10 +85,16 @@ def tokenizer_and_encoder(name_or_path: str, max_tokens: int | None = None, argu
         max_tokens: Longest input the caller will give the encoder; ``None`` skips the check.
         argument: The caller's config key of ``max_tokens``, named by the error (see :meth:`HFEncoder.check_length`).
         encoder_argument: The caller's config key of ``name_or_path``, named when it is no model.
-        **encoder_args: :class:`HFEncoder`'s other arguments (``pretrained``, ``pooling``, ...).
+        packed_argument: The caller's config key of ``packed``, named when the encoder cannot encode packed.
+        **encoder_args: :class:`HFEncoder`'s other arguments (``pretrained``, ``pooling``, ``packed``, ...).
     """
     tokenizer = load_tokenizer(name_or_path, encoder_argument)
-    encoder = HFEncoder(name_or_path, **encoder_args)
+    try:
+        encoder = HFEncoder(name_or_path, **encoder_args)
+    except BadArgument as err:
+        if err.argument != "packed":
+            raise
+        raise BadArgument(packed_argument, err.problem) from None
     if max_tokens is not None:
         encoder.check_length(max_tokens, argument)
     return tokenizer, encoder
@@ -121,6 +129,12 @@ class HFEncoder(nn.Module):
             Longformer's classifiers do (Beltagy et al. 2020) and as the papers' Longformer rows read it; without
             it every token, [CLS] included, sees only its local window. Only for encoders whose forward takes a
             ``global_attention_mask`` (Longformer, LED); another encoder refuses it.
+        packed: Encode without padding (:mod:`lit_docemb.models.packing`): the real tokens of a batch in one row,
+            positions restarting per sequence, attention within each sequence (FlashAttention over variable
+            lengths for fp16/bf16 on CUDA; on CPU and in fp32 attention runs padded, the rest packed). The same
+            embeddings and gradients as the padded path, up to float rounding, except that attention
+            probabilities get no dropout. BERT-family encoders only (:data:`~lit_docemb.models.packing.
+            PACKED_MODEL_TYPES`) with ``attn_implementation`` ``"sdpa"``; another encoder refuses it.
     """
 
     def __init__(
@@ -132,6 +146,7 @@ class HFEncoder(nn.Module):
         attn_implementation: str | None = "sdpa",
         compile: bool = False,
         first_token_global_attention: bool = False,
+        packed: bool = False,
     ) -> None:
         super().__init__()
         if pooling not in ("cls", "mean"):
@@ -141,10 +156,13 @@ class HFEncoder(nn.Module):
         name_or_path = resolve_model_path(name_or_path)
         kwargs = {"attn_implementation": attn_implementation} if attn_implementation else {}
         config = AutoConfig.from_pretrained(name_or_path)
+        if packed:
+            check_packable(config, name_or_path, attn_implementation)
+            kwargs = {"attn_implementation": PACKED_ATTENTION}
         try:
             model = self._build(auto, name_or_path, config, pretrained, kwargs)
         except (ValueError, ImportError) as err:  # architecture without SDPA support
-            if not kwargs:
+            if not kwargs or packed:
                 raise
             log.warning("%s; falling back to the default attention implementation", err)
             model = self._build(auto, name_or_path, config, pretrained, {})
@@ -161,6 +179,11 @@ class HFEncoder(nn.Module):
             raise BadArgument("first_token_global_attention", f"encoder {name_or_path!r} "
                               f"({type(self.backbone).__name__}) has no global attention (Longformer-style encoders "
                               f"only): set it to false")
+        self.packed = packed
+        self.position_offset = position_offset(self.backbone.embeddings) if packed else 0
+        if packed and getattr(config, "attention_probs_dropout_prob", 0.0):
+            log.warning("packed encoding applies no dropout to attention probabilities (%s has %g)", name_or_path,
+                        config.attention_probs_dropout_prob)
         if compile:
             self.backbone.compile()
 
@@ -187,21 +210,35 @@ class HFEncoder(nn.Module):
         """The encoder without its MLM head."""
         return self.model.base_model if hasattr(self.model, "base_model") else self.model
 
-    def forward(self, input_ids: Tensor, attention_mask: Tensor) -> Tensor:
+    def forward(self, input_ids: Tensor, attention_mask: Tensor, token_type_ids: Tensor | None = None) -> Tensor:
         """Embeds token ids (B, T) into (B, D). B may be 0 (see :func:`_one_dummy_row`)."""
         if input_ids.shape[0] == 0:
             return self.forward(*_one_dummy_row(input_ids, attention_mask))[:0]
-        hidden = self.token_states(input_ids, attention_mask)  # (B, T, D)
+        hidden = self.token_states(input_ids, attention_mask, token_type_ids)  # (B, T, D)
         return pool(hidden, attention_mask, self.pooling)
 
-    def token_states(self, input_ids: Tensor, attention_mask: Tensor) -> Tensor:
-        """The backbone's last hidden states (B, T, D), with the first token's global attention when configured."""
-        extra = {}
+    def token_states(self, input_ids: Tensor, attention_mask: Tensor, token_type_ids: Tensor | None = None) -> Tensor:
+        """The backbone's last hidden states (B, T, D), with the first token's global attention when configured;
+        packed (see ``packed``), the states at the padding are zeros."""
+        if self.packed:
+            return self.packed_token_states(input_ids, attention_mask, token_type_ids)
+        extra = {} if token_type_ids is None else {"token_type_ids": token_type_ids}
         if self.first_token_global_attention:
             global_mask = torch.zeros_like(attention_mask)
             global_mask[:, 0] = 1
             extra["global_attention_mask"] = global_mask
         return self.backbone(input_ids=input_ids, attention_mask=attention_mask, **extra).last_hidden_state
+
+    def packed_token_states(self, input_ids: Tensor, attention_mask: Tensor,
+                            token_type_ids: Tensor | None = None) -> Tensor:
+        """:meth:`token_states` of the real tokens only, encoded as one row of N tokens (B, T) -> (B, T, D)."""
+        layout = PackedLayout.from_mask(attention_mask)
+        extra = {} if token_type_ids is None else {"token_type_ids": layout.pack(token_type_ids)[None]}
+        hidden = self.backbone(input_ids=layout.pack(input_ids)[None],  # (1, N)
+                               position_ids=(layout.columns + self.position_offset)[None],
+                               cu_seq_lens_q=layout.cu_seq_lens, max_length_q=layout.max_length,
+                               **extra).last_hidden_state[0]  # (N, D)
+        return layout.unpack(hidden)
 
     def mlm_logits(self, input_ids: Tensor, attention_mask: Tensor, positions: Tensor | None = None) -> Tensor:
         """Masked-LM logits: (B, T, V), or (K, V) for the K positions where the boolean ``positions`` (B, T)
@@ -222,6 +259,18 @@ class HFEncoder(nn.Module):
         if len(heads) != 1:
             raise RuntimeError(f"cannot tell the MLM head of {type(self.model).__name__}: {len(heads)} candidates")
         return heads[0]
+
+
+def check_packable(config, name_or_path: str, attn_implementation: str | None) -> None:
+    """Raises :class:`~lit_docemb.errors.BadArgument` on ``packed`` unless the encoder can encode packed batches
+    (see :class:`HFEncoder`'s ``packed``)."""
+    if config.model_type not in PACKED_MODEL_TYPES or getattr(config, "is_decoder", False):
+        raise BadArgument("packed", f"encoder {name_or_path!r} ({config.model_type}) cannot encode packed "
+                                    f"sequences (BERT-family encoders only: {', '.join(PACKED_MODEL_TYPES)}): "
+                                    f"set it to false")
+    if attn_implementation not in ("sdpa", None):
+        raise BadArgument("packed", f"packed encoding brings its own attention kernel, not {attn_implementation!r}: "
+                                    f"set attn_implementation to 'sdpa' or packed to false")
 
 
 class quiet_transformers_loading:

@@ -16,7 +16,6 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
-from torch_geometric.nn import GATConv
 
 from lit_docemb.data.batches import PassageGraphBatch, TokenBatch
 from lit_docemb.data.tokens import split_token_batch
@@ -72,6 +71,8 @@ class GraphDocumentEncoder(nn.Module):
         super().__init__()
         if node_dim % num_heads:
             raise ValueError(f"node_dim={node_dim} must be divisible by num_heads={num_heads}")
+        from torch_geometric.nn import GATConv  # here: the package imports without torch-geometric
+
         self.encoder = encoder
         self.project = nn.Linear(encoder.hidden_size, node_dim)
         self.layers = nn.ModuleList(GATConv(node_dim, node_dim // num_heads, heads=num_heads,

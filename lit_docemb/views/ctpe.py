@@ -13,7 +13,6 @@ from typing import Literal
 
 import numpy as np
 import torch
-from sklearn.feature_extraction.text import TfidfVectorizer
 
 from lit_docemb.data.batches import CoupledDocumentBatch, CoupledPairBatch
 from lit_docemb.data.document import Document, doc_index
@@ -90,6 +89,8 @@ def tfidf_neighbours(texts: Sequence[str], k: int = 100, chunk_size: int = 1024)
     of their TF-IDF vectors (scikit-learn's defaults), best first, never i itself."""
     if len(texts) < 2:
         raise ValueError(f"TF-IDF neighbours need at least 2 documents, got {len(texts)}")
+    from sklearn.feature_extraction.text import TfidfVectorizer  # here: the package imports without scikit-learn
+
     k = min(k, len(texts) - 1)
     matrix = TfidfVectorizer().fit_transform(texts)  # (N, V), rows L2-normalised
     rows = []
