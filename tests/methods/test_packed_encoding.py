@@ -186,7 +186,7 @@ def test_methods_train_the_same_with_packed_encoding(no_dropout_encoder_dir, met
     assert_same(method_losses_and_gradients(padded), method_losses_and_gradients(packed))
 
 
-@pytest.mark.skipif(not torch.cuda.is_available(), reason="FlashAttention over variable lengths needs CUDA")
+@pytest.mark.cuda  # deselected with one summary line where torch sees no GPU (tests/conftest.py)
 def test_varlen_kernel_on_cuda_matches_the_padded_path_in_bf16(tmp_path):
     padded, packed = (encoder.cuda() for encoder in padded_and_packed(write_encoder(tmp_path, "bert")))
     inputs = tuple(x.cuda() for x in ragged_batch([5, 17, 1, 9, 17], width=17, pad_id=0))
