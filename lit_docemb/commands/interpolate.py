@@ -97,19 +97,23 @@ def refuse_test_splits(evaluations: list) -> None:
                               f"validation: pass --evaluation with init_args evaluate_on: val (or split: val)")
 
 
-def pick_metric(results: dict[str, dict[str, float]], metric: str | None) -> str:
-    """``metric`` (``<evaluation>/<measure>``) when given and present, else the first measure that is no count."""
-    from lit_docemb.eval.evaluation import COUNTS
+#: Measures ``interpolate`` maximises when no ``--metric`` is given, in order of preference (higher is better).
+PREFERRED_MEASURES = ("mrr", "ndcg", "map", "accuracy", "nmi", "f1")
 
+
+def pick_metric(results: dict[str, dict[str, float]], metric: str | None) -> str:
+    """``metric`` (``<evaluation>/<key>``) when given and present; else the first of :data:`PREFERRED_MEASURES`
+    found, the least nested key first (``heldout/heldout/mrr@10`` before ``heldout/heldout/summary/mrr@10``)."""
     names = [f"{name}/{key}" for name, metrics in results.items() for key in metrics]
     if metric is not None:
         if metric not in names:
             raise ConfigError(f"--metric {metric}: not among the evaluations' metrics: {', '.join(names)}")
         return metric
-    scores = [n for n in names if not n.rpartition("/")[2].startswith(COUNTS)]
-    if not scores:
-        raise ConfigError(f"interpolate: the evaluations return only counts ({', '.join(names)}): pass --metric")
-    return scores[0]
+    for prefix in PREFERRED_MEASURES:
+        found = [n for n in sorted(names, key=lambda n: n.count("/")) if n.rpartition("/")[2].startswith(prefix)]
+        if found:
+            return found[0]
+    raise ConfigError(f"interpolate: no MRR, nDCG, MAP, accuracy, NMI or F1 among {', '.join(names)}: pass --metric")
 
 
 def interpolate(config: list[str], ckpt_path: str, evaluation: list[str] | None = None, metric: str | None = None,
@@ -124,8 +128,8 @@ def interpolate(config: list[str], ckpt_path: str, evaluation: list[str] | None 
         evaluation: A validation evaluation by name or ``{class_path, init_args}`` (as ``evaluate`` takes it);
             repeatable. Default: the config's evaluation callbacks that read no test split, else what the corpus
             supports on validation.
-        metric: The metric to maximise, ``<evaluation>/<measure>`` (``heldout/mrr@10``); default: the first
-            measure of the first evaluation that is no count.
+        metric: The metric to maximise, ``<evaluation>/<key>`` (``heldout/heldout/mrr@10``); default: the first
+            MRR, else nDCG, MAP, accuracy, NMI or F1 the evaluations report.
         alphas: The α values tried (default: 0, 0.1, ..., 1).
         output: Folder of interpolation.json (default: ``trainer.default_root_dir``).
         batch_size: Documents embedded per forward pass.
