@@ -206,7 +206,9 @@ that point the config at it."""
 
 # --- methods: class -> init_args overrides for the tiny encoder ------------------------------------------------
 def _graph_roberta(args: dict, encoder: str, folder: Path) -> dict:
-    update = {"encoder": encoder, "node_dim": 16, "max_passage_tokens": 64}
+    # head_init identity needs nodes at least as wide as the tiny encoder's 32
+    update = {"encoder": encoder, "node_dim": 32 if args.get("head_init") == "identity" else 16,
+              "max_passage_tokens": 64}
     if args.get("grad_cache_token_budget"):
         update["grad_cache_token_budget"] = 256
     return update

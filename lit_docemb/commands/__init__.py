@@ -22,6 +22,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "evaluate": ("evaluate", "score a checkpoint with the paper evaluations (retrieval, clustering, probes, ...)"),
     "embed": ("embed", "write a checkpoint's document embeddings of a JSONL/TSV file"),
     "export": ("export", "save a checkpoint as a Hugging Face or sentence-transformers model"),
+    "interpolate": ("interpolate", "choose on validation the α that mixes a checkpoint with its starting weights (WiSE-FT)"),
     "figures": ("figures", "draw a run's training curves, embedding maps, similarity and attention heatmaps"),
     "slurm": ("slurm", "write and submit a SLURM job for a fit"),
     "dense-search": ("dense_search", "rank a retrieval split with a checkpoint and write a TREC run"),

@@ -3,7 +3,8 @@ defaulted arguments and an ``Args:`` docstring, and :func:`run_command` builds i
 signature (as litgpt and LightningCLI build theirs), so the help text is written once, in the docstring.
 
 The vocabulary (``docs/usage.md``): ``--config`` (repeatable), ``--ckpt_path``, ``--input``, ``--output``,
-``--batch_size``, ``--num_workers``, ``--accelerator``, ``--devices``, ``--precision``. A function with an
+``--batch_size``, ``--num_workers``, ``--accelerator``, ``--devices``, ``--precision``, ``--interpolate_alpha``
+(WiSE-FT's mix of ``--ckpt_path`` with the starting weights: :mod:`lit_docemb.commands.interpolate`). A function with an
 ``overrides`` argument takes every other ``--key value`` as a config override (``--model.init_args.encoder X``).
 Old spellings (:data:`DEPRECATED_FLAGS`) still work and print one line naming the new flag.
 

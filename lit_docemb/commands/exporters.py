@@ -219,7 +219,7 @@ class AggregatingModule(InputModule):
         if not folder.is_dir():
             raise FileNotFoundError(f"{folder}: a {cls.__name__} export is a local folder")
         config = json.loads((folder / cls.config_file_name).read_text())
-        return cls(str(folder / cls.encoder_folder), **{k: config[k] for k in cls.config_keys})
+        return cls(str(folder / cls.encoder_folder), **{k: config[k] for k in cls.config_keys if k in config})
 
 
 # --- Graph-RoBERTa: passages -> graph ------------------------------------------------------------------------
@@ -241,26 +241,28 @@ class GraphDocumentModule(AggregatingModule):
         max_passage_tokens: Tokens kept per passage.
         max_passages: Passages kept per document (the method's ``max_passages_inference``).
         passage_token_budget: Passages encoded per sub-batch, in padded tokens.
+        head_init: The method's ``head_init`` (``"identity"``: passage nodes without ``tanh``).
         graph_weights: Weights of the projection and graph layers (``None``: read ``graph.safetensors`` from
             beside ``passage_encoder``).
     """
 
     config_keys: ClassVar[list[str]] = ["pooling", "node_dim", "num_graph_layers", "num_heads", "graph", "words_per_passage",
-                   "max_passage_tokens", "max_passages", "passage_token_budget"]
+                   "max_passage_tokens", "max_passages", "passage_token_budget", "head_init"]
     encoder_folder = "passage_encoder"
     weights_file = "graph.safetensors"
 
     def __init__(self, passage_encoder: str, pooling: str = "cls", node_dim: int = 512, num_graph_layers: int = 2,
                  num_heads: int = 2, graph: str = "full", words_per_passage: int = 100, max_passage_tokens: int = 192,
-                 max_passages: int = 100, passage_token_budget: int = 32768,
+                 max_passages: int = 100, passage_token_budget: int = 32768, head_init: str = "random",
                  graph_weights: dict[str, Tensor] | None = None) -> None:
         super().__init__()
         self.pooling, self.node_dim, self.num_graph_layers, self.num_heads = pooling, node_dim, num_graph_layers, \
             num_heads
         self.graph, self.words_per_passage, self.max_passage_tokens = graph, words_per_passage, max_passage_tokens
-        self.max_passages, self.passage_token_budget = max_passages, passage_token_budget
+        self.max_passages, self.passage_token_budget, self.head_init = max_passages, passage_token_budget, head_init
         self.tokenizer, encoder = tokenizer_and_encoder(passage_encoder, pretrained=True, pooling=pooling)
-        self.model = GraphDocumentEncoder(encoder, node_dim, num_graph_layers, num_heads, 0.0, passage_token_budget)
+        self.model = GraphDocumentEncoder(encoder, node_dim, num_graph_layers, num_heads, 0.0, passage_token_budget,
+                                          head_init=head_init)
         self.load_aggregation(passage_encoder, graph_weights)
         self.builder = PassageGraphBuilder(self.tokenizer, words_per_passage, max_passage_tokens, graph)
 
@@ -297,7 +299,7 @@ class GraphRoBERTaExport(MethodExport):
         graph = GraphDocumentModule.aggregation_weights(self.method.model)
         return [GraphDocumentModule(str(folder), hp.pooling, hp.node_dim, hp.num_graph_layers, hp.num_heads, hp.graph,
                                     hp.words_per_passage, hp.max_passage_tokens, hp.max_passages_inference,
-                                    hp.passage_token_budget, graph_weights=graph)]
+                                    hp.passage_token_budget, hp.head_init, graph_weights=graph)]
 
 
 # --- CoLDE: unsplit document -> chunks -> data encoder ----------------------------------------------------------
@@ -322,28 +324,30 @@ class CoLDEDocumentModule(AggregatingModule):
         num_heads: Heads of the chunkwise attention.
         lstm_output_size: Bi-LSTM output size, both directions.
         chunk_token_budget: Chunks encoded per sub-batch, in padded tokens.
+        head_init: The method's ``head_init`` (``"identity"``: the chunks' mean plus the Bi-LSTM branch).
         colde_weights: Weights besides the chunk encoder (``None``: read ``colde.safetensors`` from beside
             ``chunk_encoder``).
     """
 
     config_keys: ClassVar[list[str]] = ["pooling", "chunk_tokens", "max_chunks_per_section", "chunk_embeddings",
                                         "augmentation", "aggregation", "num_sections", "num_heads",
-                                        "lstm_output_size", "chunk_token_budget"]
+                                        "lstm_output_size", "chunk_token_budget", "head_init"]
     encoder_folder = "chunk_encoder"
     weights_file = "colde.safetensors"
 
     def __init__(self, chunk_encoder: str, pooling: str = "cls", chunk_tokens: int = 512,
                  max_chunks_per_section: int | None = None, chunk_embeddings: int = 512, augmentation: bool = True,
                  aggregation: str = "lstm", num_sections: int = 2, num_heads: int = 4, lstm_output_size: int = 512,
-                 chunk_token_budget: int = 16384, colde_weights: dict[str, Tensor] | None = None) -> None:
+                 chunk_token_budget: int = 16384, head_init: str = "random",
+                 colde_weights: dict[str, Tensor] | None = None) -> None:
         super().__init__()
         self.pooling, self.chunk_tokens, self.max_chunks_per_section = pooling, chunk_tokens, max_chunks_per_section
         self.chunk_embeddings, self.augmentation, self.aggregation = chunk_embeddings, augmentation, aggregation
         self.num_sections, self.num_heads, self.lstm_output_size = num_sections, num_heads, lstm_output_size
-        self.chunk_token_budget = chunk_token_budget
+        self.chunk_token_budget, self.head_init = chunk_token_budget, head_init
         self.tokenizer, encoder = tokenizer_and_encoder(chunk_encoder, pretrained=True, pooling=pooling)
         self.model = CoLDEEncoder(encoder, augmentation, aggregation, num_sections, chunk_embeddings, num_heads,
-                                  lstm_output_size, None, chunk_token_budget)
+                                  lstm_output_size, None, chunk_token_budget, head_init)
         self.load_aggregation(chunk_encoder, colde_weights)
         self.collator = SectionChunkCollator(self.tokenizer, 1, chunk_tokens, max_chunks_per_section)
 
@@ -394,6 +398,7 @@ class CoLDEExport(MethodExport):
         return [CoLDEDocumentModule(str(folder), hp.pooling, hp.chunk_tokens, hp.max_chunks_per_section,
                                     hp.chunk_embeddings, hp.augmentation, hp.aggregation, hp.num_sections,
                                     hp.num_heads, hp.lstm_output_size, hp.chunk_token_budget,
+                                    hp.head_init,
                                     colde_weights=CoLDEDocumentModule.aggregation_weights(self.method.model))]
 
 

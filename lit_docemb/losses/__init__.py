@@ -8,6 +8,7 @@ micro-batch's loss sees only that micro-batch); GradCache does, since the whole 
 
 from lit_docemb.losses.cosine_similarity import CosineSimilarityLoss
 from lit_docemb.losses.coupled_margin import CoupledMarginLoss
+from lit_docemb.losses.embedding_anchor import EmbeddingAnchorLoss
 from lit_docemb.losses.info_nce import InfoNCELoss
 from lit_docemb.losses.masked_lm import MaskedLMLoss
 from lit_docemb.losses.negative_sampling import NegativeSamplingLoss
@@ -15,4 +16,4 @@ from lit_docemb.losses.nt_xent import NTXentLoss
 from lit_docemb.losses.sim_siam import SimSiamLoss
 from lit_docemb.losses.sup_con import SupConLoss
 
-__all__ = ["CosineSimilarityLoss", "CoupledMarginLoss", "InfoNCELoss", "MaskedLMLoss", "NTXentLoss", "NegativeSamplingLoss", "SimSiamLoss", "SupConLoss"]
+__all__ = ["CosineSimilarityLoss", "CoupledMarginLoss", "EmbeddingAnchorLoss", "InfoNCELoss", "MaskedLMLoss", "NTXentLoss", "NegativeSamplingLoss", "SimSiamLoss", "SupConLoss"]

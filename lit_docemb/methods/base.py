@@ -39,6 +39,14 @@ from lit_docemb.methods.grad_cache import (
     grad_cache_step,
 )
 from lit_docemb.methods.guards import FailFast, NonFiniteGuard
+from lit_docemb.methods.retention import (
+    EmbeddingAnchor,
+    Retention,
+    encoder_of,
+    freeze,
+    parameter_groups,
+    scale_learning_rates,
+)
 
 
 class EmbeddingMethod(L.LightningModule, ABC):
@@ -53,6 +61,8 @@ class EmbeddingMethod(L.LightningModule, ABC):
             whole-batch loss through cached embedding gradients. Loss and gradients are those of the whole
             batch (dropout masks replayed); memory is that of one sub-batch. ``None``: plain training. Unlike
             gradient accumulation, it keeps every row of the batch as a negative of every other.
+        retention: Options that keep what the pretrained encoder knew (:class:`~lit_docemb.methods.retention.
+            Retention`: an anchoring term, layer-wise learning-rate decay, frozen layers); ``None``: none.
     """
 
     #: Learning rate of the AdamW used when no optimizer is configured (the method's paper value).
@@ -70,7 +80,8 @@ class EmbeddingMethod(L.LightningModule, ABC):
     passage_cache: PassageCache | None = None
 
     def __init__(self, optimizer: OptimizerCallable | None = None,
-                 scheduler: LRSchedulerCallable | None = None, grad_cache_token_budget: int | None = None) -> None:
+                 scheduler: LRSchedulerCallable | None = None, grad_cache_token_budget: int | None = None,
+                 retention: Retention | None = None) -> None:
         super().__init__()
         require(grad_cache_token_budget is None or grad_cache_token_budget >= 1, "grad_cache_token_budget",
                 ">= 1 (tokens per sub-batch) or null", grad_cache_token_budget)
@@ -78,6 +89,10 @@ class EmbeddingMethod(L.LightningModule, ABC):
         self.scheduler_factory = scheduler
         self.grad_cache_token_budget = grad_cache_token_budget
         self.loss_weights = {}
+        if retention is not None:
+            retention.check()
+        self.retention = retention
+        self.anchor: EmbeddingAnchor | None = None  # the frozen starting encoder, taken in setup("fit")
 
     def save_method_hyperparameters(self, ignore: list[str]) -> None:
         """``save_hyperparameters`` from the calling ``__init__``'s own arguments.
@@ -133,10 +148,16 @@ class EmbeddingMethod(L.LightningModule, ABC):
         names = [k for k in terms if k.endswith("_loss")]
         if not names:
             raise ValueError(f"{type(self).__name__}.losses returned no '*_loss' term: {sorted(terms)}")
-        return sum(self.loss_weights.get(k, 1.0) * terms[k] for k in names)
+        weights = self.loss_weights | ({"anchor_loss": self.retention.anchor_weight} if self.retention else {})
+        return sum(weights.get(k, 1.0) * terms[k] for k in names)
 
     def _shared_step(self, batch, stage: str) -> Tensor:
-        terms = self.losses(batch)
+        if self.anchor is not None and stage == "train":
+            with self.anchor.capture():
+                terms = self.losses(batch)
+            terms |= self.anchor.terms()
+        else:
+            terms = self.losses(batch)
         loss = self.total_loss(terms)
         self._log_terms(stage, loss, terms, len(batch))
         return loss
@@ -190,6 +211,8 @@ class EmbeddingMethod(L.LightningModule, ABC):
         cache). A subclass that overrides it calls it."""
         if stage == "fit" and self.grad_cache_token_budget is not None:
             self._check_grad_cache()
+        if stage == "fit" and self.retention is not None:
+            self._apply_retention()
         datamodule = getattr(self.trainer, "datamodule", None) if self._trainer is not None else None
         if stage == "fit" and datamodule is not None:
             self.check_corpus(datamodule)
@@ -200,6 +223,19 @@ class EmbeddingMethod(L.LightningModule, ABC):
         """Refuses, before training starts (the DataModule is set up), a corpus this method's configuration cannot
         use, with a :class:`~lit_docemb.errors.ConfigError` naming the key; a method with such a requirement
         overrides it, a wrapper hands it to its backbone."""
+
+    def _apply_retention(self) -> None:
+        """Freezes the configured layers and takes the anchoring term's frozen copy of the encoder: in ``setup``,
+        before DDP wraps the model and before a resumed run's weights are restored (so the copy is the starting
+        encoder's)."""
+        retention, key = self.retention, "model.init_args.retention"
+        encoder_of(self, key)  # a method without a pretrained encoder stops here
+        if retention.anchor_weight > 0 and self.grad_cache_token_budget is not None:
+            raise ConfigError(f"{key}.init_args.anchor_weight with grad_cache_token_budget: the anchoring term is "
+                              f"not computed through GradCache's sub-batches; unset one of them")
+        freeze(self, retention)
+        if retention.anchor_weight > 0 and self.anchor is None:
+            self.anchor = EmbeddingAnchor(encoder_of(self), retention.anchor_distance)
 
     def _check_grad_cache(self) -> None:
         """Refuses, before training starts, the combinations in which GradCache would be wrong."""
@@ -220,10 +256,13 @@ class EmbeddingMethod(L.LightningModule, ABC):
 
     # --- optimisation -------------------------------------------------------------------------------
     def configure_optimizers(self):
+        changes = self.retention is not None and self.retention.changes_optimisation
+        parameters = parameter_groups(self, self.retention) if changes else self.parameters()
         if self.optimizer_factory is None:
-            optimizer = torch.optim.AdamW(self.parameters(), lr=self.default_learning_rate)
+            optimizer = torch.optim.AdamW(parameters, lr=self.default_learning_rate)
         else:
-            optimizer = self.optimizer_factory(self.parameters())
+            optimizer = self.optimizer_factory(parameters)
+        scale_learning_rates(optimizer)  # retention's layer-wise rates; before a scheduler reads them
         if self.scheduler_factory is None:
             return optimizer
         scheduler = self.scheduler_factory(optimizer)

@@ -30,7 +30,8 @@ from lit_docemb.losses import CosineSimilarityLoss, SupConLoss
 from lit_docemb.methods.base import EmbeddingMethod
 from lit_docemb.methods.grad_cache import CacheableBatch
 from lit_docemb.models import tokenizer_and_encoder
-from lit_docemb.models.colde import Aggregation, CoLDEEncoder
+from lit_docemb.methods.retention import Retention
+from lit_docemb.models.colde import Aggregation, CoLDEEncoder, HeadInit
 from lit_docemb.views.colde import (
     PredictCollator,
     SectionChunkCollator,
@@ -69,6 +70,12 @@ class CoLDE(EmbeddingMethod):
         scheduler: Optional learning-rate scheduler factory.
         grad_cache_token_budget: GradCache sub-batch size in padded tokens (``None``: off); each document is a
             row costing its chunks x their longest length.
+        head_init: ``"random"`` (the paper) or ``"identity"``: section and chunk embeddings start at zero and the
+            aggregator as the mean of the chunk vectors plus a silent (zero-initialised) Bi-LSTM branch, so that
+            step 0 scores the encoder's mean-pooled chunks (see :class:`~lit_docemb.models.colde.CoLDEEncoder`;
+            ``docs/retention.md``).
+        retention: Options that keep what the pretrained encoder knew (:class:`~lit_docemb.methods.retention.
+            Retention`: anchoring, layer-wise learning-rate decay, frozen layers); ``None``: none.
     """
 
     default_learning_rate = 5e-5
@@ -96,9 +103,12 @@ class CoLDE(EmbeddingMethod):
         optimizer: OptimizerCallable | None = None,
         scheduler: LRSchedulerCallable | None = None,
         grad_cache_token_budget: int | None = None,
+        head_init: HeadInit = "random",
+        retention: Retention | None = None,
     ) -> None:
-        super().__init__(optimizer, scheduler, grad_cache_token_budget)
+        super().__init__(optimizer, scheduler, grad_cache_token_budget, retention)
         self.save_method_hyperparameters(ignore=["optimizer", "scheduler"])
+        require(head_init in ("random", "identity"), "head_init", "'random' or 'identity'", head_init)
         require(objective in ("supcon", "cosine"), "objective", "'supcon' or 'cosine'", objective)
         if objective == "cosine" and augmentation:
             raise BadArgument("augmentation", "objective 'cosine' (the −CL ablation) compares whole documents: "
@@ -113,7 +123,7 @@ class CoLDE(EmbeddingMethod):
                                                               packed=packed_encoding, packed_argument="packed_encoding")
         self.model = CoLDEEncoder(chunk_encoder, augmentation, aggregation, num_sections, chunk_embeddings,
                                   num_heads, lstm_output_size, projection_size if objective == "supcon" else None,
-                                  chunk_token_budget)
+                                  chunk_token_budget, head_init)
         self.contrastive = SupConLoss(temperature, gather_across_devices=gather_across_devices)
         self.cosine = CosineSimilarityLoss(gather_across_devices)
 

@@ -38,6 +38,7 @@ from lit_docemb.errors import ConfigError
 from lit_docemb.losses import NegativeSamplingLoss, NTXentLoss, SimSiamLoss
 from lit_docemb.methods.base import EmbeddingMethod
 from lit_docemb.methods.deca_components import Append, Doc2VecCBackbone, EncoderBackbone, SimCLR, SimSiam
+from lit_docemb.methods.retention import Retention
 from lit_docemb.models import Doc2VecC, tokenizer_and_encoder
 from lit_docemb.views.common import DocumentCollator
 from lit_docemb.views.deca import (
@@ -73,6 +74,8 @@ class DECA(EmbeddingMethod):
             ``BackTranslation`` (§3.3); ``None``: ``WordNet()``.
         optimizer: Optimizer factory; ``None`` is AdamW at lr 1e-3.
         scheduler: Optional learning-rate scheduler factory.
+        retention: Options that keep what a pretrained encoder backbone knew (:class:`~lit_docemb.methods.
+            retention.Retention`); ``None``: none. Not for the Doc2VecC backbone, which starts from nothing.
     """
 
     default_learning_rate = 1e-3
@@ -84,8 +87,9 @@ class DECA(EmbeddingMethod):
         augmentation: Augmentation | None = None,
         optimizer: OptimizerCallable | None = None,
         scheduler: LRSchedulerCallable | None = None,
+        retention: Retention | None = None,
     ) -> None:
-        super().__init__(optimizer, scheduler)
+        super().__init__(optimizer, scheduler, retention=retention)
         self.save_method_hyperparameters(ignore=["optimizer", "scheduler"])
         self.backbone_spec = Doc2VecCBackbone() if backbone is None else backbone
         self.framework = SimCLR() if framework is None else framework

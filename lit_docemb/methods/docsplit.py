@@ -34,6 +34,7 @@ from lit_docemb.data.tokens import (
 from lit_docemb.losses import InfoNCELoss, MaskedLMLoss
 from lit_docemb.methods.base import EmbeddingMethod
 from lit_docemb.methods.grad_cache import CacheableBatch
+from lit_docemb.methods.retention import Retention
 from lit_docemb.models import tokenizer_and_encoder
 from lit_docemb.views.common import DocumentCollator
 from lit_docemb.views.docsplit import SentenceSplitCollator
@@ -64,6 +65,8 @@ class DocSplit(EmbeddingMethod):
         scheduler: Optional learning-rate scheduler factory.
         grad_cache_token_budget: GradCache sub-batch size in padded tokens (``None``: off); each view is a
             row, and a first view's masked-LM copy counts towards its row's cost.
+        retention: Options that keep what the pretrained encoder knew (:class:`~lit_docemb.methods.retention.
+            Retention`: anchoring, layer-wise learning-rate decay, frozen layers); ``None``: none.
     """
 
     default_learning_rate = 5e-5
@@ -86,8 +89,9 @@ class DocSplit(EmbeddingMethod):
         optimizer: OptimizerCallable | None = None,
         scheduler: LRSchedulerCallable | None = None,
         grad_cache_token_budget: int | None = None,
+        retention: Retention | None = None,
     ) -> None:
-        super().__init__(optimizer, scheduler, grad_cache_token_budget)
+        super().__init__(optimizer, scheduler, grad_cache_token_budget, retention)
         self.save_method_hyperparameters(ignore=["optimizer", "scheduler"])
         self.tokenizer, self.encoder = tokenizer_and_encoder(
             encoder, max_length, "max_length", pretrained=pretrained, pooling=pooling, with_mlm_head=mlm_weight > 0,

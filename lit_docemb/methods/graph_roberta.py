@@ -36,8 +36,10 @@ from lit_docemb.losses import InfoNCELoss
 from lit_docemb.methods.base import EmbeddingMethod
 from lit_docemb.methods.grad_cache import CacheableBatch
 from lit_docemb.models import tokenizer_and_encoder
+from lit_docemb.methods.retention import Retention
 from lit_docemb.models.graph_document import (
     GraphDocumentEncoder,
+    HeadInit,
 )
 from lit_docemb.views.graph_roberta import (
     GraphDocumentCollator,
@@ -92,6 +94,12 @@ class GraphRoBERTa(EmbeddingMethod):
         scheduler: Optional learning-rate scheduler factory (paper: 10% warm-up).
         grad_cache_token_budget: GradCache sub-batch size in padded tokens (``None``: off); each sub-document
             graph is a row costing its passages x their longest length.
+        head_init: ``"random"`` (the paper) or ``"identity"``: projection and graph layers start so that the
+            document vector is the mean of the encoder's passage vectors (no ``tanh``; needs ``node_dim`` >= the
+            encoder's hidden size; see :class:`~lit_docemb.models.graph_document.GraphDocumentEncoder`), so a
+            short run on a small corpus starts from what the pretrained encoder knows (``docs/retention.md``).
+        retention: Options that keep what the pretrained encoder knew (:class:`~lit_docemb.methods.retention.
+            Retention`: anchoring, layer-wise learning-rate decay, frozen layers); ``None``: none.
     """
 
     default_learning_rate = 5e-5
@@ -123,18 +131,23 @@ class GraphRoBERTa(EmbeddingMethod):
         optimizer: OptimizerCallable | None = None,
         scheduler: LRSchedulerCallable | None = None,
         grad_cache_token_budget: int | None = None,
+        head_init: HeadInit = "random",
+        retention: Retention | None = None,
     ) -> None:
-        super().__init__(optimizer, scheduler, grad_cache_token_budget)
+        super().__init__(optimizer, scheduler, grad_cache_token_budget, retention)
         self.save_method_hyperparameters(ignore=["optimizer", "scheduler"])
         require(graph in ("full", "section"), "graph", "'full' or 'section'", graph)
+        require(head_init in ("random", "identity"), "head_init", "'random' or 'identity'", head_init)
         require(objective in ("halves", "one_passage"), "objective", "'halves' or 'one_passage'", objective)
         require(max_passages >= 2, "max_passages", ">= 2 to split documents in two", max_passages)
         require(max_passage_tokens >= 1, "max_passage_tokens", ">= 1", max_passage_tokens)
         self.tokenizer, passage_encoder = tokenizer_and_encoder(
             encoder, max_passage_tokens, "max_passage_tokens", pretrained=pretrained, pooling=pooling,
             compile=compile_encoder, packed=packed_encoding, packed_argument="packed_encoding")
+        require(head_init == "random" or node_dim >= passage_encoder.hidden_size, "node_dim",
+                f">= the encoder's hidden size {passage_encoder.hidden_size} with head_init 'identity'", node_dim)
         self.model = GraphDocumentEncoder(passage_encoder, node_dim, num_graph_layers, num_heads,
-                                          attention_dropout, passage_token_budget, bucket_passages)
+                                          attention_dropout, passage_token_budget, bucket_passages, head_init)
         self.contrastive = InfoNCELoss(temperature, similarity="dot", symmetric=objective == "halves",
                                        gather_across_devices=gather_across_devices)
         # the DataModule splits and tokenizes the corpus's passages once, on disk, and hands us those

@@ -28,6 +28,7 @@ from lit_docemb.data.tokens import split_rows_by_token_budget, take_rows, token_
 from lit_docemb.models.encoder import HFEncoder, pool
 
 Aggregation = Literal["lstm", "mean"]
+HeadInit = Literal["random", "identity"]
 
 
 @dataclass
@@ -54,12 +55,12 @@ class StructuralEmbeddings(nn.Module):
 
     BERT then adds its own position and token-type embeddings (``T_r``) and normalises, as for any input."""
 
-    def __init__(self, hidden_size: int, max_sections: int, max_chunks_per_section: int) -> None:
+    def __init__(self, hidden_size: int, max_sections: int, max_chunks_per_section: int, zero: bool = False) -> None:
         super().__init__()
         self.section = nn.Embedding(max_sections, hidden_size)
         self.chunk = nn.Embedding(max_chunks_per_section, hidden_size)
-        for table in (self.section, self.chunk):  # BERT's initialiser range
-            nn.init.normal_(table.weight, std=0.02)
+        for table in (self.section, self.chunk):  # BERT's initialiser range, or zero (the encoder's input unchanged)
+            nn.init.zeros_(table.weight) if zero else nn.init.normal_(table.weight, std=0.02)
 
     def forward(self, token_embeddings: Tensor, section_ids: Tensor, chunk_ids: Tensor) -> Tensor:
         for ids, table, what in ((section_ids, self.section, "section"), (chunk_ids, self.chunk, "chunk")):
@@ -111,26 +112,43 @@ class CoLDEEncoder(nn.Module):
         projection_size: Output of the projection (paper: 256); ``None``: no projection, the loss sees the
             section representations themselves (the −CL ablation's cosine objective).
         chunk_token_budget: Chunks are encoded in sub-batches of at most this many padded tokens.
+        head_init: ``"random"``: the paper's aggregator at its default random initialisation. ``"identity"``: a
+            section representation is the mean of its chunk vectors at initialisation, so that step 0 scores
+            what the pretrained encoder's mean-pooled chunks score: section and chunk embeddings start at zero
+            (the encoder's input unchanged) and, with ``aggregation="lstm"``, the representation is the mean of
+            the chunk vectors plus a zero-initialised linear map of the Bi-LSTM's final states (a residual form
+            of the paper's aggregator whose branch starts silent, as ReZero, Bachlechner et al. 2021, and
+            ControlNet's zero convolutions, Zhang et al. 2023); its size is then the encoder's hidden size.
     """
 
     def __init__(self, encoder: HFEncoder, structural_embeddings: bool = True, aggregation: Aggregation = "lstm",
                  max_sections: int = 5, max_chunks_per_section: int = 64, num_heads: int = 4,
-                 lstm_output_size: int = 512, projection_size: int | None = 256, chunk_token_budget: int = 16384) -> None:
+                 lstm_output_size: int = 512, projection_size: int | None = 256, chunk_token_budget: int = 16384,
+                 head_init: HeadInit = "random") -> None:
         super().__init__()
         if aggregation not in ("lstm", "mean"):
             raise ValueError(f"aggregation must be 'lstm' or 'mean', got {aggregation!r}")
+        if head_init not in ("random", "identity"):
+            raise ValueError(f"head_init must be 'random' or 'identity', got {head_init!r}")
         if lstm_output_size % 2:
             raise ValueError(f"lstm_output_size must be even (two directions), got {lstm_output_size}")
         hidden = encoder.hidden_size
         self.encoder = encoder
         self.aggregation = aggregation
         self.chunk_token_budget = chunk_token_budget
-        self.structure = StructuralEmbeddings(hidden, max_sections, max_chunks_per_section) \
+        self.head_init = head_init
+        self.structure = StructuralEmbeddings(hidden, max_sections, max_chunks_per_section, head_init == "identity") \
             if structural_embeddings else None
+        self.residual_output = None
         if aggregation == "lstm":
             self.chunk_attention = ChunkwiseAttention(hidden, num_heads)
             self.lstm = nn.LSTM(2 * hidden, lstm_output_size // 2, batch_first=True, bidirectional=True)
             self.output_size = lstm_output_size
+            if head_init == "identity":  # mean of the chunks + this branch, silent at initialisation
+                self.residual_output = nn.Linear(lstm_output_size, hidden)
+                nn.init.zeros_(self.residual_output.weight)
+                nn.init.zeros_(self.residual_output.bias)
+                self.output_size = hidden
         else:
             self.output_size = hidden
         self.projection = nn.Identity() if projection_size is None else nn.Linear(self.output_size, projection_size)
@@ -176,6 +194,9 @@ class CoLDEEncoder(nn.Module):
         sections = torch.cat([final[0], final[1]], -1)  # (S, D_f)
         padded, _ = pad_packed_sequence(outputs, batch_first=True)  # (S, Cmax, D_f)
         chunks = torch.cat([padded[s, :n] for s, n in enumerate(batch.chunks_per_section.tolist())])  # (C, D_f)
+        if self.residual_output is not None:  # head_init identity: (S, D) and (C, D), the chunks' mean at step 0
+            sections = torch.stack([c.mean(0) for c in per_section]) + self.residual_output(sections).to(vectors.dtype)
+            chunks = vectors + self.residual_output(chunks).to(vectors.dtype)
         return EncodedSections(sections, self.projection(sections), chunks, maps)
 
 

@@ -13,6 +13,8 @@ after the last layer), heads are concatenated (2 heads of 256 give 512), and eve
 
 from __future__ import annotations
 
+from typing import Literal
+
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
@@ -20,6 +22,8 @@ from torch import Tensor, nn
 from lit_docemb.data.batches import PassageGraphBatch, TokenBatch
 from lit_docemb.data.tokens import split_token_batch
 from lit_docemb.models.encoder import HFEncoder
+
+HeadInit = Literal["random", "identity"]
 
 
 def fully_connected_edges(num_passages: int) -> Tensor:
@@ -63,14 +67,27 @@ class GraphDocumentEncoder(nn.Module):
             sub-batch padded to its own longest passage), instead of in document order: far less padding when
             passage lengths vary (every section's last passage is short). Each passage's vector is the same
             either way (up to float rounding); only the order the encoder sees them in differs.
+        head_init: ``"random"``: the paper's eq. 1 (``tanh(W x + b)``, W and the graph layers at their default
+            random initialisation). ``"identity"``: the document vector at initialisation is the mean of the
+            encoder's passage vectors, so that step 0 scores what the pretrained encoder scores -- the
+            projection is the identity (padded with zero rows when ``node_dim`` exceeds the encoder's size, a
+            semi-orthogonal map that keeps every dot product), the passage node drops the ``tanh``, and each
+            graph layer's weights and bias start at zero, so its update is zero until training moves it (the
+            zero-initialised residual branch of ReZero, Bachlechner et al. 2021, and ControlNet's zero
+            convolutions, Zhang et al. 2023). Needs ``node_dim >= encoder.hidden_size``.
     """
 
     def __init__(self, encoder: HFEncoder, node_dim: int = 512, num_layers: int = 2, num_heads: int = 2,
                  attention_dropout: float = 0.1, passage_token_budget: int = 32768,
-                 bucket_by_length: bool = True) -> None:
+                 bucket_by_length: bool = True, head_init: HeadInit = "random") -> None:
         super().__init__()
         if node_dim % num_heads:
             raise ValueError(f"node_dim={node_dim} must be divisible by num_heads={num_heads}")
+        if head_init not in ("random", "identity"):
+            raise ValueError(f"head_init must be 'random' or 'identity', got {head_init!r}")
+        if head_init == "identity" and node_dim < encoder.hidden_size:
+            raise ValueError(f"head_init 'identity' needs node_dim >= the encoder's hidden size "
+                             f"{encoder.hidden_size}, got {node_dim}")
         from torch_geometric.nn import GATConv  # here: the package imports without torch-geometric
 
         self.encoder = encoder
@@ -80,14 +97,30 @@ class GraphDocumentEncoder(nn.Module):
         self.passage_token_budget = passage_token_budget
         self.bucket_by_length = bucket_by_length
         self.node_dim = node_dim
+        self.head_init = head_init
+        if head_init == "identity":
+            self._identity_initialisation()
+
+    @torch.no_grad()
+    def _identity_initialisation(self) -> None:
+        """The projection as ``[I; 0]`` and every graph layer's weights and bias at zero (see ``head_init``)."""
+        self.project.weight.zero_()
+        self.project.weight[:, :self.encoder.hidden_size].fill_diagonal_(1.0)  # (node_dim, hidden): [I; 0]
+        self.project.bias.zero_()
+        for layer in self.layers:
+            for name, parameter in layer.named_parameters():
+                if not name.startswith("att_"):  # attention vectors stay random: they act once lin moves
+                    parameter.zero_()
 
     def passage_nodes(self, passages: TokenBatch) -> Tensor:
-        """Eq. 1: (P, T) passage tokens -> (P, node_dim) initial passage nodes."""
+        """Eq. 1: (P, T) passage tokens -> (P, node_dim) initial passage nodes (without the ``tanh`` under
+        ``head_init="identity"``)."""
         parts, rows = split_token_batch(passages, self.passage_token_budget, sort_by_length=self.bucket_by_length)
         cls = torch.cat([self.encoder(p.input_ids, p.attention_mask) for p in parts])  # (P, H), sub-batch order
         if self.bucket_by_length:
             cls = cls[torch.argsort(torch.cat(rows)).to(cls.device)]  # back to passage order
-        return torch.tanh(self.project(cls))
+        projected = self.project(cls)
+        return projected if self.head_init == "identity" else torch.tanh(projected)
 
     def forward(self, graphs: PassageGraphBatch, return_attention: bool = False):
         """(G, node_dim) document embeddings; with ``return_attention`` also the last layer's attention as

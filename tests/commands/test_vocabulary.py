@@ -19,10 +19,11 @@ from lit_docemb.commands.evaluate import EVALUATIONS, evaluation_class
 
 #: Command -> the vocabulary flags it takes (docs/usage.md).
 VOCABULARY_FLAGS = {
-    "evaluate": {"--config", "--ckpt_path", "--output", "--batch_size", "--accelerator"},
+    "evaluate": {"--config", "--ckpt_path", "--output", "--batch_size", "--accelerator", "--interpolate_alpha"},
     "embed": {"--config", "--ckpt_path", "--input", "--output", "--batch_size", "--num_workers", "--accelerator",
-              "--devices", "--precision"},
-    "export": {"--config", "--ckpt_path", "--output"},
+              "--devices", "--precision", "--interpolate_alpha"},
+    "export": {"--config", "--ckpt_path", "--output", "--interpolate_alpha"},
+    "interpolate": {"--config", "--ckpt_path", "--output", "--batch_size", "--accelerator"},
     "figures": {"--config", "--ckpt_path", "--input", "--output"},
     "slurm": {"--config"},
     "dense-search": {"--config", "--ckpt_path", "--output", "--batch_size", "--accelerator"},
