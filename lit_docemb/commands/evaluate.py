@@ -161,9 +161,12 @@ def run_evaluations(evaluations: list, context) -> dict[str, dict[str, float]]:
 
 def evaluate(config: list[str], ckpt_path: str | None = None, evaluation: list[str] | None = None,
              output: str | None = None, batch_size: int = 64, accelerator: str = "auto",
+             before_after: bool = False, resamples: int = 1000,
              overrides: list[str] | None = None) -> dict[str, dict[str, float]]:
     """Evaluate a checkpoint, or the method as its config builds it (a baseline): the evaluations under the
     config's trainer.callbacks plus every --evaluation; writes evaluation.md, evaluation.json and TREC run files.
+    With --before_after, the before/after report instead: the method as its config builds it and the checkpoint,
+    side by side on every task the corpus supports (before_after.md and before_after.json).
 
     Args:
         config: The run's config (``runs/x/config.yaml``) or any fit config; repeat to merge, later files win.
@@ -175,6 +178,10 @@ def evaluate(config: list[str], ckpt_path: str | None = None, evaluation: list[s
         output: Folder of evaluation.md/.json and run files (default: ``<trainer.default_root_dir>/evaluation``).
         batch_size: Documents embedded per forward pass.
         accelerator: ``auto``, ``cpu``, ``cuda`` (or ``gpu``), or a torch device such as ``cuda:1``.
+        before_after: Compare the starting encoder (the method as the config builds it) with the checkpoint on every
+            task the corpus supports, with the change and its paired bootstrap 95 percent interval
+            (:mod:`lit_docemb.eval.before_after`); needs --ckpt_path, replaces the evaluations.
+        resamples: Bootstrap resamples of the --before_after intervals.
         overrides: Config overrides (``--model.init_args.encoder X``, ``--data.init_args.root DIR``).
     """
     from lit_docemb.commands.cli import DocEmbCLI
@@ -184,6 +191,10 @@ def evaluate(config: list[str], ckpt_path: str | None = None, evaluation: list[s
     from lit_docemb.methods.checkpoints import read_checkpoint
 
     require(batch_size >= 1, "--batch_size", ">= 1 (documents per forward pass)", batch_size)
+    require(resamples >= 1, "--resamples", ">= 1 (bootstrap draws)", resamples)
+    if before_after and (ckpt_path is None or evaluation):
+        raise ConfigError("evaluate --before_after compares the config's starting encoder with a trained checkpoint: "
+                          "give --ckpt_path (e.g. runs/x/checkpoints/last.ckpt) and no --evaluation")
     if ckpt_path is not None:
         read_checkpoint(ckpt_path, mmap=True)  # a missing or unreadable checkpoint stops before any loading
     specs = [build_evaluation(spec) for spec in evaluation or []]  # bad specs fail before any loading
@@ -191,6 +202,9 @@ def evaluate(config: list[str], ckpt_path: str | None = None, evaluation: list[s
     cli = DocEmbCLI(args=[*configs, *(overrides or [])], run=False)
     method, data = cli.model, cli.datamodule
     evaluations = [c for c in cli.trainer.callbacks if isinstance(c, Evaluation)] + specs
+    output_dir = Path(output or Path(cli.trainer.default_root_dir) / "evaluation")
+    if before_after:
+        return compare_with_start(method, data, ckpt_path, output_dir, batch_size, accelerator, resamples)
     if ckpt_path is None:
         announce_baseline(method)
     else:
@@ -199,7 +213,6 @@ def evaluate(config: list[str], ckpt_path: str | None = None, evaluation: list[s
     if not isinstance(data, RetrievalDataModule):  # retrieval reads its corpus and query splits itself
         data.setup("fit")
     evaluations = evaluations or default_evaluations(data)
-    output_dir = Path(output or Path(cli.trainer.default_root_dir) / "evaluation")
     context = EvaluationContext(method, data, output_dir, batch_size)
     results = run_evaluations(evaluations, context)
     if isinstance(data, RetrievalDataModule) and not data.data_stats and data.corpus is not None:
@@ -215,6 +228,30 @@ def evaluate(config: list[str], ckpt_path: str | None = None, evaluation: list[s
         (output_dir / "evaluation.json").write_text(json.dumps(record, indent=2) + "\n", encoding="utf-8")
         print(table + f"\nwritten to {output_dir}/evaluation.md and evaluation.json")
     return results
+
+
+def compare_with_start(method, data, ckpt_path: str, output_dir: Path, batch_size: int = 64,
+                       accelerator: str = "auto", resamples: int = 1000) -> dict[str, dict[str, float]]:
+    """The before/after report of ``evaluate --before_after``: ``method`` as built (before) and with the weights of
+    ``ckpt_path`` (after), printed and written to ``output_dir``; returns ``{"before_after": {<metric>/<field>:
+    value}}``."""
+    from lit_docemb import distributed as dist
+    from lit_docemb.data.retrieval import RetrievalDataModule
+    from lit_docemb.eval.before_after import compare, measure, write_report
+
+    if not isinstance(data, RetrievalDataModule):
+        data.setup("fit")
+    device = torch_device(accelerator)
+    before = measure(method.to(device).eval(), data, batch_size)
+    load_checkpoint(method, ckpt_path)
+    after = measure(method.to(device).eval(), data, batch_size)
+    rows = compare(before, after, resamples)
+    title = f"Before and after training: {type(method).__name__} as its config builds it and `{ckpt_path}`"
+    if dist.rank() == 0:
+        print(write_report(output_dir, rows, after.notes, title, resamples)
+              + f"written to {output_dir}/before_after.md and before_after.json")
+    return {"before_after": {f"{row['metric']}/{key}": row[key] for row in rows
+                             for key in ("before", "after", "change", "low", "high")}}
 
 
 def main(argv: list[str] | None = None) -> dict[str, dict[str, float]]:
