@@ -82,16 +82,23 @@ def build_evaluation(spec: str):
     return cls(**init_args)
 
 
-def load_checkpoint(method, path: str) -> None:
-    """The method's weights from a Lightning checkpoint (:func:`~lit_docemb.methods.checkpoints.load_method_checkpoint`),
-    after the method's own ``on_load_checkpoint`` has read what it keeps beside them (DECA's and CTPE's
-    vocabularies, which size their embedding tables)."""
+def load_checkpoint_vocabulary(method, path: str) -> None:
+    """What the method keeps beside its weights in a checkpoint, read by its own ``on_load_checkpoint`` (DECA's and
+    CTPE's vocabularies, which size their embedding tables), without the weights."""
     import lightning as L
 
-    from lit_docemb.methods.checkpoints import load_method_checkpoint, read_checkpoint
+    from lit_docemb.methods.checkpoints import read_checkpoint
 
     if type(method).on_load_checkpoint is not L.LightningModule.on_load_checkpoint:
         method.on_load_checkpoint(read_checkpoint(path))
+
+
+def load_checkpoint(method, path: str) -> None:
+    """The method's weights from a Lightning checkpoint (:func:`~lit_docemb.methods.checkpoints.load_method_checkpoint`),
+    after :func:`load_checkpoint_vocabulary`."""
+    from lit_docemb.methods.checkpoints import load_method_checkpoint
+
+    load_checkpoint_vocabulary(method, path)
     load_method_checkpoint(method, path)
 
 
@@ -204,7 +211,8 @@ def evaluate(config: list[str], ckpt_path: str | None = None, evaluation: list[s
     evaluations = [c for c in cli.trainer.callbacks if isinstance(c, Evaluation)] + specs
     output_dir = Path(output or Path(cli.trainer.default_root_dir) / "evaluation")
     if before_after:
-        return compare_with_start(method, data, ckpt_path, output_dir, batch_size, accelerator, resamples)
+        return compare_with_start(method, data, ckpt_path, output_dir, batch_size, accelerator, resamples,
+                                  evaluations)
     if ckpt_path is None:
         announce_baseline(method)
     else:
@@ -231,20 +239,23 @@ def evaluate(config: list[str], ckpt_path: str | None = None, evaluation: list[s
 
 
 def compare_with_start(method, data, ckpt_path: str, output_dir: Path, batch_size: int = 64,
-                       accelerator: str = "auto", resamples: int = 1000) -> dict[str, dict[str, float]]:
-    """The before/after report of ``evaluate --before_after``: ``method`` as built (before) and with the weights of
-    ``ckpt_path`` (after), printed and written to ``output_dir``; returns ``{"before_after": {<metric>/<field>:
-    value}}``."""
+                       accelerator: str = "auto", resamples: int = 1000,
+                       evaluations: list | None = None) -> dict[str, dict[str, float]]:
+    """The before/after report of ``evaluate --before_after``: ``method`` as built (before; with the checkpoint's
+    vocabulary when the method keeps one, as DECA's Doc2VecC, whose tables it sizes) and with the weights of
+    ``ckpt_path`` (after), also on the candidate tasks of the config's ``evaluations``; printed and written to
+    ``output_dir``; returns ``{"before_after": {<metric>/<field>: value}}``."""
     from lit_docemb import distributed as dist
     from lit_docemb.data.retrieval import RetrievalDataModule
-    from lit_docemb.eval.before_after import compare, measure, write_report
+    from lit_docemb.eval.before_after import candidate_tasks, compare, measure, write_report
 
     if not isinstance(data, RetrievalDataModule):
         data.setup("fit")
-    device = torch_device(accelerator)
-    before = measure(method.to(device).eval(), data, batch_size)
+    device, tasks = torch_device(accelerator), candidate_tasks(evaluations or [])
+    load_checkpoint_vocabulary(method, ckpt_path)
+    before = measure(method.to(device).eval(), data, batch_size, tasks=tasks)
     load_checkpoint(method, ckpt_path)
-    after = measure(method.to(device).eval(), data, batch_size)
+    after = measure(method.to(device).eval(), data, batch_size, tasks=tasks)
     rows = compare(before, after, resamples)
     title = f"Before and after training: {type(method).__name__} as its config builds it and `{ckpt_path}`"
     if dist.rank() == 0:

@@ -8,7 +8,10 @@ Tasks, each run when the corpus can serve it (otherwise one line of the report s
   split's queries (its validation queries without a test split), MRR@k and nDCG@10 per query. Without them,
   self-supervised queries on the evaluated documents (:func:`lit_docemb.eval.heldout.build_task`): a document's
   one-line summary, else its title, must find its body (``summary``), and a section cut out of a document must find
-  the rest of it (``section``); MRR@k and recall@1 per query.
+  the rest of it (``section``; a document of one section is cut at its middle word into two); MRR@k and recall@1
+  per query.
+* ``ranking`` for each candidate task folder the run evaluates on (CTPE's ``CandidateRanking``): each test document
+  ranks the candidate pool; MAP and nDCG@20 per query.
 * ``clustering`` and ``probe`` when documents carry labels: k-means (k = number of labels) and a logistic regression
   fitted on the training documents (at most ``max_documents``), scored on the evaluated documents: NMI and purity of
   the clusters, accuracy of the probe.
@@ -18,13 +21,12 @@ Tasks, each run when the corpus can serve it (otherwise one line of the report s
 The evaluated documents are the DataModule's labelled test split when it has one, else its validation split (the
 held-out documents, never trained on). Every item is scored by both models, so one draw of items serves both and
 the interval is that of the change. A document the method cannot represent (CTPE without a split point) is a zero
-vector, for both models alike.
+vector, for both models alike (left out of ``ranking``).
 """
 
 from __future__ import annotations
 
 import json
-import logging
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -39,15 +41,14 @@ from lit_docemb.data.document import Document, Section
 from lit_docemb.data.retrieval import RetrievalDataModule
 from lit_docemb.errors import ConfigError
 from lit_docemb.eval.bootstrap import ItemScores, paired_bootstrap
+from lit_docemb.eval.candidates import CandidateRanking, CandidateTask, read_candidate_task
 from lit_docemb.eval.classification import kmeans_assignments, probe_predictions
-from lit_docemb.eval.embedding import embed_rows
+from lit_docemb.eval.embedding import embed_rows, embed_with_ids
 from lit_docemb.eval.evaluation import Evaluation, EvaluationContext
 from lit_docemb.eval.heldout import build_task, stop_live_progress_bar, target_ranks
 from lit_docemb.eval.matching import best_threshold, cosine_scores, dataset_pairs, embeddings_by_id
-from lit_docemb.eval.ranking import per_query_metrics
+from lit_docemb.eval.ranking import per_query_metrics, top_k_run
 from lit_docemb.eval.retrieval import RetrievalEvaluation, split_qrels
-
-log = logging.getLogger(__name__)
 
 MEANINGS = {
     "retrieval/summary": "a document's one-line summary (its title when it has none) must find its body",
@@ -56,6 +57,7 @@ MEANINGS = {
     "clustering": "k-means on the embeddings against the documents' labels",
     "probe": "a logistic regression on the frozen embeddings predicting the label",
     "matching": "a cosine threshold chosen on validation pairs decides whether two documents match",
+    "ranking": "each test document of a candidate task folder ranks the candidate pool (CTPE's task)",
 }
 """Task -> one line saying what it measures (printed under the table for the tasks it has)."""
 
@@ -91,10 +93,23 @@ def _embed_texts(method: L.LightningModule, texts: Sequence[str], batch_size: in
     return _embed(method, [Document(str(i), sections=[Section("", text)]) for i, text in enumerate(texts)], batch_size)
 
 
+def in_two_parts(doc: Document) -> Document:
+    """A document of one non-empty section cut at its middle word into two sections, so that its second half can
+    query for its first (a page of OpenWebText has neither a title nor sections); other documents as they are."""
+    sections = [s for s in doc.sections if s.text.strip()]
+    if len(sections) != 1:
+        return doc
+    words = sections[0].text.split()
+    halves = [Section(sections[0].heading, " ".join(words[:len(words) // 2])), Section("", " ".join(
+        words[len(words) // 2:]))]
+    return Document(doc.id, doc.title, halves, doc.label, doc.metadata)
+
+
 def heldout_retrieval(method: L.LightningModule, documents: Sequence[Document], batch_size: int = 64,
                       k: int = 10) -> dict[str, ItemScores]:
-    """Per-query MRR@k and recall@1 of the summary and section queries of ``documents`` ({} when none)."""
-    task = build_task(documents)
+    """Per-query MRR@k and recall@1 of the summary and section queries of ``documents`` ({} when none); a document
+    of one section is cut in two first (:func:`in_two_parts`)."""
+    task = build_task([in_two_parts(doc) for doc in documents])
     if not task.candidates or not task.queries:
         return {}
     candidates = _embed_texts(method, task.candidates, batch_size)  # (N, D)
@@ -119,6 +134,21 @@ def judged_retrieval(method: L.LightningModule, data: RetrievalDataModule, batch
     queries = sorted(values)
     return {f"retrieval/qrels/{name}": ItemScores("mean", np.array([values[q][name] for q in queries]))
             for name in (f"mrr@{k}", "ndcg@10")}
+
+
+def candidate_ranking(method: L.LightningModule, task: CandidateTask, k: int = 20,
+                      batch_size: int = 64) -> dict[str, ItemScores]:
+    """Per-query MAP and nDCG@k of the task folder's test documents ranking its candidates with the method's own
+    similarity (CTPE §4.1; :mod:`lit_docemb.eval.candidates`); documents the method cannot represent are left out
+    (the same for both models: which ones depends on the text, not on the weights)."""
+    candidate_ids, candidates, _ = embed_with_ids(method, task.candidates, batch_size)
+    query_ids, queries, _ = embed_with_ids(method, [d for d in task.queries if d.id in task.qrels], batch_size)
+    scores = method.similarity(queries.to(method.device), candidates.to(method.device)).cpu()  # (Q, N)
+    values = per_query_metrics(top_k_run(scores, query_ids, candidate_ids, k), {q: task.qrels[q] for q in query_ids},
+                               ["map", f"ndcg@{k}"])
+    queries = sorted(values)
+    return {f"ranking/{name}": ItemScores("mean", np.array([values[q][name] for q in queries]))
+            for name in ("map", f"ndcg@{k}")}
 
 
 def labelled_tasks(method: L.LightningModule, fit: Sequence[Document], evaluated: Sequence[Document],
@@ -156,8 +186,15 @@ def _documents(dataset, limit: int | None) -> list[Document]:
     return [dataset[i] for i in range(len(dataset) if limit is None else min(len(dataset), limit))]
 
 
+def candidate_tasks(evaluations: Sequence) -> list[CandidateTask]:
+    """The task folders of the :class:`CandidateRanking` evaluations among ``evaluations`` (a trainer's callbacks)."""
+    return [evaluation.task or read_candidate_task(evaluation.root) for evaluation in evaluations
+            if isinstance(evaluation, CandidateRanking)]
+
+
 def measure(method: L.LightningModule, data: L.LightningDataModule, batch_size: int = 64,
-            max_documents: int | None = 2_000, k: int = 10, seed: int = 0) -> Measurement:
+            max_documents: int | None = 2_000, k: int = 10, seed: int = 0,
+            tasks: Sequence[CandidateTask] = ()) -> Measurement:
     """Every task ``data`` (set up, or a ranking DataModule) supports, scored per item with ``method``.
 
     Args:
@@ -168,8 +205,11 @@ def measure(method: L.LightningModule, data: L.LightningDataModule, batch_size: 
             clustering and the probe (None: all).
         k: Cut-off of MRR@k.
         seed: Seed of k-means.
+        tasks: Candidate-ranking task folders the run evaluates on (CTPE's; :func:`candidate_tasks`).
     """
     measured = Measurement()
+    for task in tasks:
+        measured.metrics |= candidate_ranking(method, task, 20, batch_size)
     if isinstance(data, RetrievalDataModule):
         measured.metrics |= judged_retrieval(method, data, batch_size, k)
         measured.notes.append("clustering, probe: a ranking corpus has no document labels")
@@ -261,8 +301,9 @@ class BeforeAfterReport(Evaluation):
         self.before: Measurement | None = None
         self.rows: list[dict] | None = None
 
-    def measure(self, method: L.LightningModule, data: L.LightningDataModule) -> Measurement:
-        return measure(method, data, self.batch_size, self.max_documents, self.k, self.seed)
+    def measure(self, method: L.LightningModule, data: L.LightningDataModule,
+                tasks: Sequence[CandidateTask] = ()) -> Measurement:
+        return measure(method, data, self.batch_size, self.max_documents, self.k, self.seed, tasks)
 
     def evaluate(self, context: EvaluationContext) -> dict[str, float]:
         """One model's value of every metric (no comparison)."""
@@ -270,10 +311,10 @@ class BeforeAfterReport(Evaluation):
 
     def on_train_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
         if self.before is None:
-            self.before = self.measure(pl_module, trainer.datamodule)
+            self.before = self.measure(pl_module, trainer.datamodule, candidate_tasks(trainer.callbacks))
 
     def on_train_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
-        after = self.measure(pl_module, trainer.datamodule)
+        after = self.measure(pl_module, trainer.datamodule, candidate_tasks(trainer.callbacks))
         self.rows = compare(self.before, after, self.resamples, self.seed)
         for logger in trainer.loggers:
             logger.log_metrics({f"before_after/{row['metric']}/{key}": row[key] for row in self.rows

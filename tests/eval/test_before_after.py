@@ -128,7 +128,8 @@ class Recorder:
 
 def test_callback_prints_logs_and_writes_the_report_and_a_resume_keeps_before(tmp_path, capsys):
     logger = Recorder()
-    trainer = SimpleNamespace(datamodule=corpus(), loggers=[logger], global_step=4, default_root_dir=str(tmp_path))
+    trainer = SimpleNamespace(datamodule=corpus(), loggers=[logger], global_step=4, default_root_dir=str(tmp_path),
+                              callbacks=[])
     callback = BeforeAfterReport(batch_size=4, resamples=100)
     callback.on_train_start(trainer, Letters())
     callback.on_train_end(trainer, Shifted())

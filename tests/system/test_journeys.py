@@ -121,7 +121,8 @@ def exportable_method(settings: dict) -> tuple[str, bool]:
 
 
 def journey(prepared: Path, tmp_path: Path, capsys, in_subprocess: bool = False) -> None:
-    """fit 2 steps, then evaluate, embed, export (or its refusal), figures and a resumed fit on the run folder."""
+    """fit 2 steps, then evaluate (and its before/after report), embed, export (or its refusal), figures and a resumed
+    fit on the run folder."""
     settings = yaml.safe_load(prepared.read_text(encoding="utf-8"))
     method, exportable = exportable_method(settings)
     run = tmp_path / "run"
@@ -137,6 +138,14 @@ def journey(prepared: Path, tmp_path: Path, capsys, in_subprocess: bool = False)
     results = json.loads((run / "evaluation" / "evaluation.json").read_text())["results"]
     assert results and all(metrics and np.isfinite(list(metrics.values())).all() for metrics in results.values())
     assert "written to" in capsys.readouterr().out
+
+    main(["evaluate", "--config", str(saved), "--ckpt_path", str(last), "--batch_size", "8", "--before_after",
+          "--resamples", "50"])
+    assert "| metric | items | before | after | change | 95% interval of the change |" in capsys.readouterr().out
+    report = json.loads((run / "evaluation" / "before_after.json").read_text())
+    assert report["rows"], report["notes"]  # every shipped corpus offers at least one task
+    assert all(np.isfinite([row[k] for k in ("before", "after", "change", "low", "high")]).all()
+               for row in report["rows"])
 
     documents = tmp_path / "docs.jsonl"
     rows = write_documents(documents, titled=not exportable)
