@@ -11,7 +11,7 @@ Tasks, each run when the corpus can serve it (otherwise one line of the report s
   the rest of it (``section``; a document of one section is cut at its middle word into two); MRR@k and recall@1
   per query.
 * ``ranking`` for each candidate task folder the run evaluates on (CTPE's ``CandidateRanking``): each test document
-  ranks the candidate pool; MAP and nDCG@20 per query.
+  ranks the candidate pool; MAP and P@20 per query.
 * ``clustering`` and ``probe`` when documents carry labels: k-means (k = number of labels) and a logistic regression
   fitted on the training documents (at most ``max_documents``), scored on the evaluated documents: NMI and purity of
   the clusters, accuracy of the probe.
@@ -138,17 +138,17 @@ def judged_retrieval(method: L.LightningModule, data: RetrievalDataModule, batch
 
 def candidate_ranking(method: L.LightningModule, task: CandidateTask, k: int = 20,
                       batch_size: int = 64) -> dict[str, ItemScores]:
-    """Per-query MAP and nDCG@k of the task folder's test documents ranking its candidates with the method's own
-    similarity (CTPE §4.1; :mod:`lit_docemb.eval.candidates`); documents the method cannot represent are left out
-    (the same for both models: which ones depends on the text, not on the weights)."""
+    """Per-query MAP and P@k (the paper's measures) of the task folder's test documents ranking its candidates with
+    the method's own similarity (CTPE §4.1; :mod:`lit_docemb.eval.candidates`); documents the method cannot
+    represent are left out (the same for both models: which ones depends on the text, not on the weights)."""
     candidate_ids, candidates, _ = embed_with_ids(method, task.candidates, batch_size)
     query_ids, queries, _ = embed_with_ids(method, [d for d in task.queries if d.id in task.qrels], batch_size)
     scores = method.similarity(queries.to(method.device), candidates.to(method.device)).cpu()  # (Q, N)
     values = per_query_metrics(top_k_run(scores, query_ids, candidate_ids, k), {q: task.qrels[q] for q in query_ids},
-                               ["map", f"ndcg@{k}"])
+                               ["map", f"P@{k}"])
     queries = sorted(values)
     return {f"ranking/{name}": ItemScores("mean", np.array([values[q][name] for q in queries]))
-            for name in ("map", f"ndcg@{k}")}
+            for name in ("map", f"P@{k}")}
 
 
 def labelled_tasks(method: L.LightningModule, fit: Sequence[Document], evaluated: Sequence[Document],
@@ -165,7 +165,8 @@ def labelled_tasks(method: L.LightningModule, fit: Sequence[Document], evaluated
             "probe/accuracy": ItemScores("mean", correct)}
 
 
-def matching_task(method: L.LightningModule, data: L.LightningDataModule, batch_size: int = 64) -> dict[str, ItemScores]:
+def matching_task(method: L.LightningModule, data: L.LightningDataModule,
+                  batch_size: int = 64) -> dict[str, ItemScores]:
     """Per-pair correctness and (predicted, label) rows on the test pairs at the threshold chosen on validation."""
     pairs = {name: dataset_pairs(getattr(data, name)) for name in ("val_set", "test_set")}
     wanted = {i for rows in pairs.values() for a, b, _ in rows for i in (a, b)}

@@ -10,11 +10,20 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 import torch
+from journeys import write_ctpe_task
 from runs import Letters
 
 from lit_docemb.data.aan import AANDataModule
 from lit_docemb.data.document import Document, Section
-from lit_docemb.eval.before_after import BeforeAfterReport, Measurement, compare, measure
+from lit_docemb.eval.before_after import (
+    BeforeAfterReport,
+    Measurement,
+    candidate_ranking,
+    compare,
+    in_two_parts,
+    measure,
+)
+from lit_docemb.eval.candidates import evaluate_candidates, read_candidate_task
 from lit_docemb.eval.bootstrap import ItemScores, paired_bootstrap
 from lit_docemb.eval.classification import kmeans_clustering, linear_probe
 
@@ -116,6 +125,24 @@ def test_document_pairs_get_matching_rows(lra_dir, tmp_path):
     assert {"matching/accuracy", "matching/f1"} <= set(measured.metrics)
     assert len(measured.metrics["matching/accuracy"].values) == len(data.test_set)
     assert 0 <= measured.metrics["matching/accuracy"].value() <= 1
+
+
+def test_candidate_tasks_rank_as_the_candidate_evaluation_does(tmp_path):
+    task, method = read_candidate_task(write_ctpe_task(tmp_path / "task")), Letters()
+    rows = candidate_ranking(method, task, k=20, batch_size=4)
+    expected = evaluate_candidates(method, task, k=20, batch_size=4)
+    assert rows["ranking/map"].value() == pytest.approx(expected["map"])
+    assert rows["ranking/P@20"].value() == pytest.approx(expected["P@20"])
+    assert len(rows["ranking/map"].values) == expected["queries"] > 1
+
+
+def test_a_document_of_one_section_is_cut_in_two():
+    one = Document("p", "", [Section("", " ".join(f"w{i}" for i in range(61)))], label="x")
+    halves = in_two_parts(one)
+    assert [len(s.text.split()) for s in halves.sections] == [30, 31] and halves.label == "x"
+    assert halves.text.split() == one.text.split()
+    two = document(0, "a", "x")
+    assert in_two_parts(two) is two
 
 
 class Recorder:

@@ -37,6 +37,9 @@ TRAINER_PIECES = [str(path.relative_to(ROOT)) for path in PATHS if SECTIONS[path
 
 EXPORTABLE = {"DocSplit", "GraphRoBERTa", "DocumentClassifier", "DenseRetrieval", "CoLDE"}  # + DECA on an encoder
 SUBPROCESS = {"configs/quickstart.yaml"}
+TOO_SHORT_TO_QUERY = ("OpenWebTextDataModule",)
+"""Corpora whose fixture documents (14-25 words, no title, no label) give the before/after report nothing to score:
+it says so in one line per task (a real OpenWebText page is cut in two halves and queried)."""
 
 
 def test_every_config_is_a_run_a_model_piece_or_a_trainer_piece():
@@ -143,7 +146,10 @@ def journey(prepared: Path, tmp_path: Path, capsys, in_subprocess: bool = False)
           "--resamples", "50"])
     assert "| metric | items | before | after | change | 95% interval of the change |" in capsys.readouterr().out
     report = json.loads((run / "evaluation" / "before_after.json").read_text())
-    assert report["rows"], report["notes"]  # every shipped corpus offers at least one task
+    if settings["data"]["class_path"].endswith(TOO_SHORT_TO_QUERY):
+        assert not report["rows"] and report["notes"][0].startswith("retrieval: no held-out document"), report
+    else:
+        assert report["rows"], report["notes"]  # every other corpus fixture offers at least one task
     assert all(np.isfinite([row[k] for k in ("before", "after", "change", "low", "high")]).all()
                for row in report["rows"])
 
