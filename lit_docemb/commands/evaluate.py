@@ -259,7 +259,7 @@ def compare_with_start(method, data, ckpt_path: str, output_dir: Path, batch_siz
     rows = compare(before, after, resamples)
     title = f"Before and after training: {type(method).__name__} as its config builds it and `{ckpt_path}`"
     if dist.rank() == 0:
-        print(write_report(output_dir, rows, after.notes, title, resamples)
+        print(write_report(output_dir, rows, after.notes, title, resamples, (before.seconds, after.seconds))
               + f"written to {output_dir}/before_after.md and before_after.json")
     return {"before_after": {f"{row['metric']}/{key}": row[key] for row in rows
                              for key in ("before", "after", "change", "low", "high")}}

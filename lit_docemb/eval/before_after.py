@@ -27,6 +27,7 @@ vector, for both models alike (left out of ``ranking``).
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -69,17 +70,21 @@ class Measurement:
     Attributes:
         metrics: ``<task>/<metric>`` -> per-item scores.
         notes: One line per task the corpus cannot serve, saying what it lacks.
+        seconds: How long the measurement took.
     """
 
     metrics: dict[str, ItemScores] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
+    seconds: float = 0.0
 
     def to_json(self) -> dict:
-        return {"metrics": {k: v.to_json() for k, v in self.metrics.items()}, "notes": self.notes}
+        return {"metrics": {k: v.to_json() for k, v in self.metrics.items()}, "notes": self.notes,
+                "seconds": self.seconds}
 
     @classmethod
     def from_json(cls, record: dict) -> Measurement:
-        return cls({k: ItemScores.from_json(v) for k, v in record["metrics"].items()}, list(record["notes"]))
+        return cls({k: ItemScores.from_json(v) for k, v in record["metrics"].items()}, list(record["notes"]),
+                   record.get("seconds", 0.0))
 
 
 def _embed(method: L.LightningModule, documents: Sequence[Document], batch_size: int) -> Tensor:
@@ -181,10 +186,13 @@ def matching_task(method: L.LightningModule, data: L.LightningDataModule,
 
 
 def _documents(dataset, limit: int | None) -> list[Document]:
-    """The documents of a split (at most ``limit``); [] for none or a split of pairs."""
-    if dataset is None or hasattr(dataset, "pairs"):
+    """The documents of a split, at most ``limit`` of them evenly spaced through it (a corpus stored class by class
+    keeps every class); [] for none or a split of pairs."""
+    if dataset is None or hasattr(dataset, "pairs") or not len(dataset):
         return []
-    return [dataset[i] for i in range(len(dataset) if limit is None else min(len(dataset), limit))]
+    n = len(dataset)
+    rows = range(n) if limit is None or n <= limit else np.linspace(0, n - 1, limit).round().astype(int).tolist()
+    return [dataset[i] for i in rows]
 
 
 def candidate_tasks(evaluations: Sequence) -> list[CandidateTask]:
@@ -208,13 +216,24 @@ def measure(method: L.LightningModule, data: L.LightningDataModule, batch_size: 
         seed: Seed of k-means.
         tasks: Candidate-ranking task folders the run evaluates on (CTPE's; :func:`candidate_tasks`).
     """
-    measured = Measurement()
+    measured, started = Measurement(), time.perf_counter()
+    _measure_tasks(measured, method, data, batch_size, max_documents, k, seed, tasks)
+    measured.seconds = time.perf_counter() - started
+    return measured
+
+
+def _measure_tasks(measured: Measurement, method: L.LightningModule, data: L.LightningDataModule, batch_size: int,
+                   max_documents: int | None, k: int, seed: int, tasks: Sequence[CandidateTask]) -> None:
+    """Fills ``measured`` (see :func:`measure`)."""
     for task in tasks:
         measured.metrics |= candidate_ranking(method, task, 20, batch_size)
     if isinstance(data, RetrievalDataModule):
-        measured.metrics |= judged_retrieval(method, data, batch_size, k)
+        if data.query_split("test" if data.test_split else "val") is None:
+            measured.notes.append("retrieval: the ranking corpus has neither test nor validation queries")
+        else:
+            measured.metrics |= judged_retrieval(method, data, batch_size, k)
         measured.notes.append("clustering, probe: a ranking corpus has no document labels")
-        return measured
+        return
     evaluated = _documents(getattr(data, "test_set", None), max_documents) or _documents(data.val_set, max_documents)
     retrieval = heldout_retrieval(method, evaluated, batch_size, k) if evaluated else {}
     measured.metrics |= retrieval
@@ -233,7 +252,6 @@ def measure(method: L.LightningModule, data: L.LightningDataModule, batch_size: 
                               "nothing to cluster or predict")
     if hasattr(data.val_set, "pairs") and getattr(data, "test_set", None) is not None:
         measured.metrics |= matching_task(method, data, batch_size)
-    return measured
 
 
 def compare(before: Measurement, after: Measurement, resamples: int = 1000, seed: int = 0) -> list[dict]:
@@ -248,8 +266,10 @@ def compare(before: Measurement, after: Measurement, resamples: int = 1000, seed
     return rows
 
 
-def markdown(rows: list[dict], notes: Sequence[str], title: str, resamples: int) -> str:
-    """The report as a titled Markdown table, the notes and one line per task saying what it measures."""
+def markdown(rows: list[dict], notes: Sequence[str], title: str, resamples: int,
+             seconds: Sequence[float] = ()) -> str:
+    """The report as a titled Markdown table, the notes, one line per task saying what it measures and, given the
+    ``seconds`` of the two measurements, how long they took."""
     lines = [f"## {title}", "", "| metric | items | before | after | change | 95% interval of the change |",
              "|---|---:|---:|---:|---:|---|"]
     for row in rows:
@@ -261,16 +281,19 @@ def markdown(rows: list[dict], notes: Sequence[str], title: str, resamples: int)
     lines += list(notes)
     if not rows:
         lines.append("No task: the corpus offers no queries, labels or document pairs to score.")
+    if seconds:
+        lines.append("Measured in " + " and ".join(f"{s:.1f} s" for s in seconds) + " (before, after).")
     return "\n".join(lines) + "\n"
 
 
-def write_report(folder: str | Path, rows: list[dict], notes: Sequence[str], title: str, resamples: int) -> str:
+def write_report(folder: str | Path, rows: list[dict], notes: Sequence[str], title: str, resamples: int,
+                 seconds: Sequence[float] = ()) -> str:
     """Writes ``before_after.md`` and ``before_after.json`` into ``folder`` and returns the Markdown."""
-    text = markdown(rows, notes, title, resamples)
+    text = markdown(rows, notes, title, resamples, seconds)
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
     (folder / "before_after.md").write_text(text, encoding="utf-8")
-    record = {"title": title, "resamples": resamples, "rows": rows, "notes": list(notes)}
+    record = {"title": title, "resamples": resamples, "rows": rows, "notes": list(notes), "seconds": list(seconds)}
     (folder / "before_after.json").write_text(json.dumps(record, indent=2) + "\n", encoding="utf-8")
     return text
 
@@ -324,7 +347,7 @@ class BeforeAfterReport(Evaluation):
         if dist.rank() == 0:
             title = f"Before and after training ({type(pl_module).__name__}, step {trainer.global_step})"
             print(write_report(Path(trainer.default_root_dir) / "evaluation", self.rows, after.notes, title,
-                               self.resamples), flush=True)
+                               self.resamples, (self.before.seconds, after.seconds)), flush=True)
 
     def state_dict(self) -> dict:
         return {"before": None if self.before is None else self.before.to_json()}

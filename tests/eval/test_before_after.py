@@ -112,6 +112,14 @@ def test_a_labelled_corpus_gets_every_task_row_and_the_values_of_each_evaluation
     assert any(row["change"] != 0 for row in rows)
 
 
+def test_fitting_documents_are_drawn_evenly_from_a_corpus_stored_class_by_class():
+    data = corpus()
+    data.train_set = sorted(data.train_set, key=lambda d: d.label)  # all "back" documents, then all "front"
+    limited = measure(Letters(), data, batch_size=4, max_documents=4)
+    assert limited.notes == [] and "probe/accuracy" in limited.metrics  # both labels among the 4 fitting documents
+    assert len(limited.metrics["probe/accuracy"].values) == 4
+
+
 def test_an_unlabelled_corpus_says_so_in_one_line():
     measured = measure(Letters(), corpus(labelled=False), batch_size=4)
     assert {name.split("/")[0] for name in measured.metrics} == {"retrieval"}
@@ -166,6 +174,7 @@ def test_callback_prints_logs_and_writes_the_report_and_a_resume_keeps_before(tm
     record = json.loads((tmp_path / "evaluation" / "before_after.json").read_text())
     assert [row["metric"] for row in record["rows"]] == [row["metric"] for row in callback.rows]
     assert (tmp_path / "evaluation" / "before_after.md").read_text() in printed
+    assert "s (before, after)." in printed and len(record["seconds"]) == 2 and min(record["seconds"]) > 0
     logged = logger.logged[0]
     assert logged["before_after/probe/accuracy/change"] == pytest.approx(callback.rows[-1]["change"])
     assert {f"before_after/clustering/nmi/{key}" for key in ("before", "after", "change", "low", "high")} <= set(logged)
