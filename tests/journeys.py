@@ -184,7 +184,9 @@ def _arxiv(data: dict, folder: Path) -> dict:
 
 
 def _installed_docs(data: dict, folder: Path) -> dict:
-    return {"sources": ["pydoc"]}  # the installed Python's own reference topics: always there, quick to read
+    # the installed Python's reference topics and the first standard-library modules: always there, quick to read,
+    # two sources, so the before/after report's clustering and probe have two labels
+    return {"sources": ["pydoc", "stdlib"], "max_documents": 80}
 
 
 CORPORA: dict[str, Callable[[dict, Path], dict]] = {

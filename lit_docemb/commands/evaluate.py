@@ -82,6 +82,17 @@ def build_evaluation(spec: str):
     return cls(**init_args)
 
 
+def load_checkpoint_vocabulary(method, path: str) -> None:
+    """What the method keeps beside its weights in a checkpoint, read by its own ``on_load_checkpoint`` (DECA's and
+    CTPE's vocabularies, which size their embedding tables), without the weights."""
+    import lightning as L
+
+    from lit_docemb.methods.checkpoints import read_checkpoint
+
+    if type(method).on_load_checkpoint is not L.LightningModule.on_load_checkpoint:
+        method.on_load_checkpoint(read_checkpoint(path))
+
+
 def default_evaluations(data) -> list:
     """Retrieval on the test queries for a ranking DataModule (its validation queries when it has no test split,
     as MSMARCO without the TREC DL topics); matching for one of labelled pairs; clustering and
@@ -148,9 +159,12 @@ def run_evaluations(evaluations: list, context) -> dict[str, dict[str, float]]:
 
 def evaluate(config: list[str], ckpt_path: str | None = None, evaluation: list[str] | None = None,
              output: str | None = None, batch_size: int = 64, accelerator: str = "auto",
-             interpolate_alpha: float | None = None, overrides: list[str] | None = None) -> dict[str, dict[str, float]]:
+             interpolate_alpha: float | None = None, before_after: bool = False, resamples: int = 1000,
+             overrides: list[str] | None = None) -> dict[str, dict[str, float]]:
     """Evaluate a checkpoint, or the method as its config builds it (a baseline): the evaluations under the
     config's trainer.callbacks plus every --evaluation; writes evaluation.md, evaluation.json and TREC run files.
+    With --before_after, the before/after report instead: the method as its config builds it and the checkpoint,
+    side by side on every task the corpus supports (before_after.md and before_after.json).
 
     Args:
         config: The run's config (``runs/x/config.yaml``) or any fit config; repeat to merge, later files win.
@@ -165,6 +179,10 @@ def evaluate(config: list[str], ckpt_path: str | None = None, evaluation: list[s
         interpolate_alpha: With ``--ckpt_path``: the weights (1 - alpha) x the starting ones (the method as the
             config builds it) + alpha x the checkpoint's (WiSE-FT, Wortsman et al. 2022); 0 is the baseline, 1 the
             checkpoint (default). Choose it on validation with ``python -m lit_docemb interpolate``.
+        before_after: Compare the starting encoder (the method as the config builds it) with the checkpoint on every
+            task the corpus supports, with the change and its paired bootstrap 95 percent interval
+            (:mod:`lit_docemb.eval.before_after`); needs --ckpt_path, replaces the evaluations.
+        resamples: Bootstrap resamples of the --before_after intervals.
         overrides: Config overrides (``--model.init_args.encoder X``, ``--data.init_args.root DIR``).
     """
     from lit_docemb.commands.cli import DocEmbCLI
@@ -176,6 +194,13 @@ def evaluate(config: list[str], ckpt_path: str | None = None, evaluation: list[s
 
     require(batch_size >= 1, "--batch_size", ">= 1 (documents per forward pass)", batch_size)
     refuse_without_checkpoint(interpolate_alpha, ckpt_path)
+    require(resamples >= 1, "--resamples", ">= 1 (bootstrap draws)", resamples)
+    if before_after and (ckpt_path is None or evaluation):
+        raise ConfigError("evaluate --before_after compares the config's starting encoder with a trained checkpoint: "
+                          "give --ckpt_path (e.g. runs/x/checkpoints/last.ckpt) and no --evaluation")
+    if before_after and interpolate_alpha is not None:
+        raise ConfigError("evaluate --before_after compares the starting encoder with the checkpoint itself: drop "
+                          "--interpolate_alpha (or score the interpolated weights without --before_after)")
     if ckpt_path is not None:
         read_checkpoint(ckpt_path, mmap=True)  # a missing or unreadable checkpoint stops before any loading
     specs = [build_evaluation(spec) for spec in evaluation or []]  # bad specs fail before any loading
@@ -183,6 +208,10 @@ def evaluate(config: list[str], ckpt_path: str | None = None, evaluation: list[s
     cli = DocEmbCLI(args=[*configs, *(overrides or [])], run=False)
     method, data = cli.model, cli.datamodule
     evaluations = [c for c in cli.trainer.callbacks if isinstance(c, Evaluation)] + specs
+    output_dir = Path(output or Path(cli.trainer.default_root_dir) / "evaluation")
+    if before_after:
+        return compare_with_start(method, data, ckpt_path, output_dir, batch_size, accelerator, resamples,
+                                  evaluations)
     if ckpt_path is None:
         announce_baseline(method)
     else:
@@ -193,7 +222,6 @@ def evaluate(config: list[str], ckpt_path: str | None = None, evaluation: list[s
     if not isinstance(data, RetrievalDataModule):  # retrieval reads its corpus and query splits itself
         data.setup("fit")
     evaluations = evaluations or default_evaluations(data)
-    output_dir = Path(output or Path(cli.trainer.default_root_dir) / "evaluation")
     context = EvaluationContext(method, data, output_dir, batch_size)
     results = run_evaluations(evaluations, context)
     if isinstance(data, RetrievalDataModule) and not data.data_stats and data.corpus is not None:
@@ -211,6 +239,34 @@ def evaluate(config: list[str], ckpt_path: str | None = None, evaluation: list[s
         (output_dir / "evaluation.json").write_text(json.dumps(record, indent=2) + "\n", encoding="utf-8")
         print(table + f"\nwritten to {output_dir}/evaluation.md and evaluation.json")
     return results
+
+
+def compare_with_start(method, data, ckpt_path: str, output_dir: Path, batch_size: int = 64,
+                       accelerator: str = "auto", resamples: int = 1000,
+                       evaluations: list | None = None) -> dict[str, dict[str, float]]:
+    """The before/after report of ``evaluate --before_after``: ``method`` as built (before; with the checkpoint's
+    vocabulary when the method keeps one, as DECA's Doc2VecC, whose tables it sizes) and with the weights of
+    ``ckpt_path`` (after), also on the candidate tasks of the config's ``evaluations``; printed and written to
+    ``output_dir``; returns ``{"before_after": {<metric>/<field>: value}}``."""
+    from lit_docemb import distributed as dist
+    from lit_docemb.data.retrieval import RetrievalDataModule
+    from lit_docemb.eval.before_after import candidate_tasks, compare, measure, write_report
+    from lit_docemb.methods.checkpoints import restore_method
+
+    if not isinstance(data, RetrievalDataModule):
+        data.setup("fit")
+    device, tasks = torch_device(accelerator), candidate_tasks(evaluations or [])
+    load_checkpoint_vocabulary(method, ckpt_path)
+    before = measure(method.to(device).eval(), data, batch_size, tasks=tasks)
+    restore_method(method, ckpt_path)
+    after = measure(method.to(device).eval(), data, batch_size, tasks=tasks)
+    rows = compare(before, after, resamples)
+    title = f"Before and after training: {type(method).__name__} as its config builds it and `{ckpt_path}`"
+    if dist.rank() == 0:
+        print(write_report(output_dir, rows, after.notes, title, resamples, (before.seconds, after.seconds))
+              + f"written to {output_dir}/before_after.md and before_after.json")
+    return {"before_after": {f"{row['metric']}/{key}": row[key] for row in rows
+                             for key in ("before", "after", "change", "low", "high")}}
 
 
 def main(argv: list[str] | None = None) -> dict[str, dict[str, float]]:

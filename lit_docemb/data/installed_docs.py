@@ -33,12 +33,13 @@ import sysconfig
 import zlib
 from collections import Counter
 from collections.abc import Iterable, Iterator, Sequence
-from typing import NamedTuple
+from typing import Literal, NamedTuple
 
 import numpy as np
 
 from lit_docemb.data.datamodule import DocumentDataModule
 from lit_docemb.data.document import Document, Section
+from lit_docemb.errors import require
 
 log = logging.getLogger(__name__)
 
@@ -461,19 +462,45 @@ class InstalledDocsDataModule(DocumentDataModule):
         sources: Any of ``"packages"``, ``"pydoc"``, ``"stdlib"``.
         min_words: Minimum words of cleaned body text per document.
         near_duplicate_jaccard: Skip near duplicates at this word 5-gram Jaccard (``None`` keeps them).
+        label: What ``Document.label`` holds, for the before/after report's clustering and probe (see
+            :func:`document_label`): ``"source"`` (packages / pydoc / stdlib), ``"topic"`` (a package's trove topic)
+            or ``"none"``.
         **kwargs: See :class:`~lit_docemb.data.datamodule.DocumentDataModule` (``val_fraction=0.2`` holds out
             a fifth of the documents, chosen by a hash of their id, for the held-out evaluation).
     """
 
     def __init__(self, sources: list[str] = list(SOURCES), min_words: int = 100,
-                 near_duplicate_jaccard: float | None = 0.7, **kwargs) -> None:
+                 near_duplicate_jaccard: float | None = 0.7, label: Literal["source", "topic", "none"] = "source",
+                 **kwargs) -> None:
         super().__init__(**kwargs)
+        require(label in ("source", "topic", "none"), "label", "source, topic or none", label)
         self.sources = list(sources)
         self.min_words = min_words
         self.near_duplicate_jaccard = near_duplicate_jaccard
+        self.label = label
 
     def load_documents(self) -> list[Document]:
         documents = list(iter_installed_docs(self.sources, self.min_words, self.near_duplicate_jaccard, self.stats))
         if not documents:
             raise ValueError(f"no installed documents of {self.sources} with >= {self.min_words} words")
+        for doc in documents:
+            doc.label = document_label(doc, self.label)
         return documents
+
+
+def document_label(doc: Document, kind: Literal["source", "topic", "none"] = "source") -> str | None:
+    """The class of an installed document for clustering and probes (``doc.label``).
+
+    Args:
+        doc: A document of :func:`iter_installed_docs`.
+        kind: ``"source"``: where the text comes from, ``packages`` (a PyPI README), ``pydoc`` (a topic of the
+            Python reference manual) or ``stdlib`` (a standard-library module's docstrings): three kinds of
+            documentation written for different readers. ``"topic"``: a package's first top-level trove topic
+            classifier in alphabetical order (``Topic :: Scientific/Engineering :: ...`` gives
+            ``Scientific/Engineering``), None for a package without one and for the Python documents.
+            ``"none"``: no label.
+    """
+    if kind == "source":
+        return doc.metadata["source"]
+    topics = sorted({topic.split(" :: ")[1] for topic in doc.metadata.get("topics", []) if topic.count(" :: ")})
+    return topics[0] if kind == "topic" and topics else None

@@ -35,26 +35,38 @@ def purity(labels: Sequence, clusters: Sequence[int]) -> float:
     return total / len(labels)
 
 
+def kmeans_assignments(train, train_labels: Sequence, test, num_clusters: int | None = None, seed: int = 0,
+                       n_init: int = 10) -> np.ndarray:
+    """(N_test,) cluster of each ``test`` row under k-means (k = number of training labels unless given) fitted on
+    ``train``."""
+    train, test = _as_array(train), _as_array(test)
+    k = num_clusters or len(set(train_labels))
+    return KMeans(n_clusters=k, random_state=seed, n_init=n_init).fit(train).predict(test)
+
+
 def kmeans_clustering(train, train_labels: Sequence, test, test_labels: Sequence, num_clusters: int | None = None,
                       seed: int = 0, n_init: int = 10) -> dict[str, float]:
     """k-means (k = number of training labels unless given) fitted on ``train``, applied to ``test``:
     ``{"nmi", "purity"}`` of the test assignments."""
-    train, test = _as_array(train), _as_array(test)
-    k = num_clusters or len(set(train_labels))
-    model = KMeans(n_clusters=k, random_state=seed, n_init=n_init).fit(train)
-    clusters = model.predict(test)
+    clusters = kmeans_assignments(train, train_labels, test, num_clusters, seed, n_init)
     return {"nmi": float(normalized_mutual_info_score(test_labels, clusters)),
             "purity": float(purity(test_labels, clusters))}
+
+
+def probe_predictions(train, train_labels: Sequence, test, c: float = 1.0, max_iter: int = 2000) -> np.ndarray:
+    """(N_test,) label predicted for each ``test`` row by a logistic regression (inverse regularisation ``c``)
+    fitted on the ``train`` rows and their labels."""
+    train, test = _as_array(train), _as_array(test)
+    encoder = LabelEncoder().fit(list(train_labels))
+    model = LogisticRegression(C=c, max_iter=max_iter).fit(train, encoder.transform(list(train_labels)))
+    return encoder.inverse_transform(model.predict(test))
 
 
 def linear_probe(train, train_labels: Sequence, test, test_labels: Sequence, c: float = 1.0,
                  max_iter: int = 2000) -> dict[str, float]:
     """Logistic regression on frozen embeddings: ``{"accuracy", "error_rate", "macro_f1"}`` on the test set.
     Test labels unseen in training count as errors."""
-    train, test = _as_array(train), _as_array(test)
-    encoder = LabelEncoder().fit(list(train_labels))
-    model = LogisticRegression(C=c, max_iter=max_iter).fit(train, encoder.transform(list(train_labels)))
-    predicted = encoder.inverse_transform(model.predict(test))
+    predicted = probe_predictions(train, train_labels, test, c, max_iter)
     accuracy = float(accuracy_score(list(test_labels), predicted))
     return {"accuracy": accuracy, "error_rate": 1.0 - accuracy,
             "macro_f1": float(f1_score(list(test_labels), predicted, average="macro"))}

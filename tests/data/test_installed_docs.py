@@ -9,7 +9,10 @@ import pytest
 import torch
 
 from lit_docemb.data.document import Document, Section
+from lit_docemb.errors import BadArgument
 from lit_docemb.data.installed_docs import (
+    InstalledDocsDataModule,
+    document_label,
     NearDuplicateFilter,
     iter_installed_docs,
     markdown_sections,
@@ -182,3 +185,17 @@ def test_heldout_split_is_stable_and_disjoint(corpus):
     assert 0.1 < len(heldout) / len(docs) < 0.3
     _, heldout_reversed = heldout_split(list(reversed(docs)), 0.2)
     assert sorted(d.id for d in heldout_reversed) == sorted(d.id for d in heldout)
+
+
+def test_labels_are_the_documentation_source_or_the_trove_topic():
+    topics = ["Topic :: Software Development :: Libraries", "Topic :: Scientific/Engineering"]
+    package = Document("package:x", "x", [Section("", "text")], metadata={"source": "packages", "topics": topics})
+    reference = Document("pydoc:assert", "assert", [Section("", "text")], metadata={"source": "pydoc", "summary": ""})
+    assert [document_label(package, "source"), document_label(reference, "source")] == ["packages", "pydoc"]
+    assert document_label(package, "topic") == "Scientific/Engineering"  # the first top-level topic, alphabetically
+    assert document_label(reference, "topic") is None and document_label(package, "none") is None
+    data = InstalledDocsDataModule(sources=["pydoc", "stdlib"], max_documents=80, val_fraction=0.2, num_workers=0)
+    data.setup("fit")
+    assert {data.train_set[i].label for i in range(len(data.train_set))} == {"pydoc", "stdlib"}
+    with pytest.raises(BadArgument, match="label: must be source, topic or none"):
+        InstalledDocsDataModule(label="package")
