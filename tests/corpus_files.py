@@ -194,6 +194,33 @@ def write_labelled_folder(folder: Path, n_train: int = 24, n_test: int = 8) -> P
     return folder
 
 
+ARXIV_SNAPSHOT_CATEGORIES = {"code": ["cs.PL cs.LG", "cs.SE"], "sea": ["math.GR", "math.DS physics.ao-ph"]}
+"""The categories fields :func:`write_arxiv_snapshot` gives each class of :func:`labelled_docs`, alternating: the
+archives (``cs``, ``math``) are the classes, the first categories are not."""
+
+
+def write_arxiv_snapshot(path: Path, n: int = 24) -> Path:
+    """``arxiv-metadata-oai-snapshot.json`` as Kaggle's ``Cornell-University/arxiv`` ships it: one JSON object a
+    line with every field of the release (``id``, ``submitter``, ``authors``, ``title``, ``comments``,
+    ``journal-ref``, ``doi``, ``report-no``, ``categories``, ``license``, ``abstract`` with its hard wraps and
+    leading spaces, ``versions``, ``update_date``, ``authors_parsed``); papers are :func:`labelled_docs`, their
+    categories from :data:`ARXIV_SNAPSHOT_CATEGORIES`, old-style ids (``math/0406<k>``) beside new ones."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    lines = []
+    for i, doc in enumerate(labelled_docs(n)):
+        arxiv_id = f"math/0406{i:03d}" if i % 5 == 4 else f"0704.{i + 1:04d}"
+        words = doc.text.split()
+        record = {"id": arxiv_id, "submitter": "A. Person", "authors": "A. Person and B. Other",
+                  "title": " ".join(words[:4]), "comments": "9 pages, 2 figures", "journal-ref": None, "doi": None,
+                  "report-no": None, "categories": ARXIV_SNAPSHOT_CATEGORIES[doc.label][(i // 2) % 2],
+                  "license": None, "abstract": "  " + " ".join(words[:12]) + "\n" + " ".join(words[12:]) + "\n",
+                  "versions": [{"version": "v1", "created": "Mon, 2 Apr 2007 19:18:42 GMT"}],
+                  "update_date": "2008-11-13", "authors_parsed": [["Person", "A.", ""], ["Other", "B.", ""]]}
+        lines.append(json.dumps(record))
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return path
+
+
 def write_hyperpartisan(folder: Path, counts: tuple[int, int, int] = (12, 4, 4)) -> Path:
     """Hyperpartisan as Longformer's ``scripts/hp_preprocess.py`` writes it from the SemEval-2019 by-article
     release and ``hp-splits.json``: ``train.jsonl``, ``dev.jsonl``, ``test.jsonl``, one ``{"text", "label",
