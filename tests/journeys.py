@@ -17,6 +17,7 @@ import yaml
 from corpus_files import (
     labelled_docs,
     write_aan_network,
+    write_arxiv_snapshot,
     write_labelled_folder,
     write_lra,
     write_msmarco,
@@ -179,8 +180,12 @@ def write_arxiv_folders(root: Path) -> Path:
 
 
 def _arxiv(data: dict, folder: Path) -> dict:
-    return {"source": str(write_arxiv_folders(folder / "arxiv11")), "cache_dir": str(folder / "cache"),
-            "val_fraction": 0.3}
+    """The release the config names: the metadata snapshot (a ``.json`` source) or the arXiv-11 class folders."""
+    if str(data.get("source", "")).endswith(".json"):
+        source = write_arxiv_snapshot(folder / "arxiv-metadata-oai-snapshot.json")
+    else:
+        source = write_arxiv_folders(folder / "arxiv11")
+    return {"source": str(source), "cache_dir": str(folder / "cache"), "val_fraction": 0.3}
 
 
 def _installed_docs(data: dict, folder: Path) -> dict:
@@ -217,9 +222,10 @@ def _wrapper(args: dict, encoder: str, folder: Path) -> dict:
     inner = MODELS[_short(backbone["class_path"])](backbone.get("init_args") or {}, encoder, folder)
     update = {"backbone": {"class_path": backbone["class_path"], "init_args": {**backbone["init_args"], **inner}},
               "checkpoint": None}
-    if "labels" in args:  # the fixtures' two classes (arXiv's folders: cs.PL and math.GR; Hyperpartisan's)
-        update["labels"] = ["cs.PL", "math.GR"] if any(str(x).startswith("cs.") for x in args["labels"]) \
-            else args["labels"] if set(args["labels"]) == {"false", "true"} else ["code", "sea"]
+    if "labels" in args:  # the fixtures' two classes (arXiv's folders: cs.PL and math.GR; the snapshot's archives
+        labels = args["labels"]  # cs and math; Hyperpartisan's)
+        update["labels"] = ["cs.PL", "math.GR"] if any(str(x).startswith("cs.") for x in labels) \
+            else ["cs", "math"] if "cs" in labels else labels if set(labels) == {"false", "true"} else ["code", "sea"]
     return update
 
 
