@@ -221,6 +221,36 @@ def write_arxiv_snapshot(path: Path, n: int = 24) -> Path:
     return path
 
 
+FAKENEWS_HEADER = (",id,domain,type,url,content,scraped_at,inserted_at,updated_at,title,authors,keywords,"
+                   "meta_keywords,meta_description,tags,summary,source")
+"""The header line of several27/FakeNewsCorpus ``news_cleaned_2018_02_13.csv`` (its first column is unnamed)."""
+
+
+def write_fakenews(path: Path, counts: dict[str, int] | None = None, reverse: bool = False) -> Path:
+    """``news_cleaned_2018_02_13.csv`` as several27/FakeNewsCorpus ships it: :data:`FAKENEWS_HEADER`, a leading
+    row number, quoted multi-line ``content``, the class in ``type``; the articles are :func:`labelled_docs` (``code``
+    → ``counts``' first type, ``sea`` → its second; default 12 ``fake`` and 12 ``reliable``), then one article
+    whose ``type`` is empty (the release has such rows). ``reverse`` writes the articles in the opposite order."""
+    counts = counts or {"fake": 12, "reliable": 12}
+    types = list(counts)
+    docs = labelled_docs(2 * max(counts.values()))
+    chosen = [d for d in docs if d.label == "code"][:counts[types[0]]] + \
+        [d for d in docs if d.label == "sea"][:counts[types[1]]]
+    rows = [(types[0] if d.label == "code" else types[1], d) for d in chosen]
+    rows = rows[::-1] if reverse else rows
+    rows.append(("", labelled_docs(1)[0]))
+    buffer = io.StringIO()
+    writer = csv.writer(buffer, lineterminator="\n")
+    for number, (kind, doc) in enumerate(rows):
+        text = doc.text.replace(". ", ".\n\n", 1)  # a multi-line article, quoted
+        writer.writerow([number, 1000 + int(doc.id.lstrip("codesa")) if kind else 999, "example.com", kind, f"http://example.com/{doc.id}",
+                         text, "2018-01-25 16:17:44.789555", "2018-02-02 01:19:41.756632",
+                         "2018-02-02 01:19:41.756664", doc.text.split(".")[0], "", "", "['']", "", "", "", ""])
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(FAKENEWS_HEADER + "\n" + buffer.getvalue(), encoding="utf-8")
+    return path
+
+
 def write_hyperpartisan(folder: Path, counts: tuple[int, int, int] = (12, 4, 4)) -> Path:
     """Hyperpartisan as Longformer's ``scripts/hp_preprocess.py`` writes it from the SemEval-2019 by-article
     release and ``hp-splits.json``: ``train.jsonl``, ``dev.jsonl``, ``test.jsonl``, one ``{"text", "label",

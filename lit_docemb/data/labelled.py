@@ -7,10 +7,11 @@ from collections import Counter
 from pathlib import Path
 from typing import Literal
 
+import numpy as np
 from torch.utils.data import ConcatDataset
 
 from lit_docemb.data.arrow import ArrowDocuments
-from lit_docemb.data.datamodule import DocumentDataModule, DocumentDataset
+from lit_docemb.data.datamodule import DocumentDataModule, DocumentDataset, stable_fraction
 from lit_docemb.data.labelled_formats import (
     iter_class_folders,
     iter_hf_labelled,
@@ -94,6 +95,14 @@ class LabelledTextDataModule(DocumentDataModule):
             split's labels and score the test split's.
         unlabelled_class: A class folder of the training split holding unlabelled documents, read only with
             ``fit_on: all`` (aclImdb's ``unsup``; folder layout only).
+        test_fraction: For a source without a test split (FakeNews, a class-folder tree): share of the training
+            split's documents held out as the test split, disjoint from validation (``test_split`` must then find
+            nothing: ``null``); ``0`` holds none out.
+        stratified: Hold validation (``val_fraction``) and test (``test_fraction``) out per label: in each class
+            the documents are ordered by their seeded id hash (``seed``), the first ``round(test_fraction * n)``
+            become test, the next ``round(val_fraction * n)`` validation, so every split keeps the class
+            proportions exactly (the default id-hash split keeps them on average only). Deterministic for a given
+            ``seed`` and set of ids, whatever the file order.
         **kwargs: See :class:`~lit_docemb.data.datamodule.DocumentDataModule`.
     """
 
@@ -120,6 +129,8 @@ class LabelledTextDataModule(DocumentDataModule):
         text_gcn_corpus: Literal["clean", "raw"] = "clean",
         fit_on: Literal["train", "all"] = "train",
         unlabelled_class: str | None = None,
+        test_fraction: float = 0.0,
+        stratified: bool = False,
         **kwargs,
     ) -> None:
         super().__init__(**kwargs)
@@ -144,6 +155,12 @@ class LabelledTextDataModule(DocumentDataModule):
                               f"{unlabelled_class!r} is read once, unlabelled, got {classes}")
         require(text_gcn_corpus in ("clean", "raw"), "text_gcn_corpus", "'clean' or 'raw'", text_gcn_corpus)
         self.fit_on, self.unlabelled_class, self.text_gcn_corpus = fit_on, unlabelled_class, text_gcn_corpus
+        require(0.0 <= test_fraction and self.val_fraction + test_fraction < 1.0, "test_fraction",
+                "in [0, 1 - val_fraction)", test_fraction)
+        if stratified and not (self.val_fraction or test_fraction):
+            raise ConfigError("data.init_args.stratified holds validation and test documents out per label, but "
+                              "val_fraction and test_fraction are both 0: set one of them, or stratified: false")
+        self.test_fraction, self.stratified = test_fraction, stratified
         self.unlabelled_set: DocumentDataset | None = None
 
     # ------------------------------------------------------------------------------------------------- sources
@@ -260,11 +277,64 @@ class LabelledTextDataModule(DocumentDataModule):
                                   f"name its validation split, or set val_split to null")
             self.val_set = DocumentDataset(val)
             self.report_reading("validation", len(val), {"validation": len(val)}, self.stats - before)
+        if self.test_fraction or self.stratified:
+            self._hold_out()
         if self.unlabelled_class is not None:
             before = Counter(self.stats)
             unlabelled = self._read_unlabelled()
             self.unlabelled_set = DocumentDataset(unlabelled)
             self.report_reading("unlabelled", len(unlabelled), {"unlabelled": len(unlabelled)}, self.stats - before)
+
+    def _hold_out(self) -> None:
+        """Re-splits the training split's documents (those the base split held out for validation included) into
+        training, validation and test: per label when ``stratified``, else by id hash as the base split does (test
+        = hash in ``[val_fraction, val_fraction + test_fraction)``)."""
+        if self.test_fraction and self.test_set is not None:
+            raise ConfigError(f"data.init_args.test_fraction {self.test_fraction} holds a test split out of the "
+                              f"training documents, but {self.source!r} has its own test split "
+                              f"({self.test_split!r}): set test_fraction to 0, or test_split to null")
+        held_val = self.val_split is None  # a published validation split stays as read
+        pool = np.sort(np.concatenate([self.train_set.indices, self.val_set.indices])) if held_val \
+            else self.train_set.indices
+        all_ids = getattr(self.documents, "ids", None)
+        ids = [all_ids[i] for i in pool] if all_ids is not None else [self.documents[int(i)].id for i in pool]
+        hashes = np.fromiter((stable_fraction(doc_id, self.seed) for doc_id in ids), dtype=np.float64,
+                             count=len(ids))
+        val_fraction = self.val_fraction if held_val else 0.0
+        part = np.zeros(len(pool), dtype=np.int8)  # 0 train, 1 validation, 2 test
+        if self.stratified:
+            table = getattr(self.documents, "table", None)  # an Arrow cache: the label column alone
+            labels = table.with_format("arrow")["label"].take(pool).to_pylist() if table is not None \
+                else [self.documents[int(i)].label for i in pool]
+            by_label: dict[str | None, list[int]] = {}
+            for position, label in enumerate(labels):
+                by_label.setdefault(label, []).append(position)
+            for positions in by_label.values():
+                order = np.asarray(positions)[np.argsort(hashes[positions], kind="stable")]
+                n_test, n_val = round(self.test_fraction * len(order)), round(val_fraction * len(order))
+                part[order[:n_test]] = 2
+                part[order[n_test:n_test + n_val]] = 1
+        else:
+            part[hashes < val_fraction] = 1
+            part[(hashes >= val_fraction) & (hashes < val_fraction + self.test_fraction)] = 2
+        if not (part == 0).any():
+            raise ConfigError(f"data.init_args.test_fraction {self.test_fraction} and val_fraction "
+                              f"{self.val_fraction} leave no training document (of {len(pool)}): lower them")
+        self.train_set = DocumentDataset(self.documents, pool[part == 0])
+        if held_val:
+            val = pool[part == 1]
+            if self.max_val_documents is not None:
+                val = val[: self.max_val_documents]
+            self.val_set = DocumentDataset(self.documents, val)
+            self.all_set = DocumentDataset(self.documents, np.sort(np.concatenate([pool[part == 0], val])))
+        if self.test_fraction:
+            self.test_set = DocumentDataset(self.documents, pool[part == 2])
+        self._open_passages()
+        if self.test_fraction:
+            self.test_set.documents = self.train_set.documents
+        splits = {"train": len(self.train_set), "validation": len(self.val_set),
+                  "test": len(self.test_set) if self.test_set is not None else 0}
+        self.report_reading("stratified split" if self.stratified else "test split", len(pool), splits, Counter())
 
     def _open_passages(self) -> None:
         """The training split's cached passages for the training documents; a published validation split, like
