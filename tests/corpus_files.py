@@ -243,8 +243,8 @@ def write_fakenews(path: Path, counts: dict[str, int] | None = None, reverse: bo
     writer = csv.writer(buffer, lineterminator="\n")
     for number, (kind, doc) in enumerate(rows):
         text = doc.text.replace(". ", ".\n\n", 1)  # a multi-line article, quoted
-        writer.writerow([number, 1000 + int(doc.id.lstrip("codesa")) if kind else 999, "example.com", kind, f"http://example.com/{doc.id}",
-                         text, "2018-01-25 16:17:44.789555", "2018-02-02 01:19:41.756632",
+        article_id = 1000 + int(doc.id.lstrip("codesa")) if kind else 999  # the same article, the same id
+        writer.writerow([number, article_id, "example.com", kind, f"http://example.com/{doc.id}", text, "2018-01-25 16:17:44.789555", "2018-02-02 01:19:41.756632",
                          "2018-02-02 01:19:41.756664", doc.text.split(".")[0], "", "", "['']", "", "", "", ""])
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(FAKENEWS_HEADER + "\n" + buffer.getvalue(), encoding="utf-8")
