@@ -251,6 +251,41 @@ def write_fakenews(path: Path, counts: dict[str, int] | None = None, reverse: bo
     return path
 
 
+def write_semeval_hyperpartisan(folder: Path, counts: tuple[int, int, int] = (12, 4, 4),
+                                part: str = "training-byarticle-20181122") -> Path:
+    """Hyperpartisan as SemEval-2019 task 4 publishes it (Zenodo record 1489920), unzipped: ``articles-<part>.xml``
+    (``<articles>`` of ``<article id published-at title>`` with ``<p>`` paragraphs holding inline ``<a>`` links),
+    ``ground-truth-<part>.xml`` (``<article id hyperpartisan labeled-by url bias?/>``, in another order), and
+    Longformer's ``hp-splits.json`` (``train`` / ``dev`` / ``test``: 0-based positions of the articles in the
+    file, shuffled). Articles are :func:`labelled_docs` (``sea`` hyperpartisan), ids with leading zeros and gaps.
+    Returns the articles file."""
+    folder.mkdir(parents=True, exist_ok=True)
+    docs = labelled_docs(sum(counts))
+    ids = [f"{3 * i + 1:07d}" for i in range(len(docs))]
+    articles, truth = [], []
+    for doc, article_id in zip(docs, ids, strict=True):
+        sentences = doc.text.split(". ")
+        body = "".join(f"<p>{escape(s)}{'.' if not s.endswith('.') else ''} "
+                       f'<a href="https://example.com/{article_id}" type="external">see</a> &amp; more</p>\n'
+                       for s in sentences[:3])
+        title = escape(" ".join(doc.text.split()[:4]), {'"': "&quot;"})
+        articles.append(f'<article id="{article_id}" published-at="2017-09-10" title="{title}">\n{body}</article>')
+        hyperpartisan = "true" if doc.label == "sea" else "false"
+        truth.append(f'<article id="{article_id}" hyperpartisan="{hyperpartisan}" labeled-by="article" '
+                     f'url="https://example.com/{article_id}"/>')
+    (folder / f"articles-{part}.xml").write_text(
+        '<?xml version="1.0" encoding="UTF-8"?>\n<articles>\n' + "\n".join(articles) + "\n</articles>\n",
+        encoding="utf-8")
+    (folder / f"ground-truth-{part}.xml").write_text(
+        '<?xml version="1.0" encoding="UTF-8"?>\n<articles>\n' + "\n".join(truth[::-1]) + "\n</articles>\n",
+        encoding="utf-8")
+    order = sorted(range(len(docs)), key=lambda i: (i * 7) % len(docs))
+    bounds = [0, counts[0], counts[0] + counts[1], len(docs)]
+    splits = {name: order[bounds[k]:bounds[k + 1]] for k, name in enumerate(("train", "dev", "test"))}
+    (folder / "hp-splits.json").write_text(json.dumps(splits), encoding="utf-8")
+    return folder / f"articles-{part}.xml"
+
+
 def write_hyperpartisan(folder: Path, counts: tuple[int, int, int] = (12, 4, 4)) -> Path:
     """Hyperpartisan as Longformer's ``scripts/hp_preprocess.py`` writes it from the SemEval-2019 by-article
     release and ``hp-splits.json``: ``train.jsonl``, ``dev.jsonl``, ``test.jsonl``, one ``{"text", "label",
