@@ -194,6 +194,98 @@ def write_labelled_folder(folder: Path, n_train: int = 24, n_test: int = 8) -> P
     return folder
 
 
+ARXIV_SNAPSHOT_CATEGORIES = {"code": ["cs.PL cs.LG", "cs.SE"], "sea": ["math.GR", "math.DS physics.ao-ph"]}
+"""The categories fields :func:`write_arxiv_snapshot` gives each class of :func:`labelled_docs`, alternating: the
+archives (``cs``, ``math``) are the classes, the first categories are not."""
+
+
+def write_arxiv_snapshot(path: Path, n: int = 24) -> Path:
+    """``arxiv-metadata-oai-snapshot.json`` as Kaggle's ``Cornell-University/arxiv`` ships it: one JSON object a
+    line with every field of the release (``id``, ``submitter``, ``authors``, ``title``, ``comments``,
+    ``journal-ref``, ``doi``, ``report-no``, ``categories``, ``license``, ``abstract`` with its hard wraps and
+    leading spaces, ``versions``, ``update_date``, ``authors_parsed``); papers are :func:`labelled_docs`, their
+    categories from :data:`ARXIV_SNAPSHOT_CATEGORIES`, old-style ids (``math/0406<k>``) beside new ones."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    lines = []
+    for i, doc in enumerate(labelled_docs(n)):
+        arxiv_id = f"math/0406{i:03d}" if i % 5 == 4 else f"0704.{i + 1:04d}"
+        words = doc.text.split()
+        record = {"id": arxiv_id, "submitter": "A. Person", "authors": "A. Person and B. Other",
+                  "title": " ".join(words[:4]), "comments": "9 pages, 2 figures", "journal-ref": None, "doi": None,
+                  "report-no": None, "categories": ARXIV_SNAPSHOT_CATEGORIES[doc.label][(i // 2) % 2],
+                  "license": None, "abstract": "  " + " ".join(words[:12]) + "\n" + " ".join(words[12:]) + "\n",
+                  "versions": [{"version": "v1", "created": "Mon, 2 Apr 2007 19:18:42 GMT"}],
+                  "update_date": "2008-11-13", "authors_parsed": [["Person", "A.", ""], ["Other", "B.", ""]]}
+        lines.append(json.dumps(record))
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return path
+
+
+FAKENEWS_HEADER = (",id,domain,type,url,content,scraped_at,inserted_at,updated_at,title,authors,keywords,"
+                   "meta_keywords,meta_description,tags,summary,source")
+"""The header line of several27/FakeNewsCorpus ``news_cleaned_2018_02_13.csv`` (its first column is unnamed)."""
+
+
+def write_fakenews(path: Path, counts: dict[str, int] | None = None, reverse: bool = False) -> Path:
+    """``news_cleaned_2018_02_13.csv`` as several27/FakeNewsCorpus ships it: :data:`FAKENEWS_HEADER`, a leading
+    row number, quoted multi-line ``content``, the class in ``type``; the articles are :func:`labelled_docs` (``code``
+    → ``counts``' first type, ``sea`` → its second; default 12 ``fake`` and 12 ``reliable``), then one article
+    whose ``type`` is empty (the release has such rows). ``reverse`` writes the articles in the opposite order."""
+    counts = counts or {"fake": 12, "reliable": 12}
+    types = list(counts)
+    docs = labelled_docs(2 * max(counts.values()))
+    chosen = [d for d in docs if d.label == "code"][:counts[types[0]]] + \
+        [d for d in docs if d.label == "sea"][:counts[types[1]]]
+    rows = [(types[0] if d.label == "code" else types[1], d) for d in chosen]
+    rows = rows[::-1] if reverse else rows
+    rows.append(("", labelled_docs(1)[0]))
+    buffer = io.StringIO()
+    writer = csv.writer(buffer, lineterminator="\n")
+    for number, (kind, doc) in enumerate(rows):
+        text = doc.text.replace(". ", ".\n\n", 1)  # a multi-line article, quoted
+        article_id = 1000 + int(doc.id.lstrip("codesa")) if kind else 999  # the same article, the same id
+        writer.writerow([number, article_id, "example.com", kind, f"http://example.com/{doc.id}", text, "2018-01-25 16:17:44.789555", "2018-02-02 01:19:41.756632",
+                         "2018-02-02 01:19:41.756664", doc.text.split(".")[0], "", "", "['']", "", "", "", ""])
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(FAKENEWS_HEADER + "\n" + buffer.getvalue(), encoding="utf-8")
+    return path
+
+
+def write_semeval_hyperpartisan(folder: Path, counts: tuple[int, int, int] = (12, 4, 4),
+                                part: str = "training-byarticle-20181122") -> Path:
+    """Hyperpartisan as SemEval-2019 task 4 publishes it (Zenodo record 1489920), unzipped: ``articles-<part>.xml``
+    (``<articles>`` of ``<article id published-at title>`` with ``<p>`` paragraphs holding inline ``<a>`` links),
+    ``ground-truth-<part>.xml`` (``<article id hyperpartisan labeled-by url bias?/>``, in another order), and
+    Longformer's ``hp-splits.json`` (``train`` / ``dev`` / ``test``: 0-based positions of the articles in the
+    file, shuffled). Articles are :func:`labelled_docs` (``sea`` hyperpartisan), ids with leading zeros and gaps.
+    Returns the articles file."""
+    folder.mkdir(parents=True, exist_ok=True)
+    docs = labelled_docs(sum(counts))
+    ids = [f"{3 * i + 1:07d}" for i in range(len(docs))]
+    articles, truth = [], []
+    for doc, article_id in zip(docs, ids, strict=True):
+        sentences = doc.text.split(". ")
+        body = "".join(f"<p>{escape(s)}{'.' if not s.endswith('.') else ''} "
+                       f'<a href="https://example.com/{article_id}" type="external">see</a> &amp; more</p>\n'
+                       for s in sentences[:3])
+        title = escape(" ".join(doc.text.split()[:4]), {'"': "&quot;"})
+        articles.append(f'<article id="{article_id}" published-at="2017-09-10" title="{title}">\n{body}</article>')
+        hyperpartisan = "true" if doc.label == "sea" else "false"
+        truth.append(f'<article id="{article_id}" hyperpartisan="{hyperpartisan}" labeled-by="article" '
+                     f'url="https://example.com/{article_id}"/>')
+    (folder / f"articles-{part}.xml").write_text(
+        '<?xml version="1.0" encoding="UTF-8"?>\n<articles>\n' + "\n".join(articles) + "\n</articles>\n",
+        encoding="utf-8")
+    (folder / f"ground-truth-{part}.xml").write_text(
+        '<?xml version="1.0" encoding="UTF-8"?>\n<articles>\n' + "\n".join(truth[::-1]) + "\n</articles>\n",
+        encoding="utf-8")
+    order = sorted(range(len(docs)), key=lambda i: (i * 7) % len(docs))
+    bounds = [0, counts[0], counts[0] + counts[1], len(docs)]
+    splits = {name: order[bounds[k]:bounds[k + 1]] for k, name in enumerate(("train", "dev", "test"))}
+    (folder / "hp-splits.json").write_text(json.dumps(splits), encoding="utf-8")
+    return folder / f"articles-{part}.xml"
+
+
 def write_hyperpartisan(folder: Path, counts: tuple[int, int, int] = (12, 4, 4)) -> Path:
     """Hyperpartisan as Longformer's ``scripts/hp_preprocess.py`` writes it from the SemEval-2019 by-article
     release and ``hp-splits.json``: ``train.jsonl``, ``dev.jsonl``, ``test.jsonl``, one ``{"text", "label",

@@ -17,6 +17,8 @@ import yaml
 from corpus_files import (
     labelled_docs,
     write_aan_network,
+    write_arxiv_snapshot,
+    write_fakenews,
     write_labelled_folder,
     write_lra,
     write_msmarco,
@@ -39,14 +41,17 @@ def _short(class_path: str) -> str:
 # --- corpora: DataModule class -> (fixture writer, init_args it sets) ----------------------------------------
 def _labelled(data: dict, folder: Path) -> dict:
     """LabelledTextDataModule, in the layout the config reads: Yao et al.'s text_gcn list and corpus files, an
-    aclImdb folder with its unlabelled ``unsup`` reviews, Longformer's Hyperpartisan train/dev/test.jsonl, headerless
-    TSV where the config names its columns, JSONL with ``text``/``label`` keys otherwise (hub sets saved locally)."""
+    aclImdb folder with its unlabelled ``unsup`` reviews, FakeNewsCorpus's ``news_cleaned_2018_02_13.csv``,
+    Longformer's Hyperpartisan train/dev/test.jsonl, headerless TSV where the config names its columns, JSONL with
+    ``text``/``label`` keys otherwise (hub sets saved locally)."""
     cache = {"cache_dir": str(folder / "cache")}
     if data.get("source_format") == "text_gcn":
         return {"source": str(write_text_gcn_release(folder / "text_gcn", "R8")), **cache}
     if data.get("unlabelled_class"):
         return {"source": str(write_imdb_folders(folder / "aclImdb", data["classes"], data["unlabelled_class"])),
                 **cache}
+    if Path(str(data.get("source", ""))).name == "news_cleaned_2018_02_13.csv":  # FakeNews: one CSV, no split
+        return {"source": str(write_fakenews(folder / "news_cleaned_2018_02_13.csv")), **cache}
     if data.get("val_split"):
         return {"source": str(write_hyperpartisan(folder / "hyperpartisan")), **cache}
     if data.get("column_names"):
@@ -179,8 +184,12 @@ def write_arxiv_folders(root: Path) -> Path:
 
 
 def _arxiv(data: dict, folder: Path) -> dict:
-    return {"source": str(write_arxiv_folders(folder / "arxiv11")), "cache_dir": str(folder / "cache"),
-            "val_fraction": 0.3}
+    """The release the config names: the metadata snapshot (a ``.json`` source) or the arXiv-11 class folders."""
+    if str(data.get("source", "")).endswith(".json"):
+        source = write_arxiv_snapshot(folder / "arxiv-metadata-oai-snapshot.json")
+    else:
+        source = write_arxiv_folders(folder / "arxiv11")
+    return {"source": str(source), "cache_dir": str(folder / "cache"), "val_fraction": 0.3}
 
 
 def _installed_docs(data: dict, folder: Path) -> dict:
@@ -221,9 +230,11 @@ def _wrapper(args: dict, encoder: str, folder: Path) -> dict:
     inner = MODELS[_short(backbone["class_path"])](backbone.get("init_args") or {}, encoder, folder)
     update = {"backbone": {"class_path": backbone["class_path"], "init_args": {**backbone["init_args"], **inner}},
               "checkpoint": None}
-    if "labels" in args:  # the fixtures' two classes (arXiv's folders: cs.PL and math.GR; Hyperpartisan's)
-        update["labels"] = ["cs.PL", "math.GR"] if any(str(x).startswith("cs.") for x in args["labels"]) \
-            else args["labels"] if set(args["labels"]) == {"false", "true"} else ["code", "sea"]
+    if "labels" in args:  # the fixtures' two classes (arXiv's folders: cs.PL and math.GR; the snapshot's archives
+        labels = args["labels"]  # cs and math; Hyperpartisan's)
+        update["labels"] = ["cs.PL", "math.GR"] if any(str(x).startswith("cs.") for x in labels) \
+            else ["cs", "math"] if "cs" in labels else ["fake", "reliable"] if "reliable" in labels \
+            else labels if set(labels) == {"false", "true"} else ["code", "sea"]
     return update
 
 

@@ -15,6 +15,7 @@ from lit_docemb.data.arrow import ArrowDocuments, row_to_document
 from lit_docemb.data.datamodule import DocumentDataModule, DocumentDataset, stable_fraction
 from lit_docemb.data.document import Document
 from lit_docemb.data.reading import ReadContext, cached_documents, require_path
+from lit_docemb.errors import ConfigError
 
 log = logging.getLogger(__name__)
 
@@ -94,6 +95,10 @@ class AANDataModule(DocumentDataModule):
         min_reference_jaccard: Similarity rule: Jaccard similarity of their reference sets at least.
         strict: Raise on a malformed line instead of skipping and counting it.
         cache_dir: Cache of ``datasets`` (Arrow files); ``None`` uses its default.
+        fit_on: Pairs mode: what ``fit`` trains and validates on: ``"pairs"`` (the training / validation pairs,
+            for a method that reads them: CoLDE) or ``"papers"`` (each paper of the training / validation pairs
+            once, for a method that trains on documents: DocSplit, Graph-RoBERTa). Evaluation and ``test`` read
+            the pairs either way.
         **kwargs: See :class:`~lit_docemb.data.datamodule.DocumentDataModule`.
     """
 
@@ -112,9 +117,14 @@ class AANDataModule(DocumentDataModule):
         min_reference_jaccard: float = 0.5,
         strict: bool = False,
         cache_dir: str | None = None,
+        fit_on: Literal["pairs", "papers"] = "pairs",
         **kwargs,
     ) -> None:
         super().__init__(**kwargs)
+        if fit_on not in ("pairs", "papers") or (fit_on == "papers" and mode != "pairs"):
+            raise ConfigError(f"data.init_args.fit_on {fit_on!r}: 'pairs' or 'papers', and 'papers' only with mode: "
+                              f"pairs (mode is {mode!r}, whose items are papers already): remove fit_on")
+        self.fit_on = fit_on
         self.source, self.layout, self.mode = Path(source).expanduser(), layout, mode
         self.document_splits = list(document_splits or ["train"])
         self.lra_file_pattern, self.papers_dir = lra_file_pattern, papers_dir
@@ -202,6 +212,22 @@ class AANDataModule(DocumentDataModule):
         if self.test_set is not None:
             pair_counts["test pairs"] = len(self.test_set)
         self.report_reading("pairs", len(documents), pair_counts, self.stats)
+
+    def _papers(self, pairs: PairDataset) -> DocumentDataset:
+        """Each paper of ``pairs`` once, in corpus order."""
+        return DocumentDataset(pairs.documents, sorted({i for a, b, _ in pairs.pairs for i in (a, b)}))
+
+    def train_dataloader(self):
+        """The training pairs, or with ``fit_on: papers`` their papers."""
+        if self.fit_on == "papers":
+            return self._loader(self._papers(self.train_set), "fit", shuffle=True)
+        return super().train_dataloader()
+
+    def val_dataloader(self):
+        """The validation pairs, or with ``fit_on: papers`` their papers."""
+        if self.fit_on == "papers":
+            return self._loader(self._papers(self.val_set), "validate", shuffle=False)
+        return super().val_dataloader()
 
     def test_dataloader(self):
         """Pairs mode: the LRA test pairs; documents mode: the held-out validation documents."""

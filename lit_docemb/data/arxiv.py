@@ -9,7 +9,7 @@ from typing import Literal
 import numpy as np
 
 from lit_docemb.data.arrow import ArrowDocuments
-from lit_docemb.data.arxiv_formats import iter_arxiv_classification, iter_arxiv_metadata
+from lit_docemb.data.arxiv_formats import LABEL_READINGS, iter_arxiv_classification, iter_arxiv_metadata
 from lit_docemb.data.datamodule import DocumentDataModule, DocumentDataset, stable_fraction
 from lit_docemb.data.reading import ReadContext, cached_documents, require_path
 from lit_docemb.errors import ConfigError, require
@@ -32,8 +32,9 @@ class ArxivDataModule(DocumentDataModule):
       (github.com/LiqunW/Long-document-dataset), extracted; the same texts with train/validation/test splits
       are on the Hugging Face hub as ``ccdv/arxiv-classification``
       (use :class:`~lit_docemb.data.labelled.LabelledTextDataModule` for that copy).
-    * The metadata snapshot (Kaggle ``Cornell-University/arxiv``): sections ``Title`` | ``Abstract``, label =
-      first category, ids ``arxiv:<arXiv id>``.
+    * The metadata snapshot (Kaggle ``Cornell-University/arxiv``): sections ``Title`` | ``Abstract``, ids
+      ``arxiv:<arXiv id>``, label = the first category or its archive (``label_by``; every category kept in
+      ``metadata["categories"]``).
 
     Both are converted once into an Arrow cache under ``cache_dir``. Neither release has splits: validation
     documents are held out by id hash (``val_fraction``), and so is a test split (``test_fraction``), disjoint
@@ -47,6 +48,9 @@ class ArxivDataModule(DocumentDataModule):
             ``"classification"`` or ``"metadata"``.
         classes: Classification set: read only these class folders (``None``: all).
         category_prefixes: Snapshot: keep only papers with a category starting with one of these (``["cs."]``).
+        label_by: Snapshot: the label is the paper's first category (``"first_category"``: ``cs.AI``) or that
+            category's archive (``"archive"``: ``cs``; the 38 classes of DocSplit's arXiv set, seed paper 001
+            §4.2). The classification set's label is its folder: ``"archive"`` is refused there.
         encoding: Encoding of the classification set's text files.
         strict: Raise on a malformed record instead of skipping and counting it.
         cache_dir: Cache of ``datasets`` (Arrow files); ``None`` uses its default.
@@ -61,6 +65,7 @@ class ArxivDataModule(DocumentDataModule):
         source_format: Literal["auto", "classification", "metadata"] = "auto",
         classes: list[str] | None = None,
         category_prefixes: list[str] | None = None,
+        label_by: Literal["first_category", "archive"] = "first_category",
         encoding: str = "utf-8",
         strict: bool = False,
         cache_dir: str | None = None,
@@ -70,7 +75,9 @@ class ArxivDataModule(DocumentDataModule):
         super().__init__(**kwargs)
         require(0.0 <= test_fraction and self.val_fraction + test_fraction < 1.0, "test_fraction",
                 "in [0, 1 - val_fraction)", test_fraction)
+        require(label_by in LABEL_READINGS, "label_by", f"one of {list(LABEL_READINGS)}", label_by)
         self.test_fraction = test_fraction
+        self.label_by = label_by
         self.test_set: DocumentDataset | None = None
         self.source, self.source_format = source, source_format
         self.classes, self.category_prefixes = classes, category_prefixes
@@ -87,9 +94,14 @@ class ArxivDataModule(DocumentDataModule):
         if source_format == "classification":
             if not path.is_dir():
                 raise NotADirectoryError(f"{self.source!r} is not the class-folder root. Expected:\n{LAYOUT}")
+            if self.label_by != "first_category":
+                raise ConfigError(f"data.init_args.label_by {self.label_by!r} applies to the metadata snapshot; "
+                                  f"{self.source!r} is the classification set, labelled by its class folders: "
+                                  "remove label_by")
             reader, kwargs = iter_arxiv_classification, {"root": str(path), "classes": self.classes}
         else:
-            reader, kwargs = iter_arxiv_metadata, {"path": str(path), "category_prefixes": self.category_prefixes}
+            reader, kwargs = iter_arxiv_metadata, {"path": str(path), "category_prefixes": self.category_prefixes,
+                                                   "label_by": self.label_by}
         context = ReadContext(strict=self.strict, encoding=self.encoding)
         documents = cached_documents(reader, kwargs, inputs=[path], context=context, cache_dir=self.cache_dir)
         self.stats.update(context.stats)

@@ -12,8 +12,20 @@ release has no section markup).
 lines): JSON lines with ``id, submitter, authors, title, comments, journal-ref, doi, report-no, categories,
 license, abstract, versions, update_date, authors_parsed``. Each record becomes a document with id
 ``arxiv:<id>``, ``title`` = the title, two sections ``Title`` | ``Abstract`` (CTPE splits a document at this
-boundary), label = the first category, and ``metadata`` holding ``categories`` (list), ``authors``,
-``update_date`` and ``doi`` when present. Hard line wraps are joined (whitespace collapsed); LaTeX is left as is.
+boundary), a label, and ``metadata`` holding ``categories`` (list, every category of the paper, the primary one
+first), ``authors``, ``update_date`` and ``doi`` when present. Hard line wraps are joined (whitespace collapsed);
+LaTeX is left as is.
+
+The label (``label_by``) is one of two readings of the paper's categories:
+
+* ``"first_category"``: the primary category as listed first (``cs.AI``, ``hep-th``; about 150 classes).
+* ``"archive"``: the archive of the primary category, the part before the dot (``cs.AI`` → ``cs``,
+  ``cond-mat.mes-hall`` → ``cond-mat``, ``hep-th`` stays ``hep-th``). The snapshot holds 38 archives, 20 current
+  (:data:`CURRENT_ARCHIVES`) and 18 retired ones that only old papers carry (:data:`RETIRED_ARCHIVES`): DocSplit's
+  "arXiv, 38 classes" (seed paper 001, §4.2; the paper does not name its classes, 38 is the archive count).
+
+Every category of a paper stays in ``metadata["categories"]`` for a multi-label reading; no paper implemented here
+scores one (DocSplit reports accuracy and macro-F1 over single labels).
 
 Bad input: a line that is not a JSON object, or lacks a string ``id``, or has a non-string title, abstract
 or categories is skipped and counted (``"malformed_line"``) or raises under ``strict``.
@@ -30,14 +42,33 @@ from lit_docemb.data.reading import ReadContext, read_lines
 
 METADATA_EXPECTED = 'one JSON object per line with a string "id" and string "title", "abstract", "categories"'
 _METADATA_KEYS = ("authors", "update_date", "doi")
+LABEL_READINGS = ("first_category", "archive")
+
+CURRENT_ARCHIVES = ("astro-ph", "cond-mat", "cs", "econ", "eess", "gr-qc", "hep-ex", "hep-lat", "hep-ph", "hep-th",
+                    "math", "math-ph", "nlin", "nucl-ex", "nucl-th", "physics", "q-bio", "q-fin", "quant-ph", "stat")
+"""The 20 archives arXiv files new papers in."""
+RETIRED_ARCHIVES = ("acc-phys", "adap-org", "alg-geom", "ao-sci", "atom-ph", "bayes-an", "chao-dyn", "chem-ph",
+                    "cmp-lg", "comp-gas", "dg-ga", "funct-an", "mtrl-th", "patt-sol", "plasm-ph", "q-alg", "solv-int",
+                    "supr-con")
+"""The 18 archives merged into others (1996-2000) whose names old papers of the snapshot still carry."""
 
 
 def _one_line(text: str) -> str:
     return " ".join(text.split())
 
 
-def arxiv_record_to_document(record: dict[str, Any]) -> Document:
-    """One snapshot record → Document (see the module docstring); raises ValueError on a bad record."""
+def category_archive(category: str) -> str:
+    """The archive of an arXiv category: the part before the dot (``cs.AI`` → ``cs``, ``hep-th`` → ``hep-th``)."""
+    return category.split(".", 1)[0]
+
+
+def arxiv_record_to_document(record: dict[str, Any], label_by: str = "first_category") -> Document:
+    """One snapshot record → Document (see the module docstring); raises ValueError on a bad record.
+
+    Args:
+        record: One parsed line of the snapshot.
+        label_by: ``"first_category"`` or ``"archive"`` (the module docstring's two readings).
+    """
     arxiv_id = record.get("id")
     if not isinstance(arxiv_id, str) or not arxiv_id.strip():
         raise ValueError('no string "id"')
@@ -51,10 +82,16 @@ def arxiv_record_to_document(record: dict[str, Any]) -> Document:
     metadata.update({key: record[key] for key in _METADATA_KEYS if isinstance(record.get(key), str) and record[key]})
     sections = [Section(heading, text) for heading, text in (("Title", title), ("Abstract", abstract)) if text]
     return Document(id=f"arxiv:{arxiv_id.strip()}", title=title, sections=sections,
-                    label=categories[0] if categories else None, metadata=metadata)
+                    label=_label(categories, label_by), metadata=metadata)
 
 
-def iter_arxiv_metadata(path: str, category_prefixes: list[str] | None = None, *,
+def _label(categories: list[str], label_by: str) -> str | None:
+    if not categories:
+        return None
+    return category_archive(categories[0]) if label_by == "archive" else categories[0]
+
+
+def iter_arxiv_metadata(path: str, category_prefixes: list[str] | None = None, label_by: str = "first_category", *,
                         context: ReadContext) -> Iterator[Document]:
     """Streams the snapshot in file order.
 
@@ -62,7 +99,10 @@ def iter_arxiv_metadata(path: str, category_prefixes: list[str] | None = None, *
         path: ``arxiv-metadata-oai-snapshot.json`` (or a ``.gz``/``.bz2``/``.xz`` of it).
         category_prefixes: Keep only papers with a category starting with one of these (``["cs."]``);
             the others are counted as ``"category_filtered"``.
+        label_by: ``"first_category"`` or ``"archive"`` (the module docstring's two readings).
     """
+    if label_by not in LABEL_READINGS:
+        raise ValueError(f"label_by {label_by!r}: expected one of {LABEL_READINGS}")
     prefixes = tuple(category_prefixes or ())
     for line_no, line in read_lines(path, context):
         if not line.strip():
@@ -71,7 +111,7 @@ def iter_arxiv_metadata(path: str, category_prefixes: list[str] | None = None, *
             record = context.json(line)
             if not isinstance(record, dict):
                 raise ValueError("not a JSON object")
-            document = arxiv_record_to_document(record)
+            document = arxiv_record_to_document(record, label_by)
         except ValueError as err:  # json.JSONDecodeError is a ValueError
             context.malformed(f"{path}:{line_no}", str(err), METADATA_EXPECTED, key="malformed_line")
             continue

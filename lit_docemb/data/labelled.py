@@ -7,20 +7,24 @@ from collections import Counter
 from pathlib import Path
 from typing import Literal
 
+import numpy as np
 from torch.utils.data import ConcatDataset
 
 from lit_docemb.data.arrow import ArrowDocuments
-from lit_docemb.data.datamodule import DocumentDataModule, DocumentDataset
+from lit_docemb.data.datamodule import DocumentDataModule, DocumentDataset, stable_fraction
 from lit_docemb.data.labelled_formats import (
+    hyperpartisan_ground_truth_path,
     iter_class_folders,
     iter_hf_labelled,
     iter_labelled_table,
     iter_rt_polarity,
+    iter_semeval_hyperpartisan,
     iter_text_gcn,
+    read_hyperpartisan_splits,
     table_format_of,
     text_gcn_corpus,
 )
-from lit_docemb.data.reading import ReadContext, cached_documents, load_hf_splits, looks_like_local_path
+from lit_docemb.data.reading import ReadContext, cached_documents, load_hf_splits, looks_like_local_path, require_path
 from lit_docemb.errors import ConfigError, require
 
 log = logging.getLogger(__name__)
@@ -33,7 +37,9 @@ LAYOUT = """\
   <folder>/<label>/<document file> (no test split); or
   source_format text_gcn: Yao et al.'s <data>/<name>.txt (<document name><TAB><train|test><TAB><label> a line) with
   <data>/corpus/<name>.clean.txt (or <name>.txt, text_gcn_corpus: raw), line for line; or
-  source_format rt_polarity: a folder holding rt-polarity.pos and rt-polarity.neg (no test split)"""
+  source_format rt_polarity: a folder holding rt-polarity.pos and rt-polarity.neg (no test split); or
+  source_format semeval_hyperpartisan: SemEval-2019 task 4's articles-<part>.xml, its ground-truth-<part>.xml beside
+  it, and optionally Longformer's hp-splits.json (splits_file)"""
 
 
 class LabelledTextDataModule(DocumentDataModule):
@@ -55,7 +61,13 @@ class LabelledTextDataModule(DocumentDataModule):
       from ``<data>/corpus/<name>.clean.txt`` (``text_gcn_corpus``); the splits are the list's (a split field
       containing ``train_split`` / ``test_split``, as text_gcn reads it);
     * with ``source_format: rt_polarity``, the folder of ``rt-polarity.pos`` / ``rt-polarity.neg`` (Pang and Lee's
-      sentence polarity release, Latin-1: ``encoding: latin-1``; no test split).
+      sentence polarity release, Latin-1: ``encoding: latin-1``; no test split);
+    * with ``source_format: semeval_hyperpartisan``, the articles file of the SemEval-2019 task 4 release
+      (Hyperpartisan News Detection, Zenodo record 1489920: ``articles-training-byarticle-20181122.xml``), read with
+      the ground-truth file beside it (:func:`~lit_docemb.data.labelled_formats.iter_semeval_hyperpartisan`). With
+      ``splits_file`` (Longformer's ``hp-splits.json``: ``train`` / ``dev`` / ``test``, 516 / 64 / 65 articles),
+      ``train_split``, ``val_split`` and ``test_split`` name its splits; without, the file is the training split
+      and ``test_source`` may name the release's test articles (``articles-test-byarticle-20181207.xml``).
 
     A test split is read when the source has one (``test_split``; a hub split, a ``test`` file or folder beside
     ``train``, or ``test_source``); it is served by ``test_dataloader``, and validation documents are held out
@@ -66,7 +78,7 @@ class LabelledTextDataModule(DocumentDataModule):
     Args:
         source: One of the sources listed above.
         source_format: ``"auto"`` (by what ``source`` is), ``"hf"``, ``"csv"``, ``"tsv"``, ``"jsonl"``,
-            ``"folders"``, ``"text_gcn"`` or ``"rt_polarity"``.
+            ``"folders"``, ``"text_gcn"``, ``"rt_polarity"`` or ``"semeval_hyperpartisan"``.
         subset: Configuration name of a hub dataset.
         train_split: Split (hub) or file / folder name (local) of the training documents.
         test_split: Same for the test documents; ``None`` reads no test split.
@@ -94,13 +106,26 @@ class LabelledTextDataModule(DocumentDataModule):
             split's labels and score the test split's.
         unlabelled_class: A class folder of the training split holding unlabelled documents, read only with
             ``fit_on: all`` (aclImdb's ``unsup``; folder layout only).
+        splits_file: ``source_format: semeval_hyperpartisan``: Longformer's ``hp-splits.json`` (split name → 0-based
+            positions of the articles in the file; they must cover every article once), ``None``: no split file.
+        ground_truth: ``source_format: semeval_hyperpartisan``: the ground-truth file (``None``: the
+            ``ground-truth-<part>.xml`` beside ``articles-<part>.xml``).
+        test_fraction: For a source without a test split (FakeNews, a class-folder tree): share of the training
+            split's documents held out as the test split, disjoint from validation (``test_split`` must then find
+            nothing: ``null``); ``0`` holds none out.
+        stratified: Hold validation (``val_fraction``) and test (``test_fraction``) out per label: in each class
+            the documents are ordered by their seeded id hash (``seed``), the first ``round(test_fraction * n)``
+            become test, the next ``round(val_fraction * n)`` validation, so every split keeps the class
+            proportions exactly (the default id-hash split keeps them on average only). Deterministic for a given
+            ``seed`` and set of ids, whatever the file order.
         **kwargs: See :class:`~lit_docemb.data.datamodule.DocumentDataModule`.
     """
 
     def __init__(
         self,
         source: str,
-        source_format: Literal["auto", "hf", "csv", "tsv", "jsonl", "folders", "text_gcn", "rt_polarity"] = "auto",
+        source_format: Literal["auto", "hf", "csv", "tsv", "jsonl", "folders", "text_gcn", "rt_polarity",
+                               "semeval_hyperpartisan"] = "auto",
         subset: str | None = None,
         train_split: str = "train",
         test_split: str | None = "test",
@@ -120,6 +145,10 @@ class LabelledTextDataModule(DocumentDataModule):
         text_gcn_corpus: Literal["clean", "raw"] = "clean",
         fit_on: Literal["train", "all"] = "train",
         unlabelled_class: str | None = None,
+        splits_file: str | None = None,
+        ground_truth: str | None = None,
+        test_fraction: float = 0.0,
+        stratified: bool = False,
         **kwargs,
     ) -> None:
         super().__init__(**kwargs)
@@ -144,6 +173,16 @@ class LabelledTextDataModule(DocumentDataModule):
                               f"{unlabelled_class!r} is read once, unlabelled, got {classes}")
         require(text_gcn_corpus in ("clean", "raw"), "text_gcn_corpus", "'clean' or 'raw'", text_gcn_corpus)
         self.fit_on, self.unlabelled_class, self.text_gcn_corpus = fit_on, unlabelled_class, text_gcn_corpus
+        require(0.0 <= test_fraction and self.val_fraction + test_fraction < 1.0, "test_fraction",
+                "in [0, 1 - val_fraction)", test_fraction)
+        if stratified and not (self.val_fraction or test_fraction):
+            raise ConfigError("data.init_args.stratified holds validation and test documents out per label, but "
+                              "val_fraction and test_fraction are both 0: set one of them, or stratified: false")
+        self.test_fraction, self.stratified = test_fraction, stratified
+        if (splits_file is not None or ground_truth is not None) and source_format != "semeval_hyperpartisan":
+            raise ConfigError("data.init_args.splits_file and ground_truth belong to source_format: "
+                              f"semeval_hyperpartisan (source_format is {source_format!r}): remove them")
+        self.splits_file, self.ground_truth = splits_file, ground_truth
         self.unlabelled_set: DocumentDataset | None = None
 
     # ------------------------------------------------------------------------------------------------- sources
@@ -187,7 +226,9 @@ class LabelledTextDataModule(DocumentDataModule):
 
     def _read_split(self, split: str) -> ArrowDocuments | None:
         context = ReadContext(strict=self.strict, encoding=self.encoding)
-        if self.source_format in ("text_gcn", "rt_polarity"):
+        if self.source_format == "semeval_hyperpartisan":
+            documents = self._read_semeval(split, context)
+        elif self.source_format in ("text_gcn", "rt_polarity"):
             documents = self._read_release(split, context)
         elif self._is_hf():
             splits = load_hf_splits(self.source, self.subset, self.cache_dir)
@@ -209,6 +250,39 @@ class LabelledTextDataModule(DocumentDataModule):
             documents = self._read_local(path, split, context)
         self.stats.update(context.stats)
         return documents
+
+    def _read_semeval(self, split: str, context: ReadContext) -> ArrowDocuments | None:
+        """A split of the SemEval-2019 task 4 release: the split file's positions, the whole file (training) or
+        ``test_source`` (test), each with its ground truth."""
+        articles = Path(self.source).expanduser()
+        positions = None
+        if self.splits_file is not None:
+            splits_file = require_path(Path(self.splits_file).expanduser(), "Hyperpartisan splits file", LAYOUT)
+            try:
+                splits = read_hyperpartisan_splits(splits_file, sum(1 for _ in _article_positions(articles)))
+            except ValueError as err:
+                raise ConfigError(f"data.init_args.splits_file: {err}") from None
+            if split not in splits:
+                if split == self.train_split:
+                    raise ConfigError(f"data.init_args.train_split {split!r} is not in {str(splits_file)!r} "
+                                      f"(splits: {sorted(splits)})")
+                return None
+            positions = splits[split]
+        elif split == self.test_split and self.test_source is not None:
+            articles = Path(self.test_source).expanduser()
+        elif split != self.train_split:
+            return None
+        if self.ground_truth is not None and articles == Path(self.source).expanduser():
+            truth = Path(self.ground_truth).expanduser()
+        else:
+            try:
+                truth = hyperpartisan_ground_truth_path(articles)
+            except ValueError as err:
+                raise ConfigError(f"data.init_args.ground_truth: {err}") from None
+        kwargs = {"articles_path": str(articles), "ground_truth_path": str(truth), "positions": positions}
+        inputs = [articles, truth] + ([Path(self.splits_file)] if self.splits_file is not None else [])
+        return cached_documents(iter_semeval_hyperpartisan, kwargs, inputs=inputs, context=context,
+                                cache_dir=self.cache_dir)
 
     def _read_release(self, split: str, context: ReadContext) -> ArrowDocuments | None:
         """A split of a text_gcn list or of the rt-polarity folder (``source_format``)."""
@@ -260,11 +334,64 @@ class LabelledTextDataModule(DocumentDataModule):
                                   f"name its validation split, or set val_split to null")
             self.val_set = DocumentDataset(val)
             self.report_reading("validation", len(val), {"validation": len(val)}, self.stats - before)
+        if self.test_fraction or self.stratified:
+            self._hold_out()
         if self.unlabelled_class is not None:
             before = Counter(self.stats)
             unlabelled = self._read_unlabelled()
             self.unlabelled_set = DocumentDataset(unlabelled)
             self.report_reading("unlabelled", len(unlabelled), {"unlabelled": len(unlabelled)}, self.stats - before)
+
+    def _hold_out(self) -> None:
+        """Re-splits the training split's documents (those the base split held out for validation included) into
+        training, validation and test: per label when ``stratified``, else by id hash as the base split does (test
+        = hash in ``[val_fraction, val_fraction + test_fraction)``)."""
+        if self.test_fraction and self.test_set is not None:
+            raise ConfigError(f"data.init_args.test_fraction {self.test_fraction} holds a test split out of the "
+                              f"training documents, but {self.source!r} has its own test split "
+                              f"({self.test_split!r}): set test_fraction to 0, or test_split to null")
+        held_val = self.val_split is None  # a published validation split stays as read
+        pool = np.sort(np.concatenate([self.train_set.indices, self.val_set.indices])) if held_val \
+            else self.train_set.indices
+        all_ids = getattr(self.documents, "ids", None)
+        ids = [all_ids[i] for i in pool] if all_ids is not None else [self.documents[int(i)].id for i in pool]
+        hashes = np.fromiter((stable_fraction(doc_id, self.seed) for doc_id in ids), dtype=np.float64,
+                             count=len(ids))
+        val_fraction = self.val_fraction if held_val else 0.0
+        part = np.zeros(len(pool), dtype=np.int8)  # 0 train, 1 validation, 2 test
+        if self.stratified:
+            table = getattr(self.documents, "table", None)  # an Arrow cache: the label column alone
+            labels = table.with_format("arrow")["label"].take(pool).to_pylist() if table is not None \
+                else [self.documents[int(i)].label for i in pool]
+            by_label: dict[str | None, list[int]] = {}
+            for position, label in enumerate(labels):
+                by_label.setdefault(label, []).append(position)
+            for positions in by_label.values():
+                order = np.asarray(positions)[np.argsort(hashes[positions], kind="stable")]
+                n_test, n_val = round(self.test_fraction * len(order)), round(val_fraction * len(order))
+                part[order[:n_test]] = 2
+                part[order[n_test:n_test + n_val]] = 1
+        else:
+            part[hashes < val_fraction] = 1
+            part[(hashes >= val_fraction) & (hashes < val_fraction + self.test_fraction)] = 2
+        if not (part == 0).any():
+            raise ConfigError(f"data.init_args.test_fraction {self.test_fraction} and val_fraction "
+                              f"{self.val_fraction} leave no training document (of {len(pool)}): lower them")
+        self.train_set = DocumentDataset(self.documents, pool[part == 0])
+        if held_val:
+            val = pool[part == 1]
+            if self.max_val_documents is not None:
+                val = val[: self.max_val_documents]
+            self.val_set = DocumentDataset(self.documents, val)
+            self.all_set = DocumentDataset(self.documents, np.sort(np.concatenate([pool[part == 0], val])))
+        if self.test_fraction:
+            self.test_set = DocumentDataset(self.documents, pool[part == 2])
+        self._open_passages()
+        if self.test_fraction:
+            self.test_set.documents = self.train_set.documents
+        splits = {"train": len(self.train_set), "validation": len(self.val_set),
+                  "test": len(self.test_set) if self.test_set is not None else 0}
+        self.report_reading("stratified split" if self.stratified else "test split", len(pool), splits, Counter())
 
     def _open_passages(self) -> None:
         """The training split's cached passages for the training documents; a published validation split, like
@@ -310,3 +437,14 @@ class LabelledTextDataModule(DocumentDataModule):
     def test_dataloader(self):
         """The source's test split when it has one, else the held-out validation documents."""
         return self._loader(self.test_set if self.test_set is not None else self.val_set, "validate", shuffle=False)
+
+
+def _article_positions(articles: Path):
+    """One item per ``<article>`` of a SemEval-2019 task 4 articles file, in file order (elements cleared)."""
+    import xml.etree.ElementTree as ElementTree
+
+    require_path(articles, "SemEval-2019 task 4 articles file", LAYOUT)
+    for _, element in ElementTree.iterparse(articles):
+        if element.tag == "article":
+            element.clear()
+            yield element

@@ -21,7 +21,14 @@ from pathlib import Path
 from typing import Any
 
 from lit_docemb.data.document import Document, Section
-from lit_docemb.data.reading import ReadContext, load_hf_splits, normalise_paragraphs, read_lines, walk_files
+from lit_docemb.data.reading import (
+    MalformedInputError,
+    ReadContext,
+    load_hf_splits,
+    normalise_paragraphs,
+    read_lines,
+    walk_files,
+)
 
 log = logging.getLogger(__name__)
 
@@ -277,3 +284,102 @@ def iter_rt_polarity(root: str, *, context: ReadContext) -> Iterator[Document]:
             document = Document(id=f"{name}:{number}", sections=[Section("", line.strip())], label=label)
             if context.keep(document):
                 yield document
+
+
+HYPERPARTISAN_EXPECTED = ('<articles> of <article id="..." title="..."> elements holding <p> paragraphs, and a '
+                          'ground-truth file of <article id="..." hyperpartisan="true|false"/> elements')
+
+
+def hyperpartisan_ground_truth_path(articles_path: str | Path) -> Path:
+    """The ground-truth file the SemEval-2019 task 4 release pairs with an articles file:
+    ``articles-training-byarticle-20181122.xml`` → ``ground-truth-training-byarticle-20181122.xml``."""
+    path = Path(articles_path)
+    if not path.name.startswith("articles-"):
+        raise ValueError(f"{str(path)!r} is not a SemEval-2019 task 4 articles file (articles-<part>.xml): name its "
+                         "ground truth with ground_truth")
+    return path.with_name("ground-truth-" + path.name[len("articles-"):])
+
+
+def read_hyperpartisan_splits(splits_file: str | Path, count: int) -> dict[str, list[int]]:
+    """Longformer's ``scripts/hp-splits.json``: a JSON object of split name → 0-based positions of the articles in
+    the articles file's order. The lists must partition ``range(count)``; anything else (ids of another file, a
+    truncated copy) raises ValueError naming the file."""
+    with open(splits_file, encoding="utf-8") as handle:
+        splits = json.load(handle)
+    positions = [p for rows in splits.values() for p in rows] if isinstance(splits, dict) else None
+    if (positions is None or not all(isinstance(rows, list) for rows in splits.values())
+            or not all(isinstance(p, int) for p in positions) or sorted(positions) != list(range(count))):
+        raise ValueError(f"{str(splits_file)!r}: expected a JSON object of split name -> positions of the "
+                         f"{count} articles (0-based, every article in exactly one split), as Longformer's "
+                         "hp-splits.json")
+    return splits
+
+
+def iter_semeval_hyperpartisan(articles_path: str, ground_truth_path: str, positions: list[int] | None = None, *,
+                               context: ReadContext) -> Iterator[Document]:
+    """The SemEval-2019 task 4 (Hyperpartisan News Detection) release: ``articles-<part>.xml`` with its
+    ``ground-truth-<part>.xml`` (Zenodo record 1489920; by-article or by-publisher).
+
+    Each ``<article id published-at title>`` becomes a document with id = the article's ``id`` attribute, title
+    = its ``title`` attribute, one section whose paragraphs are the ``<p>`` elements' text (links and quotes
+    inlined, whitespace collapsed), label = the ground truth's ``hyperpartisan`` attribute (``"true"`` /
+    ``"false"``), ``metadata`` holding ``published_at``, ``url``, ``bias`` and ``labeled_by`` when given. An
+    article without a ground-truth entry is skipped and counted (``"missing_label"``).
+
+    Args:
+        articles_path: The articles file.
+        ground_truth_path: Its ground-truth file.
+        positions: Read only the articles at these 0-based positions of the file (a split of Longformer's
+            ``hp-splits.json``), in file order; ``None`` reads them all.
+    """
+    import xml.etree.ElementTree as ElementTree
+
+    for path in (articles_path, ground_truth_path):
+        if not Path(path).is_file():
+            raise FileNotFoundError(f"SemEval-2019 task 4 file not found at {path!r}: unzip the release's "
+                                    "articles-<part>.zip and ground-truth-<part>.zip side by side")
+    try:
+        yield from _hyperpartisan_documents(ElementTree, articles_path, ground_truth_path, positions, context)
+    except ElementTree.ParseError as err:
+        raise MalformedInputError(f"{articles_path} or {ground_truth_path}: not well-formed XML ({err}); expected "
+                                  f"{HYPERPARTISAN_EXPECTED}") from None
+
+
+def _hyperpartisan_documents(ElementTree, articles_path: str, ground_truth_path: str,  # noqa: N803 (the module)
+                             positions: list[int] | None, context: ReadContext) -> Iterator[Document]:
+    truth: dict[str, dict[str, str]] = {}
+    for _, element in ElementTree.iterparse(ground_truth_path):
+        if element.tag == "article":
+            if element.get("id") is None or element.get("hyperpartisan") not in ("true", "false"):
+                context.malformed(ground_truth_path, f"ground truth {dict(element.attrib)}", HYPERPARTISAN_EXPECTED)
+            else:
+                truth[element.get("id")] = dict(element.attrib)
+            element.clear()
+    wanted = None if positions is None else set(positions)
+    position = -1
+    for _, element in ElementTree.iterparse(articles_path):
+        if element.tag != "article":
+            continue
+        position += 1
+        if wanted is not None and position not in wanted:
+            element.clear()
+            continue
+        article_id = element.get("id")
+        if article_id is None:
+            context.malformed(f"{articles_path}, article {position}", "no id attribute", HYPERPARTISAN_EXPECTED)
+            element.clear()
+            continue
+        paragraphs = [" ".join("".join(p.itertext()).split()) for p in element.iter("p")]
+        text = "\n\n".join(p for p in paragraphs if p)
+        attributes, entry = dict(element.attrib), truth.get(article_id)
+        element.clear()
+        if entry is None:
+            context.malformed(f"{articles_path}, article {article_id}", f"no entry in {ground_truth_path}",
+                              HYPERPARTISAN_EXPECTED, key="missing_label")
+            continue
+        source = {"published_at": attributes.get("published-at"), "url": entry.get("url"), "bias": entry.get("bias"),
+                  "labeled_by": entry.get("labeled-by")}
+        document = Document(id=article_id, title=attributes.get("title") or "", sections=[Section("", text)],
+                            label=entry["hyperpartisan"], metadata={k: v for k, v in source.items() if v})
+        if context.keep(document):
+            yield document

@@ -18,6 +18,7 @@ from lit_docemb.data.aan_formats import (
     iter_lra_documents,
 )
 from lit_docemb.data.reading import MalformedInputError, ReadContext
+from lit_docemb.errors import ConfigError
 
 
 @pytest.fixture
@@ -131,3 +132,20 @@ def test_network_datamodule_and_bad_paths(network_dir, tmp_path):
         AANDataModule(source=str(network_dir), citations_file="release/2014/acl.txt").setup("fit")
     with pytest.raises(FileNotFoundError, match=r"(?s)AAN source not found.*new_aan_pairs"):
         AANDataModule(source=str(tmp_path / "nowhere")).setup("fit")
+
+
+def test_pairs_mode_fits_on_the_papers_of_its_pairs(lra_dir, tmp_path):
+    """``fit_on: papers``: a method that trains on documents (DocSplit) reads each paper of the train / eval pairs
+    once; evaluation and test still read the pairs."""
+    datamodule = AANDataModule(str(lra_dir), mode="pairs", fit_on="papers", cache_dir=str(tmp_path / "cache"),
+                               batch_size=64, num_workers=0)
+    datamodule.collate_fn = list
+    datamodule.setup("fit")
+    for loader, pairs in ((datamodule.train_dataloader(), datamodule.train_set),
+                          (datamodule.val_dataloader(), datamodule.val_set)):
+        papers = [document.id for batch in loader for document in batch]
+        expected = {pairs.documents[i].id for a, b, _ in pairs.pairs for i in (a, b)}
+        assert sorted(papers) == sorted(expected) and len(papers) == len(set(papers))
+    assert isinstance(next(iter(datamodule.test_dataloader()))[0], DocumentPair)
+    with pytest.raises(ConfigError, match="fit_on 'papers'.*only with mode: pairs"):
+        AANDataModule(str(lra_dir), fit_on="papers")

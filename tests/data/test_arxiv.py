@@ -8,9 +8,16 @@ import json
 from collections import Counter
 
 import pytest
+from corpus_files import ARXIV_SNAPSHOT_CATEGORIES, labelled_docs, write_arxiv_snapshot
 
 from lit_docemb.data.arxiv import ArxivDataModule
-from lit_docemb.data.arxiv_formats import iter_arxiv_classification, iter_arxiv_metadata
+from lit_docemb.data.arxiv_formats import (
+    CURRENT_ARCHIVES,
+    RETIRED_ARCHIVES,
+    category_archive,
+    iter_arxiv_classification,
+    iter_arxiv_metadata,
+)
 from lit_docemb.data.document import Section
 from lit_docemb.data.reading import MalformedInputError, ReadContext
 from lit_docemb.errors import ConfigError
@@ -167,3 +174,43 @@ def test_test_without_test_fraction_is_refused(many_papers, tmp_path):
     datamodule.setup("fit")
     with pytest.raises(ConfigError, match="data.init_args.test_fraction"):
         datamodule.test_dataloader()
+
+
+def test_archive_labels_are_the_primary_categorys_archive(snapshot):
+    documents = list(iter_arxiv_metadata(str(snapshot), label_by="archive", context=ReadContext()))
+    assert [(d.id, d.label) for d in documents] == [("arxiv:0704.0001", "math"), ("arxiv:0704.0003", "cs"),
+                                                    ("arxiv:0704.0009", "physics")]
+    assert documents[0].metadata["categories"] == ["math.CO", "cs.DM"]  # every category kept (multi-label)
+    assert [category_archive(c) for c in ("cond-mat.mes-hall", "hep-th", "math-ph", "q-bio.NC", "chao-dyn")] == \
+        ["cond-mat", "hep-th", "math-ph", "q-bio", "chao-dyn"]
+    assert len(set(CURRENT_ARCHIVES) | set(RETIRED_ARCHIVES)) == 38  # DocSplit's "38 classes"
+    with pytest.raises(ValueError, match="label_by 'primary'"):
+        list(iter_arxiv_metadata(str(snapshot), label_by="primary", context=ReadContext()))
+
+
+def test_snapshot_fixture_reads_with_archive_labels_and_a_held_out_test_split(tmp_path):
+    snapshot = write_arxiv_snapshot(tmp_path / "arxiv-metadata-oai-snapshot.json")
+    dm = ArxivDataModule(source=str(snapshot), label_by="archive", cache_dir=str(tmp_path / "cache"), batch_size=4,
+                         num_workers=0, val_fraction=0.25, test_fraction=0.25)
+    dm.setup("fit")
+    splits = [dm.train_set, dm.val_set, dm.test_set]
+    ids = [{dm.documents[int(i)].id for i in split.indices} for split in splits]
+    assert sum(map(len, ids)) == 24 and not (ids[0] & ids[1] or ids[0] & ids[2] or ids[1] & ids[2])
+    labels = {dm.documents[i].label for i in range(24)}
+    assert labels == {"cs", "math"}
+    paper = dm.documents[0]
+    assert [s.heading for s in paper.sections] == ["Title", "Abstract"]
+    assert paper.sections[1].text == labelled_docs(1)[0].text  # the hard wrap and leading spaces joined away
+    assert paper.metadata["categories"] == ARXIV_SNAPSHOT_CATEGORIES["code"][0].split()
+    assert "arxiv:math/0406004" in {dm.documents[i].id for i in range(24)}
+    first = ArxivDataModule(source=str(snapshot), cache_dir=str(tmp_path / "cache"), val_fraction=0.0)
+    first.setup("fit")  # the same file, the other reading: its own cache, the first categories as labels
+    assert {first.documents[i].label for i in range(24)} == {"cs.PL", "cs.SE", "math.GR", "math.DS"}
+
+
+def test_archive_labels_are_refused_on_the_classification_set(classification_root, tmp_path):
+    dm = ArxivDataModule(source=str(classification_root), label_by="archive", cache_dir=str(tmp_path / "cache"))
+    with pytest.raises(ConfigError, match="label_by 'archive' applies to the metadata snapshot"):
+        dm.setup("fit")
+    with pytest.raises(ConfigError, match="label_by"):
+        ArxivDataModule(source=str(classification_root), label_by="primary")

@@ -8,7 +8,7 @@ import json
 from collections import Counter
 
 import pytest
-from corpus_files import write_hyperpartisan
+from corpus_files import FAKENEWS_HEADER, write_fakenews, write_hyperpartisan, write_labelled_folder
 
 from lit_docemb.data.document import Section
 from lit_docemb.data.labelled import LabelledTextDataModule
@@ -230,10 +230,6 @@ def test_a_published_validation_split_with_val_fraction_or_missing_is_refused(tm
         datamodule.setup("fit")
 
 
-FAKENEWS_HEADER = (",id,domain,type,url,content,scraped_at,inserted_at,updated_at,title,authors,keywords,"
-                   "meta_keywords,meta_description,tags,summary,source")
-
-
 def test_fakenews_corpus_release_reads_with_its_columns(tmp_path):
     """several27/FakeNewsCorpus ``news_cleaned_2018_02_13.csv``: a leading unnamed index column, quoted multi-line
     ``content``, the class in ``type`` (DocSplit Table 1). Every article here is invented."""
@@ -254,3 +250,52 @@ def test_fakenews_corpus_release_reads_with_its_columns(tmp_path):
     assert [(d.id, d.label, d.title) for d in documents] == [("141", "unreliable", "Owls Read"),
                                                              ("256", "fake", "Singing Kettles")]
     assert "reading the news" in documents[0].text and datamodule.data_stats["documents"]["skipped"]
+
+
+def _fakenews_module(path, **kwargs) -> LabelledTextDataModule:
+    options = {"text_column": "content", "label_column": "type", "title_column": "title", "id_column": "id",
+               "test_split": None, "cache_dir": str(path.parent / "cache"), "num_workers": 0, **kwargs}
+    datamodule = LabelledTextDataModule(str(path), **options)
+    datamodule.setup("fit")
+    return datamodule
+
+
+def _split_ids(datamodule) -> list[set[str]]:
+    return [{document.id for document in split} for split in
+            (datamodule.train_set, datamodule.val_set, datamodule.test_set)]
+
+
+def test_stratified_split_keeps_class_proportions_whatever_the_file_order(tmp_path):
+    """The FakeNews release publishes no split: validation and test are held out per class, seeded."""
+    counts = {"fake": 30, "reliable": 10}
+    path = write_fakenews(tmp_path / "a" / "news_cleaned_2018_02_13.csv", counts)
+    datamodule = _fakenews_module(path, val_fraction=0.1, test_fraction=0.2, stratified=True)
+    train, val, test = _split_ids(datamodule)
+    assert not (train & val or train & test or val & test) and len(train | val | test) == 40  # the empty type too
+    per_class = [Counter(document.label for document in split)
+                 for split in (datamodule.val_set, datamodule.test_set)]
+    assert per_class == [Counter(fake=3, reliable=1), Counter(fake=6, reliable=2)]
+    assert datamodule.data_stats["stratified split"]["test"] == 8
+    reversed_file = write_fakenews(tmp_path / "b" / "news_cleaned_2018_02_13.csv", counts, reverse=True)
+    assert _split_ids(_fakenews_module(reversed_file, val_fraction=0.1, test_fraction=0.2, stratified=True)) == \
+        [train, val, test]
+    other_seed = _fakenews_module(path, val_fraction=0.1, test_fraction=0.2, stratified=True, seed=1)
+    assert _split_ids(other_seed)[2] != test
+    datamodule.collate_fn = list
+    assert {document.id for batch in datamodule.test_dataloader() for document in batch} == test
+
+
+def test_test_fraction_by_id_hash_and_its_refusals(tmp_path):
+    path = write_fakenews(tmp_path / "news_cleaned_2018_02_13.csv")
+    datamodule = _fakenews_module(path, val_fraction=0.2, test_fraction=0.3)
+    train, val, test = _split_ids(datamodule)
+    assert test and val and train and not (train & test or val & test)
+    assert len(train) + len(val) + len(test) == 24
+    with pytest.raises(ConfigError, match="stratified .* val_fraction and test_fraction are both 0"):
+        LabelledTextDataModule(str(path), val_fraction=0.0, stratified=True)
+    with pytest.raises(ConfigError, match="test_fraction"):
+        LabelledTextDataModule(str(path), val_fraction=0.5, test_fraction=0.5)
+    folder = write_labelled_folder(tmp_path / "with_test")
+    published = LabelledTextDataModule(str(folder), test_fraction=0.1, cache_dir=str(tmp_path / "cache"))
+    with pytest.raises(ConfigError, match="has its own test split .* set test_fraction to 0, or test_split to null"):
+        published.setup("fit")

@@ -4,16 +4,18 @@ the DECA configs' hints naming them. Every text here is invented."""
 
 from __future__ import annotations
 
+import json
 from collections import Counter
 from pathlib import Path
 
 import pytest
 import yaml
-from corpus_files import write_text_gcn
+from corpus_files import labelled_docs, write_semeval_hyperpartisan, write_text_gcn
 
 from lit_docemb.data.labelled import LabelledTextDataModule
-from lit_docemb.data.labelled_formats import iter_text_gcn, text_gcn_corpus
-from lit_docemb.data.reading import ReadContext
+from lit_docemb.data.labelled_formats import iter_semeval_hyperpartisan, iter_text_gcn, text_gcn_corpus
+from lit_docemb.data.reading import MalformedInputError, ReadContext
+from lit_docemb.errors import ConfigError
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -88,3 +90,60 @@ def test_deca_configs_read_yaos_text_gcn_files_and_train_on_all_documents(name):
     assert data["fit_on"] == "all"
     header = (ROOT / f"configs/deca/{name}_dc_sc.yaml").read_text().split("seed_everything")[0]
     assert f"{listing}.txt" in header and "r8-train-all-terms" not in header
+
+
+def _hyperpartisan(articles: Path, **options) -> LabelledTextDataModule:
+    datamodule = LabelledTextDataModule(str(articles), source_format="semeval_hyperpartisan",
+                                        cache_dir=str(articles.parent / "cache"), num_workers=0, **options)
+    datamodule.setup("fit")
+    return datamodule
+
+
+def test_semeval_hyperpartisan_release_with_longformers_splits(tmp_path):
+    """articles-*.xml + ground-truth-*.xml as SemEval-2019 task 4 publishes them, split by hp-splits.json (train /
+    dev / test, positions in the articles file): dev validates, test is the test split."""
+    articles = write_semeval_hyperpartisan(tmp_path / "hyperpartisan")
+    datamodule = _hyperpartisan(articles, splits_file=str(articles.parent / "hp-splits.json"), val_split="dev",
+                                val_fraction=0.0)
+    splits = json.loads((articles.parent / "hp-splits.json").read_text())
+    ids = [f"{3 * i + 1:07d}" for i in range(20)]  # the fixture's article ids, in file order
+    for name, dataset in (("train", datamodule.train_set), ("dev", datamodule.val_set),
+                          ("test", datamodule.test_set)):
+        assert sorted(document.id for document in dataset) == sorted(ids[i] for i in splits[name])
+    first = next(document for document in datamodule.train_set if document.id == "0000001")
+    expected = labelled_docs(1)[0]
+    assert first.label == "false" and first.title == " ".join(expected.text.split()[:4])
+    assert first.text.split("\n\n")[0] == expected.text.split(". ")[0] + ". see & more"  # the link inlined
+    assert first.metadata == {"published_at": "2017-09-10", "url": "https://example.com/0000001",
+                              "labeled_by": "article"}
+    assert {document.label for document in datamodule.val_set} <= {"true", "false"}
+
+
+def test_semeval_hyperpartisan_without_splits_file_and_with_the_test_release(tmp_path):
+    training = write_semeval_hyperpartisan(tmp_path / "train")
+    test = write_semeval_hyperpartisan(tmp_path / "test", counts=(3, 1, 1), part="test-byarticle-20181207")
+    datamodule = _hyperpartisan(training, test_source=str(test), val_fraction=0.2)
+    assert len(datamodule.train_set) + len(datamodule.val_set) == 20 and len(datamodule.test_set) == 5
+
+
+def test_semeval_hyperpartisan_bad_input_is_named(tmp_path):
+    articles = write_semeval_hyperpartisan(tmp_path / "hyperpartisan")
+    truth = articles.parent / "ground-truth-training-byarticle-20181122.xml"
+    truth.write_text(truth.read_text().replace('<article id="0000004" hyperpartisan="true"',
+                                               '<article id="9999999" hyperpartisan="true"'))
+    context = ReadContext()
+    documents = list(iter_semeval_hyperpartisan(str(articles), str(truth), context=context))
+    assert len(documents) == 19 and context.stats == Counter(missing_label=1)
+    with pytest.raises(MalformedInputError, match=r"article 0000004: no entry in .*ground-truth"):
+        list(iter_semeval_hyperpartisan(str(articles), str(truth), context=ReadContext(strict=True)))
+    bad_splits = tmp_path / "hp-splits.json"
+    bad_splits.write_text(json.dumps({"train": list(range(10)), "dev": [10, 11], "test": [12, 13]}))
+    with pytest.raises(ConfigError, match=r"splits_file: .*hp-splits.json.*positions of the 20 articles"):
+        _hyperpartisan(articles, splits_file=str(bad_splits), val_split="dev", val_fraction=0.0)
+    with pytest.raises(ConfigError, match="splits_file and ground_truth belong to source_format"):
+        LabelledTextDataModule(str(articles), splits_file=str(bad_splits))
+    renamed = articles.with_name("hyperpartisan.xml")
+    articles.rename(renamed)
+    with pytest.raises(ConfigError, match="not a SemEval-2019 task 4 articles file"):
+        _hyperpartisan(renamed)
+    assert len(_hyperpartisan(renamed, ground_truth=str(truth)).train_set) == 19
