@@ -133,9 +133,10 @@ class NonFiniteGuard(Callback):
             if logging_step(trainer) or len(self._unread) >= MAX_UNREAD_STEPS:
                 self._read()
         else:
-            if not bool(finite):
+            skipped = not bool(finite)  # the one wait for the device
+            if skipped:
                 optimizer.zero_grad(set_to_none=True)
-            self._count([(trainer.global_step, not bool(finite))])
+            self._count([(trainer.global_step, skipped)])
         if logging_step(trainer):
             pl_module.log("train/nonfinite_skipped_steps", torch.full((), float(self.skipped), device=pl_module.device),
                           on_step=True)
