@@ -18,6 +18,13 @@ words), random weights; a batch is B pairs of 128-token texts (2B texts), the te
 documentation installed on this machine, so no corpus text is in the repository. The parent watches each
 child's RSS and stops it above ``--memory-limit-gib`` (reported as "did not fit").
 
+Each memory point runs ``--runs`` fresh processes (default 3) and the table gives their spread (min-max), so a
+claim holds for every run, not the best one. The memory children run with glibc's ``MALLOC_MMAP_THRESHOLD_``
+fixed (``--mmap-threshold-bytes``, 128 KiB by default; 0 leaves the allocator as it is): a fixed threshold turns
+off glibc's dynamic threshold, which otherwise rises after the first large blocks are freed and then serves large
+tensors from the heap, whose fragmentation makes the peak differ run to run (docs/performance.md). The timing
+children keep the default allocator, as a training run has.
+
 Goals (issue 3): GradCache peak at batch 2,048 <= 1.25 x its peak at 32; GradCache step time <= 1.5 x plain
 where both fit; at least as good as sentence-transformers' cached loss measured in the same run.
 
@@ -26,6 +33,7 @@ Usage (sentence-transformers comes with ``pip install -e ".[benchmarks]"``)::
     python benchmarks/grad_cache_memory.py                       # batches 32 128 512 2048, about 25 minutes
     python benchmarks/grad_cache_memory.py --batches 32 128 --repeats 2
     python benchmarks/grad_cache_memory.py --largest             # also search the largest batch that fits
+    python benchmarks/grad_cache_memory.py --implementations "lit_docemb GradCache" "sentence-transformers cached"
 """
 
 from __future__ import annotations
@@ -197,10 +205,19 @@ def rss_gib(pid: int) -> float:
     return 0.0
 
 
-def run_child(args: list[str], limit_gib: float) -> dict:
-    """Runs this script as a child with ``args``; stops it above ``limit_gib`` of RSS (``{"fit": False}``)."""
+def child_environment(mmap_threshold_bytes: int) -> dict[str, str]:
+    """This process's environment with glibc's mmap threshold fixed at ``mmap_threshold_bytes`` (0: unchanged)."""
+    environment = dict(os.environ)
+    if mmap_threshold_bytes:
+        environment["MALLOC_MMAP_THRESHOLD_"] = str(mmap_threshold_bytes)
+    return environment
+
+
+def run_child(args: list[str], limit_gib: float, environment: dict[str, str] | None = None) -> dict:
+    """Runs this script as a child with ``args`` (and ``environment``, else this process's); stops it above
+    ``limit_gib`` of RSS (``{"fit": False}``)."""
     process = subprocess.Popen([sys.executable, __file__, *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                               text=True)
+                               text=True, env=environment)
     seen = 0.0
     while process.poll() is None:
         seen = max(seen, rss_gib(process.pid))
@@ -221,10 +238,17 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=3, help="timed plain/cached pairs (after 1 warm-up pair)")
     parser.add_argument("--memory-limit-gib", type=float, default=22.0)
     parser.add_argument("--largest", action="store_true", help="also double the batch until each one stops fitting")
+    parser.add_argument("--runs", type=int, default=3, help="fresh processes per memory point (the spread)")
+    parser.add_argument("--implementations", nargs="+", choices=IMPLEMENTATIONS, default=IMPLEMENTATIONS,
+                        help="the rows to measure (a family's step time needs its plain row)")
+    parser.add_argument("--mmap-threshold-bytes", type=int, default=128 * 1024,
+                        help="MALLOC_MMAP_THRESHOLD_ of the memory children (0: glibc's dynamic default)")
     parser.add_argument("--child", choices=["memory", "timing"], help=argparse.SUPPRESS)
     parser.add_argument("--what", help=argparse.SUPPRESS)
     parser.add_argument("--folder", help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.runs < 1:
+        parser.error(f"--runs must be >= 1, got {args.runs}")
     if args.child == "memory":
         return memory_child(args.what, args.folder, args.batches[0])
     if args.child == "timing":
@@ -233,59 +257,85 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp)
         build_encoder(folder)
+        environment = child_environment(args.mmap_threshold_bytes)
         memory, timing, largest = {}, {}, {}
         for batch_size in args.batches:
-            for implementation in IMPLEMENTATIONS:
-                memory[implementation, batch_size] = run_child(
-                    ["--child", "memory", "--what", implementation, "--folder", str(folder), "--batches",
-                     str(batch_size)], args.memory_limit_gib)
-                print(f"# memory {implementation} @ {batch_size}: {memory[implementation, batch_size]}", flush=True)
+            for implementation in args.implementations:
+                memory[implementation, batch_size] = memory_runs(implementation, folder, batch_size, args,
+                                                                 environment)
         for batch_size in args.batches:
             for family in FAMILIES:
-                if not memory[f"{family} plain", batch_size]["fit"]:
+                plain = memory.get((f"{family} plain", batch_size))
+                if plain is None or not all(run["fit"] for run in plain):
                     continue
                 timing[family, batch_size] = run_child(
                     ["--child", "timing", "--what", family, "--folder", str(folder), "--batches", str(batch_size),
                      "--repeats", str(args.repeats)], args.memory_limit_gib)
                 print(f"# timing {family} @ {batch_size}: {timing[family, batch_size]}", flush=True)
         if args.largest:
-            for implementation in IMPLEMENTATIONS:
+            for implementation in args.implementations:
                 largest[implementation] = largest_that_fits(implementation, folder, max(args.batches),
-                                                            args.memory_limit_gib)
+                                                            args.memory_limit_gib, environment)
     print_tables(args, memory, timing, largest)
 
 
-def largest_that_fits(implementation: str, folder: Path, start: int, limit_gib: float) -> int:
+def memory_runs(implementation: str, folder: Path, batch_size: int, args, environment: dict[str, str]) -> list[dict]:
+    """``args.runs`` fresh children measuring one memory point; after the first that does not fit, no more."""
+    runs = []
+    for _ in range(args.runs):
+        runs.append(run_child(["--child", "memory", "--what", implementation, "--folder", str(folder), "--batches",
+                               str(batch_size)], args.memory_limit_gib, environment))
+        print(f"# memory {implementation} @ {batch_size}, run {len(runs)}: {runs[-1]}", flush=True)
+        if not runs[-1]["fit"]:
+            break
+    return runs
+
+
+def largest_that_fits(implementation: str, folder: Path, start: int, limit_gib: float,
+                      environment: dict[str, str]) -> int:
     """Doubles the batch from ``start`` until a step exceeds the limit; the last batch that fitted."""
     batch, fitted = start, 0
     while batch <= 65536:
         result = run_child(["--child", "memory", "--what", implementation, "--folder", str(folder), "--batches",
-                            str(batch)], limit_gib)
+                            str(batch)], limit_gib, environment)
         if not result["fit"]:
             break
         fitted, batch = batch, batch * 2
     return fitted
 
 
+def spread(values: list[float], digits: int = 2) -> str:
+    """``"low–high"`` of ``values`` (one value when they round alike)."""
+    low, high = f"{min(values):.{digits}f}", f"{max(values):.{digits}f}"
+    return low if low == high else f"{low}–{high}"
+
+
 def print_tables(args, memory: dict, timing: dict, largest: dict) -> None:
+    allocator = (f"MALLOC_MMAP_THRESHOLD_={args.mmap_threshold_bytes} in the memory children"
+                 if args.mmap_threshold_bytes else "glibc's default (dynamic) mmap threshold")
     print(f"\nmachine: {platform.machine()}, {os.cpu_count()} cores, load average {os.getloadavg()[0]:.2f} at the "
           f"end; 4-layer 128-dim BERT, pairs of {SEQUENCE_LENGTH}-token texts, sub-batches of {ROWS_PER_SUB_BATCH} "
-          f"rows; memory limit {args.memory_limit_gib:g} GiB\n")
-    print(f"| implementation | batch | peak RSS (GiB) | peak / own peak at {args.batches[0]} | one step (s) |")
+          f"rows; memory limit {args.memory_limit_gib:g} GiB; {allocator}; {args.runs} fresh processes per point\n")
+    first_batch = args.batches[0]
+    print(f"| implementation | batch | peak RSS (GiB), min–max of {args.runs} runs | peak / own peak at "
+          f"{first_batch} (max / max) | one step (s), min–max |")
     print("|---|---:|---:|---:|---:|")
-    for implementation in IMPLEMENTATIONS:
-        first = memory[implementation, args.batches[0]]
+    for implementation in args.implementations:
+        first = memory[implementation, first_batch]
         for batch_size in args.batches:
-            r = memory[implementation, batch_size]
-            if not r["fit"]:
+            runs = memory[implementation, batch_size]
+            if not all(run["fit"] for run in runs):
                 print(f"| {implementation} | {batch_size} | > {args.memory_limit_gib:g} (did not fit) | — | — |")
                 continue
-            relative = f"{r['peak_rss_gib'] / first['peak_rss_gib']:.2f}" if first["fit"] else "—"
-            print(f"| {implementation} | {batch_size} | {r['peak_rss_gib']:.2f} | {relative} | "
-                  f"{r['step_seconds']:.2f} |")
-    print(f"\n| family | batch | plain step (s) | cached step (s) | cached / plain (median of {args.repeats} "
-          "alternated pairs) |")
-    print("|---|---:|---:|---:|---:|")
+            peaks = [run["peak_rss_gib"] for run in runs]
+            relative = (f"{max(peaks) / max(run['peak_rss_gib'] for run in first):.2f}"
+                        if all(run["fit"] for run in first) else "—")
+            print(f"| {implementation} | {batch_size} | {spread(peaks)} | {relative} | "
+                  f"{spread([run['step_seconds'] for run in runs])} |")
+    if timing:
+        print(f"\n| family | batch | plain step (s) | cached step (s) | cached / plain (median of {args.repeats} "
+              "alternated pairs) |")
+        print("|---|---:|---:|---:|---:|")
     for (family, batch_size), r in timing.items():
         print(f"| {family} | {batch_size} | {r['plain_seconds']:.2f} | {r['cached_seconds']:.2f} | "
               f"{r['ratio']:.2f} |")

@@ -3,7 +3,8 @@
 A method subclasses :class:`EmbeddingMethod` and implements three things: ``collator(stage)`` (documents →
 its typed batch, run in dataloader workers), ``losses(batch)`` (batch → ``{"name_loss": tensor, ...}``)
 and ``embed(tokens)`` (tokens → document embeddings). The total loss is the weighted sum of the terms whose
-names end in ``_loss``; every term is logged as ``train/<name>`` or ``val/<name>``.
+names end in ``_loss``; every term is logged as ``train/<name>`` or ``val/<name>`` (in training the total every
+step, the other terms at logging steps: :func:`~lit_docemb.methods.callbacks.logging_step`).
 
 GradCache is a training mode of this base: with ``grad_cache_token_budget`` set, a training batch is encoded
 in sub-batches of at most that many padded tokens and its contrastive loss is still computed over the whole
@@ -31,7 +32,7 @@ from lit_docemb.data.passage_cache import PassageCache
 from lit_docemb.data.tokens import split_rows_by_token_budget
 from lit_docemb.errors import ConfigError, require
 from lit_docemb.methods import schedulers
-from lit_docemb.methods.callbacks import RandomStateCheckpoint
+from lit_docemb.methods.callbacks import RandomStateCheckpoint, logging_step
 from lit_docemb.methods.checkpoints import class_at
 from lit_docemb.methods.grad_cache import (
     CacheableBatch,
@@ -163,9 +164,14 @@ class EmbeddingMethod(L.LightningModule, ABC):
         return loss
 
     def _log_terms(self, stage: str, loss: Tensor, terms: dict[str, Tensor], batch_size: int) -> None:
+        """Logs the total loss (in the progress bar) and every term. In training, each value is the step's, and
+        the terms are logged only at logging steps, where the loggers read them: a ``self.log`` call costs
+        about 0.3 ms of host time, more than the rest of the step's hooks together (docs/performance.md)."""
         on_step = stage == "train"
         self.log(f"{stage}/loss", loss.detach(), prog_bar=True, on_step=on_step, on_epoch=not on_step,
                  batch_size=batch_size, sync_dist=not on_step)
+        if on_step and not logging_step(self._trainer):
+            return
         for name, value in terms.items():
             self.log(f"{stage}/{name}", value.detach().float(), on_step=on_step, on_epoch=not on_step,
                      batch_size=batch_size, sync_dist=not on_step)
@@ -175,7 +181,9 @@ class EmbeddingMethod(L.LightningModule, ABC):
             return self._shared_step(batch, "train")
         out = self.grad_cache_forward(batch)
         self._log_terms("train", out.loss, out.terms, len(batch))
-        self.log("train/grad_cache_sub_batches", float(out.sub_batches), on_step=True)
+        if logging_step(self._trainer):
+            self.log("train/grad_cache_sub_batches", torch.full((), float(out.sub_batches), device=self.device),
+                     on_step=True)
         return out.backward_loss  # its backward gives the whole batch's gradient; its value is not the loss
 
     def grad_cache_forward(self, batch) -> GradCacheOutput:
@@ -258,8 +266,9 @@ class EmbeddingMethod(L.LightningModule, ABC):
     def configure_optimizers(self):
         changes = self.retention is not None and self.retention.changes_optimisation
         parameters = parameter_groups(self, self.retention) if changes else self.parameters()
-        if self.optimizer_factory is None:
-            optimizer = torch.optim.AdamW(parameters, lr=self.default_learning_rate)
+        if self.optimizer_factory is None:  # fused on CUDA: NonFiniteGuard then skips without waiting for the GPU
+            fused = {"fused": True} if self.device.type == "cuda" else {}
+            optimizer = torch.optim.AdamW(parameters, lr=self.default_learning_rate, **fused)
         else:
             optimizer = self.optimizer_factory(parameters)
         scale_learning_rates(optimizer)  # retention's layer-wise rates; before a scheduler reads them

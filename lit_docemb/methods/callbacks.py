@@ -52,6 +52,23 @@ def inside_accumulation_window(trainer: L.Trainer) -> bool:
     return trainer.fit_loop._should_accumulate()
 
 
+def logging_step(trainer: L.Trainer | None) -> bool:
+    """Whether the current training step is one at which lit_docemb logs its per-step values: a step whose
+    on-step metrics Lightning hands to the loggers (every ``log_every_n_steps``-th, each step of a
+    ``fast_dev_run``, the step that stops the run), the last batch of an epoch, or the run's last step. The
+    loggers so receive exactly what logging every step would give them, and ``trainer.callback_metrics`` hold
+    the values of the last step when an epoch or the fit ends (in between, those of the last logging step).
+    Logging only there saves the cost of ``self.log`` on the other steps (docs/performance.md). ``True``
+    without a trainer or outside a fit."""
+    if trainer is None or not trainer.training:
+        return True
+    if trainer.fast_dev_run or trainer._logger_connector.should_update_logs:
+        return True
+    if trainer.fit_loop.epoch_loop.batch_progress.is_last_batch:
+        return True
+    return 0 <= trainer.max_steps <= trainer.global_step + 1
+
+
 class RunCheckpoint(ModelCheckpoint):
     """A ModelCheckpoint whose folder defaults to ``<trainer.default_root_dir>/checkpoints``.
 

@@ -115,7 +115,7 @@ class DocumentClassifier(EmbeddingMethod):
             ce = F.cross_entropy(logits, batch.targets)
             accuracy = (logits.argmax(-1) == batch.targets).float().mean()
         return {"ce_loss": ce, "accuracy": accuracy,
-                "skipped_documents": torch.tensor(float(batch.skipped), device=logits.device)}
+                "skipped_documents": torch.full((), float(batch.skipped), device=logits.device)}
 
     def _evaluate(self, batch: LabelledBatch, stage: str, metrics: dict[str, Metric]) -> Tensor:
         logits = self.logits(batch.inputs)

@@ -153,8 +153,9 @@ class CoLDE(EmbeddingMethod):
             terms = self.cosine(projected, batch.labels)
         else:  # every section carries its document's group label (and id)
             terms = self.contrastive(projected, batch.labels.repeat_interleave(n), batch.doc_index.repeat_interleave(n))
-        counts = torch.tensor([float(batch.skipped), float(batch.truncated_chunks)], device=projected.device)
-        return terms | {"skipped_documents": counts[0], "truncated_chunks": counts[1]}
+        device = projected.device  # torch.full fills on the device; torch.tensor(..., device=) would wait for it
+        return terms | {"skipped_documents": torch.full((), float(batch.skipped), device=device),
+                        "truncated_chunks": torch.full((), float(batch.truncated_chunks), device=device)}
 
     def cacheable(self, batch: SectionChunkBatch) -> CacheableBatch:
         """Rows are the B documents; a row's embedding is its n projected sections, concatenated."""

@@ -156,7 +156,7 @@ class CTPE(EmbeddingMethod):
         n_f = encode(batch.negative_former.input_ids, batch.negative_former.attention_mask, "former")  # (B, D)
         n_b = encode(batch.negative_latter.input_ids, batch.negative_latter.attention_mask, "latter")  # (B, D)
         terms = self.loss(v_f, v_b, n_f, n_b)
-        terms["skipped_documents"] = torch.tensor(float(batch.skipped), device=v_f.device)
+        terms["skipped_documents"] = torch.full((), float(batch.skipped), device=v_f.device)
         return terms
 
     def embed(self, batch: CoupledDocumentBatch) -> Tensor:

@@ -208,7 +208,7 @@ class DECA(EmbeddingMethod):
             h = self.backbone.corrupted(batch.words)  # (B, D)
             terms = self.cbow(self.backbone.hidden(h, batch.contexts), *self.backbone.output_vectors(batch.targets),
                               batch.targets != 0)
-            return terms | {"skipped_documents": torch.tensor(float(batch.skipped), device=h.device)}
+            return terms | {"skipped_documents": torch.full((), float(batch.skipped), device=h.device)}
         terms = {}
         if isinstance(batch, Doc2VecCPairBatch):
             h, h_aug = self.backbone.corrupted(batch.words), self.backbone.corrupted(batch.augmented)  # (B, D)
@@ -225,7 +225,7 @@ class DECA(EmbeddingMethod):
                 raise ValueError("SimSiam's predictor has BatchNorm, which needs >= 2 documents per training "
                                  "batch: raise data.batch_size or set data.drop_last: true")
             terms |= self.contrastive(self.predictor(h), self.predictor(h_aug), h, h_aug)
-        terms["skipped_documents"] = torch.tensor(float(batch.skipped), device=h.device)
+        terms["skipped_documents"] = torch.full((), float(batch.skipped), device=h.device)
         return terms
 
     def predict_step(self, batch, batch_idx: int) -> dict:

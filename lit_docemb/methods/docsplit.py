@@ -120,7 +120,7 @@ class DocSplit(EmbeddingMethod):
     def _contrastive_terms(self, embeddings: Tensor, batch: ViewPairBatch) -> dict[str, Tensor]:
         n = len(batch)
         terms = self.contrastive(embeddings[:n], embeddings[n:], batch.doc_index, batch.doc_index)
-        terms["skipped_documents"] = torch.tensor(float(batch.skipped), device=embeddings.device)
+        terms["skipped_documents"] = torch.full((), float(batch.skipped), device=embeddings.device)
         return terms
 
     def _mlm_terms(self, mlm: MaskedTokenBatch, share: Tensor | float = 1.0) -> dict[str, Tensor]:

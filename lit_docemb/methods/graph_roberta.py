@@ -199,7 +199,7 @@ class GraphRoBERTa(EmbeddingMethod):
             terms = self.contrastive(first, second, batch.doc_index, batch.doc_index)
         else:  # §3.3: the long sub-documents are the anchors, every document's single passage a candidate
             terms = self.contrastive(second, first, batch.doc_index, batch.doc_index)
-        terms["skipped_documents"] = torch.tensor(float(batch.skipped), device=embeddings.device)
+        terms["skipped_documents"] = torch.full((), float(batch.skipped), device=embeddings.device)
         return terms
 
     def cacheable(self, batch: SubDocumentPairBatch) -> CacheableBatch:

@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from lit_docemb.data.batches import TokenBatch
-from lit_docemb.methods.guards import all_finite
+from lit_docemb.methods.guards import all_finite, finite_by_max_norm, finite_on_device
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float64])
@@ -26,6 +26,10 @@ def test_all_finite_agrees_with_an_elementwise_check(dtype):
         tensors = [t.to(dtype) for t in tensors]
         expected = all(bool(torch.isfinite(t).all()) for t in tensors)
         assert all_finite(tensors) is expected, tensors
+        flag = finite_on_device(tensors)
+        assert flag.dtype == torch.bool and flag.dim() == 0 and bool(flag) is expected, tensors
+        if tensors:  # the accelerator's check (fused there), run on the CPU
+            assert bool(finite_by_max_norm(tensors)) is expected, tensors
 
 
 def test_length_bucketed_passages_give_the_same_document_embeddings_and_gradients(no_dropout_encoder_dir):
