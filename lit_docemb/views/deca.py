@@ -51,20 +51,6 @@ def pad(rows: Sequence[Sequence[int]]) -> Tensor:
     return torch.from_numpy(out)
 
 
-def packed(*tensors: Tensor) -> list[Tensor]:
-    """The int64 tensors copied into views of one storage. A dataloader worker hands each storage of a batch
-    over through its own shared-memory file and file-descriptor exchange; one storage per batch made DECA's
-    dataloader markedly faster (``benchmarks/input_pipeline.py``)."""
-    flat = torch.empty(sum(t.numel() for t in tensors), dtype=torch.int64)
-    out, start = [], 0
-    for t in tensors:
-        view = flat[start:start + t.numel()].view(t.shape)
-        view.copy_(t)
-        out.append(view)
-        start += t.numel()
-    return out
-
-
 def _seeds(documents: list[Document], deterministic: bool) -> list[str]:
     draw = None if deterministic else int(torch.randint(2**62, (1,)))
     return [doc.id if draw is None else f"{draw}:{doc.id}" for doc in documents]
@@ -181,8 +167,8 @@ class Doc2VecCPairCollator:
     def __call__(self, documents: list[Document]) -> Doc2VecCPairBatch:
         pairs = self.pairs(documents)
         targets, contexts = self.cbow([(ids, seed) for _, ids, _, seed in pairs])
-        return Doc2VecCPairBatch(*packed(pad([ids for _, ids, _, _ in pairs]), pad([aug for _, _, aug, _ in pairs]),
-                                         targets, contexts, _doc_index([doc for doc, *_ in pairs])),
+        return Doc2VecCPairBatch(pad([ids for _, ids, _, _ in pairs]), pad([aug for _, _, aug, _ in pairs]),
+                                 targets, contexts, _doc_index([doc for doc, *_ in pairs]),
                                  skipped=len(documents) - len(pairs))
 
 
@@ -196,7 +182,7 @@ class AppendedAugmentationCollator(Doc2VecCPairCollator):
         merged = [np.concatenate((np.asarray(ids, dtype=np.int64), np.asarray(aug, dtype=np.int64)))
                   for _, ids, aug, _ in pairs]
         targets, contexts = self.cbow([(words, seed) for words, (*_, seed) in zip(merged, pairs)])
-        return Doc2VecCBatch(*packed(pad(merged), targets, contexts, _doc_index([doc for doc, *_ in pairs])),
+        return Doc2VecCBatch(pad(merged), targets, contexts, _doc_index([doc for doc, *_ in pairs]),
                              skipped=len(documents) - len(pairs))
 
 
