@@ -23,6 +23,7 @@ from typing import Any
 
 import torch
 from torch import Tensor
+from torch.utils.data import get_worker_info
 
 #: Byte alignment of every tensor in the buffer: a multiple of every dtype's size, so each slice can be viewed
 #: as its dtype (and of a cache line).
@@ -123,7 +124,8 @@ class BufferedBatch:
 
     @classmethod
     def pack(cls, batch: Any) -> BufferedBatch:
-        """Copies every tensor of ``batch`` (CPU tensors) into one new buffer."""
+        """Copies every tensor of ``batch`` (CPU tensors) into one new buffer (in a dataloader worker, in shared
+        memory)."""
         slots: list[tuple[TensorSlot, Tensor]] = []
         end = 0
 
@@ -136,7 +138,11 @@ class BufferedBatch:
             return slot
 
         layout = map_tensors(batch, place)
-        buffer = torch.empty(end, dtype=torch.uint8)
+        buffer = torch.empty(0, dtype=torch.uint8)
+        if get_worker_info() is not None:  # in a worker: allocated in shared memory, so sending it copies nothing
+            buffer.set_(torch.UntypedStorage._new_shared(end))
+        else:
+            buffer.resize_(end)
         for slot, tensor in slots:
             slot.view(buffer).copy_(tensor.detach())
         try:
