@@ -26,6 +26,7 @@ from lightning.pytorch.cli import LRSchedulerCallable, OptimizerCallable
 from torch import Tensor
 
 from lit_docemb.data.batches import CoupledDocumentBatch, CoupledPairBatch
+from lit_docemb.data.field_cache import FieldTokenCache
 from lit_docemb.data.document import Document
 from lit_docemb.errors import BadArgument, require
 from lit_docemb.losses import CoupledMarginLoss
@@ -34,6 +35,7 @@ from lit_docemb.models.ctpe import CoupledPairEncoder, coupled_pair_similarity
 from lit_docemb.views.ctpe import (
     CoupledDocumentCollator,
     CoupledPairCollator,
+    FieldIds,
     PairSplitter,
     PartnerSampler,
     TransformerTokens,
@@ -71,6 +73,8 @@ class CTPE(EmbeddingMethod):
             from each document's k nearest TF-IDF neighbours half of the time (CTPE_T, k = 100).
         optimizer: Optimizer factory; ``None`` is the paper's Adam with lr 0.001.
         scheduler: Optional learning-rate scheduler factory.
+        token_cache_dir: Folder of the cache of each document's fields as token ids, built once per corpus and
+            vocabulary and read by the collators on every pass (``None``: the ``datasets`` cache folder).
     """
 
     default_learning_rate = 1e-3
@@ -88,6 +92,7 @@ class CTPE(EmbeddingMethod):
         tfidf_neighbours: int | None = None,
         optimizer: OptimizerCallable | None = None,
         scheduler: LRSchedulerCallable | None = None,
+        token_cache_dir: str | None = None,
     ) -> None:
         super().__init__(optimizer or functools.partial(torch.optim.Adam, lr=self.default_learning_rate), scheduler)
         self.save_method_hyperparameters(ignore=["optimizer", "scheduler"])
@@ -110,6 +115,7 @@ class CTPE(EmbeddingMethod):
             raise BadArgument("max_length", f"{self.hparams.max_length} exceeds the {max_positions} positions of "
                                             "the encoder: lower it")
         self.tokenizer = tokenizer
+        self.passage_cache = FieldTokenCache(FieldIds(tokenizer), self.hparams.token_cache_dir)  # what connect opens
         self.encoder = CoupledPairEncoder(token_vectors, self.hparams.n_filters, self.kernel_widths,
                                           self.hparams.share_part_encoders).to(self.device)
 
@@ -134,7 +140,12 @@ class CTPE(EmbeddingMethod):
             raise RuntimeError("CTPE builds its vocabulary and partners from a lit_docemb DataModule's "
                                "train_set: run it with --data")
         if stage == "fit":
+            connects = hasattr(datamodule, "connect")
+            if connects:  # the vocabulary, TF-IDF and partner ids are read from the documents
+                datamodule.connect(self.collator, None)
             self.prepare(datamodule.train_set, datamodule.val_set or ())
+            if connects:  # then every pass reads the fields' ids from the cache, partners included
+                datamodule.connect(self.collator, self.passage_cache)
         else:  # validate / test: the vocabulary comes from the checkpoint, partners from the held-out split
             self.samplers["validate"] = _sampler(datamodule.val_set)
 
