@@ -13,9 +13,10 @@ runs, exactly as :class:`~lit_docemb.data.passage_cache.PassageCache` does for G
 * **Key**: :func:`~lit_docemb.data.passage_cache.corpus_fingerprint` of the corpus, the encoding's key and
   :data:`CACHE_VERSION`.
 
-A method hands its cache to :meth:`DocumentDataModule.connect <lit_docemb.data.datamodule.DocumentDataModule.connect>`
-as ``passage_cache``; its collators then receive :class:`TokenizedFields`, which give the same ids as encoding the
-document (tested per method).
+A method opens its cache over its DataModule's corpus in ``setup`` and hands its collators the rows by document id
+(:class:`FieldRows`); the datasets keep serving documents, so everything else that reads them (evaluation, labels)
+is unchanged, and a document the cache does not hold (another split's, a query) is encoded from its text. A row
+gives the same ids as encoding the document (tested per method).
 """
 
 from __future__ import annotations
@@ -142,3 +143,26 @@ def _field_rows(job: dict[str, Any]) -> Iterator[dict[str, Any]]:
         row = tokenize_fields(document, encoding)
         yield {"id": row.id, "labels": row.labels, "input_ids": row.input_ids.tolist(),
                "field_offsets": row.field_offsets.tolist()}
+
+
+class FieldRows:
+    """The rows of a field cache by document id, for collators that receive documents: ``get(id)`` is the row of
+    that id, or ``None`` for a document the cache does not hold. Pickles as the cache's file paths; each process
+    builds its own id → row index (one dictionary entry per document) on first use.
+
+    Args:
+        rows: The opened cache (:meth:`FieldTokenCache.open`) over a corpus whose ids are unique.
+    """
+
+    def __init__(self, rows: CachedFields) -> None:
+        self.rows = rows
+        self._index: dict[str, int] | None = None
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {**self.__dict__, "_index": None}
+
+    def get(self, document_id: str) -> TokenizedFields | None:
+        if self._index is None:
+            self._index = {doc_id: row for row, doc_id in enumerate(self.rows.ids)}
+        row = self._index.get(document_id)
+        return None if row is None else self.rows[row]

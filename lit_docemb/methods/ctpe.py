@@ -26,7 +26,7 @@ from lightning.pytorch.cli import LRSchedulerCallable, OptimizerCallable
 from torch import Tensor
 
 from lit_docemb.data.batches import CoupledDocumentBatch, CoupledPairBatch
-from lit_docemb.data.field_cache import FieldTokenCache
+from lit_docemb.data.field_cache import FieldRows, FieldTokenCache
 from lit_docemb.data.document import Document
 from lit_docemb.errors import BadArgument, require
 from lit_docemb.losses import CoupledMarginLoss
@@ -104,6 +104,7 @@ class CTPE(EmbeddingMethod):
         self.kernel_widths = kernel_widths or [1, 2, 3, 5]
         self.loss = CoupledMarginLoss(margin)
         self.tokenizer = None
+        self.field_rows: FieldRows | None = None
         self.encoder: CoupledPairEncoder | None = None
         self.samplers: dict[str, PartnerSampler] = {}
         if isinstance(self.embeddings, TransformerTokens):
@@ -115,7 +116,7 @@ class CTPE(EmbeddingMethod):
             raise BadArgument("max_length", f"{self.hparams.max_length} exceeds the {max_positions} positions of "
                                             "the encoder: lower it")
         self.tokenizer = tokenizer
-        self.passage_cache = FieldTokenCache(FieldIds(tokenizer), self.hparams.token_cache_dir)  # what connect opens
+        self.field_rows = None  # opened by setup over the DataModule's corpus, with this tokenizer
         self.encoder = CoupledPairEncoder(token_vectors, self.hparams.n_filters, self.kernel_widths,
                                           self.hparams.share_part_encoders).to(self.device)
 
@@ -140,21 +141,21 @@ class CTPE(EmbeddingMethod):
             raise RuntimeError("CTPE builds its vocabulary and partners from a lit_docemb DataModule's "
                                "train_set: run it with --data")
         if stage == "fit":
-            connects = hasattr(datamodule, "connect")
-            if connects:  # the vocabulary, TF-IDF and partner ids are read from the documents
-                datamodule.connect(self.collator, None)
             self.prepare(datamodule.train_set, datamodule.val_set or ())
-            if connects:  # then every pass reads the fields' ids from the cache, partners included
-                datamodule.connect(self.collator, self.passage_cache)
         else:  # validate / test: the vocabulary comes from the checkpoint, partners from the held-out split
             self.samplers["validate"] = _sampler(datamodule.val_set)
+        corpus = getattr(datamodule, "documents", None)
+        if corpus is not None:  # every pass reads the fields' ids, tokenised once per corpus and vocabulary
+            self.field_rows = FieldRows(FieldTokenCache(FieldIds(self.tokenizer),
+                                                        self.hparams.token_cache_dir).open(corpus))
 
     def collator(self, stage: str):
         if self.tokenizer is None:
             raise RuntimeError("CTPE has no vocabulary yet: fit it first, or load a checkpoint (--ckpt_path)")
-        splitter = PairSplitter(self.tokenizer, self.pos, self.hparams.max_length)
-        if stage == "predict":
-            return CoupledDocumentCollator(splitter, self.tokenizer.pad_id)
+        if stage == "predict":  # documents of any corpus: from their text
+            return CoupledDocumentCollator(PairSplitter(self.tokenizer, self.pos, self.hparams.max_length),
+                                           self.tokenizer.pad_id)
+        splitter = PairSplitter(self.tokenizer, self.pos, self.hparams.max_length, self.field_rows)
         sampler = self.samplers.get("fit" if stage == "fit" else "validate")
         if sampler is None:
             raise RuntimeError("CTPE has no partner documents: call prepare(train_documents) or fit with --data")

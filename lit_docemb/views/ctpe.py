@@ -18,7 +18,7 @@ from sklearn.feature_extraction.text import TfidfVectorizer
 
 from lit_docemb.data.batches import CoupledDocumentBatch, CoupledPairBatch
 from lit_docemb.data.document import Document, doc_index
-from lit_docemb.data.field_cache import TokenizedFields
+from lit_docemb.data.field_cache import FieldRows
 from lit_docemb.data.passage_cache import tokenizer_fingerprint
 from lit_docemb.errors import BadArgument
 from lit_docemb.data.tokens import pad_ids
@@ -27,16 +27,25 @@ from lit_docemb.models.encoder import load_tokenizer
 
 
 class PairSplitter:
-    """Document, or its cached :class:`~lit_docemb.data.field_cache.TokenizedFields` (:class:`FieldIds`), →
-    (former ids, latter ids) at ``pos``, or ``None`` (see :func:`split_ids`); both give the same ids."""
+    """Document → (former ids, latter ids) at ``pos``, or ``None`` (see :func:`split_ids`): from its fields' ids in
+    ``cached`` (:class:`FieldIds` rows of the field cache) when the cache holds it, else from its text; both give the
+    same ids.
 
-    def __init__(self, tokenizer, pos: float | str, max_length: int) -> None:
-        self.tokenizer, self.pos, self.max_length = tokenizer, pos, max_length
+    Args:
+        tokenizer: A :class:`WordTokenizer` or :class:`HFTokenIds`.
+        pos: The split position (:func:`check_pos`).
+        max_length: Ids kept per part.
+        cached: The field cache's rows by document id, made with the same tokenizer; ``None``: always the text.
+    """
 
-    def __call__(self, item: Document | TokenizedFields) -> tuple[list[int], list[int]] | None:
-        if isinstance(item, TokenizedFields):
-            return split_fields(item.fields(), self.pos, self.max_length)
-        return split_ids(item, self.pos, self.tokenizer.encode, self.max_length)
+    def __init__(self, tokenizer, pos: float | str, max_length: int, cached: FieldRows | None = None) -> None:
+        self.tokenizer, self.pos, self.max_length, self.cached = tokenizer, pos, max_length, cached
+
+    def __call__(self, doc: Document) -> tuple[list[int], list[int]] | None:
+        row = None if self.cached is None else self.cached.get(doc.id)
+        if row is not None:
+            return split_fields(row.fields(), self.pos, self.max_length)
+        return split_ids(doc, self.pos, self.tokenizer.encode, self.max_length)
 
 
 class FieldIds:

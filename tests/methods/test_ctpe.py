@@ -287,52 +287,51 @@ def mixed_documents() -> list[Document]:
 @pytest.mark.parametrize("words", [True, False])
 def test_views_from_cached_field_ids_are_the_views_from_text(pos, words, tiny_encoder_dir, tmp_path):
     """Issue 23 item 1: the fields are tokenised once into the Arrow cache; the same seeds give the same batches
-    (pairs, partners, sides, skipped counts) from the cached ids as from the documents' text."""
-    from lit_docemb.data.field_cache import FieldTokenCache, TokenizedFields
-    from lit_docemb.views.ctpe import CoupledDocumentCollator, CoupledPairCollator, FieldIds, HFTokenIds, PairSplitter
+    (pairs, partners, sides, skipped counts) from the cached ids as from the documents' text, a document the cache
+    lacks read from its text."""
+    from lit_docemb.data.field_cache import FieldRows, FieldTokenCache
+    from lit_docemb.views.ctpe import CoupledPairCollator, FieldIds, HFTokenIds, PairSplitter
 
     docs = mixed_documents()
     tokenizer = WordTokenizer.from_texts([d.title + " " + d.text for d in docs]) if words else \
         HFTokenIds(tiny_encoder_dir)
-    rows = FieldTokenCache(FieldIds(tokenizer), str(tmp_path)).open(docs)
-    assert all(isinstance(row, TokenizedFields) for row in rows) and rows.ids == [d.id for d in docs]
-    splitter = PairSplitter(tokenizer, pos, max_length=9)
+    rows = FieldRows(FieldTokenCache(FieldIds(tokenizer), str(tmp_path)).open(docs[:-1]))  # one left to the text
+    assert all(rows.get(d.id) is not None for d in docs[:-1]) and rows.get(docs[-1].id) is None
     ids = [d.id for d in docs]
     for deterministic in (False, True):
-        text_collate = CoupledPairCollator(splitter, PartnerSampler(docs, ids), 0, deterministic)
-        cached_collate = CoupledPairCollator(splitter, PartnerSampler(rows, ids), 0, deterministic)
+        text_collate, cached_collate = (CoupledPairCollator(PairSplitter(tokenizer, pos, 9, cached),
+                                                            PartnerSampler(docs, ids), 0, deterministic)
+                                        for cached in (None, rows))
         for seed in range(4):
             batches = []
-            for collate, items in ((text_collate, docs), (cached_collate, list(rows))):
+            for collate in (text_collate, cached_collate):
                 torch.manual_seed(seed)
-                batches.append(collate(items))
+                batches.append(collate(docs))
             text, cached = batches
             assert text.skipped == cached.skipped and text.skipped >= 1  # the unsplittable ones
             for field in ("former", "latter", "negative_former", "negative_latter"):
                 assert torch.equal(getattr(text, field).input_ids, getattr(cached, field).input_ids), (seed, field)
                 assert torch.equal(getattr(text, field).attention_mask, getattr(cached, field).attention_mask)
-    predict_text, predict_cached = (CoupledDocumentCollator(splitter, 0)(items) for items in (docs, list(rows)))
-    assert predict_text.ids == predict_cached.ids
-    assert torch.equal(predict_text.former.input_ids, predict_cached.former.input_ids)
-    assert torch.equal(predict_text.latter.input_ids, predict_cached.latter.input_ids)
 
 
 def test_fit_reads_the_field_cache_built_once(corpus_jsonl, tmp_path):
     import lightning as L
 
     from lit_docemb.data import JSONLDataModule
-    from lit_docemb.data.field_cache import TokenizedFields
 
-    def fit() -> JSONLDataModule:
+    def fit() -> tuple[CTPE, JSONLDataModule]:
         model = CTPE(WordEmbeddings(init="random", min_count=1, dim=8), pos=0.5, n_filters=4, kernel_widths=[1, 2],
                      token_cache_dir=str(tmp_path / "fields"))
         data = JSONLDataModule(paths=[corpus_jsonl], batch_size=4, num_workers=0, val_fraction=0.2, max_documents=20)
         L.Trainer(accelerator="cpu", max_steps=2, logger=False, enable_checkpointing=False, enable_progress_bar=False,
                   enable_model_summary=False, limit_val_batches=1).fit(model, datamodule=data)
-        return data
+        return model, data
 
-    data = fit()
-    assert isinstance(data.train_set[0], TokenizedFields) and isinstance(data.val_set[0], TokenizedFields)
+    model, data = fit()
+    assert isinstance(data.train_set[0], Document)  # the datasets serve documents; the collators read the cache
+    assert len(model.field_rows.rows) == len(data.documents) == 20
+    assert model.collator("fit").splitter.cached is model.field_rows
+    assert model.collator("predict").splitter.cached is None  # documents of any corpus: from their text
     tables = sorted(p for p in (tmp_path / "fields").rglob("*.arrow"))
     assert tables
     fit()  # the same corpus and vocabulary: the table is reopened, not rebuilt
