@@ -2,8 +2,9 @@
 process, by 1 worker and by 2 workers, with each batch sent as one buffer (``one_buffer=True``, issue 23 item 2) and
 as the collator returns it (``one_buffer=False``, what every method did before) (issue 23, item 2).
 
-For each method (Graph-RoBERTa reading its tokenized-passage cache, DocSplit, DECA with Doc2VecC and WordNet,
-CTPE with word vectors, CoLDE), the method's training collator runs in a
+For each method (Graph-RoBERTa reading its tokenized-passage cache, DocSplit, DECA with Doc2VecC and WordNet and
+CTPE with word vectors, each reading its field cache (``deca_text``, ``ctpe_text``: from the text, as before issue
+23 item 1), CoLDE), the method's training collator runs in a
 :class:`~lit_docemb.data.sampling.ResumableLoader` over ``--documents`` documents of ``--words`` words (batch
 ``--batch-size``); the rate is timed from the first batch on (worker start-up left out) over the whole epoch.
 Every configuration is measured once per repeat, the repeats interleaved, so that the load of a shared machine
@@ -47,14 +48,15 @@ from lightning.pytorch.utilities import move_data_to_device
 from lit_docemb.augment import Vocabulary
 from lit_docemb.data.batch_buffer import BufferedBatch, tensors_of, to_device_in_one_copy
 from lit_docemb.data.document import Document, Section
+from lit_docemb.data.field_cache import FieldRows, FieldTokenCache
 from lit_docemb.data.installed_docs import iter_installed_docs
 from lit_docemb.data.passage_cache import PassageCache
 from lit_docemb.data.sampling import DistributedBatchSampler, ResumableLoader
 from lit_docemb.data.tokens import document_text
 from lit_docemb.methods import CTPE, DECA, CoLDE, DocSplit, GraphRoBERTa
-from lit_docemb.views.ctpe import WordEmbeddings
+from lit_docemb.views.ctpe import FieldIds, WordEmbeddings
 
-METHODS = ["graph_roberta", "docsplit", "deca", "ctpe", "colde"]
+METHODS = ["graph_roberta", "docsplit", "deca", "deca_text", "ctpe", "ctpe_text", "colde"]
 
 
 def installed_text_documents(count: int, words: int, words_per_section: int = 200) -> list[Document]:
@@ -87,19 +89,25 @@ def write_encoder(folder: Path, documents: list[Document], hidden: int, layers: 
 
 
 def training_items(method: str, encoder: str, documents: list[Document], cache: Path):
-    """(the method's training collator, the items its DataLoader reads: documents or cached passages)."""
+    """(the method's training collator, the items its DataLoader reads: documents or cached passages). ``deca`` and
+    ``ctpe`` read their field caches (word types, fields' token ids) as in training; ``deca_text`` and ``ctpe_text``
+    the same collators reading the text, as before issue 23 item 1."""
     if method == "graph_roberta":
         model = GraphRoBERTa(encoder, passage_cache_dir=str(cache))
         return model.collator("fit"), model.passage_cache.open(documents)
     if method == "docsplit":
         return DocSplit(encoder).collator("fit"), documents
-    if method == "deca":
-        model = DECA()
+    if method.startswith("deca"):
+        model = DECA(token_cache_dir=str(cache))
         model._set_vocabulary(Vocabulary.from_texts(document_text(d, True) for d in documents))
+        if method == "deca":
+            model.word_rows = FieldRows(model.word_cache().open(documents))
         return model.collator("fit"), documents
-    if method == "ctpe":
-        model = CTPE(WordEmbeddings(init="random"))
+    if method.startswith("ctpe"):
+        model = CTPE(WordEmbeddings(init="random"), token_cache_dir=str(cache))
         model.prepare(documents)
+        if method == "ctpe":
+            model.field_rows = FieldRows(FieldTokenCache(FieldIds(model.tokenizer), str(cache)).open(documents))
         return model.collator("fit"), documents
     return CoLDE(encoder).collator("fit"), documents
 
