@@ -26,7 +26,6 @@ from torch import Tensor
 from torch.nn.parallel import DistributedDataParallel
 
 from lit_docemb._moved import moved_attribute
-from lit_docemb.data.batch_buffer import to_device_in_one_copy
 from lit_docemb.data.batches import DocumentBatch
 from lit_docemb.data.passage_cache import PassageCache
 from lit_docemb.data.tokens import split_rows_by_token_budget
@@ -168,12 +167,6 @@ class EmbeddingMethod(L.LightningModule, ABC):
         return grad_cache_step([cacheable.take(index) for index in rows], cacheable.encode, cacheable.loss,
                                [p for p in self.parameters() if p.requires_grad], rows=rows, total=self.total_loss,
                                accumulate_in_place=not ddp)
-
-    def transfer_batch_to_device(self, batch, device: torch.device, dataloader_idx: int):
-        """A batch whose tensors view one buffer (:mod:`lit_docemb.data.batch_buffer`) reaches the device in one
-        copy; any other batch moves as Lightning moves it."""
-        moved = to_device_in_one_copy(batch, device, non_blocking=device.type == "cuda")
-        return super().transfer_batch_to_device(batch, device, dataloader_idx) if moved is None else moved
 
     def validation_step(self, batch, batch_idx: int) -> Tensor:
         return self._shared_step(batch, "val")

@@ -172,10 +172,15 @@ def test_a_one_storage_batch_reaches_a_device_in_one_copy(collators):
     assert to_device_in_one_copy(collate(documents()), torch.device("meta")) is None  # several storages
     big = torch.arange(100)
     assert to_device_in_one_copy(TokenBatch(big[:2], big[2:4]), torch.device("meta")) is None  # a small part
-    moved = to_device_in_one_copy(batch, torch.device("meta"))
+    datamodule = JSONLDataModule(paths=["unused.jsonl"])  # Lightning moves a batch with its DataModule's hook
+    for moved in (to_device_in_one_copy(batch, torch.device("meta")),
+                  datamodule.transfer_batch_to_device(batch, torch.device("meta"), 0)):
+        assert all(t.device.type == "meta" for t in tensors_of(moved))
+        assert [(t.dtype, t.shape) for t in tensors_of(moved)] == [(t.dtype, t.shape) for t in tensors_of(batch)]
+        assert moved.skipped == batch.skipped
+    several = collate(documents())  # several storages: moved as Lightning moves them
+    moved = datamodule.transfer_batch_to_device(several, torch.device("meta"), 0)
     assert all(t.device.type == "meta" for t in tensors_of(moved))
-    assert [(t.dtype, t.shape) for t in tensors_of(moved)] == [(t.dtype, t.shape) for t in tensors_of(batch)]
-    assert moved.skipped == batch.skipped
 
 
 class FirstLoss(Callback):
