@@ -31,8 +31,10 @@ from typing import Any, Literal
 
 import lightning as L
 import numpy as np
+import torch
 from torch.utils.data import DataLoader, Dataset
 
+from lit_docemb.data.batch_buffer import to_device_in_one_copy
 from lit_docemb.data.document import Document
 from lit_docemb.data.passage_cache import PassageCache
 from lit_docemb.data.reading import READ_COUNT_KEYS, reading_summary
@@ -241,6 +243,13 @@ class DocumentDataModule(L.LightningDataModule, ABC):
                                           drop_last=self.drop_last and stage == "fit")
         return ResumableLoader(dataset, sampler, collate_fn=self._collator(stage), num_workers=self.num_workers,
                                persistent_workers=stage == "fit")
+
+    def transfer_batch_to_device(self, batch: Any, device: torch.device, dataloader_idx: int) -> Any:
+        """A batch whose tensors view one buffer (a worker's, :mod:`lit_docemb.data.batch_buffer`) reaches the
+        device in one copy; any other batch moves as Lightning moves it. (Here rather than in the methods: Lightning
+        warns when a module overrides this hook and a DataModule is passed.)"""
+        moved = to_device_in_one_copy(batch, device, non_blocking=device.type == "cuda")
+        return super().transfer_batch_to_device(batch, device, dataloader_idx) if moved is None else moved
 
     def train_dataloader(self) -> ResumableLoader:
         return self._loader(self.train_set, "fit", shuffle=True)

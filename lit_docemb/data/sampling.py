@@ -46,6 +46,7 @@ import torch
 from torch.utils.data import DataLoader, Dataset, Sampler, default_collate
 
 from lit_docemb import distributed
+from lit_docemb.data.batch_buffer import BufferedCollate, unpack
 
 log = logging.getLogger(__name__)
 
@@ -240,11 +241,17 @@ class ResumableLoader:
         num_workers: Dataloader worker processes.
         persistent_workers: Keep the workers between epochs.
         pin_memory: Pin batches in page-locked memory.
+        one_buffer: With workers, each batch leaves its worker as one buffer and is rebuilt here as views into it
+            (:mod:`lit_docemb.data.batch_buffer`: one shared-memory file per batch instead of one per tensor);
+            ``False`` sends the collator's batch as it is.
     """
 
     def __init__(self, dataset: Dataset, batch_sampler: DistributedBatchSampler, collate_fn: Callable | None = None,
-                 num_workers: int = 0, persistent_workers: bool = False, pin_memory: bool = False) -> None:
+                 num_workers: int = 0, persistent_workers: bool = False, pin_memory: bool = False,
+                 one_buffer: bool = True) -> None:
         self.batch_sampler = batch_sampler
+        if one_buffer and num_workers > 0:
+            collate_fn = BufferedCollate(default_collate if collate_fn is None else collate_fn)
         self.loader = DataLoader(_SeededDataset(dataset), batch_sampler=batch_sampler,
                                  collate_fn=_SeededCollate(collate_fn), num_workers=num_workers,
                                  persistent_workers=persistent_workers and num_workers > 0, pin_memory=pin_memory,
@@ -266,7 +273,7 @@ class ResumableLoader:
         for batch in self.loader:  # the sampler's iteration starts here, from the same (epoch, start, step)
             position = min(position + step, sampler.num_documents)
             self._position = (epoch, position)
-            yield batch
+            yield unpack(batch)
 
     def state_dict(self) -> dict[str, int]:
         """Epoch and documents of it already returned; a new epoch selected by ``set_epoch`` counts 0."""

@@ -26,6 +26,7 @@ from lightning.pytorch.cli import LRSchedulerCallable, OptimizerCallable
 from torch import Tensor
 
 from lit_docemb.data.batches import CoupledDocumentBatch, CoupledPairBatch
+from lit_docemb.data.field_cache import FieldRows, FieldTokenCache
 from lit_docemb.data.document import Document
 from lit_docemb.errors import BadArgument, require
 from lit_docemb.losses import CoupledMarginLoss
@@ -34,6 +35,7 @@ from lit_docemb.models.ctpe import CoupledPairEncoder, coupled_pair_similarity
 from lit_docemb.views.ctpe import (
     CoupledDocumentCollator,
     CoupledPairCollator,
+    FieldIds,
     PairSplitter,
     PartnerSampler,
     TransformerTokens,
@@ -71,6 +73,8 @@ class CTPE(EmbeddingMethod):
             from each document's k nearest TF-IDF neighbours half of the time (CTPE_T, k = 100).
         optimizer: Optimizer factory; ``None`` is the paper's Adam with lr 0.001.
         scheduler: Optional learning-rate scheduler factory.
+        token_cache_dir: Folder of the cache of each document's fields as token ids, built once per corpus and
+            vocabulary and read by the collators on every pass (``None``: the ``datasets`` cache folder).
     """
 
     default_learning_rate = 1e-3
@@ -88,6 +92,7 @@ class CTPE(EmbeddingMethod):
         tfidf_neighbours: int | None = None,
         optimizer: OptimizerCallable | None = None,
         scheduler: LRSchedulerCallable | None = None,
+        token_cache_dir: str | None = None,
     ) -> None:
         super().__init__(optimizer or functools.partial(torch.optim.Adam, lr=self.default_learning_rate), scheduler)
         self.save_method_hyperparameters(ignore=["optimizer", "scheduler"])
@@ -99,6 +104,7 @@ class CTPE(EmbeddingMethod):
         self.kernel_widths = kernel_widths or [1, 2, 3, 5]
         self.loss = CoupledMarginLoss(margin)
         self.tokenizer = None
+        self.field_rows: FieldRows | None = None
         self.encoder: CoupledPairEncoder | None = None
         self.samplers: dict[str, PartnerSampler] = {}
         if isinstance(self.embeddings, TransformerTokens):
@@ -110,6 +116,7 @@ class CTPE(EmbeddingMethod):
             raise BadArgument("max_length", f"{self.hparams.max_length} exceeds the {max_positions} positions of "
                                             "the encoder: lower it")
         self.tokenizer = tokenizer
+        self.field_rows = None  # opened by setup over the DataModule's corpus, with this tokenizer
         self.encoder = CoupledPairEncoder(token_vectors, self.hparams.n_filters, self.kernel_widths,
                                           self.hparams.share_part_encoders).to(self.device)
 
@@ -137,13 +144,18 @@ class CTPE(EmbeddingMethod):
             self.prepare(datamodule.train_set, datamodule.val_set or ())
         else:  # validate / test: the vocabulary comes from the checkpoint, partners from the held-out split
             self.samplers["validate"] = _sampler(datamodule.val_set)
+        corpus = getattr(datamodule, "documents", None)
+        if corpus is not None:  # every pass reads the fields' ids, tokenised once per corpus and vocabulary
+            self.field_rows = FieldRows(FieldTokenCache(FieldIds(self.tokenizer),
+                                                        self.hparams.token_cache_dir).open(corpus))
 
     def collator(self, stage: str):
         if self.tokenizer is None:
             raise RuntimeError("CTPE has no vocabulary yet: fit it first, or load a checkpoint (--ckpt_path)")
-        splitter = PairSplitter(self.tokenizer, self.pos, self.hparams.max_length)
-        if stage == "predict":
-            return CoupledDocumentCollator(splitter, self.tokenizer.pad_id)
+        if stage == "predict":  # documents of any corpus: from their text
+            return CoupledDocumentCollator(PairSplitter(self.tokenizer, self.pos, self.hparams.max_length),
+                                           self.tokenizer.pad_id)
+        splitter = PairSplitter(self.tokenizer, self.pos, self.hparams.max_length, self.field_rows)
         sampler = self.samplers.get("fit" if stage == "fit" else "validate")
         if sampler is None:
             raise RuntimeError("CTPE has no partner documents: call prepare(train_documents) or fit with --data")

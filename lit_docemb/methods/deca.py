@@ -33,6 +33,7 @@ from torch import Tensor, nn
 from lit_docemb.augment import DocumentAugmenter, Vocabulary
 from lit_docemb.augment.specs import Augmentation, WordNet
 from lit_docemb.data.batches import Doc2VecCBatch, Doc2VecCPairBatch, ViewPairBatch
+from lit_docemb.data.field_cache import FieldRows, FieldTokenCache
 from lit_docemb.data.tokens import document_text
 from lit_docemb.errors import ConfigError
 from lit_docemb.losses import NegativeSamplingLoss, NTXentLoss, SimSiamLoss
@@ -46,6 +47,7 @@ from lit_docemb.views.deca import (
     AugmentedTextCollator,
     Doc2VecCPairCollator,
     WordDocumentCollator,
+    WordTypes,
     word_index,
 )
 
@@ -76,6 +78,10 @@ class DECA(EmbeddingMethod):
         scheduler: Optional learning-rate scheduler factory.
         retention: Options that keep what a pretrained encoder backbone knew (:class:`~lit_docemb.methods.
             retention.Retention`); ``None``: none. Not for the Doc2VecC backbone, which starts from nothing.
+        token_cache_dir: Folder of the cache of each document's word types, built once per corpus and vocabulary and
+            read by the Doc2VecC collators in training and validation with a thesaurus augmentation (``wordnet``,
+            ``antonym``, ``ppdb``) instead of splitting the text on every pass (``None``: the ``datasets`` cache
+            folder).
     """
 
     default_learning_rate = 1e-3
@@ -88,6 +94,7 @@ class DECA(EmbeddingMethod):
         optimizer: OptimizerCallable | None = None,
         scheduler: LRSchedulerCallable | None = None,
         retention: Retention | None = None,
+        token_cache_dir: str | None = None,
     ) -> None:
         super().__init__(optimizer, scheduler, retention=retention)
         self.save_method_hyperparameters(ignore=["optimizer", "scheduler"])
@@ -116,6 +123,7 @@ class DECA(EmbeddingMethod):
         self.vocabulary: Vocabulary | None = None
         self.index: dict[str, int] | None = None
         self._augmenter: DocumentAugmenter | None = None
+        self.word_rows: FieldRows | None = None  # opened by setup over the DataModule's corpus
 
     @property
     def max_length(self) -> int:
@@ -156,9 +164,24 @@ class DECA(EmbeddingMethod):
             else:  # torch's SyncBatchNorm is GPU-only
                 log.warning("SimSiam's predictor keeps per-device BatchNorm statistics: SyncBatchNorm needs GPUs")
         super().setup(stage)
+        corpus = getattr(self.trainer.datamodule, "documents", None)
+        cache = self.word_cache() if stage in ("fit", "validate", "test") and corpus is not None else None
+        if cache is not None:  # training and validation read the word types, split once per corpus and vocabulary
+            self.word_rows = FieldRows(cache.open(corpus))
+
+    def word_cache(self) -> FieldTokenCache | None:
+        """The cache of the documents' word types that the Doc2VecC collators read
+        (:class:`~lit_docemb.views.deca.WordTypes`), or ``None`` where they read text (an encoder backbone, an
+        augmentation without a replacement table)."""
+        if isinstance(self.backbone_spec, EncoderBackbone):
+            return None
+        replacement = self._pair_collator("validate").replacement
+        if replacement is None:
+            return None
+        return FieldTokenCache(WordTypes(replacement, self.backbone_spec.max_words), self.hparams.token_cache_dir)
 
     def _set_vocabulary(self, vocabulary: Vocabulary) -> None:
-        self.vocabulary, self._augmenter = vocabulary, None
+        self.vocabulary, self._augmenter, self.word_rows = vocabulary, None, None
         s = self.backbone_spec
         if isinstance(s, Doc2VecCBackbone):
             self.index = word_index(vocabulary, s.min_word_count, s.max_vocabulary)
@@ -199,9 +222,13 @@ class DECA(EmbeddingMethod):
             raise RuntimeError("DECA's Doc2VecC has no vocabulary: fit first, or load a checkpoint")
         if stage == "predict":
             return WordDocumentCollator(self.index, s.max_words)
+        return self._pair_collator(stage, self.word_rows)
+
+    def _pair_collator(self, stage: str, cached: FieldRows | None = None) -> Doc2VecCPairCollator:
+        s = self.backbone_spec
         collator = AppendedAugmentationCollator if isinstance(self.framework, Append) else Doc2VecCPairCollator
         return collator(self.index, self.augmenter(), s.window_size, s.targets_per_document, s.max_words,
-                        deterministic=stage != "fit")
+                        deterministic=stage != "fit", cached=cached)
 
     def losses(self, batch: Doc2VecCBatch | Doc2VecCPairBatch | ViewPairBatch) -> dict[str, Tensor]:
         if isinstance(batch, Doc2VecCBatch):  # framework 'append': l_d on the merged documents alone

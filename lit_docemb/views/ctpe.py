@@ -8,6 +8,7 @@ import hashlib
 import html
 import re
 from collections import Counter
+from pathlib import Path
 from collections.abc import Iterable, Sequence
 from typing import Literal
 
@@ -16,6 +17,8 @@ import torch
 
 from lit_docemb.data.batches import CoupledDocumentBatch, CoupledPairBatch
 from lit_docemb.data.document import Document, doc_index
+from lit_docemb.data.field_cache import FieldRows
+from lit_docemb.data.passage_cache import tokenizer_fingerprint
 from lit_docemb.errors import BadArgument
 from lit_docemb.data.tokens import pad_ids
 from lit_docemb.models.ctpe import FrozenTransformerStates, WordVectors
@@ -23,13 +26,44 @@ from lit_docemb.models.encoder import load_tokenizer
 
 
 class PairSplitter:
-    """Document → (former ids, latter ids) at ``pos``, or ``None`` (see :func:`ctpe_text.split_ids`)."""
+    """Document → (former ids, latter ids) at ``pos``, or ``None`` (see :func:`split_ids`): from its fields' ids in
+    ``cached`` (:class:`FieldIds` rows of the field cache) when the cache holds it, else from its text; both give the
+    same ids.
 
-    def __init__(self, tokenizer, pos: float | str, max_length: int) -> None:
-        self.tokenizer, self.pos, self.max_length = tokenizer, pos, max_length
+    Args:
+        tokenizer: A :class:`WordTokenizer` or :class:`HFTokenIds`.
+        pos: The split position (:func:`check_pos`).
+        max_length: Ids kept per part.
+        cached: The field cache's rows by document id, made with the same tokenizer; ``None``: always the text.
+    """
+
+    def __init__(self, tokenizer, pos: float | str, max_length: int, cached: FieldRows | None = None) -> None:
+        self.tokenizer, self.pos, self.max_length, self.cached = tokenizer, pos, max_length, cached
 
     def __call__(self, doc: Document) -> tuple[list[int], list[int]] | None:
+        row = None if self.cached is None else self.cached.get(doc.id)
+        if row is not None:
+            return split_fields(row.fields(), self.pos, self.max_length)
         return split_ids(doc, self.pos, self.tokenizer.encode, self.max_length)
+
+
+class FieldIds:
+    """The encoding that CTPE's field cache stores (:class:`~lit_docemb.data.field_cache.FieldTokenCache`): a
+    document → (heading, ids) of each of its :func:`document_fields`, encoded by ``tokenizer``.
+
+    Args:
+        tokenizer: A :class:`WordTokenizer` or :class:`HFTokenIds`.
+    """
+
+    def __init__(self, tokenizer: WordTokenizer | HFTokenIds) -> None:
+        self.tokenizer = tokenizer
+
+    def __call__(self, document: Document) -> list[tuple[str, list[int]]]:
+        return [(heading, self.tokenizer.encode(text)) for heading, text in document_fields(document)]
+
+    def key(self) -> str:
+        """The tokenizer's key and this module's source (the fields and the word rules)."""
+        return f"{self.tokenizer.key()}:{hashlib.blake2b(Path(__file__).read_bytes(), digest_size=16).hexdigest()}"
 
 
 class CoupledPairCollator:
@@ -202,6 +236,10 @@ class WordTokenizer:
     def encode(self, text: str) -> list[int]:
         return [self.index.get(w, 1) for w in preprocess_words(text)]
 
+    def key(self) -> str:
+        """A hash of the vocabulary (what decides the ids besides :func:`preprocess_words`)."""
+        return "words:" + hashlib.blake2b("\n".join(self.words).encode(), digest_size=16).hexdigest()
+
 
 class HFTokenIds:
     """A Hugging Face tokenizer's ids without special tokens (the paper's BERT rows drop [CLS] and [SEP]).
@@ -219,6 +257,10 @@ class HFTokenIds:
 
     def encode(self, text: str) -> list[int]:
         return self.tokenizer(text, add_special_tokens=False, verbose=False)["input_ids"]
+
+    def key(self) -> str:
+        """The tokenizer's fingerprint (its serialised state)."""
+        return "hf:" + tokenizer_fingerprint(self.tokenizer)
 
 
 def check_pos(pos: float | str) -> float | str:
@@ -243,9 +285,15 @@ def document_fields(doc: Document) -> list[tuple[str, str]]:
 def split_ids(doc: Document, pos: float | str, encode, max_length: int) -> tuple[list[int], list[int]] | None:
     """(former ids, latter ids) of ``doc`` split at ``pos``, each cut to ``max_length``; ``None`` when it cannot
     be split (``encode``: text → ids)."""
-    fields = document_fields(doc)
+    return split_fields([(heading, encode(text)) for heading, text in document_fields(doc)], pos, max_length)
+
+
+def split_fields(fields: Sequence[tuple[str, Sequence[int]]], pos: float | str,
+                 max_length: int) -> tuple[list[int], list[int]] | None:
+    """(former ids, latter ids) of a document's encoded :func:`document_fields` split at ``pos``, each cut to
+    ``max_length``; ``None`` when it cannot be split (the heading of ``pos`` missing, or an empty part)."""
     if isinstance(pos, float):
-        ids = [i for _, text in fields for i in encode(text)]
+        ids = _joined([ids for _, ids in fields])
         cut = round(pos * len(ids))
         former, latter = ids[:cut], ids[cut:]
     else:
@@ -254,11 +302,16 @@ def split_ids(doc: Document, pos: float | str, encode, max_length: int) -> tuple
         if target not in headings:
             return None
         boundary = headings.index(target) + (1 if pos == "title" else 0)
-        former = [i for _, text in fields[:boundary] for i in encode(text)]
-        latter = [i for _, text in fields[boundary:] for i in encode(text)]
-    if not former or not latter:
+        former = _joined([ids for _, ids in fields[:boundary]])
+        latter = _joined([ids for _, ids in fields[boundary:]])
+    if not len(former) or not len(latter):
         return None
-    return former[:max_length], latter[:max_length]
+    return former[:max_length].tolist(), latter[:max_length].tolist()
+
+
+def _joined(parts: list[Sequence[int]]) -> np.ndarray:
+    """(N,) int64 the ids of ``parts`` one after the other."""
+    return np.concatenate([np.asarray(part, dtype=np.int64) for part in parts]) if parts else np.zeros(0, np.int64)
 
 
 def train_word2vec(texts: Iterable[str], tokenizer: WordTokenizer, dim: int, window: int, epochs: int,

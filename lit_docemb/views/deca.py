@@ -9,6 +9,7 @@ run; in validation the seed is the document id, so validation losses are compara
 from __future__ import annotations
 
 import hashlib
+import inspect
 import random
 from collections.abc import Callable, Sequence
 from itertools import repeat
@@ -18,7 +19,7 @@ import torch
 from torch import Tensor
 
 from lit_docemb.augment import DocumentAugmenter, Vocabulary, words_of
-from lit_docemb.augment.thesaurus import Draws
+from lit_docemb.augment.thesaurus import WORD, Draws
 from lit_docemb.data.batches import (
     Doc2VecCBatch,
     Doc2VecCPairBatch,
@@ -27,6 +28,7 @@ from lit_docemb.data.batches import (
     WordDocumentBatch,
 )
 from lit_docemb.data.document import Document, doc_index
+from lit_docemb.data.field_cache import FieldRows
 from lit_docemb.data.tokens import document_text, tokenize
 
 #: Characters read per word of budget before splitting a document into words.
@@ -49,20 +51,6 @@ def pad(rows: Sequence[Sequence[int]]) -> Tensor:
     for i, row in enumerate(rows):  # numpy's slice assignment reads a list or an array faster than torch.tensor
         out[i, :len(row)] = row
     return torch.from_numpy(out)
-
-
-def packed(*tensors: Tensor) -> list[Tensor]:
-    """The int64 tensors copied into views of one storage. A dataloader worker hands each storage of a batch
-    over through its own shared-memory file and file-descriptor exchange; one storage per batch made DECA's
-    dataloader markedly faster (``benchmarks/input_pipeline.py``)."""
-    flat = torch.empty(sum(t.numel() for t in tensors), dtype=torch.int64)
-    out, start = [], 0
-    for t in tensors:
-        view = flat[start:start + t.numel()].view(t.shape)
-        view.copy_(t)
-        out.append(view)
-        start += t.numel()
-    return out
 
 
 def _seeds(documents: list[Document], deterministic: bool) -> list[str]:
@@ -107,7 +95,15 @@ class IdReplacement:
     def __call__(self, words: list[str], seed: str, max_words: int) -> tuple[np.ndarray, np.ndarray]:
         """(the words' ids, their augmentation's ids) as int64 arrays, each without out-of-index words and cut at
         ``max_words``."""
-        types = np.fromiter(map(self.types.get, words, repeat(0)), dtype=np.int64, count=len(words))
+        return self.from_types(self.type_ids(words), seed, max_words)
+
+    def type_ids(self, words: list[str]) -> np.ndarray:
+        """(W,) int64 the words' types (0: a word neither in the index nor in the table): what the word cache
+        stores (:class:`WordTypes`)."""
+        return np.fromiter(map(self.types.get, words, repeat(0)), dtype=np.int64, count=len(words))
+
+    def from_types(self, types: np.ndarray, seed: str, max_words: int) -> tuple[np.ndarray, np.ndarray]:
+        """:meth:`__call__` from the words' :meth:`type_ids`."""
         ids, counts = self.word_ids[types], self.counts[types]
         draws = seeded_generator(seed, self._generator).random((2, len(types)))  # (replace?, which candidate?)
         replaced = (counts > 0) & (draws[0] < self.probability)
@@ -132,16 +128,48 @@ def seeded_generator(seed: str, generator: np.random.Generator) -> np.random.Gen
     return generator
 
 
+class WordTypes:
+    """The encoding that DECA's word cache stores (:class:`~lit_docemb.data.field_cache.FieldTokenCache`): a
+    document → one field, the :meth:`IdReplacement.type_ids` of the words the Doc2VecC collators read from it
+    (its title and text cut at ``max_words * CHARS_PER_WORD`` characters, :func:`~lit_docemb.augment.words_of`).
+
+    Args:
+        replacement: The collators' :class:`IdReplacement` (its types: the index's words and the table's).
+        max_words: The backbone's ``max_words``.
+    """
+
+    def __init__(self, replacement: IdReplacement, max_words: int) -> None:
+        self.replacement, self.max_words = replacement, max_words
+
+    def __call__(self, document: Document) -> list[tuple[str, list[int]]]:
+        text = document_text(document, with_title=True)[:self.max_words * CHARS_PER_WORD]
+        return [("", self.replacement.type_ids(words_of(text)).tolist())]
+
+    def key(self) -> str:
+        """The types (in order), the character cut and the rules that split a document into words."""
+        rules = "\n".join([inspect.getsource(words_of), WORD.pattern, inspect.getsource(document_text),
+                            str(self.max_words * CHARS_PER_WORD), *self.replacement.types])
+        return "word-types:" + hashlib.blake2b(rules.encode(), digest_size=16).hexdigest()
+
+
 class Doc2VecCPairCollator:
-    """Documents → :class:`Doc2VecCPairBatch` (see the module docstring for the augmentation seeds)."""
+    """Documents → :class:`Doc2VecCPairBatch` (see the module docstring for the augmentation seeds).
+
+    With ``cached`` (a thesaurus augmentation only), a document the word cache holds is read as its cached word types
+    (:class:`WordTypes`, made with this collator's index and augmentation) instead of its text: the same ids and the
+    same augmentation for the same seed.
+    """
 
     def __init__(self, index: dict[str, int], augment: Augment, window_size: int, targets_per_document: int,
-                 max_words: int, deterministic: bool) -> None:
+                 max_words: int, deterministic: bool, cached: FieldRows | None = None) -> None:
         self.index, self.augment = index, augment
         self.window_size, self.targets_per_document = window_size, targets_per_document
         self.max_words, self.deterministic = max_words, deterministic
         self.replacement = IdReplacement(index, augment.draws, augment.probability) \
             if isinstance(augment, DocumentAugmenter) and augment.replaces_from_table else None
+        if cached is not None and self.replacement is None:
+            raise ValueError("cached word types need a thesaurus augmentation (wordnet, antonym, ppdb)")
+        self.cached = cached
 
     def ids(self, words: list[str]) -> list[int]:
         return [i for i in map(self.index.get, words) if i is not None][:self.max_words]
@@ -150,6 +178,12 @@ class Doc2VecCPairCollator:
         """(document, its word ids, its augmentation's word ids, seed) of the documents that are kept."""
         out = []
         for doc, seed in zip(documents, _seeds(documents, self.deterministic)):
+            row = None if self.cached is None else self.cached.get(doc.id)
+            if row is not None:  # its word types, cached
+                ids, aug = self.replacement.from_types(row.input_ids.astype(np.int64), seed, self.max_words)
+                if len(ids) >= 2 and len(aug):
+                    out.append((doc, ids, aug, seed))
+                continue
             text = document_text(doc, with_title=True)[:self.max_words * CHARS_PER_WORD]
             words = words_of(text)
             if self.replacement is not None:
@@ -181,8 +215,8 @@ class Doc2VecCPairCollator:
     def __call__(self, documents: list[Document]) -> Doc2VecCPairBatch:
         pairs = self.pairs(documents)
         targets, contexts = self.cbow([(ids, seed) for _, ids, _, seed in pairs])
-        return Doc2VecCPairBatch(*packed(pad([ids for _, ids, _, _ in pairs]), pad([aug for _, _, aug, _ in pairs]),
-                                         targets, contexts, _doc_index([doc for doc, *_ in pairs])),
+        return Doc2VecCPairBatch(pad([ids for _, ids, _, _ in pairs]), pad([aug for _, _, aug, _ in pairs]),
+                                 targets, contexts, _doc_index([doc for doc, *_ in pairs]),
                                  skipped=len(documents) - len(pairs))
 
 
@@ -196,7 +230,7 @@ class AppendedAugmentationCollator(Doc2VecCPairCollator):
         merged = [np.concatenate((np.asarray(ids, dtype=np.int64), np.asarray(aug, dtype=np.int64)))
                   for _, ids, aug, _ in pairs]
         targets, contexts = self.cbow([(words, seed) for words, (*_, seed) in zip(merged, pairs)])
-        return Doc2VecCBatch(*packed(pad(merged), targets, contexts, _doc_index([doc for doc, *_ in pairs])),
+        return Doc2VecCBatch(pad(merged), targets, contexts, _doc_index([doc for doc, *_ in pairs]),
                              skipped=len(documents) - len(pairs))
 
 

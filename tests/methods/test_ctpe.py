@@ -269,3 +269,70 @@ def test_adam_at_the_paper_rate_fits_a_fixed_set_of_pairs():
         losses.append(loss.item())
     first, last = sum(losses[:5]) / 5, sum(losses[-10:]) / 10
     assert first > 0.05 and last < 0.5 * first, (first, last)
+
+
+def mixed_documents() -> list[Document]:
+    """Clustered documents plus ones some splits must skip (no abstract heading, an empty body, one word) and HTML
+    with escapes."""
+    return clustered_documents(4) + [
+        Document("no_abstract", title="Lone title", sections=[Section("Claims", "a float and a valve")]),
+        Document("empty_body", title="Empty body", sections=[Section("Abstract", "")]),
+        Document("html", title="<b>Ocean</b> &amp; tide", sections=[Section("Abstract", "wave <i>salt</i> ship"),
+                                                                   Section("Claims", "bread &lt; oven")]),
+        Document("one_word", sections=[Section("Abstract", "a")]),
+    ]
+
+
+@pytest.mark.parametrize("pos", ["title", 0.5, "before:claims"])
+@pytest.mark.parametrize("words", [True, False])
+def test_views_from_cached_field_ids_are_the_views_from_text(pos, words, tiny_encoder_dir, tmp_path):
+    """Issue 23 item 1: the fields are tokenised once into the Arrow cache; the same seeds give the same batches
+    (pairs, partners, sides, skipped counts) from the cached ids as from the documents' text, a document the cache
+    lacks read from its text."""
+    from lit_docemb.data.field_cache import FieldRows, FieldTokenCache
+    from lit_docemb.views.ctpe import CoupledPairCollator, FieldIds, HFTokenIds, PairSplitter
+
+    docs = mixed_documents()
+    tokenizer = WordTokenizer.from_texts([d.title + " " + d.text for d in docs]) if words else \
+        HFTokenIds(tiny_encoder_dir)
+    rows = FieldRows(FieldTokenCache(FieldIds(tokenizer), str(tmp_path)).open(docs[:-1]))  # one left to the text
+    assert all(rows.get(d.id) is not None for d in docs[:-1]) and rows.get(docs[-1].id) is None
+    ids = [d.id for d in docs]
+    for deterministic in (False, True):
+        text_collate, cached_collate = (CoupledPairCollator(PairSplitter(tokenizer, pos, 9, cached),
+                                                            PartnerSampler(docs, ids), 0, deterministic)
+                                        for cached in (None, rows))
+        for seed in range(4):
+            batches = []
+            for collate in (text_collate, cached_collate):
+                torch.manual_seed(seed)
+                batches.append(collate(docs))
+            text, cached = batches
+            assert text.skipped == cached.skipped and text.skipped >= 1  # the unsplittable ones
+            for field in ("former", "latter", "negative_former", "negative_latter"):
+                assert torch.equal(getattr(text, field).input_ids, getattr(cached, field).input_ids), (seed, field)
+                assert torch.equal(getattr(text, field).attention_mask, getattr(cached, field).attention_mask)
+
+
+def test_fit_reads_the_field_cache_built_once(corpus_jsonl, tmp_path):
+    import lightning as L
+
+    from lit_docemb.data import JSONLDataModule
+
+    def fit() -> tuple[CTPE, JSONLDataModule]:
+        model = CTPE(WordEmbeddings(init="random", min_count=1, dim=8), pos=0.5, n_filters=4, kernel_widths=[1, 2],
+                     token_cache_dir=str(tmp_path / "fields"))
+        data = JSONLDataModule(paths=[corpus_jsonl], batch_size=4, num_workers=0, val_fraction=0.2, max_documents=20)
+        L.Trainer(accelerator="cpu", max_steps=2, logger=False, enable_checkpointing=False, enable_progress_bar=False,
+                  enable_model_summary=False, limit_val_batches=1).fit(model, datamodule=data)
+        return model, data
+
+    model, data = fit()
+    assert isinstance(data.train_set[0], Document)  # the datasets serve documents; the collators read the cache
+    assert len(model.field_rows.rows) == len(data.documents) == 20
+    assert model.collator("fit").splitter.cached is model.field_rows
+    assert model.collator("predict").splitter.cached is None  # documents of any corpus: from their text
+    tables = sorted(p for p in (tmp_path / "fields").rglob("*.arrow"))
+    assert tables
+    fit()  # the same corpus and vocabulary: the table is reopened, not rebuilt
+    assert sorted(p for p in (tmp_path / "fields").rglob("*.arrow")) == tables

@@ -3,6 +3,7 @@ configs/deca config through the CLI (CPU fast_dev_run)."""
 
 from __future__ import annotations
 
+import dataclasses
 import random
 from collections import Counter
 from pathlib import Path
@@ -484,3 +485,44 @@ def test_encoder_views_are_both_words_without_punctuation(tiny_encoder_dir):
     assert torch.equal(batch.view_a.input_ids, batch.view_b.input_ids)  # identity augmentation: identical views
     text = tokenizer.decode(batch.view_a.input_ids[0], skip_special_tokens=True)
     assert not any(mark in text for mark in ",!()."), text
+
+
+@needs_wordnet
+@pytest.mark.parametrize("augmentation", ["wordnet", "antonym", "ppdb", "append"])
+def test_views_from_cached_word_types_are_the_views_from_text(augmentation, tmp_path):
+    """Issue 23 item 1: with a thesaurus augmentation the Doc2VecC collators read each document's word types,
+    split once per corpus and vocabulary into the Arrow cache: the same batches (ids, augmentations, CBOW targets
+    and windows) as from the text for the same seeds, in training and validation; a document the cache lacks is
+    read from its text."""
+    from corpus_files import write_ppdb
+
+    from lit_docemb.augment.specs import Antonym
+    from lit_docemb.data.field_cache import FieldRows
+    from lit_docemb.views.deca import WordTypes
+
+    docs = topic_documents(20) + [Document("film", sections=[Section("", "A big film, a big car. Not good!")])]
+    spec = {"wordnet": WordNet(replacement_min_count=1), "antonym": Antonym(replacement_min_count=1),
+            "ppdb": PPDB(str(write_ppdb(tmp_path / "ppdb.txt")), replacement_min_count=1),
+            "append": WordNet(replacement_min_count=1)}[augmentation]
+    model = DECA(Doc2VecCBackbone(min_word_count=1, max_words=60), Append() if augmentation == "append" else None,
+                 spec, token_cache_dir=str(tmp_path / "words"))
+    model._trainer = SimpleNamespace(datamodule=SimpleNamespace(train_set=docs, documents=docs[:-1]), world_size=1,
+                                     strategy=SimpleNamespace(root_device=torch.device("cpu")))
+    model.setup("fit")
+    assert isinstance(model.word_rows, FieldRows) and model.word_rows.get(docs[-1].id) is None  # left to the text
+    assert len(model.word_rows.rows) == len(docs) - 1
+    for stage in ("fit", "validate"):
+        cached, text = model.collator(stage), model._pair_collator(stage)
+        assert cached.cached is model.word_rows and text.cached is None
+        for seed in range(4):
+            batches = []
+            for collate in (cached, text):
+                torch.manual_seed(seed)
+                batches.append(collate(docs))
+            for field in dataclasses.fields(batches[0]):
+                left, right = (getattr(b, field.name) for b in batches)
+                assert torch.equal(left, right) if isinstance(left, torch.Tensor) else left == right, field.name
+    assert model.collator("predict").__class__ is WordDocumentCollator
+    with pytest.raises(ValueError, match="thesaurus augmentation"):
+        AppendedAugmentationCollator({"a": 1}, reversed_words, 1, 2, 10, True, cached=model.word_rows)
+    assert WordTypes(cached.replacement, 60).key() != WordTypes(cached.replacement, 61).key()
