@@ -25,7 +25,7 @@ from lit_docemb.data.aan import DocumentPair
 from lit_docemb.data.batches import DocumentSectionsBatch, SectionChunkBatch, SectionChunks
 from lit_docemb.data.document import Document, doc_index
 from lit_docemb.data.text import token_windows
-from lit_docemb.data.tokens import pad_ids, take_rows
+from lit_docemb.data.tokens import pad_ids, special_tokens, take_rows
 
 log = logging.getLogger(__name__)
 
@@ -63,16 +63,6 @@ def split_sections(section_tokens: list[list[int]], num_sections: int) -> list[l
         return None
     cuts = [len(flat) * k // num_sections for k in range(num_sections + 1)]
     return [flat[a:b] for a, b in pairwise(cuts)]
-
-
-def special_tokens(tokenizer) -> tuple[list[int], list[int]]:
-    """The ids the tokenizer puts before and after a single text (``[CLS]`` / ``[SEP]`` for BERT)."""
-    bare = tokenizer("chunk", add_special_tokens=False)["input_ids"]
-    full = tokenizer("chunk")["input_ids"]
-    for start in range(len(full) - len(bare) + 1):
-        if full[start:start + len(bare)] == bare:
-            return full[:start], full[start + len(bare):]
-    raise ValueError(f"cannot tell the special tokens of {type(tokenizer).__name__}: {full} around {bare}")
 
 
 class SectionChunkCollator:
