@@ -126,10 +126,21 @@ def _lead(alone: list[int], spaced: list[int]) -> tuple[list[int], int]:
     return alone[:len(alone) - common], len(spaced) - common
 
 
+def ignores_leading_space(tokenizer) -> bool:
+    """Whether a text's ids cannot depend on a space before it: a BERT-style normaliser (or none) and a pre-tokenizer
+    that drops whitespace (WordPiece tokenizers). Then the spaced ids are the ids alone and need no second call."""
+    backend = getattr(tokenizer, "backend_tokenizer", None)
+    if backend is None:
+        return False
+    normalizer, pre_tokenizer = backend.normalizer, backend.pre_tokenizer
+    return (normalizer is None or type(normalizer).__name__ == "BertNormalizer") and \
+        type(pre_tokenizer).__name__ in ("BertPreTokenizer", "Whitespace", "WhitespaceSplit")
+
+
 def tokenize_sentences(documents: Sequence[Document], tokenizer, max_section_chars: int, max_length: int,
                        with_title: bool) -> list[TokenizedSentences]:
     """Each document's sentences tokenized (the rows of :class:`SentenceCache`), the sentences of all documents in
-    two tokenizer calls.
+    one tokenizer call (two where a space before a text changes its ids: :func:`ignores_leading_space`).
 
     Args:
         documents: The documents, in the order of the result.
@@ -141,7 +152,10 @@ def tokenize_sentences(documents: Sequence[Document], tokenizer, max_section_cha
     splits = [document_sentences(document, max_section_chars) for document in documents]
     flat = list(chain.from_iterable(sentences for sentences, _ in splits))
     alone = tokenizer(flat, add_special_tokens=False)["input_ids"] if flat else []
-    spaced = tokenizer([" " + s for s in flat], add_special_tokens=False)["input_ids"] if flat else []
+    if ignores_leading_space(tokenizer):
+        spaced = alone
+    else:
+        spaced = tokenizer([" " + s for s in flat], add_special_tokens=False)["input_ids"] if flat else []
     leads = [_lead(a, s) for a, s in zip(alone, spaced, strict=True)]
     whole = embedding_ids(tokenizer, documents, max_length, with_title)
     rows, start = [], 0

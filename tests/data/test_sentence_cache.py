@@ -11,6 +11,7 @@ import datasets
 import pytest
 import torch
 from conftest import write_corpus_jsonl
+from corpus_files import byte_level_bpe
 from transformers import AutoTokenizer
 
 from lit_docemb.data import sentence_cache
@@ -102,3 +103,13 @@ def test_docsplit_reads_the_sentence_cache_through_its_datamodule(tmp_path, tiny
     fresh = method.collator("validate")([by_id[i] for i in ids])  # the same documents, tokenized now
     assert torch.equal(validation.view_a.input_ids, fresh.view_a.input_ids)
     assert torch.equal(validation.mlm.input_ids, fresh.mlm.input_ids)
+
+
+def test_wordpiece_ignores_a_leading_space_and_byte_level_bpe_does_not(tokenizer, documents):
+    from lit_docemb.data.sentence_cache import document_sentences, ignores_leading_space
+
+    sentences = [s for d in documents for s in document_sentences(d, 10_000)[0]]
+    assert ignores_leading_space(tokenizer)
+    assert tokenizer(sentences, add_special_tokens=False)["input_ids"] == \
+           tokenizer([" " + s for s in sentences], add_special_tokens=False)["input_ids"]
+    assert not ignores_leading_space(byte_level_bpe(sentences))

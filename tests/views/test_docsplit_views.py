@@ -16,6 +16,7 @@ import random
 
 import pytest
 import torch
+from corpus_files import byte_level_bpe
 from transformers import AutoTokenizer
 
 from lit_docemb.data.batches import TokenBatch, ViewPairBatch
@@ -66,23 +67,6 @@ def text_collate(tokenizer, max_length: int, mlm_probability: float, seed: int |
 
 
 # --- tokenizers and documents --------------------------------------------------------------------------------
-def byte_level_bpe(texts: list[str]):
-    """A small RoBERTa-style tokenizer: byte-level BPE, ``<s> $A </s>``."""
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors, trainers
-    from transformers import PreTrainedTokenizerFast
-
-    special = ["<s>", "<pad>", "</s>", "<unk>", "<mask>"]
-    tok = Tokenizer(models.BPE())
-    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
-    tok.decoder = decoders.ByteLevel()
-    tok.train_from_iterator(texts, trainers.BpeTrainer(vocab_size=600, special_tokens=special,
-                                                       initial_alphabet=pre_tokenizers.ByteLevel.alphabet()))
-    tok.post_processor = processors.TemplateProcessing(
-        single="<s> $A </s>", special_tokens=[("<s>", tok.token_to_id("<s>")), ("</s>", tok.token_to_id("</s>"))])
-    return PreTrainedTokenizerFast(tokenizer_object=tok, bos_token="<s>", eos_token="</s>", unk_token="<unk>",
-                                   pad_token="<pad>", cls_token="<s>", sep_token="</s>", mask_token="<mask>")
-
-
 @pytest.fixture(scope="module")
 def fixture_documents(corpus_jsonl) -> list[Document]:
     """The JSONL fixture corpus, plus the edge cases: one sentence, one word, control characters only, a list, a
