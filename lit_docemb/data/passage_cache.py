@@ -312,6 +312,36 @@ def open_rows_table(cache, documents: Sequence[Document], features, fingerprint:
     )
 
 
+class RowCache:
+    """What the token caches of DocSplit and CoLDE share (:mod:`~lit_docemb.data.sentence_cache`,
+    :mod:`~lit_docemb.data.section_cache`): opening their table and writing its rows. A subclass sets
+    ``tokenizer``, ``cache_dir``, ``batch_documents`` and ``num_proc``, and defines ``name``, ``cached`` (its
+    :class:`CachedPassages` subclass), ``features()``, ``key(documents)`` (what its fingerprint hashes),
+    ``tokenize(documents)`` and ``table_row(row)``."""
+
+    name = "token"
+    cached = CachedPassages
+
+    def fingerprint(self, documents: Sequence[Document]) -> str:
+        """The cache key of ``documents`` under this tokenizer and these parameters."""
+        key = json.dumps({"corpus": corpus_fingerprint(documents), "tokenizer": tokenizer_fingerprint(self.tokenizer),
+                          "rows": self.name, **self.key(documents)}, sort_keys=True)
+        return hashlib.blake2b(key.encode(), digest_size=16).hexdigest()
+
+    def open(self, documents: Sequence[Document]):
+        """The rows of ``documents`` (same order), tokenized now if no cache matches, read from disk otherwise."""
+        fingerprint = self.fingerprint(documents)
+        table = open_rows_table(self, documents, self.features(), fingerprint, self.cache_dir, self.num_proc)
+        log.info("%s cache %s: %d documents", self.name, fingerprint, len(table))
+        return self.cached(table, fingerprint)
+
+    def rows(self, documents: Sequence[Document], start: int, stop: int) -> Iterator[dict[str, Any]]:
+        """The table rows of ``documents[start:stop]``, tokenized ``batch_documents`` at a time."""
+        for first in range(start, stop, self.batch_documents):
+            batch = [documents[index] for index in range(first, min(first + self.batch_documents, stop))]
+            yield from map(self.table_row, self.tokenize(batch))
+
+
 def _cache_rows(shards: list[tuple[int, int]], job: dict[str, Any]) -> Iterator[dict[str, Any]]:
     """``datasets`` generator: the rows of each (start, stop) range of the corpus. It calls this once per element of
     the only list argument, ``shards``; the corpus and the cache travel in the ``job`` dict, never split."""

@@ -18,9 +18,6 @@ cuts windows and numbers chunks with integer arithmetic.
 
 from __future__ import annotations
 
-import hashlib
-import json
-import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
 from itertools import accumulate, chain
@@ -28,9 +25,7 @@ from itertools import accumulate, chain
 import numpy as np
 
 from lit_docemb.data.document import Document
-from lit_docemb.data.passage_cache import CachedPassages, corpus_fingerprint, open_rows_table, tokenizer_fingerprint
-
-log = logging.getLogger(__name__)
+from lit_docemb.data.passage_cache import CachedPassages, RowCache
 
 CACHE_VERSION = "1"  # bump when the layout of the rows changes
 
@@ -87,15 +82,7 @@ class CachedSections(CachedPassages):
                                  section_offsets=self._ids_of("section_offsets", index))
 
 
-def _features():
-    import datasets
-
-    ids = datasets.List(datasets.Value("int32"))
-    return datasets.Features({"id": datasets.Value("string"), "label": datasets.Value("string"), "input_ids": ids,
-                              "section_offsets": ids})
-
-
-class SectionCache:
+class SectionCache(RowCache):
     """Builds or reopens the tokenized sections of a corpus (see the module docstring).
 
     Args:
@@ -114,27 +101,25 @@ class SectionCache:
         self.batch_documents = batch_documents
         self.num_proc = num_proc
 
-    def fingerprint(self, documents: Sequence[Document]) -> str:
-        """The cache key of ``documents`` under this tokenizer."""
-        key = json.dumps({"corpus": corpus_fingerprint(documents), "tokenizer": tokenizer_fingerprint(self.tokenizer),
-                          "version": CACHE_VERSION, "rows": "sections"}, sort_keys=True)
-        return hashlib.blake2b(key.encode(), digest_size=16).hexdigest()
+    name = "sections"
+    cached = CachedSections
+
+    def key(self, documents: Sequence[Document]) -> dict:
+        return {"version": CACHE_VERSION}
+
+    @staticmethod
+    def features():
+        import datasets
+
+        ids = datasets.List(datasets.Value("int32"))
+        return datasets.Features({"id": datasets.Value("string"), "label": datasets.Value("string"),
+                                  "input_ids": ids, "section_offsets": ids})
 
     def tokenize(self, documents: Sequence[Document]) -> list[TokenizedSections]:
         """The rows of ``documents``, computed now (no cache): what a collator given documents uses."""
         return tokenize_sections(documents, self.tokenizer)
 
-    def open(self, documents: Sequence[Document]) -> CachedSections:
-        """The rows of ``documents`` (same order), tokenized now if no cache matches, read from disk otherwise."""
-        fingerprint = self.fingerprint(documents)
-        table = open_rows_table(self, documents, _features(), fingerprint, self.cache_dir, self.num_proc)
-        log.info("section cache %s: %d documents", fingerprint, len(table))
-        return CachedSections(table, fingerprint)
-
-    def rows(self, documents: Sequence[Document], start: int, stop: int):
-        """The cache rows of ``documents[start:stop]``, ``batch_documents`` at a time."""
-        for first in range(start, stop, self.batch_documents):
-            batch = [documents[index] for index in range(first, min(first + self.batch_documents, stop))]
-            for row in self.tokenize(batch):
-                yield {"id": row.id, "label": row.label, "input_ids": row.input_ids.tolist(),
-                       "section_offsets": row.section_offsets.tolist()}
+    @staticmethod
+    def table_row(row: TokenizedSections) -> dict:
+        return {"id": row.id, "label": row.label, "input_ids": row.input_ids.tolist(),
+                "section_offsets": row.section_offsets.tolist()}

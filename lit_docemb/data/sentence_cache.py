@@ -27,8 +27,6 @@ assignment and copies id ranges (:mod:`lit_docemb.views.docsplit`).
 from __future__ import annotations
 
 import hashlib
-import json
-import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
 from itertools import accumulate, chain
@@ -38,11 +36,9 @@ import numpy as np
 
 from lit_docemb.data import text
 from lit_docemb.data.document import Document
-from lit_docemb.data.passage_cache import CachedPassages, corpus_fingerprint, open_rows_table, tokenizer_fingerprint
+from lit_docemb.data.passage_cache import CachedPassages, RowCache
 from lit_docemb.data.text import split_sentences
 from lit_docemb.data.tokens import CHARS_PER_TOKEN, document_text
-
-log = logging.getLogger(__name__)
 
 CACHE_VERSION = "1"  # bump when the layout of the rows changes
 
@@ -190,16 +186,7 @@ class CachedSentences(CachedPassages):
                                   **{name: self._ids_of(name, index) for name in self._ARRAYS})
 
 
-def _features():
-    import datasets
-
-    ids = datasets.List(datasets.Value("int32"))
-    return datasets.Features({"id": datasets.Value("string"), "input_ids": ids, "sentence_offsets": ids,
-                              "lead_ids": ids, "lead_offsets": ids, "lead_replaces": ids,
-                              "halves": datasets.Value("bool"), "document_ids": ids})
-
-
-class SentenceCache:
+class SentenceCache(RowCache):
     """Builds or reopens the split and tokenized sentences of a corpus (see the module docstring).
 
     Args:
@@ -225,32 +212,29 @@ class SentenceCache:
         self.batch_documents = batch_documents
         self.num_proc = num_proc
 
-    def fingerprint(self, documents: Sequence[Document]) -> str:
-        """The cache key of ``documents`` under this tokenizer and these parameters."""
-        key = json.dumps({
-            "corpus": corpus_fingerprint(documents), "tokenizer": tokenizer_fingerprint(self.tokenizer),
-            "max_section_chars": self.max_section_chars, "max_length": self.max_length, "with_title": self.with_title,
-            "splitter": hashlib.blake2b(Path(text.__file__).read_bytes(), digest_size=16).hexdigest(),
-            "version": CACHE_VERSION, "rows": "sentences",
-        }, sort_keys=True)
-        return hashlib.blake2b(key.encode(), digest_size=16).hexdigest()
+    name = "sentences"
+    cached = CachedSentences
+
+    def key(self, documents: Sequence[Document]) -> dict:
+        return {"max_section_chars": self.max_section_chars, "max_length": self.max_length,
+                "with_title": self.with_title, "version": CACHE_VERSION,
+                "splitter": hashlib.blake2b(Path(text.__file__).read_bytes(), digest_size=16).hexdigest()}
+
+    @staticmethod
+    def features():
+        import datasets
+
+        ids = datasets.List(datasets.Value("int32"))
+        return datasets.Features({"id": datasets.Value("string"), "input_ids": ids, "sentence_offsets": ids,
+                                  "lead_ids": ids, "lead_offsets": ids, "lead_replaces": ids,
+                                  "halves": datasets.Value("bool"), "document_ids": ids})
 
     def tokenize(self, documents: Sequence[Document]) -> list[TokenizedSentences]:
         """The rows of ``documents``, computed now (no cache): what a collator given documents uses."""
         return tokenize_sentences(documents, self.tokenizer, self.max_section_chars, self.max_length,
                                   self.with_title)
 
-    def open(self, documents: Sequence[Document]) -> CachedSentences:
-        """The rows of ``documents`` (same order), tokenized now if no cache matches, read from disk otherwise."""
-        fingerprint = self.fingerprint(documents)
-        table = open_rows_table(self, documents, _features(), fingerprint, self.cache_dir, self.num_proc)
-        log.info("sentence cache %s: %d documents", fingerprint, len(table))
-        return CachedSentences(table, fingerprint)
-
-    def rows(self, documents: Sequence[Document], start: int, stop: int):
-        """The cache rows of ``documents[start:stop]``, ``batch_documents`` at a time."""
-        for first in range(start, stop, self.batch_documents):
-            batch = [documents[index] for index in range(first, min(first + self.batch_documents, stop))]
-            for row in self.tokenize(batch):
-                yield {"id": row.id, "halves": row.halves,
-                       **{name: getattr(row, name).tolist() for name in CachedSentences._ARRAYS}}
+    @staticmethod
+    def table_row(row: TokenizedSentences) -> dict:
+        return {"id": row.id, "halves": row.halves,
+                **{name: getattr(row, name).tolist() for name in CachedSentences._ARRAYS}}

@@ -20,6 +20,7 @@ from lit_docemb.data import section_cache
 from lit_docemb.data.aan import DocumentPair
 from lit_docemb.data.batches import SectionChunkBatch
 from lit_docemb.data.document import Document, Section, doc_index
+from lit_docemb.data.passage_cache import corpus_fingerprint
 from lit_docemb.data.section_cache import SectionCache
 from lit_docemb.data.text import token_windows
 from lit_docemb.data.tokens import pad_ids, special_tokens
@@ -173,4 +174,4 @@ def test_grouped_documents_key_the_cache_by_their_corpus_rows_and_labels(documen
               grouped[:2]]
     assert len({grouped.fingerprint, *(other.fingerprint for other in others)}) == 4
     assert GroupedDocuments(list(documents), [0], ["a"]).fingerprint is None  # the cache then hashes the documents
-    assert section_cache.corpus_fingerprint(grouped) == grouped.fingerprint
+    assert corpus_fingerprint(grouped) == grouped.fingerprint
