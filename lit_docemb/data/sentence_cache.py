@@ -149,10 +149,10 @@ def tokenize_sentences(documents: Sequence[Document], tokenizer, max_section_cha
     flat = list(chain.from_iterable(sentences for sentences, _ in splits))
     alone = tokenizer(flat, add_special_tokens=False)["input_ids"] if flat else []
     if ignores_leading_space(tokenizer):
-        spaced = alone
+        spaced, leads = alone, [([], 0)] * len(alone)
     else:
         spaced = tokenizer([" " + s for s in flat], add_special_tokens=False)["input_ids"] if flat else []
-    leads = [_lead(a, s) for a, s in zip(alone, spaced, strict=True)]
+        leads = [_lead(a, s) for a, s in zip(alone, spaced, strict=True)]
     whole = embedding_ids(tokenizer, documents, max_length, with_title)
     rows, start = [], 0
     for document, (sentences, halves), ids in zip(documents, splits, whole, strict=True):
