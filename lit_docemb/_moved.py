@@ -115,7 +115,6 @@ MOVED_NAMES = {
         "DocumentCollator": "lit_docemb.views.common",
         "SentenceSplitCollator": "lit_docemb.views.docsplit",
         "doc_index": "lit_docemb.data.document",
-        "sentence_views": "lit_docemb.views.docsplit",
     },
     "lit_docemb.methods.grad_cache": {
         "split_rows_by_token_budget": "lit_docemb.data.tokens",

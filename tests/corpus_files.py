@@ -322,6 +322,23 @@ def _topic_texts() -> list[tuple[str, str]]:
     return sorted((name, text) for name, text in topics.items() if len(text.split()) > 80)
 
 
+def byte_level_bpe(texts: list[str]):
+    """A small RoBERTa-style tokenizer: byte-level BPE, ``<s> $A </s>``."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors, trainers
+    from transformers import PreTrainedTokenizerFast
+
+    special = ["<s>", "<pad>", "</s>", "<unk>", "<mask>"]
+    tok = Tokenizer(models.BPE())
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.decoder = decoders.ByteLevel()
+    tok.train_from_iterator(texts, trainers.BpeTrainer(vocab_size=600, special_tokens=special,
+                                                       initial_alphabet=pre_tokenizers.ByteLevel.alphabet()))
+    tok.post_processor = processors.TemplateProcessing(
+        single="<s> $A </s>", special_tokens=[("<s>", tok.token_to_id("<s>")), ("</s>", tok.token_to_id("</s>"))])
+    return PreTrainedTokenizerFast(tokenizer_object=tok, bos_token="<s>", eos_token="</s>", unk_token="<unk>",
+                                   pad_token="<pad>", cls_token="<s>", sep_token="</s>", mask_token="<mask>")
+
+
 def topic_texts(n: int, start: int = 0) -> list[str]:
     return [t for _, t in _topic_texts()[start:start + n]]
 

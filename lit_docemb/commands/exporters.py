@@ -361,7 +361,7 @@ class CoLDEDocumentModule(AggregatingModule):
         """Texts -> their chunks (C, T) with section and chunk ids (C,) and chunks per text (G,)."""
         texts = [(prompt or "") + text for text in inputs]
         documents = [Document(str(i), sections=[Section("", text)]) for i, text in enumerate(texts)]
-        batch = self.collator.batch(documents, [0] * len(documents))
+        batch = self.collator.batch(self.collator.rows(documents), [0] * len(documents))
         if batch.skipped:
             empty = sorted(set(range(len(texts))) - {int(i) for i in batch.ids})
             raise ValueError(f"CoLDE cannot represent a text without tokens (inputs {empty} of this batch)")

@@ -275,14 +275,7 @@ class PassageCache:
     def open(self, documents: Sequence[Document]) -> CachedPassages:
         """The passages of ``documents`` (same order), tokenized now if no cache matches, read from disk otherwise."""
         fingerprint = self.fingerprint(documents)
-        num_proc = min(self.num_proc or 1, max(len(documents), 1))
-        bounds = [len(documents) * i // num_proc for i in range(num_proc + 1)]
-        shards = list(pairwise(bounds))
-        table = table_from_generator(
-            _passage_rows, features=_features(), cache_dir=self.cache_dir, fingerprint=fingerprint,
-            gen_kwargs={"shards": shards, "job": {"cache": self, "documents": documents}},
-            num_proc=num_proc if num_proc > 1 else None,
-        )
+        table = open_rows_table(self, documents, _features(), fingerprint, self.cache_dir, self.num_proc)
         log.info("passage cache %s: %d documents", fingerprint, len(table))
         return CachedPassages(table, fingerprint)
 
@@ -296,7 +289,60 @@ class PassageCache:
                        "section_index": passages.section_index.tolist(), "headings": passages.headings}
 
 
-def _passage_rows(shards: list[tuple[int, int]], job: dict[str, Any]) -> Iterator[dict[str, Any]]:
+def open_rows_table(cache, documents: Sequence[Document], features, fingerprint: str, cache_dir: str | None,
+                    num_proc: int | None):
+    """The memory-mapped ``datasets`` table of ``cache.rows(documents, start, stop)`` under ``fingerprint``: written
+    now (by ``num_proc`` processes, each over a contiguous range of the corpus) unless a table with that fingerprint
+    exists in ``cache_dir``. Shared by the token caches of the methods (passages, sentences, sections).
+
+    Args:
+        cache: An object with a ``rows(documents, start, stop)`` method yielding one dict per document.
+        documents: The corpus.
+        features: The table's ``datasets.Features``.
+        fingerprint: The cache key.
+        cache_dir: Folder of the ``datasets`` cache; None uses its default.
+        num_proc: Processes writing the table (None: one).
+    """
+    num_proc = min(num_proc or 1, max(len(documents), 1))
+    bounds = [len(documents) * i // num_proc for i in range(num_proc + 1)]
+    return table_from_generator(
+        _cache_rows, features=features, cache_dir=cache_dir, fingerprint=fingerprint,
+        gen_kwargs={"shards": list(pairwise(bounds)), "job": {"cache": cache, "documents": documents}},
+        num_proc=num_proc if num_proc > 1 else None,
+    )
+
+
+class RowCache:
+    """What the token caches of DocSplit and CoLDE share (:mod:`~lit_docemb.data.sentence_cache`,
+    :mod:`~lit_docemb.data.section_cache`): opening their table and writing its rows. A subclass sets
+    ``tokenizer``, ``cache_dir``, ``batch_documents`` and ``num_proc``, and defines ``name``, ``cached`` (its
+    :class:`CachedPassages` subclass), ``features()``, ``key(documents)`` (what its fingerprint hashes),
+    ``tokenize(documents)`` and ``table_row(row)``."""
+
+    name = "token"
+    cached = CachedPassages
+
+    def fingerprint(self, documents: Sequence[Document]) -> str:
+        """The cache key of ``documents`` under this tokenizer and these parameters."""
+        key = json.dumps({"corpus": corpus_fingerprint(documents), "tokenizer": tokenizer_fingerprint(self.tokenizer),
+                          "rows": self.name, **self.key(documents)}, sort_keys=True)
+        return hashlib.blake2b(key.encode(), digest_size=16).hexdigest()
+
+    def open(self, documents: Sequence[Document]):
+        """The rows of ``documents`` (same order), tokenized now if no cache matches, read from disk otherwise."""
+        fingerprint = self.fingerprint(documents)
+        table = open_rows_table(self, documents, self.features(), fingerprint, self.cache_dir, self.num_proc)
+        log.info("%s cache %s: %d documents", self.name, fingerprint, len(table))
+        return self.cached(table, fingerprint)
+
+    def rows(self, documents: Sequence[Document], start: int, stop: int) -> Iterator[dict[str, Any]]:
+        """The table rows of ``documents[start:stop]``, tokenized ``batch_documents`` at a time."""
+        for first in range(start, stop, self.batch_documents):
+            batch = [documents[index] for index in range(first, min(first + self.batch_documents, stop))]
+            yield from map(self.table_row, self.tokenize(batch))
+
+
+def _cache_rows(shards: list[tuple[int, int]], job: dict[str, Any]) -> Iterator[dict[str, Any]]:
     """``datasets`` generator: the rows of each (start, stop) range of the corpus. It calls this once per element of
     the only list argument, ``shards``; the corpus and the cache travel in the ``job`` dict, never split."""
     for start, stop in shards:

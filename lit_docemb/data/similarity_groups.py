@@ -32,6 +32,8 @@ the validation pairs.
 
 from __future__ import annotations
 
+import hashlib
+import json
 import logging
 import random
 from collections import Counter
@@ -166,6 +168,16 @@ class GroupedDocuments(Sequence):
         if isinstance(i, slice):
             return GroupedDocuments(self.documents, self.indices[i], self.labels[i])
         return replace(self.documents[self.indices[i]], label=self.labels[i])
+
+    @property
+    def fingerprint(self) -> str | None:
+        """The underlying corpus's fingerprint with these rows and labels (keys the method's token caches without
+        reading every document); None when the corpus has none (the caches then hash the documents)."""
+        inner = getattr(self.documents, "fingerprint", None)
+        if inner is None:
+            return None
+        key = json.dumps([str(inner), list(map(int, self.indices)), list(self.labels)])
+        return hashlib.blake2b(key.encode(), digest_size=16).hexdigest()
 
 
 class SimilarityGroupDataModule(DocumentDataModule):

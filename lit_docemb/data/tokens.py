@@ -28,6 +28,16 @@ def tokenize(tokenizer: PreTrainedTokenizerBase, texts: list[str], max_length: i
     return TokenBatch(encoded["input_ids"], encoded["attention_mask"])
 
 
+def special_tokens(tokenizer) -> tuple[list[int], list[int]]:
+    """The ids the tokenizer puts before and after a single text (``[CLS]`` / ``[SEP]`` for BERT)."""
+    bare = tokenizer("chunk", add_special_tokens=False)["input_ids"]
+    full = tokenizer("chunk")["input_ids"]
+    for start in range(len(full) - len(bare) + 1):
+        if full[start:start + len(bare)] == bare:
+            return full[:start], full[start + len(bare):]
+    raise ValueError(f"cannot tell the special tokens of {type(tokenizer).__name__}: {full} around {bare}")
+
+
 def frame_token_ids(tokenizer: PreTrainedTokenizerBase) -> set[int]:
     """The ids that frame a text rather than stand for it: [CLS], [SEP] (or <s>, </s>) and padding."""
     return {i for i in (tokenizer.cls_token_id, tokenizer.sep_token_id, tokenizer.bos_token_id,

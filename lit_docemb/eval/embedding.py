@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Sequence
+from typing import Any
 
 import torch
 from torch import Tensor
@@ -55,7 +56,7 @@ def embed_rows(method: EmbeddingMethod, documents: Sequence[Document], batch_siz
 def _embed_rows(method: EmbeddingMethod, documents: Sequence[Document], batch_size: int,
                 progress: Callable[[int], None] | None = None) -> tuple[Tensor, Tensor]:
     collate, was_training = method.collator("predict"), method.training
-    order = sorted(range(len(documents)), key=lambda i: len(documents[i].text))
+    order = sorted(range(len(documents)), key=lambda i: _size(documents[i]))
     positions, parts = [], []
     method.eval()
     try:
@@ -78,6 +79,12 @@ def _embed_rows(method: EmbeddingMethod, documents: Sequence[Document], batch_si
     out[index] = embedded
     kept[torch.tensor(positions)] = True
     return out, kept.to(embedded.device)
+
+
+def _size(item: Document | Any) -> int:
+    """What embedding sorts by: a document's characters, or a method's cached row's token ids (the DataModule hands
+    a method with a token cache its rows rather than documents)."""
+    return len(item.text) if isinstance(item, Document) else len(item.input_ids)
 
 
 def embed_with_ids(method: EmbeddingMethod, documents: Sequence[Document],

@@ -25,6 +25,7 @@ from torch import Tensor
 
 from lit_docemb.data.batches import DocumentSectionsBatch, SectionChunkBatch
 from lit_docemb.data.document import Document
+from lit_docemb.data.section_cache import SectionCache
 from lit_docemb.errors import BadArgument, require
 from lit_docemb.losses import CosineSimilarityLoss, SupConLoss
 from lit_docemb.methods.base import EmbeddingMethod
@@ -76,6 +77,9 @@ class CoLDE(EmbeddingMethod):
             ``docs/retention.md``).
         retention: Options that keep what the pretrained encoder knew (:class:`~lit_docemb.methods.retention.
             Retention`: anchoring, layer-wise learning-rate decay, frozen layers); ``None``: none.
+        section_cache_dir: Folder of the tokenized-section cache (:class:`~lit_docemb.data.section_cache.SectionCache`:
+            every section tokenized on the first run, chunks cut from its ids on every pass; ``None``: the
+            ``datasets`` cache folder).
     """
 
     default_learning_rate = 5e-5
@@ -105,6 +109,7 @@ class CoLDE(EmbeddingMethod):
         grad_cache_token_budget: int | None = None,
         head_init: HeadInit = "random",
         retention: Retention | None = None,
+        section_cache_dir: str | None = None,
     ) -> None:
         super().__init__(optimizer, scheduler, grad_cache_token_budget, retention)
         self.save_method_hyperparameters(ignore=["optimizer", "scheduler"])
@@ -126,11 +131,12 @@ class CoLDE(EmbeddingMethod):
                                   chunk_token_budget, head_init)
         self.contrastive = SupConLoss(temperature, gather_across_devices=gather_across_devices)
         self.cosine = CosineSimilarityLoss(gather_across_devices)
+        self.passage_cache = SectionCache(self.tokenizer, cache_dir=section_cache_dir)
 
     def _collator(self, num_sections: int) -> SectionChunkCollator:
         hp = self.hparams
         return SectionChunkCollator(self.tokenizer, num_sections, hp.chunk_tokens, hp.max_chunks_per_section,
-                                    hp.chunk_embeddings if hp.augmentation else None)
+                                    hp.chunk_embeddings if hp.augmentation else None, self.passage_cache)
 
     def collator(self, stage: str):
         training = self._collator(self.hparams.num_sections if self.hparams.augmentation else 1)

@@ -27,6 +27,7 @@ from lit_docemb.data.batches import (
     TokenBatch,
     ViewPairBatch,
 )
+from lit_docemb.data.sentence_cache import SentenceCache
 from lit_docemb.data.tokens import (
     take_rows,
     token_lengths,
@@ -36,8 +37,7 @@ from lit_docemb.methods.base import EmbeddingMethod
 from lit_docemb.methods.grad_cache import CacheableBatch
 from lit_docemb.methods.retention import Retention
 from lit_docemb.models import tokenizer_and_encoder
-from lit_docemb.views.common import DocumentCollator
-from lit_docemb.views.docsplit import SentenceSplitCollator
+from lit_docemb.views.docsplit import SentenceSplitCollator, WholeDocumentCollator
 
 
 class DocSplit(EmbeddingMethod):
@@ -67,6 +67,9 @@ class DocSplit(EmbeddingMethod):
             row, and a first view's masked-LM copy counts towards its row's cost.
         retention: Options that keep what the pretrained encoder knew (:class:`~lit_docemb.methods.retention.
             Retention`: anchoring, layer-wise learning-rate decay, frozen layers); ``None``: none.
+        sentence_cache_dir: Folder of the tokenized-sentence cache
+            (:class:`~lit_docemb.data.sentence_cache.SentenceCache`: the corpus split into sentences and tokenized
+            on the first run, views assembled from its ids on every pass; ``None``: the ``datasets`` cache folder).
     """
 
     default_learning_rate = 5e-5
@@ -90,6 +93,7 @@ class DocSplit(EmbeddingMethod):
         scheduler: LRSchedulerCallable | None = None,
         grad_cache_token_budget: int | None = None,
         retention: Retention | None = None,
+        sentence_cache_dir: str | None = None,
     ) -> None:
         super().__init__(optimizer, scheduler, grad_cache_token_budget, retention)
         self.save_method_hyperparameters(ignore=["optimizer", "scheduler"])
@@ -101,13 +105,14 @@ class DocSplit(EmbeddingMethod):
                                        gather_across_devices=gather_across_devices)
         self.mlm = MaskedLMLoss()
         self.loss_weights = {"mlm_loss": mlm_weight}
+        self.passage_cache = SentenceCache(self.tokenizer, max_length, embed_with_title, cache_dir=sentence_cache_dir)
 
     def collator(self, stage: str):
         hp = self.hparams
         if stage == "predict":
-            return DocumentCollator(self.tokenizer, hp.max_length, hp.embed_with_title)
+            return WholeDocumentCollator(self.passage_cache)
         mlm_probability = hp.mlm_probability if hp.mlm_weight > 0 else 0.0
-        return SentenceSplitCollator(self.tokenizer, hp.max_length, mlm_probability, deterministic=stage != "fit")
+        return SentenceSplitCollator(self.passage_cache, mlm_probability, deterministic=stage != "fit")
 
     def losses(self, batch: ViewPairBatch) -> dict[str, Tensor]:
         input_ids = torch.cat([batch.view_a.input_ids, batch.view_b.input_ids])  # (2B, T)

@@ -2,8 +2,11 @@
 
 Sections follow the document's real section boundaries when it has at least n non-empty sections (consecutive
 real sections are merged into n groups of about equal token counts, never cutting a real section); otherwise
-the document's tokens are split into n equal parts. Each section is cut into chunks with
-:func:`~lit_docemb.data.text.token_windows` and wrapped in the tokenizer's special tokens. A document with
+the document's tokens are split into n equal parts. Each section is cut into chunks as
+:func:`~lit_docemb.data.text.token_windows` cuts it (no overlap) and wrapped in the tokenizer's special tokens. The
+token ids come from the method's :class:`~lit_docemb.data.section_cache.SectionCache` (tokenized once per corpus and
+tokenizer; a pass only computes positions), or, for documents handed over as they are, from the same cache's
+``tokenize``. A document with
 fewer tokens than sections is dropped from the batch and counted (``skipped``); a configured
 ``max_chunks_per_section``, and the size of the model's chunk-embedding table (``chunk_positions``), keep the
 first chunks of a section and count the others (``truncated_chunks``, logged as ``train/truncated_chunks``), so
@@ -16,7 +19,10 @@ batch (connected components of the pairs labelled 1), each document once.
 from __future__ import annotations
 
 import logging
-from itertools import pairwise
+from collections.abc import Sequence
+from itertools import accumulate, pairwise
+
+import numpy as np
 
 import torch
 from torch import Tensor
@@ -24,8 +30,8 @@ from torch import Tensor
 from lit_docemb.data.aan import DocumentPair
 from lit_docemb.data.batches import DocumentSectionsBatch, SectionChunkBatch, SectionChunks
 from lit_docemb.data.document import Document, doc_index
-from lit_docemb.data.text import token_windows
-from lit_docemb.data.tokens import pad_ids, take_rows
+from lit_docemb.data.section_cache import SectionCache, TokenizedSections
+from lit_docemb.data.tokens import pad_ids, special_tokens, take_rows
 
 log = logging.getLogger(__name__)
 
@@ -47,36 +53,27 @@ def group_sections(lengths: list[int], num_sections: int) -> list[int] | None:
     return starts
 
 
-def split_sections(section_tokens: list[list[int]], num_sections: int) -> list[list[int]] | None:
-    """A document's token ids (per real section, no special tokens) as ``num_sections`` sections; None when it
-    has fewer tokens than sections."""
-    real = [ids for ids in section_tokens if ids]
+def split_sections(input_ids: np.ndarray, section_lengths: Sequence[int], num_sections: int) -> list[np.ndarray] | None:
+    """A document's token ids (its real sections one after the other, no special tokens; ``section_lengths``: their
+    token counts) as ``num_sections`` sections (views of ``input_ids``); None when it has fewer tokens than
+    sections."""
     if num_sections == 1:
-        flat = [t for ids in real for t in ids]
-        return [flat] if flat else None
-    starts = group_sections([len(ids) for ids in real], num_sections)
+        return [input_ids] if len(input_ids) else None
+    real = [length for length in section_lengths if length]
+    starts = group_sections(real, num_sections)
     if starts is not None:
-        bounds = [*starts, len(real)]
-        return [[t for ids in real[a:b] for t in ids] for a, b in pairwise(bounds)]
-    flat = [t for ids in real for t in ids]
-    if len(flat) < num_sections:
+        cumulative = [0, *accumulate(real)]
+        bounds = [cumulative[start] for start in starts] + [len(input_ids)]
+        return [input_ids[a:b] for a, b in pairwise(bounds)]
+    if len(input_ids) < num_sections:
         return None
-    cuts = [len(flat) * k // num_sections for k in range(num_sections + 1)]
-    return [flat[a:b] for a, b in pairwise(cuts)]
-
-
-def special_tokens(tokenizer) -> tuple[list[int], list[int]]:
-    """The ids the tokenizer puts before and after a single text (``[CLS]`` / ``[SEP]`` for BERT)."""
-    bare = tokenizer("chunk", add_special_tokens=False)["input_ids"]
-    full = tokenizer("chunk")["input_ids"]
-    for start in range(len(full) - len(bare) + 1):
-        if full[start:start + len(bare)] == bare:
-            return full[:start], full[start + len(bare):]
-    raise ValueError(f"cannot tell the special tokens of {type(tokenizer).__name__}: {full} around {bare}")
+    cuts = [len(input_ids) * k // num_sections for k in range(num_sections + 1)]
+    return [input_ids[a:b] for a, b in pairwise(cuts)]
 
 
 class SectionChunkCollator:
-    """Documents (or AAN document pairs) → :class:`SectionChunkBatch` (runs in dataloader workers).
+    """Documents or their cached section tokens (or AAN document pairs of either) → :class:`SectionChunkBatch` (runs
+    in dataloader workers).
 
     Args:
         tokenizer: The encoder's tokenizer.
@@ -85,11 +82,14 @@ class SectionChunkCollator:
         max_chunks_per_section: Keep at most this many chunks of a section (counted); None keeps all.
         chunk_positions: Chunk ids the model embeds (its chunk-embedding table): the chunks of a section beyond
             it are dropped and counted too; None when the model embeds no chunk id (−Aug).
+        cache: The method's section cache, whose :meth:`~lit_docemb.data.section_cache.SectionCache.tokenize` turns
+            documents into rows (None: one over ``tokenizer``); cached rows are used as they are.
     """
 
     def __init__(self, tokenizer, num_sections: int, chunk_tokens: int, max_chunks_per_section: int | None,
-                 chunk_positions: int | None = None) -> None:
+                 chunk_positions: int | None = None, cache: SectionCache | None = None) -> None:
         self.tokenizer = tokenizer
+        self.cache = SectionCache(tokenizer) if cache is None else cache
         self.num_sections = num_sections
         self.prefix, self.suffix = special_tokens(tokenizer)
         self.body_tokens = chunk_tokens - len(self.prefix) - len(self.suffix)
@@ -100,15 +100,11 @@ class SectionChunkCollator:
         self.chunk_limit = min(limits) if limits else None
         self._warned = False
 
-    def section_tokens(self, documents: list[Document]) -> list[list[list[int]]]:
-        """Each document's real sections as token ids (no special tokens), in one tokenizer call."""
-        texts = [s.text for d in documents for s in d.sections]
-        encoded = self.tokenizer(texts, add_special_tokens=False)["input_ids"] if texts else []
-        out, start = [], 0
-        for doc in documents:
-            out.append(encoded[start:start + len(doc.sections)])
-            start += len(doc.sections)
-        return out
+    def rows(self, items: Sequence[Document | TokenizedSections]) -> list[TokenizedSections]:
+        """The items as section-cache rows (documents are tokenized now, in one call)."""
+        documents = [item for item in items if isinstance(item, Document)]
+        fresh = iter(self.cache.tokenize(documents) if documents else [])
+        return [next(fresh) if isinstance(item, Document) else item for item in items]
 
     def __call__(self, items: list) -> SectionChunkBatch:
         if items and isinstance(items[0], DocumentPair):
@@ -116,28 +112,27 @@ class SectionChunkCollator:
         else:
             documents = items
             labels = [doc_index(f"label:{d.label}") if d.label is not None else doc_index(d.id) for d in items]
-        return self.batch(documents, labels)
+        return self.batch(self.rows(documents), labels)
 
-    def batch(self, documents: list[Document], labels: list[int],
-              tokens: list[list[list[int]]] | None = None) -> SectionChunkBatch:
-        """The batch of ``documents`` with their group ``labels`` (``tokens``: their :meth:`section_tokens`,
-        if already computed)."""
+    def batch(self, rows: list[TokenizedSections], labels: list[int]) -> SectionChunkBatch:
+        """The batch of the documents ``rows`` with their group ``labels``."""
         chunks, section_ids, chunk_ids, per_section, kept, truncated = [], [], [], [], [], 0
-        tokens = self.section_tokens(documents) if tokens is None else tokens
-        for i, document_tokens in enumerate(tokens):
-            sections = split_sections(document_tokens, self.num_sections)
+        prefix, suffix = np.asarray(self.prefix, dtype=np.int64), np.asarray(self.suffix, dtype=np.int64)
+        for i, row in enumerate(rows):
+            sections = split_sections(row.input_ids, row.section_lengths(), self.num_sections)
             if sections is None:
                 continue
             kept.append(i)
             for p, section in enumerate(sections):
-                windows = token_windows(section, self.body_tokens)
-                if self.chunk_limit is not None and len(windows) > self.chunk_limit:
-                    truncated += len(windows) - self.chunk_limit
-                    windows = windows[:self.chunk_limit]
-                chunks += [self.prefix + w + self.suffix for w in windows]
-                section_ids += [p] * len(windows)
-                chunk_ids += list(range(len(windows)))
-                per_section.append(len(windows))
+                starts = range(0, len(section), self.body_tokens)  # token_windows without overlap
+                if self.chunk_limit is not None and len(starts) > self.chunk_limit:
+                    truncated += len(starts) - self.chunk_limit
+                    starts = starts[:self.chunk_limit]
+                chunks += [np.concatenate([prefix, section[start:start + self.body_tokens], suffix])
+                           for start in starts]
+                section_ids += [p] * len(starts)
+                chunk_ids += range(len(starts))
+                per_section.append(len(starts))
         if truncated and not self._warned:
             log.warning("sections longer than %d chunks (max_chunks_per_section=%s, chunk embeddings) lose their "
                         "last chunks (%d in this batch; counted as truncated_chunks)", self.chunk_limit,
@@ -148,8 +143,8 @@ class SectionChunkCollator:
                                  torch.tensor(chunk_ids, dtype=torch.long), torch.tensor(per_section, dtype=torch.long))
         return SectionChunkBatch(
             sections, self.num_sections, torch.tensor([labels[i] for i in kept], dtype=torch.long),
-            torch.tensor([doc_index(documents[i].id) for i in kept], dtype=torch.long),
-            [documents[i].id for i in kept], skipped=len(documents) - len(kept), truncated_chunks=truncated)
+            torch.tensor([doc_index(rows[i].id) for i in kept], dtype=torch.long),
+            [rows[i].id for i in kept], skipped=len(rows) - len(kept), truncated_chunks=truncated)
 
 
 def pair_groups(pairs: list[DocumentPair]) -> tuple[list[Document], list[int]]:
@@ -181,11 +176,11 @@ class PredictCollator:
     def __init__(self, whole: SectionChunkCollator, split: SectionChunkCollator | None) -> None:
         self.whole, self.split = whole, split
 
-    def __call__(self, documents: list[Document]) -> DocumentSectionsBatch | SectionChunkBatch:
-        tokens = self.whole.section_tokens(documents)
-        labels = [0] * len(documents)
-        whole = self.whole.batch(documents, labels, tokens)
-        return whole if self.split is None else DocumentSectionsBatch(whole, self.split.batch(documents, labels, tokens))
+    def __call__(self, items: list[Document | TokenizedSections]) -> DocumentSectionsBatch | SectionChunkBatch:
+        rows = self.whole.rows(items)
+        labels = [0] * len(rows)
+        whole = self.whole.batch(rows, labels)
+        return whole if self.split is None else DocumentSectionsBatch(whole, self.split.batch(rows, labels))
 
 
 def select_documents(batch: SectionChunkBatch, index: Tensor) -> SectionChunkBatch:

@@ -1,73 +1,122 @@
-"""DocSplit's views (seed paper 001): two random sentence halves of a document, run in dataloader workers."""
+"""DocSplit's views (seed paper 001): two random sentence halves of a document, assembled from token ids in
+dataloader workers.
+
+The collators read :class:`~lit_docemb.data.sentence_cache.TokenizedSentences` (the DataModule's sentence cache,
+:class:`~lit_docemb.data.sentence_cache.SentenceCache`); given documents, they make those rows themselves with the
+same cache's :meth:`~lit_docemb.data.sentence_cache.SentenceCache.tokenize`, so both give the same batches.
+"""
 
 from __future__ import annotations
 
 import random
 
+import numpy as np
 import torch
 
-from lit_docemb.data.batches import (
-    TokenBatch,
-    ViewPairBatch,
-)
+from lit_docemb.data.batches import DocumentBatch, TokenBatch, ViewPairBatch
 from lit_docemb.data.document import Document, doc_index
-from lit_docemb.data.text import split_sentences, split_views
-from lit_docemb.data.tokens import (
-    has_content,
-    mask_tokens,
-    tokenize,
-)
+from lit_docemb.data.sentence_cache import SentenceCache, TokenizedSentences, embedding_ids
+from lit_docemb.data.text import split_views
+from lit_docemb.data.tokens import has_content, mask_tokens, pad_ids, special_tokens
 
 
-def sentence_views(doc: Document, rng: random.Random, max_chars: int) -> tuple[str, str] | None:
-    """The two DocSplit views of a document, or ``None`` when it has fewer than two words."""
-    sentences = [s for sec in doc.sections for s in split_sentences(sec.text[:max_chars])]
-    if len(sentences) < 2:
-        words = " ".join(sentences).split()
-        if len(words) < 2:
-            return None
-        half = len(words) // 2
-        return " ".join(words[:half]), " ".join(words[half:])
-    view_a, view_b = split_views(sentences, rng, n_views=2)
-    return " ".join(sentences[i] for i in view_a), " ".join(sentences[i] for i in view_b)
+def draw_views(row: TokenizedSentences, rng: random.Random, max_tokens: int) -> list[list[int]] | None:
+    """The sentence indices of a document's two views, or ``None`` when it has fewer than two sentences.
+
+    The draw is :func:`~lit_docemb.data.text.split_views`'s (one ``rng.randrange(2)`` per sentence, in order), but it
+    stops once both views hold ``max_tokens`` ids: later sentences could only land past the end of a view, and with
+    both views non-empty ``split_views`` moves no sentence, so the views are those of the whole draw. A draw that
+    reaches the last sentence is replayed by ``split_views`` itself. A one-sentence document's word halves
+    (``row.halves``) go one to each view.
+    """
+    count = len(row)
+    if row.halves:
+        return [[0], [1]] if count == 2 else None
+    if count < 2:
+        return None
+    state = rng.getstate()
+    spaced, opening = row.lengths()
+    views: list[list[int]] = [[], []]
+    filled = [0, 0]
+    for sentence in range(count):
+        view = rng.randrange(2)
+        filled[view] += spaced[sentence] if views[view] else opening[sentence]
+        views[view].append(sentence)
+        if filled[0] >= max_tokens and filled[1] >= max_tokens:
+            return views
+    rng.setstate(state)
+    return split_views(range(count), rng, n_views=2)
 
 
 class SentenceSplitCollator:
-    """Documents → :class:`ViewPairBatch` of DocSplit views (runs in dataloader workers).
+    """Documents or their cached sentences → :class:`ViewPairBatch` of DocSplit views (runs in dataloader workers).
 
     In training a fresh split is drawn from torch's RNG, which the training loader seeds per batch from (seed,
     epoch, position) (``lit_docemb/data/sampling.py``), so every pass sees new pairs and a resumed run the
     interrupted run's; in validation the split is a function of the document id, so validation losses are
-    comparable across epochs.
+    comparable across epochs. Each view is ``[CLS]`` + its sentences' ids cut to fit + ``[SEP]``: the ids the
+    tokenizer gives the sentences joined by spaces, truncated to ``max_length``.
+
+    Args:
+        cache: The method's sentence cache (its tokenizer, ``max_length`` and splitting parameters).
+        mlm_probability: Share of the first view's tokens masked for the MLM copy (0: no copy).
+        deterministic: Draw the split from the document id alone (validation) instead of torch's RNG.
     """
 
-    def __init__(self, tokenizer, max_length: int, mlm_probability: float, deterministic: bool) -> None:
-        self.tokenizer = tokenizer
-        self.max_length = max_length
+    def __init__(self, cache: SentenceCache, mlm_probability: float, deterministic: bool) -> None:
+        self.cache = cache
+        self.tokenizer = cache.tokenizer
         self.mlm_probability = mlm_probability
         self.deterministic = deterministic
+        self.prefix, self.suffix = special_tokens(cache.tokenizer)
+        self.body_tokens = cache.max_length - len(self.prefix) - len(self.suffix)
 
-    def __call__(self, documents: list[Document]) -> ViewPairBatch:
+    def rows(self, items: list[Document | TokenizedSentences]) -> list[TokenizedSentences]:
+        """The items as cache rows (documents are tokenized now, in one call)."""
+        documents = [item for item in items if isinstance(item, Document)]
+        fresh = iter(self.cache.tokenize(documents) if documents else [])
+        return [next(fresh) if isinstance(item, Document) else item for item in items]
+
+    def __call__(self, items: list[Document | TokenizedSentences]) -> ViewPairBatch:
+        rows = self.rows(items)
         seed = None if self.deterministic else int(torch.randint(2**62, (1,)))
-        views, kept = [], []
-        for doc in documents:
-            rng = random.Random(doc.id if seed is None else f"{seed}:{doc.id}")
-            pair = sentence_views(doc, rng, max_chars=self.max_length * 48)
-            if pair is not None:
-                views.append(pair)
-                kept.append(doc)
-        texts = [a for a, _ in views] + [b for _, b in views]
-        tokens = tokenize(self.tokenizer, texts, self.max_length)  # (2B, T)
+        prefix, suffix = np.asarray(self.prefix, dtype=np.int64), np.asarray(self.suffix, dtype=np.int64)
+        first, second, kept = [], [], []
+        for row in rows:
+            views = draw_views(row, random.Random(row.id if seed is None else f"{seed}:{row.id}"), self.body_tokens)
+            if views is not None:
+                first.append(np.concatenate([prefix, row.view(views[0], self.body_tokens), suffix]))
+                second.append(np.concatenate([prefix, row.view(views[1], self.body_tokens), suffix]))
+                kept.append(row.id)
+        tokens = pad_ids(first + second, self.tokenizer.pad_token_id or 0)  # (2B, T)
         content = has_content(tokens, self.tokenizer)  # (2B,): words of control characters leave no token
-        keep = content[:len(views)] & content[len(views):]  # (B,)
-        kept = [doc for doc, k in zip(kept, keep.tolist(), strict=True) if k]
-        n = len(kept)
-        view_a = TokenBatch(tokens.input_ids[:len(views)][keep], tokens.attention_mask[:len(views)][keep])
-        view_b = TokenBatch(tokens.input_ids[len(views):][keep], tokens.attention_mask[len(views):][keep])
+        keep = content[:len(kept)] & content[len(kept):]  # (B,)
+        kept = [doc_id for doc_id, k in zip(kept, keep.tolist(), strict=True) if k]
+        view_a = TokenBatch(tokens.input_ids[:len(first)][keep], tokens.attention_mask[:len(first)][keep])
+        view_b = TokenBatch(tokens.input_ids[len(first):][keep], tokens.attention_mask[len(first):][keep])
         mlm = None
         if self.mlm_probability > 0:  # also for an empty batch: the MLM head must run on every device (DDP)
             if seed is None:  # validation: masks follow the documents, not the global RNG
-                seed = doc_index(kept[0].id) if kept else 0
+                seed = doc_index(kept[0]) if kept else 0
             mlm = mask_tokens(view_a, self.tokenizer, self.mlm_probability, torch.Generator().manual_seed(seed))
-        ids = torch.tensor([doc_index(d.id) for d in kept], dtype=torch.long)  # (B,), B may be 0
-        return ViewPairBatch(view_a, view_b, ids, mlm, skipped=len(documents) - n)
+        ids = torch.tensor([doc_index(doc_id) for doc_id in kept], dtype=torch.long)  # (B,), B may be 0
+        return ViewPairBatch(view_a, view_b, ids, mlm, skipped=len(items) - len(kept))
+
+
+class WholeDocumentCollator:
+    """Documents or their cached sentences → :class:`DocumentBatch` of whole documents (title + body, truncated) for
+    embedding: the ids of :class:`~lit_docemb.views.common.DocumentCollator`, read from the cache's
+    ``document_ids`` when the items are cached rows.
+
+    Args:
+        cache: The method's sentence cache (its tokenizer, ``max_length`` and ``with_title``).
+    """
+
+    def __init__(self, cache: SentenceCache) -> None:
+        self.cache = cache
+
+    def __call__(self, items: list[Document | TokenizedSentences]) -> DocumentBatch:
+        documents = [item for item in items if isinstance(item, Document)]
+        fresh = iter(embedding_ids(self.cache.tokenizer, documents, self.cache.max_length, self.cache.with_title))
+        ids = [next(fresh) if isinstance(item, Document) else item.document_ids for item in items]
+        return DocumentBatch(pad_ids(ids, self.cache.tokenizer.pad_token_id or 0), [item.id for item in items])

@@ -6,6 +6,7 @@ from __future__ import annotations
 import copy
 from pathlib import Path
 
+import numpy as np
 import pytest
 import torch
 import yaml
@@ -65,12 +66,18 @@ def test_group_sections_keeps_real_boundaries_and_balances_tokens():
     assert group_sections([5], 2) is None
 
 
+def _split(sections: list[list[int]], num_sections: int) -> list[list[int]] | None:
+    flat = np.asarray([t for ids in sections for t in ids], dtype=np.int32)
+    split = split_sections(flat, [len(ids) for ids in sections], num_sections)
+    return None if split is None else [part.tolist() for part in split]
+
+
 def test_split_sections_real_boundaries_equal_split_and_too_short():
-    assert split_sections([[1, 2], [], [3, 4, 5], [6]], 2) == [[1, 2], [3, 4, 5, 6]]  # empty section ignored
-    assert split_sections([[1, 2, 3, 4, 5]], 2) == [[1, 2], [3, 4, 5]]  # one real section: equal token split
-    assert split_sections([[1, 2, 3, 4, 5, 6]], 3) == [[1, 2], [3, 4], [5, 6]]
-    assert split_sections([[1]], 2) is None and split_sections([[]], 1) is None
-    assert split_sections([[1], [2, 3]], 1) == [[1, 2, 3]]
+    assert _split([[1, 2], [], [3, 4, 5], [6]], 2) == [[1, 2], [3, 4, 5, 6]]  # empty section ignored
+    assert _split([[1, 2, 3, 4, 5]], 2) == [[1, 2], [3, 4, 5]]  # one real section: equal token split
+    assert _split([[1, 2, 3, 4, 5, 6]], 3) == [[1, 2], [3, 4], [5, 6]]
+    assert _split([[1]], 2) is None and _split([[]], 1) is None
+    assert _split([[1], [2, 3]], 1) == [[1, 2, 3]]
 
 
 def test_collator_chunks_every_token_without_silent_cap(colde):

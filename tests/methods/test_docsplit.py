@@ -3,16 +3,16 @@
 from __future__ import annotations
 
 import random
-from collections import Counter
 
 import pytest
 import torch
 
 from lit_docemb.data.batches import DocumentBatch, ViewPairBatch
 from lit_docemb.data.document import Document, Section, doc_index
+from lit_docemb.data.sentence_cache import SentenceCache
 from lit_docemb.data.text import split_sentences
 from lit_docemb.methods.docsplit import DocSplit
-from lit_docemb.views.docsplit import sentence_views
+from lit_docemb.views.docsplit import draw_views
 
 DOC = Document(
     id="d1",
@@ -30,26 +30,33 @@ def docsplit(tiny_encoder_dir) -> DocSplit:
     return DocSplit(tiny_encoder_dir, max_length=64)
 
 
-def test_every_sentence_lands_in_exactly_one_view():
+def _views(tokenizer, document: Document, seed: int) -> list[list[int]] | None:
+    row = SentenceCache(tokenizer, max_length=10_000).tokenize([document])[0]
+    return draw_views(row, random.Random(seed), max_tokens=10_000)
+
+
+def test_every_sentence_lands_in_exactly_one_view(docsplit):
     sentences = [s for sec in DOC.sections for s in split_sentences(sec.text)]
     for seed in range(20):
-        view_a, view_b = sentence_views(DOC, random.Random(seed), max_chars=10_000)
+        view_a, view_b = _views(docsplit.tokenizer, DOC, seed)
         assert view_a and view_b
-        assert Counter(split_sentences(view_a) + split_sentences(view_b)) == Counter(sentences)
+        assert sorted(view_a + view_b) == list(range(len(sentences)))
 
 
-def test_same_seed_same_split_and_splits_vary():
-    first = sentence_views(DOC, random.Random(7), max_chars=10_000)
-    assert sentence_views(DOC, random.Random(7), max_chars=10_000) == first
-    assert len({sentence_views(DOC, random.Random(s), max_chars=10_000) for s in range(30)}) > 5
+def test_same_seed_same_split_and_splits_vary(docsplit):
+    first = _views(docsplit.tokenizer, DOC, 7)
+    assert _views(docsplit.tokenizer, DOC, 7) == first
+    assert len({str(_views(docsplit.tokenizer, DOC, s)) for s in range(30)}) > 5
 
 
-def test_short_documents_are_split_or_counted():
-    one_sentence = Document("s", sections=[Section("", "Only one sentence here without an end")])
-    view_a, view_b = sentence_views(one_sentence, random.Random(0), max_chars=1000)
-    assert view_a.split() + view_b.split() == "Only one sentence here without an end".split()
+def test_short_documents_are_split_or_counted(docsplit):
+    text = "Only one sentence here without an end"
+    row = SentenceCache(docsplit.tokenizer, max_length=64).tokenize([Document("s", sections=[Section("", text)])])[0]
+    assert row.halves and draw_views(row, random.Random(0), 62) == [[0], [1]]
+    halves = [docsplit.tokenizer.decode(row.view([index], 62)) for index in range(2)]
+    assert " ".join(halves).split() == text.lower().split()
     for text in ["word", "", "   \n "]:
-        assert sentence_views(Document("x", sections=[Section("", text)]), random.Random(0), 1000) is None
+        assert _views(docsplit.tokenizer, Document("x", sections=[Section("", text)]), 0) is None
 
 
 def test_training_collator_builds_view_pairs(docsplit):

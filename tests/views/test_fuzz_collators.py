@@ -190,15 +190,17 @@ def test_markdown_and_rst_sections_never_raise(text: str) -> None:
 @example(huge_batch(HUGE[3]), True).via("million characters of short sentences")
 @example([Document("ctl", "", [Section("", "\x01\x02 \x03\x04")])], True).via("words the tokenizer removes")
 def test_docsplit_views(tokenizer, docs: list[Document], deterministic: bool) -> None:
-    from lit_docemb.views.common import DocumentCollator
-    from lit_docemb.views.docsplit import SentenceSplitCollator
+    from lit_docemb.data.sentence_cache import SentenceCache
+    from lit_docemb.views.docsplit import SentenceSplitCollator, WholeDocumentCollator
 
-    batch = SentenceSplitCollator(tokenizer, 32, 0.15, deterministic)(docs)
+    cache = SentenceCache(tokenizer, 32)
+    batch = SentenceSplitCollator(cache, 0.15, deterministic)(docs)
     assert len(batch) + batch.skipped == len(docs)
     assert len(batch.view_a) == len(batch.view_b) == len(batch.doc_index) == len(batch.mlm.input_ids)
+    assert batch.view_a.input_ids.shape[1] <= 32
     assert_no_empty_view(batch.view_a, tokenizer)
     assert_no_empty_view(batch.view_b, tokenizer)
-    embedded = DocumentCollator(tokenizer, 32, with_title=True)(docs)
+    embedded = WholeDocumentCollator(cache)(docs)
     assert embedded.ids == [d.id for d in docs]  # predict embeds every document, empty or not
 
 
@@ -379,7 +381,7 @@ def test_colde_a_million_characters_keep_the_chunks_its_table_embeds(tokenizer) 
     docs = huge_batch(HUGE[1])
     batch = SectionChunkCollator(tokenizer, 2, 8, None, 4)(docs)
     ids = tokenizer(HUGE[1], add_special_tokens=False)["input_ids"]
-    windows = [len(token_windows(s, 6)) for s in split_sections([ids], 2)]  # 6: 8 tokens less [CLS] and [SEP]
+    windows = [len(token_windows(s, 6)) for s in split_sections(np.asarray(ids), [len(ids)], 2)]  # 6: 8 - 2
     assert batch.ids == ["huge", "small"] and batch.sections.chunks_per_section[:2].tolist() == [4, 4]
     assert batch.truncated_chunks == sum(windows) - 8 > 10_000
 
@@ -517,5 +519,7 @@ def test_jsonl_reader_keeps_or_counts_every_line(tmp_path_factory, tokenizer, li
         assert doc.label is None or isinstance(doc.label, str)
         assert isinstance(doc.metadata, dict)
         doc.text.encode("utf-8")  # no lone surrogate from a "\ud800" escape reaches the pipeline
-    batch = SentenceSplitCollator(tokenizer, 32, 0.0, True)(_distinct_ids(docs))
+    from lit_docemb.data.sentence_cache import SentenceCache
+
+    batch = SentenceSplitCollator(SentenceCache(tokenizer, 32), 0.0, True)(_distinct_ids(docs))
     assert len(batch) + batch.skipped == len(docs)
