@@ -312,16 +312,14 @@ class EmbeddingFigures(L.Callback):
         self.paths: list[Path] = []
 
     def _documents(self, trainer: L.Trainer) -> list:
+        from lit_docemb.data.datamodule import documents_at
         from lit_docemb.data.document import Document
         from lit_docemb.data.jsonl import read_jsonl
 
         if self.documents is not None:
             return [d for d in read_jsonl(self.documents) if not d.is_empty()][:self.max_documents]
         val_set, corpus = trainer.datamodule.val_set, getattr(trainer.datamodule, "documents", None)
-        count = min(len(val_set), self.max_documents)
-        if corpus is not None and hasattr(val_set, "indices"):  # the documents behind a method's cached rows
-            return [corpus[int(val_set.indices[i])] for i in range(count)]
-        docs = [val_set[i] for i in range(count)]
+        docs = documents_at(val_set, range(min(len(val_set), self.max_documents)), corpus)
         if docs and not isinstance(docs[0], Document):
             raise ValueError("EmbeddingFigures: the validation set holds cached passages, not documents: set "
                              "`documents` to a labelled JSONL file")

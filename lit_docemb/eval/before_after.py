@@ -38,6 +38,7 @@ import torch
 from torch import Tensor
 
 from lit_docemb import distributed as dist
+from lit_docemb.data.datamodule import documents_at
 from lit_docemb.data.document import Document, Section
 from lit_docemb.data.retrieval import RetrievalDataModule
 from lit_docemb.errors import ConfigError
@@ -185,14 +186,16 @@ def matching_task(method: L.LightningModule, data: L.LightningDataModule,
             "matching/f1": ItemScores("f1", np.stack([predicted, labels], axis=1))}
 
 
-def _documents(dataset, limit: int | None) -> list[Document]:
+def _documents(dataset, limit: int | None, corpus=None) -> list[Document]:
     """The documents of a split, at most ``limit`` of them evenly spaced through it (a corpus stored class by class
-    keeps every class); [] for none or a split of pairs."""
+    keeps every class); [] for none or a split of pairs. A split whose items are a method's cached rows (DocSplit's
+    sentences, CoLDE's sections, Graph-RoBERTa's passages) gives the documents of ``corpus`` (the DataModule's
+    ``documents``) behind them."""
     if dataset is None or hasattr(dataset, "pairs") or not len(dataset):
         return []
     n = len(dataset)
     rows = range(n) if limit is None or n <= limit else np.linspace(0, n - 1, limit).round().astype(int).tolist()
-    return [dataset[i] for i in rows]
+    return documents_at(dataset, rows, corpus)
 
 
 def candidate_tasks(evaluations: Sequence) -> list[CandidateTask]:
@@ -234,13 +237,15 @@ def _measure_tasks(measured: Measurement, method: L.LightningModule, data: L.Lig
             measured.metrics |= judged_retrieval(method, data, batch_size, k)
         measured.notes.append("clustering, probe: a ranking corpus has no document labels")
         return
-    evaluated = _documents(getattr(data, "test_set", None), max_documents) or _documents(data.val_set, max_documents)
+    corpus = getattr(data, "documents", None)
+    evaluated = (_documents(getattr(data, "test_set", None), max_documents, corpus)
+                 or _documents(data.val_set, max_documents, corpus))
     retrieval = heldout_retrieval(method, evaluated, batch_size, k) if evaluated else {}
     measured.metrics |= retrieval
     if not retrieval:
         measured.notes.append("retrieval: no held-out document has a summary, a title or a second section to "
                               "query with (more held-out documents: data.init_args.val_fraction)")
-    fit = [d for d in _documents(data.train_set, max_documents) if d.label is not None]
+    fit = [d for d in _documents(data.train_set, max_documents, corpus) if d.label is not None]
     labelled = [d for d in evaluated if d.label is not None]
     if len({d.label for d in fit}) >= 2 and labelled:
         measured.metrics |= labelled_tasks(method, fit, labelled, batch_size, seed)

@@ -36,7 +36,7 @@ from tqdm.auto import tqdm
 
 from lit_docemb import distributed as dist
 from lit_docemb._moved import moved_attribute
-from lit_docemb.data.datamodule import stable_fraction
+from lit_docemb.data.datamodule import documents_at, stable_fraction
 from lit_docemb.data.document import Document, Section
 from lit_docemb.errors import ConfigError
 from lit_docemb.eval.embedding import embed_documents
@@ -273,7 +273,8 @@ class HeldOutRetrieval(Evaluation):
                 add_total(len(texts))
                 return embed_documents(method, documents, self.batch_size, sharded=True, progress=advance)
 
-            metrics = evaluate_heldout(embed, [val_set[i] for i in range(n)], k=self.k)
+            documents = documents_at(val_set, range(n), getattr(data, "documents", None))
+            metrics = evaluate_heldout(embed, documents, k=self.k)
         return metrics | {"seconds": time.perf_counter() - started}
 
     def evaluate(self, context: EvaluationContext) -> dict[str, float]:
