@@ -9,6 +9,7 @@ import json
 import os
 import re
 import shutil
+import sys
 from pathlib import Path
 
 import pytest
@@ -100,6 +101,16 @@ def write_corpus_jsonl(path: Path, n_documents: int | None = None) -> Path:
 @pytest.fixture(scope="session")
 def corpus_jsonl(tmp_path_factory) -> str:
     return str(write_corpus_jsonl(tmp_path_factory.mktemp("corpus") / "docs.jsonl"))
+
+
+@pytest.fixture(autouse=True)
+def _no_wandb_run_left_open():
+    """What the end of a ``fit`` process does to its wandb run: a test that fits a shipped config (wandb, offline)
+    in this process leaves no run open for the next test's fit to log into instead of its own run folder."""
+    yield
+    wandb = sys.modules.get("wandb")
+    if getattr(wandb, "run", None) is not None:
+        wandb.run.finish()
 
 
 # --- GPU tests: deselected with one summary line where torch sees no GPU (CI has none) ---------------------------

@@ -105,6 +105,7 @@ class CTPE(EmbeddingMethod):
         self.loss = CoupledMarginLoss(margin)
         self.tokenizer = None
         self.field_rows: FieldRows | None = None
+        self.field_corpus = None  # the DataModule's corpus, whose field cache the first collator opens
         self.encoder: CoupledPairEncoder | None = None
         self.samplers: dict[str, PartnerSampler] = {}
         if isinstance(self.embeddings, TransformerTokens):
@@ -144,10 +145,9 @@ class CTPE(EmbeddingMethod):
             self.prepare(datamodule.train_set, datamodule.val_set or ())
         else:  # validate / test: the vocabulary comes from the checkpoint, partners from the held-out split
             self.samplers["validate"] = _sampler(datamodule.val_set)
-        corpus = getattr(datamodule, "documents", None)
-        if corpus is not None:  # every pass reads the fields' ids, tokenised once per corpus and vocabulary
-            self.field_rows = FieldRows(FieldTokenCache(FieldIds(self.tokenizer),
-                                                        self.hparams.token_cache_dir).open(corpus))
+        # every pass reads the fields' ids, tokenised once per corpus and vocabulary: opened by the first collator,
+        # after a checkpoint's vocabulary is restored (validate/test restore it after setup)
+        self.field_corpus, self.field_rows = getattr(datamodule, "documents", None), None
 
     def collator(self, stage: str):
         if self.tokenizer is None:
@@ -155,6 +155,9 @@ class CTPE(EmbeddingMethod):
         if stage == "predict":  # documents of any corpus: from their text
             return CoupledDocumentCollator(PairSplitter(self.tokenizer, self.pos, self.hparams.max_length),
                                            self.tokenizer.pad_id)
+        if self.field_rows is None and self.field_corpus is not None:
+            cache = FieldTokenCache(FieldIds(self.tokenizer), self.hparams.token_cache_dir)
+            self.field_rows = FieldRows(cache.open(self.field_corpus))
         splitter = PairSplitter(self.tokenizer, self.pos, self.hparams.max_length, self.field_rows)
         sampler = self.samplers.get("fit" if stage == "fit" else "validate")
         if sampler is None:

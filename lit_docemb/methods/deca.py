@@ -123,7 +123,8 @@ class DECA(EmbeddingMethod):
         self.vocabulary: Vocabulary | None = None
         self.index: dict[str, int] | None = None
         self._augmenter: DocumentAugmenter | None = None
-        self.word_rows: FieldRows | None = None  # opened by setup over the DataModule's corpus
+        self.word_rows: FieldRows | None = None  # opened by the first collator over the DataModule's corpus
+        self.word_corpus = None
 
     @property
     def max_length(self) -> int:
@@ -164,10 +165,11 @@ class DECA(EmbeddingMethod):
             else:  # torch's SyncBatchNorm is GPU-only
                 log.warning("SimSiam's predictor keeps per-device BatchNorm statistics: SyncBatchNorm needs GPUs")
         super().setup(stage)
+        # training and validation read the word types, split once per corpus and vocabulary: opened by the first
+        # collator, after a checkpoint's vocabulary is restored (validate/test restore it after setup)
         corpus = getattr(self.trainer.datamodule, "documents", None)
-        cache = self.word_cache() if stage in ("fit", "validate", "test") and corpus is not None else None
-        if cache is not None:  # training and validation read the word types, split once per corpus and vocabulary
-            self.word_rows = FieldRows(cache.open(corpus))
+        self.word_corpus = corpus if stage in ("fit", "validate", "test") else None
+        self.word_rows = None
 
     def word_cache(self) -> FieldTokenCache | None:
         """The cache of the documents' word types that the Doc2VecC collators read
@@ -222,6 +224,10 @@ class DECA(EmbeddingMethod):
             raise RuntimeError("DECA's Doc2VecC has no vocabulary: fit first, or load a checkpoint")
         if stage == "predict":
             return WordDocumentCollator(self.index, s.max_words)
+        if self.word_rows is None and self.word_corpus is not None:
+            cache = self.word_cache()
+            if cache is not None:
+                self.word_rows = FieldRows(cache.open(self.word_corpus))
         return self._pair_collator(stage, self.word_rows)
 
     def _pair_collator(self, stage: str, cached: FieldRows | None = None) -> Doc2VecCPairCollator:
