@@ -104,13 +104,19 @@ def corpus_jsonl(tmp_path_factory) -> str:
 
 
 @pytest.fixture(autouse=True)
-def _no_wandb_run_left_open():
-    """What the end of a ``fit`` process does to its wandb run: a test that fits a shipped config (wandb, offline)
-    in this process leaves no run open for the next test's fit to log into instead of its own run folder."""
+def _no_wandb_state_left():
+    """What the end of a ``fit`` process does to wandb: a test that fits a shipped config (wandb, offline) in this
+    process leaves no run open for the next test's fit to log into, and no ``WANDB_SERVICE`` naming this process's
+    wandb service for a later subprocess (a Slurm job, a CLI run) to connect to after the service has gone."""
     yield
     wandb = sys.modules.get("wandb")
+    if wandb is None:
+        return
     if getattr(wandb, "run", None) is not None:
         wandb.run.finish()
+    if "WANDB_SERVICE" in os.environ:
+        wandb.teardown()
+        os.environ.pop("WANDB_SERVICE", None)
 
 
 # --- GPU tests: deselected with one summary line where torch sees no GPU (CI has none) ---------------------------
