@@ -88,7 +88,8 @@ def test_secrets_from_the_environment_never_reach_the_run_folder(tiny_encoder_di
            "--trainer.max_steps=2", "--trainer.limit_val_batches=1", "--trainer.enable_progress_bar=false",
            "--trainer.log_every_n_steps=1",
            f"--trainer.default_root_dir={run}", "--trainer.callbacks+=lit_docemb.methods.callbacks.RunCheckpoint"]
-    env = {**os.environ, **SENTINELS, "WANDB_MODE": "offline", "WANDB_DIR": str(run)}
+    own = {k: v for k, v in os.environ.items() if k != "WANDB_SERVICE"}  # its own wandb service, as a user's fit
+    env = {**own, **SENTINELS, "WANDB_MODE": "offline", "WANDB_DIR": str(run)}
     result = subprocess.run(cmd, capture_output=True, text=True, timeout=300, env=env)
     assert result.returncode == 0, result.stderr[-3000:]
     files = [p for p in run.rglob("*") if p.is_file()]

@@ -187,7 +187,8 @@ def slurm_cluster(tmp_path_factory):
     conf = state / "slurm.conf"
     conf.write_text(SLURM_CONF.format(host=socket.gethostname(), ctld_port=ctld_port, slurmd_port=slurmd_port,
                                       state=state, cpus=cpus))
-    env = {**os.environ, "SLURM_CONF": str(conf)}
+    # jobs start their own wandb service, never the one an in-process fit of this test session may have left
+    env = {**{k: v for k, v in os.environ.items() if k != "WANDB_SERVICE"}, "SLURM_CONF": str(conf)}
     started: list[subprocess.Popen] = []
     try:
         if not munge_answers():
