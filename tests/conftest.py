@@ -30,13 +30,22 @@ def _isolated_process_state():
     Lightning and DeepSpeed export ``LOCAL_RANK``, ``MASTER_PORT`` and friends into ``os.environ`` when an
     in-process trainer sets up a strategy. Left behind, they make every later ``fit --trainer.devices=2``
     subprocess believe its ranks were launched externally: rank 0 never starts rank 1 and waits forever.
+
+    The same holds for wandb, as the end of a ``fit`` process leaves it: no run open for the next test's fit to log
+    into, and no ``WANDB_SERVICE`` naming a wandb service. A session fixture's fit starts that service before any
+    test saves the environment, and a test may tear it down (``wandb.teardown()``): restoring the variable would
+    send every later fit, in this process or a subprocess, to a socket that is gone.
     """
     import torch.distributed as dist
 
     saved = dict(os.environ)
     yield
+    wandb = sys.modules.get("wandb")
+    if wandb is not None and getattr(wandb, "run", None) is not None:
+        wandb.run.finish()
     os.environ.clear()
     os.environ.update(saved)
+    os.environ.pop("WANDB_SERVICE", None)  # this process keeps its connection; a subprocess starts its own service
     if dist.is_available() and dist.is_initialized():
         dist.destroy_process_group()
 
@@ -101,20 +110,6 @@ def write_corpus_jsonl(path: Path, n_documents: int | None = None) -> Path:
 @pytest.fixture(scope="session")
 def corpus_jsonl(tmp_path_factory) -> str:
     return str(write_corpus_jsonl(tmp_path_factory.mktemp("corpus") / "docs.jsonl"))
-
-
-@pytest.fixture(autouse=True)
-def _no_wandb_state_left():
-    """What the end of a ``fit`` process does to wandb: a test that fits a shipped config (wandb, offline) in this
-    process leaves no run open for the next test's fit to log into, and no ``WANDB_SERVICE`` naming this process's
-    wandb service for a later subprocess (a Slurm job, a CLI run) to connect to after a test has torn it down."""
-    yield
-    wandb = sys.modules.get("wandb")
-    if wandb is None:
-        return
-    if getattr(wandb, "run", None) is not None:
-        wandb.run.finish()
-    os.environ.pop("WANDB_SERVICE", None)  # a subprocess starts its own service; this process keeps its connection
 
 
 # --- GPU tests: deselected with one summary line where torch sees no GPU (CI has none) ---------------------------
