@@ -286,6 +286,112 @@ def write_semeval_hyperpartisan(folder: Path, counts: tuple[int, int, int] = (12
     return folder / f"articles-{part}.xml"
 
 
+NYT_SECTIONS = {"code": ["Business", "Business; Technology"], "sea": ["Sports", "Front Page; Sports"]}
+"""The ``online_sections`` :func:`write_nyt_annotated` gives each class of :func:`labelled_docs`, alternating: the
+topics are ``business`` and ``sports``."""
+
+
+def nitf_article(doc_id: str, date: str, title: str, paragraphs: list[str], sections: str, taxonomy: list[str],
+                 full_text: bool = True) -> str:
+    """One article as the NYT Annotated Corpus's NITF 3.3 file (LDC2008T19): ``head`` with its ``meta`` fields
+    (``dsk``, ``online_sections``, ...), ``docdata`` with the ``doc-id`` and ``classifier`` elements, ``pubdata``;
+    ``body.head`` with the headline, bylines and abstract; ``body.content`` with the ``lead_paragraph`` block and,
+    when ``full_text``, the ``full_text`` block (which repeats the lead paragraph)."""
+    classifiers = "".join(f'\n        <classifier class="online_producer" type="taxonomic_classifier">{escape(t)}'
+                          f"</classifier>" for t in taxonomy)
+    body = "".join(f"\n          <p>{escape(p)}</p>" for p in paragraphs)
+    full = f'\n        <block class="full_text">{body}\n        </block>' if full_text else ""
+    return f"""<?xml version="1.0" encoding="UTF-8"?>
+<!DOCTYPE nitf SYSTEM "http://www.nitf.org/IPTC/NITF/3.3/specification/dtd/nitf-3-3.dtd">
+<nitf change.date="June 10, 2005" change.time="19:30" version="-//IPTC//DTD NITF 3.3//EN">
+  <head>
+    <title>{escape(title)}</title>
+    <meta content="{int(date[6:8])}" name="publication_day_of_month"/>
+    <meta content="{int(date[4:6])}" name="publication_month"/>
+    <meta content="{date[:4]}" name="publication_year"/>
+    <meta content="Thursday" name="publication_day_of_week"/>
+    <meta content="Financial Desk" name="dsk"/>
+    <meta content="1" name="print_page_number"/>
+    <meta content="D" name="print_section"/>
+    <meta content="{escape(sections)}" name="online_sections"/>
+    <docdata>
+      <doc-id id-string="{doc_id}"/>
+      <doc.copyright holder="The New York Times" year="{date[:4]}"/>
+      <identified-content>
+        <classifier class="indexing_service" type="descriptor">Weather</classifier>{classifiers}
+      </identified-content>
+    </docdata>
+    <pubdata date.publication="{date}T000000" ex-ref="http://query.nytimes.com/gst/fullpage.html?res={doc_id}" \
+item-length="{sum(len(p.split()) for p in paragraphs)}" name="The New York Times" unit-of-measure="word"/>
+  </head>
+  <body>
+    <body.head>
+      <hedline>
+        <hl1>{escape(title)}</hl1>
+      </hedline>
+      <byline class="print_byline">By A. REPORTER</byline>
+      <byline class="normalized_byline">Reporter, A</byline>
+      <abstract>
+        <p>{escape(paragraphs[0])}</p>
+      </abstract>
+    </body.head>
+    <body.content>
+      <block class="lead_paragraph">
+        <p>{escape(paragraphs[0])}</p>
+      </block>{full}
+    </body.content>
+  </body>
+</nitf>
+"""
+
+
+def write_nyt_annotated(root: Path, n: int = 24) -> Path:
+    """The New York Times Annotated Corpus as LDC ships it (LDC2008T19), at ``root`` (``nyt_corpus``):
+    ``data/<year>/<month>.tgz`` archives holding ``<month>/<day>/<doc id>.xml`` NITF files (:func:`nitf_article`),
+    beside the release's ``docs/`` and ``dtd/`` folders. The articles are :func:`labelled_docs` (``online_sections``
+    from :data:`NYT_SECTIONS`; the second ``code`` article has no full-text block, only its lead paragraph), spread
+    over 1987/01 and 2007/06, then three more: one in ``Opinion`` (outside the paper's topics), one in both
+    ``Business`` and ``Sports`` (two topics), and one in ``Arts`` whose taxonomic classifier is
+    ``Top/Features/Arts/Music`` (below a topic's path). Returns ``root``."""
+    (root / "docs").mkdir(parents=True, exist_ok=True)
+    (root / "docs" / "index.html").write_text("<html><body>The New York Times Annotated Corpus</body></html>\n")
+    (root / "dtd").mkdir(exist_ok=True)
+    (root / "dtd" / "nitf-3-3.dtd").write_text("<!ELEMENT nitf (head?, body)>\n")
+    articles = []
+    for i, doc in enumerate(labelled_docs(n)):
+        sentences = [s if s.endswith(".") else s + "." for s in doc.text.split(". ")]
+        paragraphs = [" ".join(sentences[:2]), " ".join(sentences[2:4]), " ".join(sentences[4:])]
+        sections = NYT_SECTIONS[doc.label][(i // 2) % 2]
+        taxonomy = [f"Top/News/{part}" for part in sections.split("; ") if part != "Front Page"]
+        articles.append((doc.label, paragraphs, sections, taxonomy, i != 2))
+    left_out = labelled_docs(3)
+    articles += [("code", [left_out[0].text], "Opinion", ["Top/Opinion/Editorials"], True),
+                 ("code", [left_out[1].text], "Business; Sports", ["Top/News/Business", "Top/News/Sports"], True),
+                 ("code", [left_out[2].text], "Arts", ["Top/Features/Arts/Music"], True)]
+    dates = ["19870101", "19870102", "20070615"]
+    by_archive: dict[Path, list[tuple[str, str]]] = {}
+    for number, (_, paragraphs, sections, taxonomy, full_text) in enumerate(articles):
+        date = dates[number % len(dates)]
+        doc_id = f"{number * 37 + 11 if date < '2000' else 1_840_000 + number:07d}"
+        member = f"{date[4:6]}/{date[6:8]}/{doc_id}.xml"
+        xml = nitf_article(doc_id, date, " ".join(paragraphs[0].split()[:5]), paragraphs, sections, taxonomy,
+                           full_text)
+        by_archive.setdefault(root / "data" / date[:4] / f"{date[4:6]}.tgz", []).append((member, xml))
+    for archive, members in by_archive.items():
+        archive.parent.mkdir(parents=True, exist_ok=True)
+        with tarfile.open(archive, "w:gz") as handle:  # as `tar czf 01.tgz 01`: the folders, then their files
+            for folder in sorted({m.split("/")[0] for m, _ in members} | {m.rsplit("/", 1)[0] for m, _ in members}):
+                info = tarfile.TarInfo(folder)
+                info.type, info.mode = tarfile.DIRTYPE, 0o755
+                handle.addfile(info)
+            for member, xml in members:
+                data = xml.encode("utf-8")
+                info = tarfile.TarInfo(member)
+                info.size = len(data)
+                handle.addfile(info, io.BytesIO(data))
+    return root
+
+
 def write_hyperpartisan(folder: Path, counts: tuple[int, int, int] = (12, 4, 4)) -> Path:
     """Hyperpartisan as Longformer's ``scripts/hp_preprocess.py`` writes it from the SemEval-2019 by-article
     release and ``hp-splits.json``: ``train.jsonl``, ``dev.jsonl``, ``test.jsonl``, one ``{"text", "label",

@@ -24,6 +24,7 @@ from lit_docemb.data.labelled_formats import (
     table_format_of,
     text_gcn_corpus,
 )
+from lit_docemb.data.nyt_annotated import LABEL_FIELDS, iter_nyt_annotated
 from lit_docemb.data.reading import ReadContext, cached_documents, load_hf_splits, looks_like_local_path, require_path
 from lit_docemb.errors import ConfigError, require
 
@@ -39,7 +40,9 @@ LAYOUT = """\
   <data>/corpus/<name>.clean.txt (or <name>.txt, text_gcn_corpus: raw), line for line; or
   source_format rt_polarity: a folder holding rt-polarity.pos and rt-polarity.neg (no test split); or
   source_format semeval_hyperpartisan: SemEval-2019 task 4's articles-<part>.xml, its ground-truth-<part>.xml beside
-  it, and optionally Longformer's hp-splits.json (splits_file)"""
+  it, and optionally Longformer's hp-splits.json (splits_file); or
+  source_format nyt_annotated: LDC2008T19's nyt_corpus folder, data/<year>/<month>.tgz archives of
+  <month>/<day>/<id>.xml NITF articles (no test split)"""
 
 
 class LabelledTextDataModule(DocumentDataModule):
@@ -67,7 +70,11 @@ class LabelledTextDataModule(DocumentDataModule):
       the ground-truth file beside it (:func:`~lit_docemb.data.labelled_formats.iter_semeval_hyperpartisan`). With
       ``splits_file`` (Longformer's ``hp-splits.json``: ``train`` / ``dev`` / ``test``, 516 / 64 / 65 articles),
       ``train_split``, ``val_split`` and ``test_split`` name its splits; without, the file is the training split
-      and ``test_source`` may name the release's test articles (``articles-test-byarticle-20181207.xml``).
+      and ``test_source`` may name the release's test articles (``articles-test-byarticle-20181207.xml``);
+    * with ``source_format: nyt_annotated``, the New York Times Annotated Corpus as LDC ships it (LDC2008T19's
+      ``nyt_corpus`` folder: ``data/<year>/<month>.tgz`` archives of NITF articles), each article labelled by the
+      topic its ``label_column`` field gives (``topics``;
+      :func:`~lit_docemb.data.nyt_annotated.iter_nyt_annotated`); no test split (``test_fraction``).
 
     A test split is read when the source has one (``test_split``; a hub split, a ``test`` file or folder beside
     ``train``, or ``test_source``); it is served by ``test_dataloader``, and validation documents are held out
@@ -78,7 +85,7 @@ class LabelledTextDataModule(DocumentDataModule):
     Args:
         source: One of the sources listed above.
         source_format: ``"auto"`` (by what ``source`` is), ``"hf"``, ``"csv"``, ``"tsv"``, ``"jsonl"``,
-            ``"folders"``, ``"text_gcn"``, ``"rt_polarity"`` or ``"semeval_hyperpartisan"``.
+            ``"folders"``, ``"text_gcn"``, ``"rt_polarity"``, ``"semeval_hyperpartisan"`` or ``"nyt_annotated"``.
         subset: Configuration name of a hub dataset.
         train_split: Split (hub) or file / folder name (local) of the training documents.
         test_split: Same for the test documents; ``None`` reads no test split.
@@ -87,7 +94,9 @@ class LabelledTextDataModule(DocumentDataModule):
             (``val_fraction``), which must then be 0.
         test_source: A local test file or folder elsewhere (overrides ``test_split`` for local sources).
         text_column: Column of the text, or several columns, each becoming a section headed by its name.
-        label_column: Column of the label; ``None`` reads unlabelled text.
+        label_column: Column of the label; ``None`` reads unlabelled text. ``source_format: nyt_annotated``: the
+            article field the topics are read from, ``"online_sections"``, ``"taxonomic_classifier"`` or
+            ``"desk"`` (:data:`~lit_docemb.data.nyt_annotated.LABEL_FIELDS`).
         id_column: Column of unique document ids; ``None`` derives ids from the position.
         title_column: Column of the title, if any.
         column_names: Column names of a CSV/TSV file without header line.
@@ -118,6 +127,12 @@ class LabelledTextDataModule(DocumentDataModule):
             become test, the next ``round(val_fraction * n)`` validation, so every split keeps the class
             proportions exactly (the default id-hash split keeps them on average only). Deterministic for a given
             ``seed`` and set of ids, whatever the file order.
+        topics: ``source_format: nyt_annotated``: topic → the ``label_column`` values that give it (a value
+            gives a topic when equal to one of them or below it, ``Top/News/Business/Markets`` below
+            ``Top/News/Business``); ``None``: DocSplit's five NYT classes
+            (:data:`~lit_docemb.data.nyt_annotated.PAPER_TOPICS`).
+        sample_size: ``source_format: nyt_annotated``: keep this many labelled articles, a uniform draw by a
+            hash of their id seeded with ``seed`` (DocSplit's NYT set has 13,081); ``None`` keeps all.
         **kwargs: See :class:`~lit_docemb.data.datamodule.DocumentDataModule`.
     """
 
@@ -125,7 +140,7 @@ class LabelledTextDataModule(DocumentDataModule):
         self,
         source: str,
         source_format: Literal["auto", "hf", "csv", "tsv", "jsonl", "folders", "text_gcn", "rt_polarity",
-                               "semeval_hyperpartisan"] = "auto",
+                               "semeval_hyperpartisan", "nyt_annotated"] = "auto",
         subset: str | None = None,
         train_split: str = "train",
         test_split: str | None = "test",
@@ -149,6 +164,8 @@ class LabelledTextDataModule(DocumentDataModule):
         ground_truth: str | None = None,
         test_fraction: float = 0.0,
         stratified: bool = False,
+        topics: dict[str, list[str]] | None = None,
+        sample_size: int | None = None,
         **kwargs,
     ) -> None:
         super().__init__(**kwargs)
@@ -183,6 +200,16 @@ class LabelledTextDataModule(DocumentDataModule):
             raise ConfigError("data.init_args.splits_file and ground_truth belong to source_format: "
                               f"semeval_hyperpartisan (source_format is {source_format!r}): remove them")
         self.splits_file, self.ground_truth = splits_file, ground_truth
+        if (topics is not None or sample_size is not None) and source_format != "nyt_annotated":
+            raise ConfigError("data.init_args.topics and sample_size belong to source_format: nyt_annotated "
+                              f"(source_format is {source_format!r}): remove them")
+        if source_format == "nyt_annotated":
+            require(label_column in LABEL_FIELDS, "label_column", f"one of {list(LABEL_FIELDS)} (the NITF field "
+                    "the topics are read from) with source_format nyt_annotated", label_column)
+            require(sample_size is None or sample_size >= 1, "sample_size", ">= 1 or null", sample_size)
+            require(topics is None or (bool(topics) and all(isinstance(v, list) and v for v in topics.values())),
+                    "topics", "a mapping of topic -> non-empty list of field values", topics)
+        self.topics, self.sample_size = topics, sample_size
         self.unlabelled_set: DocumentDataset | None = None
 
     # ------------------------------------------------------------------------------------------------- sources
@@ -228,7 +255,7 @@ class LabelledTextDataModule(DocumentDataModule):
         context = ReadContext(strict=self.strict, encoding=self.encoding)
         if self.source_format == "semeval_hyperpartisan":
             documents = self._read_semeval(split, context)
-        elif self.source_format in ("text_gcn", "rt_polarity"):
+        elif self.source_format in ("text_gcn", "rt_polarity", "nyt_annotated"):
             documents = self._read_release(split, context)
         elif self._is_hf():
             splits = load_hf_splits(self.source, self.subset, self.cache_dir)
@@ -285,8 +312,16 @@ class LabelledTextDataModule(DocumentDataModule):
                                 cache_dir=self.cache_dir)
 
     def _read_release(self, split: str, context: ReadContext) -> ArrowDocuments | None:
-        """A split of a text_gcn list or of the rt-polarity folder (``source_format``)."""
+        """A split of a text_gcn list, of the rt-polarity folder or of the NYT corpus (``source_format``)."""
         path = Path(self.source).expanduser()
+        if self.source_format == "nyt_annotated":
+            if split != self.train_split:
+                return None
+            require_path(path, "NYT Annotated Corpus folder (LDC2008T19's nyt_corpus)", LAYOUT)
+            kwargs = {"root": str(path), "label_field": self.columns["label_column"], "topics": self.topics,
+                      "sample_size": self.sample_size, "seed": self.seed}
+            return cached_documents(iter_nyt_annotated, kwargs, inputs=[path], context=context,
+                                    cache_dir=self.cache_dir, description=f"NYT Annotated Corpus at {path}")
         if self.source_format == "rt_polarity":
             if split != self.train_split:
                 return None
