@@ -286,6 +286,51 @@ def write_semeval_hyperpartisan(folder: Path, counts: tuple[int, int, int] = (12
     return folder / f"articles-{part}.xml"
 
 
+BBC_TOPICS = {"code": "business", "sea": "sport"}
+"""The topic folder :func:`write_bbc_release` gives each class of :func:`labelled_docs`."""
+
+
+def write_bbc_release(root: Path, n: int = 24) -> Path:
+    """BBC News as ``bbc-fulltext.zip`` (mlg.ucd.ie/datasets/bbc.html) unzips: ``bbc/README.TXT`` beside one folder
+    per topic (``bbc/<topic>/001.txt``, numbered per topic), each article its title line, a blank line, then its
+    paragraphs separated by blank lines, in Latin-1 (the release's pound signs are the byte 0xA3). The articles are
+    :func:`labelled_docs` in the folders of :data:`BBC_TOPICS`; the first ``code`` article costs \xa3100.
+    Returns ``root``."""
+    root.mkdir(parents=True, exist_ok=True)
+    (root / "README.TXT").write_bytes(b"Consists of 2225 documents from the BBC news website corresponding to stories "
+                                      b"in five topical areas from 2004-2005.\r\n")
+    numbers: dict[str, int] = {}
+    for i, doc in enumerate(labelled_docs(n)):
+        topic = BBC_TOPICS[doc.label]
+        numbers[topic] = numbers.get(topic, 0) + 1
+        sentences = doc.text.split(" again. ")
+        title = sentences[0].replace("The ", "", 1).capitalize()
+        body = f"{sentences[0]} again. {sentences[1]} again.\n\n{' again. '.join(sentences[2:])}"
+        if i == 0:
+            body += " It costs \xa3100."
+        (root / topic).mkdir(exist_ok=True)
+        (root / topic / f"{numbers[topic]:03d}.txt").write_bytes(f"{title}\n\n{body}\n".encode("latin-1"))
+    return root
+
+
+def write_20news_bydate(root: Path, n_train: int = 24, n_test: int = 8) -> Path:
+    """20 Newsgroups as ``20news-bydate.tar.gz`` (qwone.com/~jason/20Newsgroups) unpacks: ``20news-bydate-train/`` and
+    ``20news-bydate-test/``, one folder per newsgroup, one message a file named by its number, Latin-1, each a Usenet
+    header block (``From``, ``Subject``, ``Organization``, ``Lines``), a blank line, then the body. The messages are
+    :func:`labelled_docs` (``code`` in ``comp.graphics``, ``sea`` in ``sci.space``); the first training message's
+    author is Jos\xe9. Returns ``root``."""
+    groups = {"code": "comp.graphics", "sea": "sci.space"}
+    for split, docs, first in [("train", labelled_docs(n_train), 38000), ("test", labelled_docs(n_test), 60000)]:
+        for i, doc in enumerate(docs):
+            author = "jose@example.edu (Jos\xe9 Example)" if split == "train" and i == 0 else "ann@example.edu"
+            message = (f"From: {author}\nSubject: {' '.join(doc.text.split()[:4])}\nOrganization: Example University\n"
+                       f"Lines: 1\n\n{doc.text}\n")
+            path = root / f"20news-bydate-{split}" / groups[doc.label] / str(first + 7 * i)
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_bytes(message.encode("latin-1"))
+    return root
+
+
 NYT_SECTIONS = {"code": ["Business", "Business; Technology"], "sea": ["Sports", "Front Page; Sports"]}
 """The ``online_sections`` :func:`write_nyt_annotated` gives each class of :func:`labelled_docs`, alternating: the
 topics are ``business`` and ``sports``."""

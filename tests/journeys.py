@@ -17,6 +17,7 @@ import yaml
 from corpus_files import (
     labelled_docs,
     write_aan_network,
+    write_bbc_release,
     write_arxiv_snapshot,
     write_fakenews,
     write_labelled_folder,
@@ -42,15 +43,18 @@ def _short(class_path: str) -> str:
 # --- corpora: DataModule class -> (fixture writer, init_args it sets) ----------------------------------------
 def _labelled(data: dict, folder: Path) -> dict:
     """LabelledTextDataModule, in the layout the config reads: Yao et al.'s text_gcn list and corpus files, an
-    aclImdb folder with its unlabelled ``unsup`` reviews, FakeNewsCorpus's ``news_cleaned_2018_02_13.csv``, LDC's
-    ``nyt_corpus`` (NYT Annotated Corpus archives), Longformer's Hyperpartisan train/dev/test.jsonl, headerless TSV
-    where the config names its columns, JSONL with ``text``/``label`` keys otherwise (hub sets saved locally)."""
+    aclImdb folder with its unlabelled ``unsup`` reviews, FakeNewsCorpus's ``news_cleaned_2018_02_13.csv``, BBC's
+    topic folders, LDC's ``nyt_corpus`` (NYT Annotated Corpus archives), Longformer's Hyperpartisan
+    train/dev/test.jsonl, headerless TSV where the config names its columns, JSONL with ``text``/``label`` keys
+    otherwise (hub sets saved locally)."""
     cache = {"cache_dir": str(folder / "cache")}
     if data.get("source_format") == "text_gcn":
         return {"source": str(write_text_gcn_release(folder / "text_gcn", "R8")), **cache}
     if data.get("unlabelled_class"):
         return {"source": str(write_imdb_folders(folder / "aclImdb", data["classes"], data["unlabelled_class"])),
                 **cache}
+    if Path(str(data.get("source", ""))).name == "bbc":  # bbc-fulltext.zip unzipped: topic folders, no split
+        return {"source": str(write_bbc_release(folder / "bbc")), **cache}
     if data.get("source_format") == "nyt_annotated":  # LDC's nyt_corpus folder of .tgz archives, no split
         return {"source": str(write_nyt_annotated(folder / "nyt_corpus")), **cache}
     if Path(str(data.get("source", ""))).name == "news_cleaned_2018_02_13.csv":  # FakeNews: one CSV, no split
