@@ -40,3 +40,13 @@ def test_a_fine_tuned_baseline_replaces_the_backbone_of_a_classification_config(
     assert init_args["backbone"]["init_args"]["encoder"] == name and init_args["checkpoint"] is None
     assert init_args["labels"] == ["false", "true"] and init_args["optimizer"]["init_args"]["lr"] == 3.0e-05
     assert config["trainer"]["default_root_dir"] == f"runs/baselines/{{data.init_args.source}}/{name}"
+
+
+@pytest.mark.parametrize("baseline", CLASSIFY, ids=lambda p: str(p.relative_to(BASELINES)))
+def test_after_a_docsplit_config_a_baseline_trains_only_the_last_layer(baseline, capsys):
+    """DocSplit Table 1 (Appendix A.1): the baseline's encoder frozen, the head trained with lr 3e-4, batch 8."""
+    config = printed_config(capsys, ROOT / "configs/docsplit/classify_bbc.yaml", baseline)
+    init_args = config["model"]["init_args"]
+    assert init_args["freeze_backbone"] is True and init_args["checkpoint"] is None
+    assert init_args["optimizer"]["init_args"]["lr"] == 3.0e-04 and config["data"]["init_args"]["batch_size"] == 8
+    assert init_args["labels"] == ["business", "entertainment", "politics", "sport", "tech"]
