@@ -79,7 +79,7 @@ def few_shot_probe(train, train_labels: Sequence, test, test_labels: Sequence, s
     train, labels = _as_array(train), np.asarray(list(train_labels))
     rng = np.random.default_rng(seed)
     classes = np.unique(labels)
-    short = [c for c in classes if (labels == c).sum() < shots]
+    short = [str(c) for c in classes if (labels == c).sum() < shots]
     if short:
         raise ValueError(f"{shots}-shot needs {shots} training examples of every class; too few for {short[:5]}")
     runs = []

@@ -50,3 +50,6 @@ def test_few_shot_reports_mean_and_spread_and_needs_enough_examples():
     assert 1 / 3 < out["accuracy_mean"] < 1.0 and out["accuracy_std"] > 0
     with pytest.raises(ValueError, match="21-shot needs 21 training examples"):
         few_shot_probe(train, train_labels, test, test_labels, shots=21)
+    labels = ["arts"] + ["sports"] * (len(train_labels) - 1)  # the class is named as the user wrote it
+    with pytest.raises(ValueError, match=r"too few for \['arts'\]$"):
+        few_shot_probe(train, labels, test, test_labels, shots=2)
