@@ -33,7 +33,8 @@ documents outside ``a``'s group ("for every similar sample, an irrelevant articl
 balanced dataset": 1 is the paper's reading; a positive without any candidate is counted as
 ``"positive_without_negative"``). :class:`~lit_docemb.eval.matching.ValidationMatching` and ``evaluate
 --evaluation matching`` then give precision, recall, F1 and accuracy on the test pairs at the threshold chosen on
-the validation pairs.
+the validation pairs. ``shuffle_test_sections`` serves the test pairs' documents with their sections shuffled
+(CoLDE §4.4.3, Fig. 8; :mod:`lit_docemb.data.perturbation`), the validation pairs and the threshold unchanged.
 """
 
 from __future__ import annotations
@@ -51,6 +52,7 @@ from lit_docemb.data.aan import PairDataset
 from lit_docemb.data.aan_formats import coupled_pairs
 from lit_docemb.data.datamodule import DocumentDataModule, DocumentDataset, stable_fraction
 from lit_docemb.data.document import Document
+from lit_docemb.data.perturbation import ShuffledSections
 from lit_docemb.errors import require
 
 log = logging.getLogger(__name__)
@@ -237,13 +239,15 @@ class SimilarityGroupDataModule(DocumentDataModule):
             docstring (validation and test are matching pairs; CoLDE's 80/10/10 is ``val_fraction: 0.1``,
             ``test_fraction: 0.1``); 0 holds out ``val_fraction`` of the documents by id hash, labelled documents.
         negatives_per_positive: Matching split: negative pairs drawn for each positive pair (paper: 1).
+        shuffle_test_sections: Matching split: the test pairs' documents have their sections shuffled (Fig. 8's
+            text perturbation; ``test`` then scores it at the threshold chosen on the unshuffled validation pairs).
         **kwargs: See :class:`~lit_docemb.data.datamodule.DocumentDataModule` (batching and splits; in the
             matching split ``max_val_documents`` caps the validation pairs).
     """
 
     def __init__(self, corpus: DocumentDataModule, rule: Rule = "citations", min_link_jaccard: float = 0.5,
                  min_similar: int = 2, test_fraction: float = 0.0, negatives_per_positive: int = 1,
-                 cpc_level: CpcLevel = "group", **kwargs) -> None:
+                 cpc_level: CpcLevel = "group", shuffle_test_sections: bool = False, **kwargs) -> None:
         super().__init__(**kwargs)
         require(rule in ("citations", "link_jaccard", "cpc"), "rule", "'citations', 'link_jaccard' or 'cpc'", rule)
         require(cpc_level in ("subclass", "group", "subgroup"), "cpc_level", "'subclass', 'group' or 'subgroup'",
@@ -251,7 +255,10 @@ class SimilarityGroupDataModule(DocumentDataModule):
         require(0.0 <= test_fraction < 1.0 and self.val_fraction + test_fraction < 1.0, "test_fraction",
                 "in [0, 1) with val_fraction + test_fraction < 1", test_fraction)
         require(negatives_per_positive >= 1, "negatives_per_positive", ">= 1", negatives_per_positive)
+        require(not shuffle_test_sections or test_fraction > 0, "shuffle_test_sections",
+                "false unless test_fraction > 0 (it perturbs the matching split's test pairs)", shuffle_test_sections)
         self.corpus, self.rule, self.cpc_level = corpus, rule, cpc_level
+        self.shuffle_test_sections = shuffle_test_sections
         self.min_link_jaccard, self.min_similar = min_link_jaccard, min_similar
         self.test_fraction, self.negatives_per_positive = test_fraction, negatives_per_positive
         self.test_set: PairDataset | None = None
@@ -308,7 +315,8 @@ class SimilarityGroupDataModule(DocumentDataModule):
                 raise ValueError(f"{type(self).__name__}: the {name} split has no similarity link among its "
                                  f"{len(part)} documents (too few groups for val_fraction={self.val_fraction}, "
                                  f"test_fraction={self.test_fraction}?)")
-            pair_sets[name] = PairDataset(documents, [(rows[a], rows[b], label) for a, b, label in pairs])
+            served = ShuffledSections(documents, self.seed) if name == "test" and self.shuffle_test_sections else documents
+            pair_sets[name] = PairDataset(served, [(rows[a], rows[b], label) for a, b, label in pairs])
         if not members["train"]:
             raise ValueError(f"{type(self).__name__}: no training group among {len(set(labels.values()))}")
         self.documents = documents

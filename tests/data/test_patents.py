@@ -33,6 +33,8 @@ def test_bad_settings_and_a_missing_export_are_one_line_errors(tmp_path):
         PatentDataModule(str(tmp_path), sections=["claims", "drawings"])
     with pytest.raises(ConfigError, match="cpc_level"):
         SimilarityGroupDataModule(PatentDataModule(str(tmp_path)), rule="cpc", cpc_level="class")
+    with pytest.raises(ConfigError, match="shuffle_test_sections"):  # no test pairs to perturb
+        SimilarityGroupDataModule(PatentDataModule(str(tmp_path)), rule="cpc", shuffle_test_sections=True)
     with pytest.raises(FileNotFoundError, match="publications"):
         PatentDataModule(str(tmp_path / "nothing.json")).load_documents()
     (tmp_path / "empty").mkdir()
