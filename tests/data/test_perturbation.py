@@ -59,9 +59,15 @@ def test_matching_split_shuffles_the_test_pairs_only(tmp_path):
 
 
 def test_documents_without_sections_to_shuffle_are_served_as_they_are_and_counted(tmp_path):
-    corpus = AANDataModule(str(write_aan_network(tmp_path / "aan")), layout="network", citations_file="acl.txt",
-                           cache_dir=str(tmp_path / "cache"))
+    root = write_aan_network(tmp_path / "aan")
+    (root / "papers_text" / "P9.txt").write_text(PAPER)
+    corpus = AANDataModule(str(root), layout="network", citations_file="acl.txt", cache_dir=str(tmp_path / "cache"),
+                           remove_abstract_references=True)
     documents = corpus.load_documents()
     served = ShuffledSections(documents)
-    assert served[0] == documents[0] and served[0] == documents[0]  # the fixture papers have no heading lines
+    assert served[0] == documents[0] and served[0] == documents[0]  # the other fixture papers have no heading lines
     assert served.stats["unshuffled_document"] == 1
+    last = next(i for i in range(len(documents)) if documents[i].id == "aan:P9")  # read as the release's text file
+    headings = [section.heading for section in served[last].sections]
+    assert sorted(headings) == sorted(["", "1 Introduction", "2. Related Work", "III. EXPERIMENTS AND RESULTS"])
+    assert headings != ["", "1 Introduction", "2. Related Work", "III. EXPERIMENTS AND RESULTS"]
