@@ -712,6 +712,44 @@ def write_wikipedia_dump(path: Path, groups: int = 2) -> Path:
     return path
 
 
+def write_google_patents(path: Path, groups: int = 6, per_group: int = 3, singles: int = 4) -> Path:
+    """A Google Patents Public Data export (the publications table as newline-delimited JSON, gzipped as ``bq
+    extract --compression GZIP`` writes it): ``groups`` CPC main groups of ``per_group`` patents each (first code
+    ``G06F<g>/<k>``, a second code shared by all), ``singles`` patents whose first code no other has
+    (``H04L<n>/00``), plus one patent with only a German claim (empty in English), one without CPC code, a line that
+    is not JSON and one without publication number."""
+    lines = []
+    texts = topic_texts(groups * per_group + singles + 1)
+    for g in range(groups):
+        for k in range(per_group):
+            i = g * per_group + k
+            lines.append(json.dumps({
+                "publication_number": f"US-{9000000 + i}-B2", "country_code": "US",
+                "title_localized": [{"text": f"Device {i}", "language": "en", "truncated": False}],
+                "abstract_localized": [{"text": f"An abstract about group {g}.", "language": "en", "truncated": False}],
+                "claims_localized": [{"text": f"1. A device of group {g}. " + texts[i][:200], "language": "en",
+                                      "truncated": False}],
+                "description_localized": [{"text": texts[i][200:700], "language": "en", "truncated": False},
+                                          {"text": "Eine Beschreibung.", "language": "de", "truncated": False}],
+                "cpc": [{"code": "Y02D10/00", "inventive": False, "first": False, "tree": []},
+                        {"code": f"G06F{g + 1}/{10 * k + 1}", "inventive": True, "first": True, "tree": []}]}))
+    for n in range(singles):
+        text = texts[groups * per_group + n]
+        lines.append(json.dumps({
+            "publication_number": f"US-{8000000 + n}-B1", "title_localized": [{"text": f"Relay {n}", "language": "en"}],
+            "claims_localized": [{"text": "1. A relay. " + text[:200], "language": "en"}],
+            "description_localized": [{"text": text[200:700], "language": "en"}],
+            "cpc": [{"code": f"H04L{n + 1}/00", "inventive": True, "first": True}]}))
+    lines.append(json.dumps({"publication_number": "DE-1-A1", "claims_localized": [{"text": "Ein Anspruch.",
+                             "language": "de"}], "cpc": [{"code": "A01B1/00", "first": True}]}))
+    lines.append(json.dumps({"publication_number": "US-1-A", "claims_localized": [{"text": texts[-1][:300],
+                             "language": "en"}], "description_localized": [], "cpc": []}))
+    lines += ["{not json", json.dumps({"title_localized": []})]
+    path.parent.mkdir(parents=True, exist_ok=True)
+    gzip_lines(path, lines)
+    return path
+
+
 def write_aan_network(root: Path) -> Path:
     """The AAN network release: papers_text/<id>.txt and the citation file acl.txt."""
     (root / "papers_text").mkdir(parents=True)

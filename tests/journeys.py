@@ -20,6 +20,7 @@ from corpus_files import (
     write_bbc_release,
     write_arxiv_snapshot,
     write_fakenews,
+    write_google_patents,
     write_labelled_folder,
     write_lra,
     write_msmarco,
@@ -128,6 +129,11 @@ def _aan(data: dict, folder: Path) -> dict:
     return {"source": str(write_aan_network(folder / "aan")), "citations_file": "acl.txt"}
 
 
+def _patents(data: dict, folder: Path) -> dict:
+    return {"source": str(write_google_patents(folder / "patents" / "publications-000000000000.json.gz")),
+            "cache_dir": str(folder / "cache")}
+
+
 def _similarity_groups(data: dict, folder: Path) -> dict:
     """The corpus's fixture; a matching split (``test_fraction``) holds out 30% of the groups for validation and
     30% for test, over six Wikipedia link groups (two per split, so that each split has negative pairs)."""
@@ -210,6 +216,7 @@ CORPORA: dict[str, Callable[[dict, Path], dict]] = {
     "JSONLDataModule": _jsonl,
     "WikipediaDataModule": _wikipedia,
     "AANDataModule": _aan,
+    "PatentDataModule": _patents,
     "SimilarityGroupDataModule": _similarity_groups,
     "WIKIRDataModule": _wikir,
     "OpenWebTextDataModule": _openwebtext,

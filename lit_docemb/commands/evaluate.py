@@ -221,6 +221,10 @@ def evaluate(config: list[str], ckpt_path: str | None = None, evaluation: list[s
     method.to(torch_device(accelerator)).eval()
     if not isinstance(data, RetrievalDataModule):  # retrieval reads its corpus and query splits itself
         data.setup("fit")
+        if ckpt_path is None and callable(getattr(method, "prepare", None)):
+            # a method whose vocabulary and word vectors come from the training documents (CTPE) builds them as
+            # fit would, and is scored untrained (CTPE's Table 4 column CTPE0)
+            method.prepare(data.train_set, data.val_set or ())
     evaluations = evaluations or default_evaluations(data)
     context = EvaluationContext(method, data, output_dir, batch_size)
     results = run_evaluations(evaluations, context)

@@ -10,6 +10,12 @@
   ``min_similar`` (2) similar articles are kept, and the connected components of the similarity links among
   them are the groups (found exactly by prefix filtering, :func:`~lit_docemb.data.aan_formats.coupled_pairs`).
 
+* ``"cpc"`` (patents, ``metadata["cpc"]``, :class:`~lit_docemb.data.patents.PatentDataModule`): the paper's PAT
+  labels (three annotators judging pairs by abstract, claims and CPC codes, majority vote) are not published, so
+  patents sharing their first CPC code, cut to ``cpc_level`` (``"subclass"`` G06F, ``"group"`` G06F16,
+  ``"subgroup"`` G06F16/3347), stand in for the annotators' "similar" (an option of ours, not the paper's data):
+  each such set of at least two patents is a group; every other patent is a group of its own (an irrelevant one).
+
 Readings where the paper is silent: groups are disjoint (a paper cited by two parents joins the first one's);
 components rather than cliques (a chain of similar articles is one group).
 
@@ -27,7 +33,8 @@ documents outside ``a``'s group ("for every similar sample, an irrelevant articl
 balanced dataset": 1 is the paper's reading; a positive without any candidate is counted as
 ``"positive_without_negative"``). :class:`~lit_docemb.eval.matching.ValidationMatching` and ``evaluate
 --evaluation matching`` then give precision, recall, F1 and accuracy on the test pairs at the threshold chosen on
-the validation pairs.
+the validation pairs. ``shuffle_test_sections`` serves the test pairs' documents with their sections shuffled
+(CoLDE §4.4.3, Fig. 8; :mod:`lit_docemb.data.perturbation`), the validation pairs and the threshold unchanged.
 """
 
 from __future__ import annotations
@@ -45,11 +52,30 @@ from lit_docemb.data.aan import PairDataset
 from lit_docemb.data.aan_formats import coupled_pairs
 from lit_docemb.data.datamodule import DocumentDataModule, DocumentDataset, stable_fraction
 from lit_docemb.data.document import Document
+from lit_docemb.data.perturbation import ShuffledSections
 from lit_docemb.errors import require
 
 log = logging.getLogger(__name__)
 
-Rule = Literal["citations", "link_jaccard"]
+Rule = Literal["citations", "link_jaccard", "cpc"]
+CpcLevel = Literal["subclass", "group", "subgroup"]
+
+
+def cpc_prefix(code: str, level: CpcLevel = "group") -> str:
+    """A CPC code (``G06F16/3347``) cut to ``level``: ``"subclass"`` → ``G06F``, ``"group"`` → ``G06F16``,
+    ``"subgroup"`` → the whole code."""
+    code = code.replace(" ", "")
+    if level == "subclass":
+        return code[:4]
+    return code.split("/", 1)[0] if level == "group" else code
+
+
+def cpc_groups(documents: Sequence[Document], level: CpcLevel = "group") -> dict[str, str]:
+    """``{document id: group label}``: patents whose first CPC code (``metadata["cpc"][0]``) has the same ``level``
+    prefix form a group when there are at least two of them; every other patent with a code is its own group."""
+    first = {doc.id: cpc_prefix(doc.metadata["cpc"][0], level) for doc in documents if doc.metadata.get("cpc")}
+    sizes = Counter(first.values())
+    return {doc_id: f"cpc:{code}" if sizes[code] > 1 else f"single:{doc_id}" for doc_id, code in first.items()}
 
 
 def citation_groups(documents: Sequence[Document], seed: int = 0) -> dict[str, str]:
@@ -105,8 +131,24 @@ def similarity_links(documents: Sequence[Document], groups: dict[str, str], rule
                      min_link_jaccard: float = 0.5) -> tuple[list[tuple[str, str]], dict[str, set[str]]]:
     """The similarity links inside the groups (the positive matching pairs, see the module docstring), and each
     document's related documents, in a group or not (``"citations"``: what it cites and what cites it;
-    ``"link_jaccard"``: every article above the link threshold), which are never drawn as its negatives."""
+    ``"link_jaccard"``: every article above the link threshold; ``"cpc"``: the patents of its group and those that
+    list its first code among theirs), which are never drawn as its negatives. ``"cpc"`` links: the first patent of a
+    group (by id) with each other one, as a citing paper with each paper it cites."""
     related: dict[str, set[str]] = {}
+    if rule == "cpc":
+        members: dict[str, list[str]] = {}
+        for doc_id in sorted(groups):
+            if groups[doc_id].startswith("cpc:"):
+                members.setdefault(groups[doc_id], []).append(doc_id)
+        holders: dict[str, set[str]] = {}
+        for doc in documents:
+            for code in doc.metadata.get("cpc", ()):
+                holders.setdefault(code, set()).add(doc.id)
+        for doc in documents:
+            codes = doc.metadata.get("cpc") or ()
+            related[doc.id] = set(members.get(groups.get(doc.id, ""), ())) | (holders.get(codes[0], set()) if codes
+                                                                                else set())
+        return sorted((group[0], other) for group in members.values() for other in group[1:]), related
     if rule == "citations":
         for doc in documents:
             related[doc.id] = set(doc.metadata.get("citations", ())) | set(doc.metadata.get("cited_by", ()))
@@ -186,27 +228,37 @@ class SimilarityGroupDataModule(DocumentDataModule):
 
     Args:
         corpus: The DataModule that reads the corpus (``AANDataModule`` with the network layout for
-            ``"citations"``, ``WikipediaDataModule`` for ``"link_jaccard"``); only its documents are used.
-        rule: ``"citations"`` or ``"link_jaccard"``.
+            ``"citations"``, ``WikipediaDataModule`` for ``"link_jaccard"``, ``PatentDataModule`` for ``"cpc"``); only
+            its documents are used.
+        rule: ``"citations"``, ``"link_jaccard"`` or ``"cpc"`` (see the module docstring).
+        cpc_level: ``"cpc"``: the part of the first CPC code that patents of a group share (``"subclass"``,
+            ``"group"``, ``"subgroup"``).
         min_link_jaccard: ``"link_jaccard"``: link-set Jaccard similarity that two similar articles exceed.
         min_similar: ``"link_jaccard"``: similar articles an article needs to be kept.
         test_fraction: Share of the groups held out for test: above 0, the matching split of the module
             docstring (validation and test are matching pairs; CoLDE's 80/10/10 is ``val_fraction: 0.1``,
             ``test_fraction: 0.1``); 0 holds out ``val_fraction`` of the documents by id hash, labelled documents.
         negatives_per_positive: Matching split: negative pairs drawn for each positive pair (paper: 1).
+        shuffle_test_sections: Matching split: the test pairs' documents have their sections shuffled (Fig. 8's
+            text perturbation; ``test`` then scores it at the threshold chosen on the unshuffled validation pairs).
         **kwargs: See :class:`~lit_docemb.data.datamodule.DocumentDataModule` (batching and splits; in the
             matching split ``max_val_documents`` caps the validation pairs).
     """
 
     def __init__(self, corpus: DocumentDataModule, rule: Rule = "citations", min_link_jaccard: float = 0.5,
                  min_similar: int = 2, test_fraction: float = 0.0, negatives_per_positive: int = 1,
-                 **kwargs) -> None:
+                 cpc_level: CpcLevel = "group", shuffle_test_sections: bool = False, **kwargs) -> None:
         super().__init__(**kwargs)
-        require(rule in ("citations", "link_jaccard"), "rule", "'citations' or 'link_jaccard'", rule)
+        require(rule in ("citations", "link_jaccard", "cpc"), "rule", "'citations', 'link_jaccard' or 'cpc'", rule)
+        require(cpc_level in ("subclass", "group", "subgroup"), "cpc_level", "'subclass', 'group' or 'subgroup'",
+                cpc_level)
         require(0.0 <= test_fraction < 1.0 and self.val_fraction + test_fraction < 1.0, "test_fraction",
                 "in [0, 1) with val_fraction + test_fraction < 1", test_fraction)
         require(negatives_per_positive >= 1, "negatives_per_positive", ">= 1", negatives_per_positive)
-        self.corpus, self.rule = corpus, rule
+        require(not shuffle_test_sections or test_fraction > 0, "shuffle_test_sections",
+                "false unless test_fraction > 0 (it perturbs the matching split's test pairs)", shuffle_test_sections)
+        self.corpus, self.rule, self.cpc_level = corpus, rule, cpc_level
+        self.shuffle_test_sections = shuffle_test_sections
         self.min_link_jaccard, self.min_similar = min_link_jaccard, min_similar
         self.test_fraction, self.negatives_per_positive = test_fraction, negatives_per_positive
         self.test_set: PairDataset | None = None
@@ -217,11 +269,15 @@ class SimilarityGroupDataModule(DocumentDataModule):
         documents = self.corpus.load_documents()
         self.stats.update(self.corpus.stats)
         usable = [doc for doc in documents if not doc.is_empty()]
-        groups = citation_groups(usable, self.seed) if self.rule == "citations" else link_jaccard_groups(
-            usable, self.min_link_jaccard, self.min_similar)
+        if self.rule == "citations":
+            groups = citation_groups(usable, self.seed)
+        elif self.rule == "cpc":
+            groups = cpc_groups(usable, self.cpc_level)
+        else:
+            groups = link_jaccard_groups(usable, self.min_link_jaccard, self.min_similar)
         if not groups:
             raise ValueError(f"{type(self).__name__}: rule {self.rule!r} found no similarity group among "
-                             f"{len(usable)} documents (does the corpus keep metadata['citations'/'links']?)")
+                             f"{len(usable)} documents (does the corpus keep metadata['citations'/'links'/'cpc']?)")
         if self.test_fraction > 0:
             self._links, self._related = similarity_links(usable, groups, self.rule, self.min_link_jaccard)
         indices = [i for i, doc in enumerate(documents) if doc.id in groups]
@@ -259,7 +315,8 @@ class SimilarityGroupDataModule(DocumentDataModule):
                 raise ValueError(f"{type(self).__name__}: the {name} split has no similarity link among its "
                                  f"{len(part)} documents (too few groups for val_fraction={self.val_fraction}, "
                                  f"test_fraction={self.test_fraction}?)")
-            pair_sets[name] = PairDataset(documents, [(rows[a], rows[b], label) for a, b, label in pairs])
+            served = ShuffledSections(documents, self.seed) if name == "test" and self.shuffle_test_sections else documents
+            pair_sets[name] = PairDataset(served, [(rows[a], rows[b], label) for a, b, label in pairs])
         if not members["train"]:
             raise ValueError(f"{type(self).__name__}: no training group among {len(set(labels.values()))}")
         self.documents = documents

@@ -74,7 +74,9 @@ def read_candidate_task(root: str | Path) -> CandidateTask:
 
 def evaluate_candidates(module: EmbeddingMethod, task: CandidateTask, k: int = 20,
                         batch_size: int = 256) -> dict[str, float]:
-    """Top-``k`` P/R/F1, MAP, NDCG, bpref of the test documents ranking the candidates, plus counts."""
+    """Top-``k`` P/R/F1 and trec_eval's MAP, NDCG, bpref of the test documents ranking the candidates, the paper's
+    formulas of MAP, NDCG and bpref beside them (``paper_map@k``, ``paper_ndcg@k``, ``paper_bpref``, see
+    :mod:`lit_docemb.eval.ranking`), plus counts."""
     candidate_ids, candidates, skipped_candidates = embed_with_ids(module, task.candidates, batch_size)
     query_docs = [d for d in task.queries if d.id in task.qrels]
     query_ids, queries, skipped_queries = embed_with_ids(module, query_docs, batch_size)
@@ -88,7 +90,8 @@ def evaluate_candidates(module: EmbeddingMethod, task: CandidateTask, k: int = 2
 
 class CandidateRanking(Evaluation):
     """Candidate ranking on a task folder at the end of training (and every ``every_n_epochs`` epochs), logged as
-    ``ranking/<metric>`` (``ranking/P@20``, ``ranking/map``...) and printed as ``ranking {json}``; usable by
+    ``ranking/<metric>`` (``ranking/P@20``, trec_eval's ``ranking/map``, the paper's ``ranking/paper_map@20``...) and
+    printed as ``ranking {json}``; usable by
     ``python -m lit_docemb evaluate`` as ``{class_path: lit_docemb.eval.candidates.CandidateRanking, init_args:
     {root: ...}}``. Every rank ranks the whole task (the figures are the same on all); rank 0 prints.
 

@@ -164,10 +164,11 @@ def evaluate_pairs(method, data, batch_size: int = 32, classifier: Literal["logi
     if not hasattr(splits["train"], "pairs"):
         del splits["train"]
     pairs = {name: dataset_pairs(dataset) for name, dataset in splits.items()}
-    wanted = {i for rows in pairs.values() for a, b, _ in rows for i in (a, b)}
-    corpus = splits["val"].documents
-    documents = [corpus[i] for i in range(len(corpus)) if corpus[i].id in wanted]
-    embeddings = embeddings_by_id([d.id for d in documents], embed_documents(method, documents, batch_size))
+    documents = {}  # each split's documents as that split serves them (test sections may be shuffled, Fig. 8)
+    for dataset in splits.values():
+        for i in sorted({i for a, b, _ in dataset.pairs for i in (a, b)}):
+            documents.setdefault(dataset.documents[i].id, dataset.documents[i])
+    embeddings = embeddings_by_id(list(documents), embed_documents(method, list(documents.values()), batch_size))
     threshold = threshold_matching(embeddings, pairs["val"], pairs["test"], criterion)
     learned = classifier_matching(embeddings, pairs["val"], pairs["test"], pairs.get("train"), classifier)
     return {f"threshold/{k}": v for k, v in threshold.items()} | {f"classifier/{k}": v for k, v in learned.items()}

@@ -13,6 +13,27 @@ F1 is the harmonic mean of the *mean* precision and *mean* recall, the way the p
 Queries: those of the qrels with at least one relevant candidate. One of them missing from the run (nothing
 retrieved) scores 0 on every measure; run queries without any relevant candidate are ignored and counted
 (``unjudged_queries``).
+
+**The paper's formulas** (:func:`paper_ranking_metrics`, keys ``paper_map@k``, ``paper_ndcg@k``, ``paper_bpref``).
+CTPE's Table 3 was not computed with trec_eval and its authors published neither their formulas nor their
+evaluation code (seed 004 §4.3 cites the textbook definitions; github.com/opendata-ai/tr has the data only). The
+table's own rows fix a reading: a random embedding scores bpref 0.4767 / 0.4753 / 0.4753 (arXiv / DBLP / USPTO),
+which trec_eval's bpref on a top-20 list cannot give (near 0: a random list holds almost no relevant paper), while
+MAP and NDCG of the same rows are near 0, as on a top-20 list. Read so:
+
+* ``paper_map@k``: average precision of the top-``k`` list normalised by the relevant papers it *could* hold,
+  ``sum_{i <= k, d_i relevant} P@i / min(R, k)`` (trec_eval's ``map`` divides by ``R``: on arXiv, ``R`` is 22-95,
+  so its MAP is at most ``k / R`` even for a perfect list; CTPE-word2vec(full)'s MAP 0.1893 next to P@20 0.3066
+  fits ``min(R, k)``, not ``R``);
+* ``paper_ndcg@k``: binary-gain ``DCG@k / IDCG@k``, the ideal list holding ``min(R, k)`` relevant papers
+  (trec_eval's ``ndcg`` has all ``R`` in its ideal list);
+* ``paper_bpref``: Buckley & Voorhees's bpref over the *whole* ranking of the candidate pool with every
+  non-relevant candidate judged, ``(1 / R) sum_r (1 - |non-relevant ranked above r| / N)`` (``N`` non-relevant
+  candidates, ``r`` over the relevant ones in the pool): a random ranking scores 0.5 times the share of ``R`` found
+  in the pool, as the table's random rows do (0.48: some ground-truth ids are not among the candidates).
+
+These are a reconstruction from the published numbers, not the authors' code: compare them with Table 3 only as
+that; trec_eval's ``map``, ``ndcg`` and ``bpref`` stay beside them under their own names.
 """
 
 from __future__ import annotations
@@ -20,6 +41,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import pytrec_eval
+import torch
 from torch import Tensor
 
 from lit_docemb.data.trec import Qrels, Run, ranked
@@ -65,10 +87,68 @@ def ranking_metrics(run: Run, qrels: Qrels, k: int = 20) -> dict[str, float]:
     return means
 
 
+def paper_ranking_metrics(scores: Tensor, query_ids: Sequence[str], candidate_ids: Sequence[str], qrels: Qrels,
+                          k: int = 20, exclude_self: bool = True) -> dict[str, float]:
+    """CTPE Table 3's MAP, NDCG and bpref as read in the module docstring (``paper_map@k``, ``paper_ndcg@k``,
+    ``paper_bpref``), means over the queries of ``qrels`` with a relevant candidate, from a (Q, N) score matrix
+    (bpref needs the whole ranking, not a top-``k`` run). A query without a row in ``scores`` scores 0.
+
+    Args:
+        scores: (Q, N) similarity of each query to each candidate.
+        query_ids: The Q query ids, in the rows' order.
+        candidate_ids: The N candidate ids, in the columns' order.
+        qrels: Query id → {candidate id: relevance}; relevance > 0 is relevant.
+        k: Depth of the list that MAP and NDCG read (paper: 20).
+        exclude_self: A candidate with the query's own id is left out of the query's ranking, as in
+            :func:`top_k_run`.
+    """
+    if scores.shape != (len(query_ids), len(candidate_ids)):
+        raise ValueError(f"scores {tuple(scores.shape)} != ({len(query_ids)} queries, {len(candidate_ids)} "
+                         "candidates)")
+    judged = {qid: {cid for cid, r in rels.items() if r > 0} for qid, rels in qrels.items()}
+    judged = {qid: relevant for qid, relevant in judged.items() if relevant}
+    if not judged:
+        raise ValueError("no query of the qrels has a relevant candidate (relevance > 0)")
+    column = {cid: j for j, cid in enumerate(candidate_ids)}
+    rows = [row for row, qid in enumerate(query_ids) if qid in judged]
+    count = torch.tensor([len(judged[query_ids[row]]) for row in rows], dtype=torch.float64)  # R per query
+    ideal = count.clamp(max=k)
+    discounts = 1.0 / torch.log2(torch.arange(2, k + 2, dtype=torch.float64))
+    ideal_gain = discounts.cumsum(0)
+    totals = {"map": 0.0, "ndcg": 0.0, "bpref": 0.0}
+    for start in range(0, len(rows), 256):  # (256, N) at a time
+        block = rows[start:start + 256]
+        values = scores[block].double()
+        is_relevant = torch.zeros(values.shape, dtype=torch.bool)
+        for i, row in enumerate(block):
+            is_relevant[i, [column[cid] for cid in judged[query_ids[row]] if cid in column]] = True
+            if exclude_self and query_ids[row] in column:  # out of the ranking: last, neither relevant nor not
+                values[i, column[query_ids[row]]] = float("-inf")
+                is_relevant[i, column[query_ids[row]]] = False
+        in_pool = torch.ones(values.shape, dtype=torch.float64)
+        if exclude_self:
+            in_pool[values == float("-inf")] = 0.0
+        order = values.argsort(dim=1, descending=True, stable=True)
+        hits = is_relevant.gather(1, order).double()  # relevance down each whole ranking
+        pool = in_pool.gather(1, order)
+        top = hits[:, :k]
+        precision_at = top.cumsum(1) / torch.arange(1, top.shape[1] + 1, dtype=torch.float64)
+        part = slice(start, start + len(block))
+        totals["map"] += float(((precision_at * top).sum(1) / ideal[part]).sum())
+        totals["ndcg"] += float(((top * discounts[:top.shape[1]]).sum(1) / ideal_gain[ideal[part].long() - 1]).sum())
+        non_relevant_above = ((1.0 - hits) * pool).cumsum(1)  # at each position, non-relevant candidates so far
+        non_relevant = non_relevant_above[:, -1:].clamp(min=1.0)  # N (every candidate relevant: nothing above)
+        totals["bpref"] += float((((1.0 - non_relevant_above / non_relevant) * hits).sum(1) / count[part]).sum())
+    return {f"paper_map@{k}": totals["map"] / len(judged), f"paper_ndcg@{k}": totals["ndcg"] / len(judged),
+            "paper_bpref": totals["bpref"] / len(judged)}
+
+
 def rank_and_score(scores: Tensor, query_ids: Sequence[str], candidate_ids: Sequence[str], qrels: Qrels,
                    k: int = 20) -> dict[str, float]:
-    """:func:`ranking_metrics` of the top-``k`` run of a (Q, N) score matrix."""
-    return ranking_metrics(top_k_run(scores, query_ids, candidate_ids, k), qrels, k)
+    """:func:`ranking_metrics` (trec_eval) of the top-``k`` run of a (Q, N) score matrix, with the paper's formulas
+    of :func:`paper_ranking_metrics` beside them."""
+    metrics = ranking_metrics(top_k_run(scores, query_ids, candidate_ids, k), qrels, k)
+    return metrics | paper_ranking_metrics(scores, query_ids, candidate_ids, qrels, k)
 
 
 # ---------------------------------------------------------------------------------------------------------------------

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Sequence
+from typing import Literal
 
 import torch
 from lightning.pytorch.cli import LRSchedulerCallable, OptimizerCallable
@@ -28,7 +29,7 @@ from torch import Tensor
 from lit_docemb.data.batches import CoupledDocumentBatch, CoupledPairBatch
 from lit_docemb.data.field_cache import FieldRows, FieldTokenCache
 from lit_docemb.data.document import Document
-from lit_docemb.errors import BadArgument, require
+from lit_docemb.errors import BadArgument, ConfigError, require
 from lit_docemb.losses import CoupledMarginLoss
 from lit_docemb.methods.base import EmbeddingMethod
 from lit_docemb.models.ctpe import CoupledPairEncoder, coupled_pair_similarity
@@ -75,6 +76,10 @@ class CTPE(EmbeddingMethod):
         scheduler: Optional learning-rate scheduler factory.
         token_cache_dir: Folder of the cache of each document's fields as token ids, built once per corpus and
             vocabulary and read by the collators on every pass (``None``: the ``datasets`` cache folder).
+        document_vector: ``"coupled"``: the pair (v_f, v_b) of the two CNNs (CTPE); ``"average"``: Table 4's avg
+            column (§4.5: "uses average embedding instead of coupled text pair representation"), the mean of the
+            token vectors of both parts (each cut at ``max_length``), no CNN, given as the pair (mean, mean) so
+            that eq. 2 ranks by its cosine. It trains nothing: ``fit`` refuses it, ``evaluate`` scores it.
     """
 
     default_learning_rate = 1e-3
@@ -93,12 +98,15 @@ class CTPE(EmbeddingMethod):
         optimizer: OptimizerCallable | None = None,
         scheduler: LRSchedulerCallable | None = None,
         token_cache_dir: str | None = None,
+        document_vector: Literal["coupled", "average"] = "coupled",
     ) -> None:
         super().__init__(optimizer or functools.partial(torch.optim.Adam, lr=self.default_learning_rate), scheduler)
         self.save_method_hyperparameters(ignore=["optimizer", "scheduler"])
         require(tfidf_neighbours is None or tfidf_neighbours >= 1, "tfidf_neighbours", ">= 1 or null",
                 tfidf_neighbours)
         require(max_length >= 1, "max_length", ">= 1", max_length)
+        require(document_vector in ("coupled", "average"), "document_vector", "'coupled' or 'average'",
+                document_vector)
         self.embeddings = embeddings or WordEmbeddings()
         self.pos = check_pos(pos)
         self.kernel_widths = kernel_widths or [1, 2, 3, 5]
@@ -142,6 +150,10 @@ class CTPE(EmbeddingMethod):
             raise RuntimeError("CTPE builds its vocabulary and partners from a lit_docemb DataModule's "
                                "train_set: run it with --data")
         if stage == "fit":
+            if self.hparams.document_vector == "average":
+                raise ConfigError("model.init_args.document_vector 'average' is Table 4's avg column, which trains "
+                                  "nothing: score it with python -m lit_docemb evaluate (no --ckpt_path), or fit "
+                                  "with document_vector: coupled")
             self.prepare(datamodule.train_set, datamodule.val_set or ())
         else:  # validate / test: the vocabulary comes from the checkpoint, partners from the held-out split
             self.samplers["validate"] = _sampler(datamodule.val_set)
@@ -175,7 +187,16 @@ class CTPE(EmbeddingMethod):
         return terms
 
     def embed(self, batch: CoupledDocumentBatch) -> Tensor:
-        """The pairs (B, 2, D): ``[:, 0]`` is v_f, ``[:, 1]`` is v_b. Score them with :meth:`similarity`."""
+        """The pairs (B, 2, D): ``[:, 0]`` is v_f, ``[:, 1]`` is v_b. Score them with :meth:`similarity`. With
+        ``document_vector: average`` both are the mean token vector of the two parts, (B, 2, E)."""
+        if self.hparams.document_vector == "average":
+            total, count = 0.0, 0.0
+            for part in (batch.former, batch.latter):
+                weights = part.attention_mask.unsqueeze(-1).float()  # (B, T, 1)
+                total = total + (self.encoder.token_vectors(part.input_ids, part.attention_mask).float() * weights).sum(1)
+                count = count + weights.sum(1)
+            mean = total / count.clamp(min=1.0)  # (B, E)
+            return torch.stack([mean, mean], dim=1)
         v_f, v_b = self.encoder(batch.former.input_ids, batch.former.attention_mask, batch.latter.input_ids,
                                 batch.latter.attention_mask)
         return torch.stack([v_f, v_b], dim=1)  # (B, 2, D)

@@ -16,7 +16,7 @@ from lit_docemb.commands.candidates import evaluate_checkpoint
 from lit_docemb.commands.cli import main
 from lit_docemb.data import JSONLDataModule
 from lit_docemb.eval.candidates import CandidateRanking, read_candidate_task
-from lit_docemb.methods import CTPE
+from lit_docemb.methods import CTPE, WordEmbeddings
 
 
 @pytest.fixture(scope="module")
@@ -105,3 +105,56 @@ def test_two_process_ddp_fit_on_cpu(task_dir, tmp_path):
     assert checkpoint["global_step"] == 4  # ceil(60 / (2 * 8))
     assert all(torch.isfinite(v).all() for v in checkpoint["state_dict"].values() if v.is_floating_point())
     assert len(checkpoint["ctpe_vocabulary"]) > 100
+
+
+def ctpe0_config(task_dir: Path, tmp_path: Path, document_vector: str = "coupled") -> Path:
+    import yaml
+
+    config = tmp_path / f"ctpe_{document_vector}.yaml"
+    config.write_text(yaml.safe_dump({
+        "seed_everything": 1,
+        "trainer": {"default_root_dir": str(tmp_path / "run"), "logger": False, "accelerator": "cpu",
+                    "max_steps": 1},
+        "model": {"class_path": "lit_docemb.methods.CTPE", "init_args": {
+            "embeddings": {"class_path": "lit_docemb.methods.WordEmbeddings",
+                           "init_args": {"dim": 16, "min_count": 1, "epochs": 1}},
+            "n_filters": 8, "max_length": 32, "document_vector": document_vector}},
+        "data": {"class_path": "lit_docemb.data.JSONLDataModule", "init_args": {
+            "paths": [str(task_dir / "candidates.jsonl"), str(task_dir / "test.jsonl")], "num_workers": 0,
+            "val_fraction": 0.0}}}))
+    return config
+
+
+@pytest.mark.parametrize("document_vector", ["coupled", "average"])
+def test_evaluate_without_checkpoint_scores_the_untrained_ctpe_and_the_average(task_dir, tmp_path, document_vector):
+    """Table 4's CTPE0 (the vocabulary and word vectors built from the training documents as fit builds them, the
+    CNN untrained) and avg column (mean word vector); both trec_eval's measures and the paper's formulas come out."""
+    spec = f"{{class_path: lit_docemb.eval.candidates.CandidateRanking, init_args: {{root: {task_dir}}}}}"
+    out = tmp_path / "out"
+    main(["evaluate", "--config", str(ctpe0_config(task_dir, tmp_path, document_vector)), "--evaluation", spec,
+          "--output", str(out), "--accelerator", "cpu"])
+    flat = json.dumps(json.loads((out / "evaluation.json").read_text()))
+    for name in ("P@20", "bpref", "paper_map@20", "paper_ndcg@20", "paper_bpref"):
+        assert f'"{name}"' in flat or f"ranking/{name}" in flat, name
+    assert "CTPE as initialised" in (out / "evaluation.md").read_text()
+
+
+def test_average_document_vector_is_the_mean_token_vector_and_fit_refuses_it(task_dir, tmp_path, capsys):
+    data = JSONLDataModule([str(task_dir / "candidates.jsonl"), str(task_dir / "test.jsonl")], num_workers=0,
+                           val_fraction=0.0)
+    data.setup("fit")
+    method = CTPE(embeddings=WordEmbeddings(dim=8, min_count=1, epochs=1), n_filters=4, max_length=16,
+                  document_vector="average")
+    method.prepare(data.train_set)
+    documents = [data.train_set[i] for i in range(3)]
+    batch = method.collator("predict")(documents)
+    pairs = method.embed(batch)
+    assert pairs.shape == (3, 2, 8) and torch.equal(pairs[:, 0], pairs[:, 1])
+    for row in range(3):
+        ids = torch.cat([batch.former.input_ids[row][batch.former.attention_mask[row].bool()],
+                         batch.latter.input_ids[row][batch.latter.attention_mask[row].bool()]])
+        expected = method.encoder.token_vectors(ids[None], torch.ones_like(ids)[None])[0].mean(0)
+        assert torch.allclose(pairs[row, 0], expected, atol=1e-6)
+    with pytest.raises(SystemExit) as stopped:
+        main(["fit", "--config", str(ctpe0_config(task_dir, tmp_path, "average"))])
+    assert stopped.value.code == 2 and "document_vector 'average' is Table 4's avg column" in capsys.readouterr().err

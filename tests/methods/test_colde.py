@@ -11,7 +11,7 @@ import pytest
 import torch
 import yaml
 from conftest import _topic_texts
-from corpus_files import write_aan_network, write_lra, write_wikipedia_dump
+from corpus_files import write_aan_network, write_google_patents, write_lra, write_wikipedia_dump
 
 from lit_docemb.commands.cli import main
 from lit_docemb.commands.plots import similarity_heatmaps
@@ -288,6 +288,9 @@ def test_every_colde_config_runs_fast_dev_run(config, tiny_encoder_dir, tmp_path
                 citations.write("P7 ==> P8\n")
         args += [f"--data.init_args.corpus.init_args.source={aan}",
                  "--data.init_args.corpus.init_args.citations_file=acl.txt", "--data.init_args.val_fraction=0.3"]
+    elif corpus.endswith("PatentDataModule"):  # six CPC groups of three patents and four single ones
+        args += [f"--data.init_args.corpus.init_args.source={write_google_patents(tmp_path / 'patents.json.gz')}",
+                 f"--data.init_args.corpus.init_args.cache_dir={tmp_path / 'cache'}", "--data.init_args.val_fraction=0.3"]
     else:
         dump = write_wikipedia_dump(tmp_path / "enwiki.xml", groups=6 if matching_split else 2)
         args += [f"--data.init_args.corpus.init_args.source={dump}",
