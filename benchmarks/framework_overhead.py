@@ -176,9 +176,9 @@ def main() -> None:
         time_hooks([("NonFiniteGuard.on_before_optimizer_step", NonFiniteGuard, "on_before_optimizer_step"),
                     ("Throughput (batch start + end)", Throughput, "on_train_batch_start"),
                     ("Throughput (batch start + end)", Throughput, "on_train_batch_end"),
-                    ("EmbeddingMethod._log_terms (self.log of the loss and, at logging steps, every term)",
+                    ("EmbeddingMethod._log_terms (at logging steps self.log of the loss and every term)",
                      DocSplit, "_log_terms"),
-                    ("RateProgressBar.on_train_batch_end (Lightning's Rich bar, which reads the logged loss)",
+                    ("RateProgressBar.on_train_batch_end (Lightning's Rich bar, showing the step's loss)",
                      RateProgressBar, "on_train_batch_end")],
                    hook_seconds, lambda: min(trainer.global_step, steps),
                    clock=time.perf_counter if device.type == "cuda" else time.thread_time)

@@ -25,6 +25,11 @@ off glibc's dynamic threshold, which otherwise rises after the first large block
 tensors from the heap, whose fragmentation makes the peak differ run to run (docs/performance.md). The timing
 children keep the default allocator, as a training run has.
 
+On a loaded machine ``--jobs`` runs the memory children of one batch size (every implementation, every run)
+that many at a time, and ``--threads 1`` gives them one torch thread (two threads on two busy cores spend much of
+a step waiting for each other; docs/performance.md). Each child measures its own peak RSS, so neither changes the
+memory figures; both change the step times in the memory table.
+
 Goals (issue 3): GradCache peak at batch 2,048 <= 1.25 x its peak at 32; GradCache step time <= 1.5 x plain
 where both fit; at least as good as sentence-transformers' cached loss measured in the same run.
 
@@ -34,6 +39,8 @@ Usage (sentence-transformers comes with ``pip install -e ".[benchmarks]"``)::
     python benchmarks/grad_cache_memory.py --batches 32 128 --repeats 2
     python benchmarks/grad_cache_memory.py --largest             # also search the largest batch that fits
     python benchmarks/grad_cache_memory.py --implementations "lit_docemb GradCache" "sentence-transformers cached"
+    python benchmarks/grad_cache_memory.py --batches 32 2048 --implementations "lit_docemb GradCache" \
+        "sentence-transformers cached" --jobs 6 --threads 1          # the 2,048 point on a loaded machine
 """
 
 from __future__ import annotations
@@ -43,6 +50,7 @@ import os
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 import argparse
+import concurrent.futures
 import json
 import platform
 import random
@@ -205,11 +213,14 @@ def rss_gib(pid: int) -> float:
     return 0.0
 
 
-def child_environment(mmap_threshold_bytes: int) -> dict[str, str]:
-    """This process's environment with glibc's mmap threshold fixed at ``mmap_threshold_bytes`` (0: unchanged)."""
+def child_environment(mmap_threshold_bytes: int, threads: int = 0) -> dict[str, str]:
+    """This process's environment with glibc's mmap threshold fixed at ``mmap_threshold_bytes`` (0: unchanged) and
+    torch's threads at ``threads`` (0: unchanged)."""
     environment = dict(os.environ)
     if mmap_threshold_bytes:
         environment["MALLOC_MMAP_THRESHOLD_"] = str(mmap_threshold_bytes)
+    if threads:
+        environment["OMP_NUM_THREADS"] = str(threads)
     return environment
 
 
@@ -243,12 +254,17 @@ def main() -> None:
                         help="the rows to measure (a family's step time needs its plain row)")
     parser.add_argument("--mmap-threshold-bytes", type=int, default=128 * 1024,
                         help="MALLOC_MMAP_THRESHOLD_ of the memory children (0: glibc's dynamic default)")
+    parser.add_argument("--jobs", type=int, default=1, help="memory children of one batch size run at a time")
+    parser.add_argument("--threads", type=int, default=0, help="torch threads of the memory children (0: torch's "
+                        "default)")
     parser.add_argument("--child", choices=["memory", "timing"], help=argparse.SUPPRESS)
     parser.add_argument("--what", help=argparse.SUPPRESS)
     parser.add_argument("--folder", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.runs < 1:
         parser.error(f"--runs must be >= 1, got {args.runs}")
+    if args.jobs < 1 or args.threads < 0:
+        parser.error(f"--jobs must be >= 1 and --threads >= 0, got {args.jobs} and {args.threads}")
     if args.child == "memory":
         return memory_child(args.what, args.folder, args.batches[0])
     if args.child == "timing":
@@ -257,9 +273,12 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp)
         build_encoder(folder)
-        environment = child_environment(args.mmap_threshold_bytes)
+        environment = child_environment(args.mmap_threshold_bytes, args.threads)
         memory, timing, largest = {}, {}, {}
         for batch_size in args.batches:
+            if args.jobs > 1:
+                memory |= concurrent_memory_runs(folder, batch_size, args, environment)
+                continue
             for implementation in args.implementations:
                 memory[implementation, batch_size] = memory_runs(implementation, folder, batch_size, args,
                                                                  environment)
@@ -289,6 +308,22 @@ def memory_runs(implementation: str, folder: Path, batch_size: int, args, enviro
         if not runs[-1]["fit"]:
             break
     return runs
+
+
+def concurrent_memory_runs(folder: Path, batch_size: int, args, environment: dict[str, str]) -> dict:
+    """Every implementation's ``args.runs`` fresh children at one batch size, ``args.jobs`` at a time: ``{(
+    implementation, batch_size): runs}``."""
+    def one(implementation: str) -> dict:
+        return run_child(["--child", "memory", "--what", implementation, "--folder", str(folder), "--batches",
+                          str(batch_size)], args.memory_limit_gib, environment)
+
+    with concurrent.futures.ThreadPoolExecutor(args.jobs) as pool:
+        futures = {(implementation, run): pool.submit(one, implementation) for implementation in args.implementations
+                   for run in range(args.runs)}
+        for (implementation, run), future in futures.items():
+            print(f"# memory {implementation} @ {batch_size}, run {run + 1}: {future.result()}", flush=True)
+    return {(implementation, batch_size): [futures[implementation, run].result() for run in range(args.runs)]
+            for implementation in args.implementations}
 
 
 def largest_that_fits(implementation: str, folder: Path, start: int, limit_gib: float,

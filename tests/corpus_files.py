@@ -808,3 +808,12 @@ def write_text_gcn(data: Path, name: str, listing: list[str], raw: list[str], cl
     if clean is not None:
         (data / "corpus" / f"{name}.clean.txt").write_text("\n".join(clean) + "\n")
     return data / f"{name}.txt"
+
+
+def with_edge_documents(documents: list[Document]) -> list[Document]:
+    """``documents`` followed by the shapes every token cache must survive: ``"empty"`` (one empty section),
+    ``"one"`` (a single sentence, no heading) and ``"gap"`` (an empty section between two sections of text)."""
+    return [*documents, Document("empty", sections=[Section("", "")]),
+            Document("one", sections=[Section("", "A single sentence of words")]),
+            Document("gap", sections=[Section("A", "First part. Second one."), Section("B", ""),
+                                      Section("C", "Third part.")])]

@@ -29,18 +29,44 @@ class CountsTokens(Protocol):
 def count_tokens(batch: Any) -> Tensor | None:
     """Real tokens of a batch: its ``num_tokens()``, or the sum over the :class:`CountsTokens` inside its
     dataclass fields, lists, tuples and dict values; ``None`` when it holds none (the batch is not counted)."""
-    if isinstance(batch, CountsTokens):
-        return batch.num_tokens()
+    counts = token_counts(batch)
+    return added_counts(counts) if counts else None
+
+
+def added_counts(counts: list[Tensor]) -> Tensor:
+    """The sum of 0-dim token counts (one or more), as a 0-dim int64 tensor on their device."""
+    return torch.stack([count.reshape(()).long() for count in counts]).sum()
+
+
+def token_counts(batch: Any) -> list[Tensor]:
+    """The parts of :func:`count_tokens` before they are added: the ``num_tokens()`` of each :class:`CountsTokens`
+    found, in order (``[]`` when there is none), so that a caller counting many batches adds them once."""
+    if isinstance(batch, Tensor):
+        return []
+    if _counts_tokens(type(batch)):
+        return [batch.num_tokens()]
     if dataclasses.is_dataclass(batch) and not isinstance(batch, type):
         parts = [getattr(batch, f.name) for f in dataclasses.fields(batch)]
     elif isinstance(batch, (list, tuple)):
-        parts = list(batch)
+        parts = batch
     elif isinstance(batch, dict):
-        parts = list(batch.values())
+        parts = batch.values()
     else:
-        return None
-    counts = [c for c in map(count_tokens, parts) if c is not None]
-    return torch.stack([c.reshape(()).long() for c in counts]).sum() if counts else None
+        return []
+    return [count for part in parts for count in token_counts(part)]
+
+
+#: Whether a type follows :class:`CountsTokens`, known once per type: ``isinstance`` against a runtime protocol
+#: looks its members up on every call, a cost :class:`~lit_docemb.methods.callbacks.Throughput` would pay for every
+#: part of every batch.
+_COUNTS_TOKENS_TYPES: dict[type, bool] = {}
+
+
+def _counts_tokens(kind: type) -> bool:
+    known = _COUNTS_TOKENS_TYPES.get(kind)
+    if known is None:
+        known = _COUNTS_TOKENS_TYPES[kind] = issubclass(kind, CountsTokens)
+    return known
 
 
 @dataclass

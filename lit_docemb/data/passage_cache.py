@@ -314,13 +314,28 @@ def open_rows_table(cache, documents: Sequence[Document], features, fingerprint:
 
 class RowCache:
     """What the token caches of DocSplit and CoLDE share (:mod:`~lit_docemb.data.sentence_cache`,
-    :mod:`~lit_docemb.data.section_cache`): opening their table and writing its rows. A subclass sets
-    ``tokenizer``, ``cache_dir``, ``batch_documents`` and ``num_proc``, and defines ``name``, ``cached`` (its
-    :class:`CachedPassages` subclass), ``features()``, ``key(documents)`` (what its fingerprint hashes),
-    ``tokenize(documents)`` and ``table_row(row)``."""
+    :mod:`~lit_docemb.data.section_cache`): their building arguments, opening their table and writing its rows. A
+    subclass calls this ``__init__`` and defines ``name``, ``cached`` (its :class:`CachedPassages` subclass),
+    ``features()``, ``key(documents)`` (what its fingerprint hashes), ``tokenize(documents)`` and ``table_row(row)``.
+
+    Args:
+        tokenizer: A fast ``transformers`` tokenizer (part of the cache key).
+        cache_dir: Folder of the ``datasets`` cache; None uses its default.
+        batch_documents: Documents tokenized in one tokenizer call while building.
+        num_proc: Processes building the cache, each over a contiguous range of the corpus (None: one).
+    """
 
     name = "token"
     cached = CachedPassages
+
+    def __init__(self, tokenizer, cache_dir: str | None = None, batch_documents: int = 64,
+                 num_proc: int | None = None) -> None:
+        if batch_documents < 1:
+            raise ValueError(f"need batch_documents >= 1, got {batch_documents}")
+        self.tokenizer = tokenizer
+        self.cache_dir = cache_dir
+        self.batch_documents = batch_documents
+        self.num_proc = num_proc
 
     def fingerprint(self, documents: Sequence[Document]) -> str:
         """The cache key of ``documents`` under this tokenizer and these parameters."""

@@ -83,23 +83,9 @@ class CachedSections(CachedPassages):
 
 
 class SectionCache(RowCache):
-    """Builds or reopens the tokenized sections of a corpus (see the module docstring).
-
-    Args:
-        tokenizer: A fast ``transformers`` tokenizer (part of the cache key).
-        cache_dir: Folder of the ``datasets`` cache; None uses its default.
-        batch_documents: Documents whose sections are tokenized in one tokenizer call while building.
-        num_proc: Processes building the cache (None: one).
-    """
-
-    def __init__(self, tokenizer, cache_dir: str | None = None, batch_documents: int = 64,
-                 num_proc: int | None = None) -> None:
-        if batch_documents < 1:
-            raise ValueError(f"need batch_documents >= 1, got {batch_documents}")
-        self.tokenizer = tokenizer
-        self.cache_dir = cache_dir
-        self.batch_documents = batch_documents
-        self.num_proc = num_proc
+    """Builds or reopens the tokenized sections of a corpus (see the module docstring). Arguments are those of
+    :class:`~lit_docemb.data.passage_cache.RowCache` (``batch_documents``: documents whose sections are tokenized
+    in one call)."""
 
     name = "sections"
     cached = CachedSections

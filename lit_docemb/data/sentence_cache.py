@@ -194,23 +194,19 @@ class SentenceCache(RowCache):
         max_length: Tokens per view (and of ``document_ids``), special tokens included.
         with_title: ``document_ids`` start with the title (DocSplit's ``embed_with_title``).
         max_section_chars: Characters of each section split into sentences (None: ``48 * max_length``).
-        cache_dir: Folder of the ``datasets`` cache; None uses its default.
-        batch_documents: Documents whose sentences are tokenized in one tokenizer call while building.
-        num_proc: Processes building the cache (None: one).
+        cache_dir, batch_documents, num_proc: Those of :class:`~lit_docemb.data.passage_cache.RowCache`
+            (``batch_documents``: documents whose sentences are tokenized in one call).
     """
 
     def __init__(self, tokenizer, max_length: int = 512, with_title: bool = True, max_section_chars: int | None = None,
                  cache_dir: str | None = None, batch_documents: int = 64, num_proc: int | None = None) -> None:
-        if max_length < 1 or batch_documents < 1:
-            raise ValueError(f"need max_length and batch_documents >= 1, got {max_length=}, {batch_documents=}")
-        self.tokenizer = tokenizer
+        if max_length < 1:
+            raise ValueError(f"need max_length >= 1, got {max_length}")
+        super().__init__(tokenizer, cache_dir, batch_documents, num_proc)
         self.max_length = max_length
         self.with_title = with_title
         self.max_section_chars = SECTION_CHARS_PER_TOKEN * max_length if max_section_chars is None \
             else max_section_chars
-        self.cache_dir = cache_dir
-        self.batch_documents = batch_documents
-        self.num_proc = num_proc
 
     name = "sentences"
     cached = CachedSentences

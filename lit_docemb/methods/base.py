@@ -40,6 +40,7 @@ from lit_docemb.methods.grad_cache import (
     grad_cache_step,
 )
 from lit_docemb.methods.guards import FailFast, NonFiniteGuard
+from lit_docemb.methods.progress import shows_step_loss
 from lit_docemb.methods.retention import (
     EmbeddingAnchor,
     Retention,
@@ -94,6 +95,7 @@ class EmbeddingMethod(L.LightningModule, ABC):
             retention.check()
         self.retention = retention
         self.anchor: EmbeddingAnchor | None = None  # the frozen starting encoder, taken in setup("fit")
+        self.last_train_loss: Tensor | None = None  # the last training step's total loss, for the progress bar
 
     def save_method_hyperparameters(self, ignore: list[str]) -> None:
         """``save_hyperparameters`` from the calling ``__init__``'s own arguments.
@@ -164,14 +166,21 @@ class EmbeddingMethod(L.LightningModule, ABC):
         return loss
 
     def _log_terms(self, stage: str, loss: Tensor, terms: dict[str, Tensor], batch_size: int) -> None:
-        """Logs the total loss (in the progress bar) and every term. In training, each value is the step's, and
-        the terms are logged only at logging steps, where the loggers read them: a ``self.log`` call costs
-        about 0.3 ms of host time, more than the rest of the step's hooks together (docs/performance.md)."""
+        """Logs the total loss (in the progress bar) and every term. In training, each value is the step's, logged
+        only at logging steps, where the loggers read them: a ``self.log`` call costs about 0.3 ms of host time,
+        more than the rest of the step's hooks together (docs/performance.md). Between them the progress bar shows
+        ``last_train_loss``, the step's loss kept detached on its device (:class:`~lit_docemb.methods.progress.
+        RateProgressBar`); with another progress bar the total loss is logged every step."""
         on_step = stage == "train"
+        if on_step:
+            self.last_train_loss = loss.detach()
+            if not logging_step(self._trainer):
+                if not shows_step_loss(self._trainer):
+                    self.log(f"{stage}/loss", self.last_train_loss, prog_bar=True, on_step=True, on_epoch=False,
+                             batch_size=batch_size)
+                return
         self.log(f"{stage}/loss", loss.detach(), prog_bar=True, on_step=on_step, on_epoch=not on_step,
                  batch_size=batch_size, sync_dist=not on_step)
-        if on_step and not logging_step(self._trainer):
-            return
         for name, value in terms.items():
             self.log(f"{stage}/{name}", value.detach().float(), on_step=on_step, on_epoch=not on_step,
                      batch_size=batch_size, sync_dist=not on_step)

@@ -31,7 +31,7 @@ from lightning.pytorch.plugins.io import TorchCheckpointIO
 from lightning.pytorch.trainer.states import TrainerFn
 
 from lit_docemb import distributed
-from lit_docemb.data.batches import count_tokens
+from lit_docemb.data.batches import added_counts, token_counts
 from lit_docemb.errors import ConfigError
 
 log = logging.getLogger(__name__)
@@ -417,8 +417,9 @@ class Throughput(Callback):
     waiting for the next batch, logging and callbacks, everything a training run spends. Documents are
     ``len(batch)`` (the documents trained on, after a collator's skips); tokens are the real, non-padding
     tokens the encoder reads (:func:`~lit_docemb.data.batches.count_tokens`; a batch without tokens logs no
-    ``tokens_per_s``). Token counts stay on the device until a logged step, so counting adds no
-    synchronisation; on CUDA the logged step waits for the device, so the window ends when its work does.
+    ``tokens_per_s``). Each step only keeps its batch's token counts, which stay on the device; they are added
+    at a logged step, so counting adds no synchronisation and no addition per step; on CUDA the logged step waits
+    for the device, so the window ends when its work does. Without a logger nothing is counted.
 
     Peak memory is CUDA's maximum allocated memory on a GPU, the process's peak resident set size on CPU.
     Validation runs inside training are left out of the rates.
@@ -431,7 +432,7 @@ class Throughput(Callback):
         self._started = started
         self._paused: float | None = None
         self._documents = 0
-        self._tokens: torch.Tensor | None = None
+        self._token_counts: list[torch.Tensor] = []  # 0-dim counts of the steps since the last logged one
 
     def on_train_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
         self._reset(None)
@@ -449,8 +450,8 @@ class Throughput(Callback):
         seconds = max(now - self._started, 1e-9)
         metrics = {"train/documents_per_s": self._documents / seconds,
                    "train/peak_memory_gib": peak_memory_gib(device)}
-        if self._tokens is not None:
-            metrics["train/tokens_per_s"] = float(self._tokens) / seconds
+        if self._token_counts:
+            metrics["train/tokens_per_s"] = float(added_counts(self._token_counts)) / seconds
         for logger in trainer.loggers:
             logger.log_metrics(metrics, step=trainer.fit_loop.epoch_loop._batches_that_stepped)
         self._reset(now)
@@ -466,7 +467,13 @@ class Throughput(Callback):
 
     def on_train_batch_end(self, trainer: L.Trainer, pl_module: L.LightningModule, outputs, batch,
                            batch_idx: int) -> None:
+        if not trainer.loggers:
+            return
         self._documents += len(batch)
-        tokens = count_tokens(batch)
-        if tokens is not None:
-            self._tokens = tokens.detach() if self._tokens is None else self._tokens + tokens.detach()
+        self._token_counts += token_counts(batch)
+        if len(self._token_counts) > MAX_KEPT_COUNTS:  # logged steps far apart: keep the list short
+            self._token_counts = [added_counts(self._token_counts)]
+
+
+#: The most token counts :class:`Throughput` keeps before adding them up (they are added at each logged step).
+MAX_KEPT_COUNTS = 1024

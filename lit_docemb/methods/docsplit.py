@@ -32,6 +32,7 @@ from lit_docemb.data.tokens import (
     take_rows,
     token_lengths,
 )
+from lit_docemb.errors import require
 from lit_docemb.losses import InfoNCELoss, MaskedLMLoss
 from lit_docemb.methods.base import EmbeddingMethod
 from lit_docemb.methods.grad_cache import CacheableBatch
@@ -70,6 +71,8 @@ class DocSplit(EmbeddingMethod):
         sentence_cache_dir: Folder of the tokenized-sentence cache
             (:class:`~lit_docemb.data.sentence_cache.SentenceCache`: the corpus split into sentences and tokenized
             on the first run, views assembled from its ids on every pass; ``None``: the ``datasets`` cache folder).
+        sentence_cache_num_proc: Processes building that cache on its first run, each over a contiguous range of
+            the corpus (``None``: one); the cache is the same for any number.
     """
 
     default_learning_rate = 5e-5
@@ -94,8 +97,11 @@ class DocSplit(EmbeddingMethod):
         grad_cache_token_budget: int | None = None,
         retention: Retention | None = None,
         sentence_cache_dir: str | None = None,
+        sentence_cache_num_proc: int | None = None,
     ) -> None:
         super().__init__(optimizer, scheduler, grad_cache_token_budget, retention)
+        require(sentence_cache_num_proc is None or sentence_cache_num_proc >= 1, "sentence_cache_num_proc",
+                ">= 1 (processes) or null", sentence_cache_num_proc)
         self.save_method_hyperparameters(ignore=["optimizer", "scheduler"])
         self.tokenizer, self.encoder = tokenizer_and_encoder(
             encoder, max_length, "max_length", pretrained=pretrained, pooling=pooling, with_mlm_head=mlm_weight > 0,
@@ -105,7 +111,8 @@ class DocSplit(EmbeddingMethod):
                                        gather_across_devices=gather_across_devices)
         self.mlm = MaskedLMLoss()
         self.loss_weights = {"mlm_loss": mlm_weight}
-        self.passage_cache = SentenceCache(self.tokenizer, max_length, embed_with_title, cache_dir=sentence_cache_dir)
+        self.passage_cache = SentenceCache(self.tokenizer, max_length, embed_with_title, cache_dir=sentence_cache_dir,
+                                           num_proc=sentence_cache_num_proc)
 
     def collator(self, stage: str):
         hp = self.hparams

@@ -123,21 +123,22 @@ class NonFiniteGuard(Callback):
 
     def on_before_optimizer_step(self, trainer: L.Trainer, pl_module: L.LightningModule, optimizer) -> None:
         grads = [p.grad for group in optimizer.param_groups for p in group["params"] if p.grad is not None]
-        finite = finite_on_device(grads)
+        logging = logging_step(trainer)
         if skips_on_device(optimizer):
-            found_inf = (~finite).to(torch.float32)  # on the gradients' device, as the fused kernels read it
+            found_inf = (~finite_on_device(grads)).to(torch.float32)  # on the gradients' device, as the kernels read it
             optimizer.found_inf = found_inf
             if optimizer not in self._found_inf_set:
                 self._found_inf_set.append(optimizer)
             self._unread.append((trainer.global_step, found_inf))
-            if logging_step(trainer) or len(self._unread) >= MAX_UNREAD_STEPS:
+            if logging or len(self._unread) >= MAX_UNREAD_STEPS:
                 self._read()
         else:
-            skipped = not bool(finite)  # the one wait for the device
+            on_cpu = not grads or grads[0].device.type == "cpu"
+            skipped = not (all_finite(grads) if on_cpu else bool(finite_by_max_norm(grads)))  # one wait for the device
             if skipped:
                 optimizer.zero_grad(set_to_none=True)
             self._count([(trainer.global_step, skipped)])
-        if logging_step(trainer):
+        if logging:
             pl_module.log("train/nonfinite_skipped_steps", torch.full((), float(self.skipped), device=pl_module.device),
                           on_step=True)
 

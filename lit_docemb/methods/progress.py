@@ -5,13 +5,20 @@ seconds and prints ``0.00`` when it has fewer than two: on a CPU, where a step o
 that, the bar sat at ``0.00it/s`` for the whole epoch. :class:`RateProgressBar` shows the mean rate since the bar
 started instead, as ``s/it`` when a step takes a second or more (``12.4s/it``) and ``it/s`` otherwise, and ``-``
 until the first step ends. (Without Rich installed Lightning shows tqdm's bar, whose rate is right already.)
+
+It also shows each training step's loss without a ``self.log`` per step: it reads the method's
+``last_train_loss`` (the step's total loss, kept detached on its device), so a method logs ``train/loss`` only at
+the steps whose values reach the loggers (:func:`shows_step_loss`; docs/performance.md).
 """
 
 from __future__ import annotations
 
 import importlib.util
 
+import lightning as L
+import torch
 from lightning.pytorch.callbacks import RichProgressBar
+from lightning.pytorch.trainer.states import TrainerFn
 
 
 def rate_text(completed: float, elapsed: float | None) -> str:
@@ -40,6 +47,25 @@ class RateProgressBar(RichProgressBar):
                 return Text(rate_text(task.completed, task.elapsed), style=style)
 
         return [*super().configure_columns(trainer)[:-1], MeanRateColumn()]
+
+    def get_metrics(self, trainer: L.Trainer, pl_module: L.LightningModule) -> dict:
+        """Lightning's metrics, with ``train/loss`` the last training step's loss (``pl_module.last_train_loss``)
+        while fitting, where the method has one."""
+        metrics = super().get_metrics(trainer, pl_module)
+        loss = getattr(pl_module, "last_train_loss", None)
+        if trainer.state.fn == TrainerFn.FITTING and isinstance(loss, torch.Tensor):
+            metrics["train/loss"] = loss.item()
+        return metrics
+
+
+def shows_step_loss(trainer: L.Trainer | None) -> bool:
+    """Whether no progress bar of ``trainer`` needs ``train/loss`` logged every step: it has none, or a
+    :class:`RateProgressBar`, which reads the step's loss itself. (Another bar, tqdm's when Rich is not installed or
+    one a config names, shows only logged values.) ``False`` without a trainer."""
+    if trainer is None:
+        return False
+    bar = trainer.progress_bar_callback
+    return bar is None or isinstance(bar, RateProgressBar)
 
 
 def rate_progress_bars() -> list[RateProgressBar]:

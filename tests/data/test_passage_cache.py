@@ -12,10 +12,11 @@ import datasets
 import numpy as np
 import pytest
 from conftest import write_corpus_jsonl
+from corpus_files import with_edge_documents
 from transformers import AutoTokenizer
 
 from lit_docemb.data import passage_cache
-from lit_docemb.data.document import Document, Section
+from lit_docemb.data.document import Document
 from lit_docemb.data.jsonl import JSONLDataModule, read_jsonl
 from lit_docemb.data.openwebtext_formats import iter_openwebtext
 from lit_docemb.data.passage_cache import (
@@ -37,12 +38,9 @@ def tokenizer(tiny_encoder_dir):
 
 @pytest.fixture(scope="module")
 def documents(tmp_path_factory) -> list[Document]:
-    """Python documentation topics in sections, plus an empty document and one with an empty section."""
-    docs = read_jsonl(write_corpus_jsonl(tmp_path_factory.mktemp("corpus") / "docs.jsonl", n_documents=12))
-    docs.append(Document("empty", sections=[Section("", "")]))
-    docs.append(Document("gap", sections=[Section("A", "First part. Second one."), Section("B", ""),
-                                           Section("C", "Third part.")]))
-    return docs
+    """Python documentation topics in sections, plus the edge cases of :func:`corpus_files.with_edge_documents`."""
+    return with_edge_documents(read_jsonl(write_corpus_jsonl(tmp_path_factory.mktemp("corpus") / "docs.jsonl",
+                                                             n_documents=12)))
 
 
 def reference(document: Document, tokenizer, words: int, max_passages, max_length, special: bool) -> list[list[int]]:
@@ -69,8 +67,9 @@ def test_cached_passages_equal_uncached_tokenization(tmp_path, tokenizer, docume
         assert row.input_ids.dtype == np.int32 and row.input_ids.tolist() == [i for ids in expected for i in ids]
         assert row.section_index.tolist() == [p.section_index for p in chunk_passages(document, words, max_passages)]
         assert row.headings == [s.heading for s in document.sections]
-    assert len(cached[-2]) == 0 and cached[-2].passage_offsets.tolist() == [0]  # the empty document
-    assert cached[-1].section_index.tolist() == [0, 2]  # the empty section B has no passage
+    by_id = {row.id: row for row in cached}
+    assert len(by_id["empty"]) == 0 and by_id["empty"].passage_offsets.tolist() == [0]
+    assert by_id["gap"].section_index.tolist() == [0, 2]  # the empty section B has no passage
     longest = max(len(ids) for row in cached for ids in row.passage_ids())
     assert longest == max_length if max_length == 12 else longest > 12  # truncated only where asked
     if special:
@@ -83,7 +82,7 @@ def test_cached_passages_equal_uncached_tokenization(tmp_path, tokenizer, docume
                 own = [ids for ids, passage in zip(row.passage_ids(), chunk_passages(document, words), strict=True)
                        if passage.section_index == section]
                 assert row.section_ids(section).tolist() == [i for ids in own for i in ids]
-        assert cached[-1].section_ids(1).tolist() == [] and len(cached[-1].section_ids(2)) > 0
+        assert by_id["gap"].section_ids(1).tolist() == [] and len(by_id["gap"].section_ids(2)) > 0
 
 
 def test_second_open_reads_the_cache_without_tokenizing(tmp_path, tiny_encoder_dir, tokenizer, documents,

@@ -11,13 +11,14 @@ import datasets
 import pytest
 import torch
 from conftest import write_corpus_jsonl
-from corpus_files import byte_level_bpe
+from corpus_files import byte_level_bpe, with_edge_documents
 from transformers import AutoTokenizer
 
-from lit_docemb.data import sentence_cache
-from lit_docemb.data.document import Document, Section
+from lit_docemb.data import passage_cache, sentence_cache
+from lit_docemb.data.document import Document
 from lit_docemb.data.jsonl import JSONLDataModule, read_jsonl
 from lit_docemb.data.sentence_cache import SentenceCache, TokenizedSentences
+from lit_docemb.errors import ConfigError
 from lit_docemb.methods.docsplit import DocSplit
 
 datasets.disable_progress_bars()
@@ -30,9 +31,9 @@ def tokenizer(tiny_encoder_dir):
 
 @pytest.fixture(scope="module")
 def documents(tmp_path_factory) -> list[Document]:
-    docs = read_jsonl(write_corpus_jsonl(tmp_path_factory.mktemp("corpus") / "docs.jsonl", n_documents=12))
-    return docs + [Document("one", sections=[Section("", "A single sentence of words")]),
-                   Document("gap", sections=[Section("A", "First part. Second one."), Section("B", "")])]
+    """Python documentation topics in sections, plus the edge cases of :func:`corpus_files.with_edge_documents`."""
+    return with_edge_documents(read_jsonl(write_corpus_jsonl(tmp_path_factory.mktemp("corpus") / "docs.jsonl",
+                                                             n_documents=12)))
 
 
 def row_values(row: TokenizedSentences) -> tuple:
@@ -44,7 +45,8 @@ def test_cached_rows_equal_fresh_rows_and_pickle_as_paths(tmp_path, tokenizer, d
     cache = SentenceCache(tokenizer, 32, cache_dir=str(tmp_path))
     cached = cache.open(documents)
     assert [row_values(row) for row in cached] == [row_values(row) for row in cache.tokenize(documents)]
-    assert cached[-2].halves and len(cached[-2]) == 2 and not cached[-1].halves and len(cached[-1]) == 2
+    by_id = {row.id: row for row in cached}
+    assert by_id["one"].halves and len(by_id["one"]) == 2 and not by_id["gap"].halves and len(by_id["gap"]) == 3
     cached[0]  # opens the column views, which must not travel
     assert len(pickle.dumps(cached)) < 4096
     assert row_values(pickle.loads(pickle.dumps(cached))[3]) == row_values(cached[3])
@@ -103,6 +105,25 @@ def test_docsplit_reads_the_sentence_cache_through_its_datamodule(tmp_path, tiny
     fresh = method.collator("validate")([by_id[i] for i in ids])  # the same documents, tokenized now
     assert torch.equal(validation.view_a.input_ids, fresh.view_a.input_ids)
     assert torch.equal(validation.mlm.input_ids, fresh.mlm.input_ids)
+
+
+def test_docsplit_builds_its_sentence_cache_with_the_processes_it_is_given(tmp_path, tiny_encoder_dir, monkeypatch):
+    documents = read_jsonl(write_corpus_jsonl(tmp_path / "docs.jsonl", n_documents=12))
+    built_with, build = [], passage_cache.open_rows_table
+
+    def recorded(cache, documents, features, fingerprint, cache_dir, num_proc):
+        built_with.append(num_proc)
+        return build(cache, documents, features, fingerprint, cache_dir, num_proc)
+
+    monkeypatch.setattr(passage_cache, "open_rows_table", recorded)
+    parallel = DocSplit(tiny_encoder_dir, max_length=32, sentence_cache_dir=str(tmp_path / "parallel"),
+                        sentence_cache_num_proc=2).passage_cache.open(documents)
+    serial = DocSplit(tiny_encoder_dir, max_length=32, sentence_cache_dir=str(tmp_path / "serial")
+                      ).passage_cache.open(documents)
+    assert built_with == [2, None]
+    assert [row_values(row) for row in parallel] == [row_values(row) for row in serial]
+    with pytest.raises(ConfigError, match="sentence_cache_num_proc"):
+        DocSplit(tiny_encoder_dir, max_length=32, sentence_cache_num_proc=0)
 
 
 def test_wordpiece_ignores_a_leading_space_and_byte_level_bpe_does_not(tokenizer, documents):

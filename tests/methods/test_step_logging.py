@@ -1,17 +1,21 @@
-"""Per-step logging at a lower cost: in training the total loss is logged every step, the other terms (and the
-guard's count) only at the steps whose values reach the loggers and at the ends of epochs and of the run, so the
-loggers and ``trainer.callback_metrics`` at the end receive what logging every step gives them."""
+"""Per-step logging at a lower cost: in training the terms, the total loss (and the guard's count) are logged only
+at the steps whose values reach the loggers and at the ends of epochs and of the run, so the loggers and
+``trainer.callback_metrics`` at the end receive what logging every step gives them; the progress bar still shows
+every step's loss (lit_docemb's bar reads it from the method, another bar gets it logged every step)."""
 
 from __future__ import annotations
 
 import csv
 
 import lightning as L
+import pytest
 import torch
+from lightning.pytorch.callbacks import TQDMProgressBar
 from lightning.pytorch.loggers import CSVLogger
 
 from lit_docemb.data.jsonl import JSONLDataModule
 from lit_docemb.methods.docsplit import DocSplit
+from lit_docemb.methods.progress import RateProgressBar
 
 
 class CountedDocSplit(DocSplit):
@@ -30,17 +34,34 @@ class CountedDocSplit(DocSplit):
     def training_step(self, batch, batch_idx: int):
         if self.trainer.fit_loop.epoch_loop.batch_progress.is_last_batch:
             self.last_batch_steps.append(self.global_step)
-        return super().training_step(batch, batch_idx)
+        loss = super().training_step(batch, batch_idx)
+        self.step_losses.append(float(loss))
+        return loss
 
 
-def test_terms_are_logged_where_the_loggers_read_them(tiny_encoder_dir, corpus_jsonl, tmp_path):
+class ShownRateProgressBar(RateProgressBar):
+    """RateProgressBar recording the ``train/loss`` it shows after each training batch."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.shown: list[float] = []
+
+    def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx: int) -> None:
+        super().on_train_batch_end(trainer, pl_module, outputs, batch, batch_idx)
+        self.shown.append(self.get_metrics(trainer, pl_module)["train/loss"])
+
+
+@pytest.mark.parametrize("bar", ["none", "rate", "tqdm"])
+def test_terms_are_logged_where_the_loggers_read_them(tiny_encoder_dir, corpus_jsonl, tmp_path, bar):
     torch.manual_seed(0)
     model = CountedDocSplit(tiny_encoder_dir, max_length=64)
+    model.step_losses = []
     data = JSONLDataModule([corpus_jsonl], batch_size=4, num_workers=0, val_fraction=0.0)
     steps = 7
+    progress = {"none": [], "rate": [ShownRateProgressBar()], "tqdm": [TQDMProgressBar()]}[bar]
     trainer = L.Trainer(accelerator="cpu", devices=1, max_steps=steps, log_every_n_steps=3,
-                        logger=CSVLogger(tmp_path, name="", version=""), enable_progress_bar=False,
-                        enable_checkpointing=False, enable_model_summary=False)
+                        logger=CSVLogger(tmp_path, name="", version=""), enable_progress_bar=bar != "none",
+                        callbacks=progress, enable_checkpointing=False, enable_model_summary=False)
     trainer.fit(model, data)
 
     def steps_of(name: str) -> list[int]:
@@ -48,7 +69,10 @@ def test_terms_are_logged_where_the_loggers_read_them(tiny_encoder_dir, corpus_j
 
     # Lightning hands on-step values to the loggers at every 3rd step (global steps 2, 5), then the run's last
     expected = sorted({2, 5, steps - 1, *model.last_batch_steps})
-    assert steps_of("train/loss") == list(range(steps))  # the progress bar's value, every step
+    # logged every step only for a progress bar that shows logged values alone (tqdm's)
+    assert steps_of("train/loss") == (list(range(steps)) if bar == "tqdm" else expected)
+    if bar == "rate":  # lit_docemb's bar shows every step's loss all the same
+        assert progress[0].shown == pytest.approx(model.step_losses)
     assert steps_of("train/info_nce_loss") == expected
     assert steps_of("train/mlm_loss") == expected
     assert steps_of("train/nonfinite_skipped_steps") == expected
