@@ -91,6 +91,28 @@ def assert_contains(printed, expected, where: str) -> None:
         assert printed == expected, f"{where}: {printed!r} != {expected!r}"
 
 
+def _optimizers(node):
+    """Every ``{class_path, init_args}`` of a torch optimizer anywhere in a loaded YAML document."""
+    if isinstance(node, dict):
+        if str(node.get("class_path", "")).startswith("torch.optim."):
+            yield node
+        for value in node.values():
+            yield from _optimizers(value)
+    elif isinstance(node, list):
+        for value in node:
+            yield from _optimizers(value)
+
+
+def test_every_shipped_adamw_is_fused():
+    """A shipped AdamW runs fused (one kernel per update, CPU and CUDA), so on a GPU NonFiniteGuard skips a
+    non-finite step on the device without a per-step sync (docs/performance.md)."""
+    unfused = [str(path.relative_to(ROOT)) for path in sorted((ROOT / "configs").rglob("*.yaml"))
+               for optimizer in _optimizers(yaml.safe_load(path.read_text()))
+               if optimizer["class_path"] == "torch.optim.AdamW"
+               and not (optimizer.get("init_args") or {}).get("fused")]
+    assert not unfused, f"AdamW without fused: true in {unfused}"
+
+
 @pytest.mark.parametrize("config", sorted(str(p.relative_to(ROOT)) for p in (ROOT / "configs").rglob("*.yaml")))
 def test_every_config_parses(config):
     path = ROOT / config
