@@ -151,23 +151,31 @@ def command(arguments: list[str], log) -> float:
     return time.perf_counter() - started
 
 
-def run_one(run: Run, config: Path, alphas: list[str], keep_checkpoints: bool, log) -> dict:
-    """Fit, before/after report and (if the setting asks) the WiSE-FT choice of one run; returns its record."""
-    if run.folder.exists():
-        shutil.rmtree(run.folder)  # an unfinished earlier attempt: fit refuses a used run folder
-    folder = str(run.folder)
-    fit_seconds = command(["fit", "--config", str(config), "--seed_everything", str(run.seed),
-                           "--data.init_args.seed", str(run.seed), "--trainer.default_root_dir", folder,
-                           "--trainer.logger.init_args.save_dir", folder, *run.setting.overrides], log)
+def run_one(run: Run, config: Path, alphas: list[str], interpolate: bool, keep_checkpoints: bool, log) -> dict:
+    """Fit, before/after report and (with ``interpolate``) the WiSE-FT choice of one run; returns its record. A run
+    folder whose report was written (an earlier study stopped during the interpolation, or one that did not
+    interpolate) keeps its fit and report."""
+    folder, report_file = str(run.folder), run.folder / "evaluation" / "before_after.json"
     run_config, checkpoint = f"{folder}/config.yaml", f"{folder}/checkpoints/last.ckpt"
-    report_seconds = command(["evaluate", "--config", run_config, "--ckpt_path", checkpoint, "--before_after",
-                              "--accelerator", "cpu"], log)
-    report = json.loads((run.folder / "evaluation" / "before_after.json").read_text(encoding="utf-8"))
+    timings_file = run.folder / "timings.json"
+    if report_file.exists() and Path(checkpoint).exists():
+        timings = json.loads(timings_file.read_text(encoding="utf-8")) if timings_file.exists() else {}
+    else:
+        if run.folder.exists():
+            shutil.rmtree(run.folder)  # an unfinished earlier attempt: fit refuses a used run folder
+        timings = {"fit_seconds": round(command(
+            ["fit", "--config", str(config), "--seed_everything", str(run.seed), "--data.init_args.seed",
+             str(run.seed), "--trainer.default_root_dir", folder, "--trainer.logger.init_args.save_dir", folder,
+             *run.setting.overrides], log), 1)}
+        timings["report_seconds"] = round(command(["evaluate", "--config", run_config, "--ckpt_path", checkpoint,
+                                                   "--before_after", "--accelerator", "cpu"], log), 1)
+        timings_file.write_text(json.dumps(timings) + "\n", encoding="utf-8")
+    report = json.loads(report_file.read_text(encoding="utf-8"))
     record = {"method": run.method, "setting": run.setting.name, "seed": run.seed, "overrides": run.setting.overrides,
-              "fit_seconds": round(fit_seconds, 1), "report_seconds": round(report_seconds, 1),
+              "fit_seconds": timings.get("fit_seconds"), "report_seconds": timings.get("report_seconds"),
               "rows": {row["metric"]: {k: row[k] for k in ("before", "after", "change", "low", "high")}
                        for row in report["rows"]}}
-    if run.setting.interpolate:
+    if interpolate:
         record["interpolate_seconds"] = round(command(
             ["interpolate", "--config", run_config, "--ckpt_path", checkpoint, "--alphas", *alphas,
              "--accelerator", "cpu", "--evaluation", "{class_path: lit_docemb.eval.BeforeAfterReport}"], log), 1)
@@ -195,13 +203,26 @@ def changes(record: dict) -> dict[str, dict[str, float]]:
     return rows
 
 
+def against_encoder(record: dict, records: list[dict]) -> dict[str, dict[str, float]]:
+    """For a run with the paper's random head (Graph-RoBERTa, CoLDE ``default``), whose "before" is that random head
+    and not the pretrained encoder: its after minus the before of the same method's ``identity`` run of the same
+    seed (the encoder's mean of passages on the same held-out documents), as the row ``default vs encoder``."""
+    if record["method"] not in HEADS or record["setting"] != "default":
+        return {}
+    for other in records:
+        if (other["method"], other["setting"], other["seed"]) == (record["method"], "identity", record["seed"]):
+            return {"default vs encoder": {metric: row["after"] - other["rows"][metric]["before"]
+                                           for metric, row in record["rows"].items() if metric in other["rows"]}}
+    return {}
+
+
 def table(records: list[dict]) -> str:
     """The study's Markdown table: per method x row and task, mean +- standard deviation over seeds of the change,
     the seeds, and whether every task improved (on the mean; in every seed)."""
     grouped: dict[tuple[str, str], list[tuple[int, dict]]] = {}
     alphas: dict[tuple[str, str], list[float]] = {}
     for record in records:
-        for row, values in changes(record).items():
+        for row, values in {**changes(record), **against_encoder(record, records)}.items():
             grouped.setdefault((record["method"], row), []).append((record["seed"], values))
             if row.endswith(" + WiSE-FT"):
                 alphas.setdefault((record["method"], row), []).append(record["interpolation"]["best_alpha"])
@@ -237,17 +258,24 @@ def table(records: list[dict]) -> str:
 
 
 def before_table(records: list[dict]) -> str:
-    """The starting encoder's scores per method (mean over seeds; the same for every setting of a seed)."""
-    lines = ["| method | seeds | " + " | ".join(TASKS) + " |", "|---|---|" + "---:|" * len(TASKS)]
+    """The "before" scores (the method as its config builds it) per method, mean over seeds: the same for every
+    setting of a seed, except that Graph-RoBERTa and CoLDE start from the paper's random head or, with
+    ``head_init: identity``, from the pretrained encoder's mean of passages."""
+    lines = ["| method | start | seeds | " + " | ".join(TASKS) + " |", "|---|---|---|" + "---:|" * len(TASKS)]
     for method in ["DocSplit", "GraphRoBERTa", "CoLDE", "DECA"]:
-        first = {}
-        for record in records:
-            if record["method"] == method:
-                first.setdefault(record["seed"], record)
-        if not first:
-            continue
-        cells = [f"{statistics.fmean(r['rows'][task]['before'] for r in first.values()):.4f}" for task in TASKS]
-        lines.append(f"| {method} | {', '.join(str(s) for s in sorted(first))} | " + " | ".join(cells) + " |")
+        for start in ("the pretrained encoder", "the paper's random head", "identity head (the encoder's mean)"):
+            first = {}
+            for record in records:
+                identity = record["setting"].startswith("identity")
+                kind = ("the pretrained encoder" if method not in HEADS else
+                        "identity head (the encoder's mean)" if identity else "the paper's random head")
+                if record["method"] == method and kind == start:
+                    first.setdefault(record["seed"], record)
+            if first:
+                cells = [f"{statistics.fmean(r['rows'][task]['before'] for r in first.values()):.4f}"
+                         for task in TASKS]
+                lines.append(f"| {method} | {start} | {', '.join(str(s) for s in sorted(first))} | "
+                             + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
 
 
@@ -258,14 +286,14 @@ def read_records(results: Path) -> list[dict]:
 
 
 def write_table(output: Path, records: list[dict], started: float | None = None) -> None:
-    seconds = [r["fit_seconds"] + r["report_seconds"] + r.get("interpolate_seconds", 0.0) for r in records]
+    seconds = [(r["fit_seconds"] or 0.0) + (r["report_seconds"] or 0.0) + r.get("interpolate_seconds", 0.0)
+               for r in records]
     text = ["# Retention study: after - before per task, mean ± standard deviation over seeds", "",
             table(records), "Before (the starting encoder, mean over the seeds' held-out documents):", "",
             before_table(records),
             f"{len(records)} runs, {sum(seconds) / 60:.1f} min of commands; os.getloadavg() now "
-            + ", ".join(f"{x:.2f}" for x in os.getloadavg())]
-    if started is not None:
-        text.append(f"; study wall clock so far {(time.time() - started) / 60:.1f} min")
+            + ", ".join(f"{x:.2f}" for x in os.getloadavg())
+            + ("" if started is None else f"; this study process's wall clock {(time.time() - started) / 60:.1f} min")]
     (output / "table.md").write_text("\n".join(text) + "\n", encoding="utf-8")
 
 
@@ -273,12 +301,16 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--output", default="runs/retention_study", help="folder of the runs, runs.jsonl, table.md")
     parser.add_argument("--methods", nargs="+", default=["DocSplit", "GraphRoBERTa", "CoLDE", "DECA"])
-    parser.add_argument("--settings", nargs="+", default=[s.name for s in SETTINGS])
+    parser.add_argument("--settings", nargs="+", default=[s.name for s in SETTINGS],
+                        help="settings to run, in this order (all seeds of one before the next)")
     parser.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2])
     parser.add_argument("--max_steps", type=int, default=10, help="optimizer steps of every run (one epoch at most)")
     parser.add_argument("--learning_rate", type=float, default=2.0e-05, help="AdamW's rate of the default setting")
     parser.add_argument("--alphas", nargs="+", default=["0.25", "0.5", "1.0"],
                         help="WiSE-FT alphas interpolate scores (0 is the report's before)")
+    parser.add_argument("--interpolate", nargs="*", default=None,
+                        help="settings whose runs get a WiSE-FT alpha (default: those marked interpolate; none: no "
+                             "names)")
     parser.add_argument("--keep_checkpoints", action="store_true")
     parser.add_argument("--table_only", action="store_true", help="rewrite table.md from runs.jsonl and stop")
     arguments = parser.parse_args(argv)
@@ -300,10 +332,10 @@ def main(argv: list[str] | None = None) -> None:
         configs[method].parent.mkdir(parents=True, exist_ok=True)
         configs[method].write_text(yaml.safe_dump(method_config(method, arguments.max_steps,
                                                                 arguments.learning_rate), sort_keys=False))
-    runs = [Run(method, setting, seed, output / method / setting.name / f"seed{seed}")
-            for setting in SETTINGS if setting.name in arguments.settings
-            for method in arguments.methods if method in setting.methods
-            for seed in arguments.seeds]
+    by_name = {setting.name: setting for setting in SETTINGS}
+    runs = [Run(method, by_name[name], seed, output / method / name / f"seed{seed}")
+            for name in arguments.settings for method in arguments.methods if method in by_name[name].methods
+            for seed in arguments.seeds]  # in the order given: a cut-off keeps the first settings' seeds
     started = time.time()
     with open(output / "study.log", "a", encoding="utf-8") as log:
         for run in runs:
@@ -311,7 +343,10 @@ def main(argv: list[str] | None = None) -> None:
                 continue
             print(f"{time.strftime('%H:%M:%S')} {run.key}", flush=True)
             try:
-                record = run_one(run, configs[run.method], arguments.alphas, arguments.keep_checkpoints, log)
+                interpolate = run.setting.interpolate if arguments.interpolate is None \
+                    else run.setting.name in arguments.interpolate
+                record = run_one(run, configs[run.method], arguments.alphas, interpolate, arguments.keep_checkpoints,
+                                 log)
             except RuntimeError as error:
                 print(f"  failed: {error} (see {output / 'study.log'})", flush=True)
                 continue
