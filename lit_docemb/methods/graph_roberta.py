@@ -90,6 +90,8 @@ class GraphRoBERTa(EmbeddingMethod):
         cache_passages: Have the DataModule split and tokenize the corpus's passages once into an on-disk
             cache (:class:`~lit_docemb.data.passage_cache.PassageCache`), read by every later epoch and run.
         passage_cache_dir: Folder of that cache (``None``: the ``datasets`` cache folder).
+        passage_cache_num_proc: Processes building that cache on its first run, each over a contiguous range of the
+            corpus (``None``: one); the cache is the same for any number.
         optimizer: Optimizer factory; ``None`` is AdamW at the paper's 5e-5.
         scheduler: Optional learning-rate scheduler factory (paper: 10% warm-up).
         grad_cache_token_budget: GradCache sub-batch size in padded tokens (``None``: off); each sub-document
@@ -128,6 +130,7 @@ class GraphRoBERTa(EmbeddingMethod):
         packed_encoding: bool = False,
         cache_passages: bool = True,
         passage_cache_dir: str | None = None,
+        passage_cache_num_proc: int | None = None,
         optimizer: OptimizerCallable | None = None,
         scheduler: LRSchedulerCallable | None = None,
         grad_cache_token_budget: int | None = None,
@@ -138,6 +141,8 @@ class GraphRoBERTa(EmbeddingMethod):
         self.save_method_hyperparameters(ignore=["optimizer", "scheduler"])
         require(graph in ("full", "section"), "graph", "'full' or 'section'", graph)
         require(head_init in ("random", "identity"), "head_init", "'random' or 'identity'", head_init)
+        require(passage_cache_num_proc is None or passage_cache_num_proc >= 1, "passage_cache_num_proc",
+                ">= 1 (processes) or null", passage_cache_num_proc)
         require(objective in ("halves", "one_passage"), "objective", "'halves' or 'one_passage'", objective)
         require(max_passages >= 2, "max_passages", ">= 2 to split documents in two", max_passages)
         require(max_passage_tokens >= 1, "max_passage_tokens", ">= 1", max_passage_tokens)
@@ -153,7 +158,7 @@ class GraphRoBERTa(EmbeddingMethod):
         # the DataModule splits and tokenizes the corpus's passages once, on disk, and hands us those
         self.passage_cache = PassageCache(self.tokenizer, words_per_passage, max(max_passages, max_passages_inference),
                                           max_passage_tokens, cache_dir=passage_cache_dir,
-                                          with_title=title_passage) if cache_passages else None
+                                          num_proc=passage_cache_num_proc, with_title=title_passage) if cache_passages else None
 
     #: Documents of the corpus looked at to tell whether it has sections.
     sections_sample = 1000

@@ -205,3 +205,27 @@ def test_datamodule_hands_the_methods_collator_cached_passages(tmp_path, tokeniz
     second.setup("fit")  # connected before setup: setup opens the cache
     assert second.train_set.documents.table.cache_files == datamodule.train_set.documents.table.cache_files
     assert [row.passage_ids() for row in second.train_set] == [row.passage_ids() for row in datamodule.train_set]
+
+
+def test_graph_roberta_builds_its_passage_cache_with_the_processes_it_is_given(tmp_path, tiny_encoder_dir,
+                                                                              monkeypatch):
+    from lit_docemb.errors import ConfigError
+    from lit_docemb.methods.graph_roberta import GraphRoBERTa
+
+    documents = read_jsonl(write_corpus_jsonl(tmp_path / "docs.jsonl", n_documents=12))
+    built_with, build = [], passage_cache.open_rows_table
+
+    def recorded(cache, documents, features, fingerprint, cache_dir, num_proc):
+        built_with.append(num_proc)
+        return build(cache, documents, features, fingerprint, cache_dir, num_proc)
+
+    monkeypatch.setattr(passage_cache, "open_rows_table", recorded)
+    parallel = GraphRoBERTa(tiny_encoder_dir, max_passage_tokens=32, passage_cache_dir=str(tmp_path / "parallel"),
+                            passage_cache_num_proc=2).passage_cache.open(documents)
+    serial = GraphRoBERTa(tiny_encoder_dir, max_passage_tokens=32, passage_cache_dir=str(tmp_path / "serial")
+                          ).passage_cache.open(documents)
+    assert built_with == [2, None]
+    assert [(r.id, r.passage_ids(), r.section_index.tolist()) for r in parallel] == \
+           [(r.id, r.passage_ids(), r.section_index.tolist()) for r in serial]
+    with pytest.raises(ConfigError, match="passage_cache_num_proc"):
+        GraphRoBERTa(tiny_encoder_dir, max_passage_tokens=32, passage_cache_num_proc=0)
