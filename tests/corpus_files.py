@@ -817,3 +817,18 @@ def with_edge_documents(documents: list[Document]) -> list[Document]:
             Document("one", sections=[Section("", "A single sentence of words")]),
             Document("gap", sections=[Section("A", "First part. Second one."), Section("B", ""),
                                       Section("C", "Third part.")])]
+
+
+def record_cache_builds(monkeypatch) -> list:
+    """The ``num_proc`` of every token-cache build from now on (``passage_cache.open_rows_table`` still builds):
+    what a method handed its cache as the processes building it."""
+    from lit_docemb.data import passage_cache
+
+    built_with, build = [], passage_cache.open_rows_table
+
+    def recorded(cache, documents, features, fingerprint, cache_dir, num_proc):
+        built_with.append(num_proc)
+        return build(cache, documents, features, fingerprint, cache_dir, num_proc)
+
+    monkeypatch.setattr(passage_cache, "open_rows_table", recorded)
+    return built_with

@@ -12,7 +12,7 @@ import datasets
 import numpy as np
 import pytest
 from conftest import write_corpus_jsonl
-from corpus_files import with_edge_documents
+from corpus_files import record_cache_builds, with_edge_documents
 from transformers import AutoTokenizer
 
 from lit_docemb.data import passage_cache
@@ -213,13 +213,7 @@ def test_graph_roberta_builds_its_passage_cache_with_the_processes_it_is_given(t
     from lit_docemb.methods.graph_roberta import GraphRoBERTa
 
     documents = read_jsonl(write_corpus_jsonl(tmp_path / "docs.jsonl", n_documents=12))
-    built_with, build = [], passage_cache.open_rows_table
-
-    def recorded(cache, documents, features, fingerprint, cache_dir, num_proc):
-        built_with.append(num_proc)
-        return build(cache, documents, features, fingerprint, cache_dir, num_proc)
-
-    monkeypatch.setattr(passage_cache, "open_rows_table", recorded)
+    built_with = record_cache_builds(monkeypatch)
     parallel = GraphRoBERTa(tiny_encoder_dir, max_passage_tokens=32, passage_cache_dir=str(tmp_path / "parallel"),
                             passage_cache_num_proc=2).passage_cache.open(documents)
     serial = GraphRoBERTa(tiny_encoder_dir, max_passage_tokens=32, passage_cache_dir=str(tmp_path / "serial")

@@ -11,10 +11,10 @@ import datasets
 import pytest
 import torch
 from conftest import write_corpus_jsonl
-from corpus_files import byte_level_bpe, with_edge_documents
+from corpus_files import byte_level_bpe, record_cache_builds, with_edge_documents
 from transformers import AutoTokenizer
 
-from lit_docemb.data import passage_cache, sentence_cache
+from lit_docemb.data import sentence_cache
 from lit_docemb.data.document import Document
 from lit_docemb.data.jsonl import JSONLDataModule, read_jsonl
 from lit_docemb.data.sentence_cache import SentenceCache, TokenizedSentences
@@ -109,13 +109,7 @@ def test_docsplit_reads_the_sentence_cache_through_its_datamodule(tmp_path, tiny
 
 def test_docsplit_builds_its_sentence_cache_with_the_processes_it_is_given(tmp_path, tiny_encoder_dir, monkeypatch):
     documents = read_jsonl(write_corpus_jsonl(tmp_path / "docs.jsonl", n_documents=12))
-    built_with, build = [], passage_cache.open_rows_table
-
-    def recorded(cache, documents, features, fingerprint, cache_dir, num_proc):
-        built_with.append(num_proc)
-        return build(cache, documents, features, fingerprint, cache_dir, num_proc)
-
-    monkeypatch.setattr(passage_cache, "open_rows_table", recorded)
+    built_with = record_cache_builds(monkeypatch)
     parallel = DocSplit(tiny_encoder_dir, max_length=32, sentence_cache_dir=str(tmp_path / "parallel"),
                         sentence_cache_num_proc=2).passage_cache.open(documents)
     serial = DocSplit(tiny_encoder_dir, max_length=32, sentence_cache_dir=str(tmp_path / "serial")
