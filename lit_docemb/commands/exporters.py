@@ -141,7 +141,17 @@ def exporter(method: EmbeddingMethod) -> MethodExport:
 @register_export(DocSplit)
 class FlatEncoderExport(MethodExport):
     """A method whose document vector is its Hugging Face encoder's pooled output over ``max_length`` tokens:
-    Transformer + Pooling (no normalisation: ``embed`` returns unnormalised vectors; cosine is the similarity)."""
+    Transformer + Pooling (no normalisation: ``embed`` returns unnormalised vectors; cosine is the similarity).
+    An encoder with an ``instruction`` or a ``sentence_transformers_head`` (the INSTRUCTOR baseline) is refused:
+    these two modules would embed without them."""
+
+    def __init__(self, method: EmbeddingMethod) -> None:
+        encoder = method.encoder
+        if encoder.instruction_tokens or len(encoder.head):
+            raise ExportError(f"{type(method).__name__} with an instruction or a sentence-transformers head (Dense / "
+                              f"Normalize) has no export here: Transformer + Pooling would embed without them; "
+                              f"{EMBED_INSTEAD}")
+        super().__init__(method)
 
     def token_encoder(self) -> tuple[HFEncoder, Any]:
         return self.method.encoder, self.method.tokenizer

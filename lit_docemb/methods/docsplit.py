@@ -73,6 +73,14 @@ class DocSplit(EmbeddingMethod):
             on the first run, views assembled from its ids on every pass; ``None``: the ``datasets`` cache folder).
         sentence_cache_num_proc: Processes building that cache on its first run, each over a contiguous range of
             the corpus (``None``: one); the cache is the same for any number.
+        instruction: Text put before every view and document, for encoders trained with task instructions or
+            prefixes (see ``HFEncoder``'s ``instruction``); it counts against ``max_length`` (texts get
+            ``max_length`` minus its tokens). ``""``: none. The INSTRUCTOR baseline (configs/baselines/hkunlp/)
+            sets INSTRUCTOR's classification-style instruction; the paper (DocSplit Tables 1-2) does not give one.
+        instruction_in_pooling: Whether the instruction's tokens enter the mean (``None``: as the encoder's folder
+            says; INSTRUCTOR: not; see ``HFEncoder``). Only with an ``instruction``.
+        sentence_transformers_head: Apply the Dense / Normalize modules the encoder's sentence-transformers folder
+            lists after pooling (INSTRUCTOR: 768-dimensional Dense, unit length); see ``HFEncoder``.
     """
 
     default_learning_rate = 5e-5
@@ -98,6 +106,9 @@ class DocSplit(EmbeddingMethod):
         retention: Retention | None = None,
         sentence_cache_dir: str | None = None,
         sentence_cache_num_proc: int | None = None,
+        instruction: str = "",
+        instruction_in_pooling: bool | None = None,
+        sentence_transformers_head: bool = False,
     ) -> None:
         super().__init__(optimizer, scheduler, grad_cache_token_budget, retention)
         require(sentence_cache_num_proc is None or sentence_cache_num_proc >= 1, "sentence_cache_num_proc",
@@ -106,12 +117,14 @@ class DocSplit(EmbeddingMethod):
         self.tokenizer, self.encoder = tokenizer_and_encoder(
             encoder, max_length, "max_length", pretrained=pretrained, pooling=pooling, with_mlm_head=mlm_weight > 0,
             compile=compile_encoder, first_token_global_attention=first_token_global_attention, packed=packed_encoding,
-            packed_argument="packed_encoding")
+            packed_argument="packed_encoding", mlm_argument="mlm_weight", instruction=instruction,
+            instruction_in_pooling=instruction_in_pooling, sentence_transformers_head=sentence_transformers_head)
         self.contrastive = InfoNCELoss(temperature, similarity="cos", symmetric=symmetric,
                                        gather_across_devices=gather_across_devices)
         self.mlm = MaskedLMLoss()
         self.loss_weights = {"mlm_loss": mlm_weight}
-        self.passage_cache = SentenceCache(self.tokenizer, max_length, embed_with_title, cache_dir=sentence_cache_dir,
+        text_tokens = self.encoder.text_tokens(max_length)  # the instruction's tokens come out of max_length
+        self.passage_cache = SentenceCache(self.tokenizer, text_tokens, embed_with_title, cache_dir=sentence_cache_dir,
                                            num_proc=sentence_cache_num_proc)
 
     def collator(self, stage: str):

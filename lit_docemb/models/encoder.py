@@ -22,13 +22,23 @@ from transformers import (
     PreTrainedTokenizerBase,
 )
 
+from lit_docemb.data.tokens import special_tokens
 from lit_docemb.errors import BadArgument, require
 from lit_docemb.models.packing import PACKED_ATTENTION, PACKED_MODEL_TYPES, PackedLayout, position_offset
+from lit_docemb.models.sentence_transformers_folder import (
+    after_pooling,
+    head_after_pooling,
+    module_kind,
+    pooling_includes_prompt,
+    read_modules,
+)
 
 log = logging.getLogger(__name__)
 
 Pooling = Literal["cls", "mean"]
 
+#: Encoder-decoder model types whose encoder alone embeds text, and the transformers class of that encoder.
+ENCODER_ONLY_CLASSES = {"t5": "T5EncoderModel", "mt5": "MT5EncoderModel", "umt5": "UMT5EncoderModel"}
 
 
 def quiet_loading() -> bool:
@@ -77,8 +87,10 @@ def load_tokenizer(name_or_path: str, argument: str = "encoder") -> PreTrainedTo
 
 def tokenizer_and_encoder(name_or_path: str, max_tokens: int | None = None, argument: str = "max_length",
                           encoder_argument: str = "encoder", packed_argument: str = "packed",
+                          mlm_argument: str = "with_mlm_head",
                           **encoder_args) -> tuple[PreTrainedTokenizerBase, HFEncoder]:
-    """The tokenizer and the :class:`HFEncoder` of one checkpoint, the encoder checked to hold ``max_tokens``.
+    """The tokenizer and the :class:`HFEncoder` of one checkpoint, the encoder checked to hold ``max_tokens``
+    (its ``instruction`` included: see :meth:`HFEncoder.check_length`).
 
     Args:
         name_or_path: Local folder, hub name or ``package:<module>`` of the checkpoint.
@@ -86,18 +98,39 @@ def tokenizer_and_encoder(name_or_path: str, max_tokens: int | None = None, argu
         argument: The caller's config key of ``max_tokens``, named by the error (see :meth:`HFEncoder.check_length`).
         encoder_argument: The caller's config key of ``name_or_path``, named when it is no model.
         packed_argument: The caller's config key of ``packed``, named when the encoder cannot encode packed.
+        mlm_argument: The caller's config key that asks for ``with_mlm_head``, named when the encoder has no
+            masked-LM head (a T5 encoder).
         **encoder_args: :class:`HFEncoder`'s other arguments (``pretrained``, ``pooling``, ``packed``, ...).
     """
     tokenizer = load_tokenizer(name_or_path, encoder_argument)
+    renamed = {"packed": packed_argument, "with_mlm_head": mlm_argument}
     try:
         encoder = HFEncoder(name_or_path, **encoder_args)
     except BadArgument as err:
-        if err.argument != "packed":
+        if err.argument not in renamed:
             raise
-        raise BadArgument(packed_argument, err.problem) from None
+        raise BadArgument(renamed[err.argument], err.problem) from None
     if max_tokens is not None:
         encoder.check_length(max_tokens, argument)
     return tokenizer, encoder
+
+
+def encoder_class(config, with_mlm_head: bool, name_or_path: str):
+    """The transformers class that loads the encoder of ``config``: ``AutoModel`` (``AutoModelForMaskedLM`` with the
+    head), or for a T5-family model (:data:`ENCODER_ONLY_CLASSES`, whether its folder holds the encoder alone, as
+    INSTRUCTOR's ``T5EncoderModel`` does, or the whole encoder-decoder) its encoder-only class, which has no
+    masked-LM head; other encoder-decoder models are refused."""
+    if config.model_type not in ENCODER_ONLY_CLASSES and not getattr(config, "is_encoder_decoder", False):
+        return AutoModelForMaskedLM if with_mlm_head else AutoModel
+    if config.model_type not in ENCODER_ONLY_CLASSES:
+        raise BadArgument("encoder", f"{name_or_path!r} is an encoder-decoder model ({config.model_type}); of those "
+                                     f"only the encoder of {', '.join(ENCODER_ONLY_CLASSES)} models is read")
+    if with_mlm_head:
+        raise BadArgument("with_mlm_head", f"encoder {name_or_path!r} ({config.model_type}: its encoder alone) has no "
+                                           f"masked-LM head: set it to 0 / false")
+    import transformers
+
+    return getattr(transformers, ENCODER_ONLY_CLASSES[config.model_type])
 
 
 def pool(hidden: Tensor, attention_mask: Tensor, pooling: Pooling) -> Tensor:
@@ -135,6 +168,26 @@ class HFEncoder(nn.Module):
             embeddings and gradients as the padded path, up to float rounding, except that attention
             probabilities get no dropout. BERT-family encoders only (:data:`~lit_docemb.models.packing.
             PACKED_MODEL_TYPES`) with ``attn_implementation`` ``"sdpa"``; another encoder refuses it.
+        instruction: Text put before every input, attended to by the encoder: an INSTRUCTOR task instruction
+            (Su et al. 2022, "Represent the news article for classification: ") or an E5/BGE-style prefix
+            (``"query: "``); ``""``: none. It is tokenized once, on its own, without special tokens and with its
+            trailing whitespace removed (the text's first word brings its own word boundary), and its ids go after
+            the tokens the tokenizer puts before a text ([CLS]; none for T5): for T5 these are the ids INSTRUCTOR's
+            joint tokenization of instruction + text gives the instruction, i.e. its length without the ``</s>``.
+            It counts against the caller's token budget (:meth:`check_length`, :meth:`text_tokens`: the text is cut,
+            never the instruction). Left out of the pooling (see ``instruction_in_pooling``), it leaves out as many
+            positions as INSTRUCTOR's code does: the length of the instruction tokenized alone, its trailing
+            whitespace kept, without ``</s>``; a tokenizer that gives a trailing space a token of its own (T5's
+            Metaspace) makes that one more than the instruction holds, so the text's first token is left out too.
+        instruction_in_pooling: Whether the instruction's token states enter the mean (``pooling: mean``).
+            ``None``: as the folder says: its ``1_Pooling/config.json`` ``include_prompt`` (sentence-transformers'
+            key; true when absent, so an E5/BGE prefix is pooled as those models are), false for the INSTRUCTOR hub
+            names (:data:`~lit_docemb.models.sentence_transformers_folder.PROMPT_EXCLUDED_BY_NAME`), whose code
+            masks the instruction out of the mean. Set it only with an ``instruction``.
+        sentence_transformers_head: Apply the modules that the folder's ``modules.json`` lists after pooling
+            (sentence-transformers layout, :mod:`~lit_docemb.models.sentence_transformers_folder`): ``Dense``
+            (e.g. INSTRUCTOR's map to 768 dimensions) and ``Normalize`` (unit length), as sentence-transformers does.
+            ``False``: the pooled token states as they are (a folder that lists a Dense module is then warned about).
     """
 
     def __init__(
@@ -147,15 +200,21 @@ class HFEncoder(nn.Module):
         compile: bool = False,
         first_token_global_attention: bool = False,
         packed: bool = False,
+        instruction: str = "",
+        instruction_in_pooling: bool | None = None,
+        sentence_transformers_head: bool = False,
     ) -> None:
         super().__init__()
         if pooling not in ("cls", "mean"):
             raise ValueError(f"pooling must be 'cls' or 'mean', got {pooling!r}")
+        require(bool(instruction) or instruction_in_pooling is None, "instruction_in_pooling",
+                "null without an instruction (it says whether the instruction is pooled)", instruction_in_pooling)
         self.pooling = pooling
-        auto = AutoModelForMaskedLM if with_mlm_head else AutoModel
+        hub_name = name_or_path
         name_or_path = resolve_model_path(name_or_path)
         kwargs = {"attn_implementation": attn_implementation} if attn_implementation else {}
         config = AutoConfig.from_pretrained(name_or_path)
+        auto = encoder_class(config, with_mlm_head, name_or_path)
         if packed:
             check_packable(config, name_or_path, attn_implementation)
             kwargs = {"attn_implementation": PACKED_ATTENTION}
@@ -186,18 +245,73 @@ class HFEncoder(nn.Module):
                         config.attention_probs_dropout_prob)
         if compile:
             self.backbone.compile()
+        needs_modules = sentence_transformers_head or bool(instruction) or os.path.isdir(name_or_path)
+        modules = read_modules(name_or_path) if needs_modules else None  # a hub name: fetched only when needed
+        self.head = self._head(name_or_path, modules, sentence_transformers_head)
+        self.embedding_size: int = next((layer.linear.out_features for layer in reversed(self.head)
+                                         if hasattr(layer, "linear")), self.hidden_size)
+        self.instruction = instruction
+        self.instruction_in_pooling = True
+        self.instruction_position = 0
+        self.frame_tokens = 0
+        self.unpooled_positions = 0
+        self.register_buffer("instruction_ids", torch.zeros(0, dtype=torch.long), persistent=False)
+        if instruction:
+            tokenizer = AutoTokenizer.from_pretrained(name_or_path)
+            ids = tokenizer(instruction.rstrip(), add_special_tokens=False)["input_ids"]
+            require(len(ids) > 0, "instruction", "a text that gives at least one token", instruction)
+            self.instruction_ids = torch.tensor(ids, dtype=torch.long)
+            self.unpooled_positions = len(tokenizer(instruction, add_special_tokens=False)["input_ids"])
+            prefix, suffix = special_tokens(tokenizer)
+            self.instruction_position = len(prefix)
+            self.frame_tokens = len(prefix) + len(suffix)
+            self.instruction_in_pooling = (pooling_includes_prompt(hub_name, modules)
+                                           if instruction_in_pooling is None else instruction_in_pooling)
+
+    @staticmethod
+    def _head(name_or_path: str, modules: list[dict] | None, wanted: bool) -> nn.Sequential:
+        """The folder's modules after pooling when ``wanted`` (refused where there are none); otherwise none, with
+        a warning when the folder lists a Dense module that is then left out."""
+        if wanted:
+            if modules is None:
+                raise BadArgument("sentence_transformers_head", f"{name_or_path!r} has no modules.json "
+                                                                f"(no sentence-transformers layout): set it to false")
+            head = head_after_pooling(name_or_path, modules)
+            if not len(head):
+                raise BadArgument("sentence_transformers_head", f"{name_or_path!r}: modules.json lists no module "
+                                                                f"after pooling: set it to false")
+            return head
+        if modules is not None and any(module_kind(entry) == "Dense" for entry in after_pooling(modules)):
+            log.warning("%s lists a Dense module after pooling, left out (sentence_transformers_head false): the "
+                        "embeddings are the pooled token states", name_or_path)
+        return nn.Sequential()
+
+    @property
+    def instruction_tokens(self) -> int:
+        """Tokens the instruction adds to every input (0 without one)."""
+        return int(self.instruction_ids.numel())
+
+    def text_tokens(self, max_tokens: int) -> int:
+        """Tokens left to each text, its special tokens included, when inputs hold ``max_tokens`` in all."""
+        return max_tokens - self.instruction_tokens
 
     def check_length(self, max_tokens: int, argument: str) -> None:
-        """Raises when ``max_tokens`` (the method's ``argument``) exceeds the encoder's position embeddings."""
+        """Raises when ``max_tokens`` (the method's ``argument``) exceeds the encoder's position embeddings, or
+        leaves no text token beside the instruction."""
         if self.max_positions is not None and max_tokens > self.max_positions:
             raise BadArgument(argument, f"{max_tokens} exceeds the {self.max_positions} positions of encoder "
                                         f"{self.name_or_path!r}: lower it")
         require(max_tokens >= 1, argument, ">= 1", max_tokens)
+        if self.instruction_tokens and self.text_tokens(max_tokens) <= self.frame_tokens:
+            raise BadArgument("instruction", f"its {self.instruction_tokens} tokens leave no room for text within "
+                                             f"{argument} {max_tokens}: shorten it or raise {argument}")
 
     @staticmethod
     def _build(auto, name_or_path: str, config, pretrained: bool, kwargs: dict) -> PreTrainedModel:
         if not pretrained:
-            return auto.from_config(config, **kwargs)
+            if hasattr(auto, "from_config"):
+                return auto.from_config(config, **kwargs)
+            return auto._from_config(config, **kwargs)  # a concrete class (T5EncoderModel)
         if not quiet_loading():
             return auto.from_pretrained(name_or_path, **kwargs)
         with quiet_transformers_loading():
@@ -211,11 +325,35 @@ class HFEncoder(nn.Module):
         return self.model.base_model if hasattr(self.model, "base_model") else self.model
 
     def forward(self, input_ids: Tensor, attention_mask: Tensor, token_type_ids: Tensor | None = None) -> Tensor:
-        """Embeds token ids (B, T) into (B, D). B may be 0 (see :func:`_one_dummy_row`)."""
+        """Embeds token ids (B, T) into (B, D): pooled token states (with the ``instruction`` before the text, pooled
+        or not), then the ``sentence_transformers_head`` if any. B may be 0 (see :func:`_one_dummy_row`)."""
         if input_ids.shape[0] == 0:
             return self.forward(*_one_dummy_row(input_ids, attention_mask))[:0]
-        hidden = self.token_states(input_ids, attention_mask, token_type_ids)  # (B, T, D)
-        return pool(hidden, attention_mask, self.pooling)
+        if not self.instruction_tokens:
+            hidden = self.token_states(input_ids, attention_mask, token_type_ids)  # (B, T, D)
+            return self.head(pool(hidden, attention_mask, self.pooling))
+        input_ids, full_mask, token_type_ids, text_mask = self.with_instruction(input_ids, attention_mask,
+                                                                               token_type_ids)  # (B, I+T)
+        hidden = self.token_states(input_ids, full_mask, token_type_ids)  # (B, I+T, D)
+        return self.head(pool(hidden, full_mask if self.instruction_in_pooling else text_mask, self.pooling))
+
+    def with_instruction(self, input_ids: Tensor, attention_mask: Tensor, token_type_ids: Tensor | None = None
+                         ) -> tuple[Tensor, Tensor, Tensor | None, Tensor]:
+        """The inputs (B, T) with the instruction's I ids put after the tokens the tokenizer puts before a text:
+        ids, attention mask and token types (B, I+T), and the pooling mask without the instruction (B, I+T): zero at
+        the instruction's ``unpooled_positions`` (see ``instruction``)."""
+        at, count = self.instruction_position, self.instruction_tokens
+        rows = input_ids.shape[0]
+
+        def insert(tensor: Tensor, middle: Tensor) -> Tensor:
+            return torch.cat([tensor[:, :at], middle.to(tensor), tensor[:, at:]], dim=1)
+
+        ids = self.instruction_ids.to(input_ids.device).expand(rows, count)  # (B, I)
+        ones = attention_mask.new_ones(rows, count)
+        types = None if token_type_ids is None else insert(token_type_ids, token_type_ids.new_zeros(rows, count))
+        text_mask = insert(attention_mask, attention_mask.new_zeros(rows, count))
+        text_mask[:, at:at + self.unpooled_positions] = 0
+        return insert(input_ids, ids), insert(attention_mask, ones), types, text_mask
 
     def token_states(self, input_ids: Tensor, attention_mask: Tensor, token_type_ids: Tensor | None = None) -> Tensor:
         """The backbone's last hidden states (B, T, D), with the first token's global attention when configured;
@@ -249,7 +387,13 @@ class HFEncoder(nn.Module):
         if input_ids.shape[0] == 0:
             input_ids, attention_mask = _one_dummy_row(input_ids, attention_mask)
             positions = torch.zeros_like(input_ids, dtype=torch.bool)
-        hidden = self.token_states(input_ids, attention_mask)  # (B, T, D)
+        if self.instruction_tokens:  # the instruction attended to; its own states dropped again
+            at, count = self.instruction_position, self.instruction_tokens
+            extended_ids, extended_mask, _, _ = self.with_instruction(input_ids, attention_mask)
+            hidden = self.token_states(extended_ids, extended_mask)  # (B, I+T, D)
+            hidden = torch.cat([hidden[:, :at], hidden[:, at + count:]], dim=1)  # (B, T, D)
+        else:
+            hidden = self.token_states(input_ids, attention_mask)  # (B, T, D)
         return self.mlm_head(hidden if positions is None else hidden[positions])  # (B, T, V) or (K, V)
 
     @property
