@@ -490,6 +490,64 @@ def byte_level_bpe(texts: list[str]):
                                    pad_token="<pad>", cls_token="<s>", sep_token="</s>", mask_token="<mask>")
 
 
+def t5_style_tokenizer():
+    """A small T5-style tokenizer: Unigram over Metaspace pieces (a space starts a piece, a trailing space is a piece
+    of its own), ``<pad>`` 0, ``</s>`` 1, ``<unk>`` 2, ``$A </s>``."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors, trainers
+    from transformers import PreTrainedTokenizerFast
+
+    tok = Tokenizer(models.Unigram())
+    tok.pre_tokenizer = pre_tokenizers.Metaspace(replacement="\u2581", prepend_scheme="always")
+    tok.decoder = decoders.Metaspace(replacement="\u2581", prepend_scheme="always")
+    tok.train_from_iterator([text for _, text in _topic_texts()],
+                            trainers.UnigramTrainer(vocab_size=300, special_tokens=["<pad>", "</s>", "<unk>"],
+                                                    unk_token="<unk>"))
+    eos = tok.token_to_id("</s>")
+    tok.post_processor = processors.TemplateProcessing(single="$A </s>", pair="$A </s> $B </s>",
+                                                       special_tokens=[("</s>", eos)])
+    return PreTrainedTokenizerFast(tokenizer_object=tok, eos_token="</s>", pad_token="<pad>", unk_token="<unk>")
+
+
+def write_instructor_folder(path: Path, dense_out: int = 24) -> Path:
+    """A 2-layer, 32-wide T5 encoder (random weights, dropout off) in the sentence-transformers layout of the INSTRUCTOR
+    checkpoints (hkunlp/instructor-*): ``T5EncoderModel`` weights and :func:`t5_style_tokenizer` at the root,
+    ``modules.json`` (Transformer, Pooling, Dense, Normalize), ``sentence_bert_config.json``, ``1_Pooling/config.json``
+    (mean, no ``include_prompt``), ``2_Dense/config.json`` (32 -> ``dense_out``, no bias, Identity) with its weight
+    ``linear.weight`` in ``2_Dense/pytorch_model.bin``, and an empty ``3_Normalize``. Returns ``path``."""
+    import torch
+    from transformers import T5Config, T5EncoderModel
+
+    def write_json(file: Path, value) -> None:
+        file.parent.mkdir(parents=True, exist_ok=True)
+        file.write_text(json.dumps(value, indent=2))
+
+    generator = torch.Generator().manual_seed(0)
+    tokenizer = t5_style_tokenizer()
+    config = T5Config(vocab_size=len(tokenizer), d_model=32, d_kv=16, d_ff=64, num_layers=2, num_heads=2,
+                      dropout_rate=0.0, pad_token_id=0, eos_token_id=1, decoder_start_token_id=0,
+                      architectures=["T5EncoderModel"])
+    path.mkdir(parents=True, exist_ok=True)
+    with torch.random.fork_rng():
+        torch.manual_seed(0)
+        T5EncoderModel(config).save_pretrained(path)
+    tokenizer.save_pretrained(path)
+    write_json(path / "modules.json", [
+        {"idx": 0, "name": "0", "path": "", "type": "sentence_transformers.models.Transformer"},
+        {"idx": 1, "name": "1", "path": "1_Pooling", "type": "sentence_transformers.models.Pooling"},
+        {"idx": 2, "name": "2", "path": "2_Dense", "type": "sentence_transformers.models.Dense"},
+        {"idx": 3, "name": "3", "path": "3_Normalize", "type": "sentence_transformers.models.Normalize"}])
+    write_json(path / "sentence_bert_config.json", {"max_seq_length": 512, "do_lower_case": False})
+    write_json(path / "1_Pooling" / "config.json", {
+        "word_embedding_dimension": 32, "pooling_mode_cls_token": False, "pooling_mode_mean_tokens": True,
+        "pooling_mode_max_tokens": False, "pooling_mode_mean_sqrt_len_tokens": False})
+    write_json(path / "2_Dense" / "config.json", {"in_features": 32, "out_features": dense_out, "bias": False,
+                                                  "activation_function": "torch.nn.modules.linear.Identity"})
+    torch.save({"linear.weight": torch.randn(dense_out, 32, generator=generator)},
+               path / "2_Dense" / "pytorch_model.bin")
+    (path / "3_Normalize").mkdir(exist_ok=True)
+    return path
+
+
 def topic_texts(n: int, start: int = 0) -> list[str]:
     return [t for _, t in _topic_texts()[start:start + n]]
 

@@ -26,6 +26,7 @@ from corpus_files import (
     write_msmarco,
     write_nyt_annotated,
     write_hyperpartisan,
+    write_instructor_folder,
     write_ppdb,
     write_release,
     write_robust04,
@@ -253,6 +254,8 @@ def _wrapper(args: dict, encoder: str, folder: Path) -> dict:
 
 
 def _docsplit(args: dict, encoder: str, folder: Path) -> dict:
+    if args.get("instruction") or args.get("sentence_transformers_head"):  # INSTRUCTOR: a tiny T5 in its layout
+        encoder = str(write_instructor_folder(folder / "tiny_instructor"))
     update = {"encoder": encoder, "max_length": 64}
     if args.get("first_token_global_attention"):  # Longformer's [CLS] global attention: the tiny BERT has none
         update["first_token_global_attention"] = False

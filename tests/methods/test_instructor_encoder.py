@@ -1,8 +1,8 @@
 """INSTRUCTOR-style encoders (DocSplit Tables 1-2's INSTRUCTOR row): a T5 encoder in a sentence-transformers folder
 with Dense + Normalize, an instruction before every text that is attended to but left out of the mean.
 
-The folder is built here from config in INSTRUCTOR's layout (modules.json, 1_Pooling, 2_Dense with
-``pytorch_model.bin``, 3_Normalize; a Metaspace/Unigram tokenizer with ``$A </s>`` as T5's), and the encoder is
+The folder is built from config in INSTRUCTOR's layout (``corpus_files.write_instructor_folder``: modules.json,
+1_Pooling, 2_Dense with ``pytorch_model.bin``, 3_Normalize; a Metaspace/Unigram tokenizer with ``$A </s>`` as T5's), and the encoder is
 checked against a naive reference written from INSTRUCTOR's description: the instruction and text joined as strings
 and tokenized together, the first (instruction tokenized alone, without ``</s>``) positions masked out of the mean,
 then Dense and L2 normalisation.
@@ -16,7 +16,7 @@ import shutil
 import pytest
 import torch
 import torch.nn.functional as F
-from corpus_files import _topic_texts
+from corpus_files import write_instructor_folder
 
 from lit_docemb.data.document import Document, Section
 from lit_docemb.errors import BadArgument, ConfigError
@@ -30,23 +30,6 @@ TEXTS = ["The market fell sharply today after the report.", "A short one.",
          "The team won the final match of the season in the last minute of play."]
 
 
-def t5_tokenizer():
-    """A T5-like tokenizer: Unigram over Metaspace pieces, ``<pad>`` 0, ``</s>`` 1, ``<unk>`` 2, ``$A </s>``."""
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors, trainers
-    from transformers import PreTrainedTokenizerFast
-
-    tok = Tokenizer(models.Unigram())
-    tok.pre_tokenizer = pre_tokenizers.Metaspace(replacement="▁", prepend_scheme="always")
-    tok.decoder = decoders.Metaspace(replacement="▁", prepend_scheme="always")
-    tok.train_from_iterator([text for _, text in _topic_texts()],
-                            trainers.UnigramTrainer(vocab_size=300, special_tokens=["<pad>", "</s>", "<unk>"],
-                                                    unk_token="<unk>"))
-    eos = tok.token_to_id("</s>")
-    tok.post_processor = processors.TemplateProcessing(single="$A </s>", pair="$A </s> $B </s>",
-                                                       special_tokens=[("</s>", eos)])
-    return PreTrainedTokenizerFast(tokenizer_object=tok, eos_token="</s>", pad_token="<pad>", unk_token="<unk>")
-
-
 def write_json(path, value) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(value, indent=2))
@@ -54,31 +37,8 @@ def write_json(path, value) -> None:
 
 @pytest.fixture(scope="module")
 def instructor_dir(tmp_path_factory) -> str:
-    """A 2-layer, 32-wide T5 encoder (dropout off) in INSTRUCTOR's sentence-transformers layout, Dense 32 -> 24."""
-    from transformers import T5Config, T5EncoderModel
-
-    torch.manual_seed(0)
-    tokenizer = t5_tokenizer()
-    config = T5Config(vocab_size=len(tokenizer), d_model=32, d_kv=16, d_ff=64, num_layers=2, num_heads=2,
-                      dropout_rate=0.0, pad_token_id=0, eos_token_id=1, decoder_start_token_id=0,
-                      architectures=["T5EncoderModel"])
-    path = tmp_path_factory.mktemp("tiny_instructor")
-    T5EncoderModel(config).save_pretrained(path)
-    tokenizer.save_pretrained(path)
-    write_json(path / "modules.json", [
-        {"idx": 0, "name": "0", "path": "", "type": "sentence_transformers.models.Transformer"},
-        {"idx": 1, "name": "1", "path": "1_Pooling", "type": "sentence_transformers.models.Pooling"},
-        {"idx": 2, "name": "2", "path": "2_Dense", "type": "sentence_transformers.models.Dense"},
-        {"idx": 3, "name": "3", "path": "3_Normalize", "type": "sentence_transformers.models.Normalize"}])
-    write_json(path / "sentence_bert_config.json", {"max_seq_length": 512, "do_lower_case": False})
-    write_json(path / "1_Pooling" / "config.json", {
-        "word_embedding_dimension": 32, "pooling_mode_cls_token": False, "pooling_mode_mean_tokens": True,
-        "pooling_mode_max_tokens": False, "pooling_mode_mean_sqrt_len_tokens": False})
-    write_json(path / "2_Dense" / "config.json", {"in_features": 32, "out_features": 24, "bias": False,
-                                                  "activation_function": "torch.nn.modules.linear.Identity"})
-    torch.save({"linear.weight": torch.randn(24, 32)}, path / "2_Dense" / "pytorch_model.bin")
-    (path / "3_Normalize").mkdir()
-    return str(path)
+    """A tiny T5 encoder in INSTRUCTOR's sentence-transformers layout, Dense 32 -> 24 (:func:`write_instructor_folder`)."""
+    return str(write_instructor_folder(tmp_path_factory.mktemp("tiny_instructor")))
 
 
 def reference_embeddings(folder: str, instruction: str, texts: list[str]) -> torch.Tensor:
