@@ -48,6 +48,7 @@ from lit_docemb.methods.callbacks import current_umask
 from lit_docemb.models.colde import CoLDEEncoder
 from lit_docemb.models.encoder import HFEncoder, quiet_transformers_loading, tokenizer_and_encoder
 from lit_docemb.models.graph_document import GraphDocumentEncoder
+from lit_docemb.models.sentence_transformers_folder import UnitNormalize
 from lit_docemb.views.colde import SectionChunkCollator
 from lit_docemb.views.graph_roberta import PassageGraphBuilder
 
@@ -56,7 +57,9 @@ log = logging.getLogger(__name__)
 try:  # sentence-transformers is optional (pip install -e ".[export]")
     from sentence_transformers import SentenceTransformer
     from sentence_transformers.sentence_transformer.modules import (
+        Dense,
         InputModule,
+        Normalize,
         Pooling,
         Transformer,
     )
@@ -104,10 +107,16 @@ class MethodExport(ABC):
         tokenizer.save_pretrained(folder)
         return folder
 
+    def prompts(self) -> dict[str, str]:
+        """The sentence-transformers prompts the model applies by default (``{"document": text}``; none here)."""
+        return {}
+
     def save_sentence_transformer(self, folder: str | Path) -> Path:
         _require_sentence_transformers()
+        prompts = self.prompts()
         with tempfile.TemporaryDirectory(prefix="lit_docemb_export_") as scratch:
-            model = SentenceTransformer(modules=self.sentence_transformer_modules(Path(scratch)), device="cpu")
+            model = SentenceTransformer(modules=self.sentence_transformer_modules(Path(scratch)), device="cpu",
+                                        prompts=prompts or None, default_prompt_name=next(iter(prompts), None))
             model.save(str(folder))
         return Path(folder)
 
@@ -142,16 +151,24 @@ def exporter(method: EmbeddingMethod) -> MethodExport:
 class FlatEncoderExport(MethodExport):
     """A method whose document vector is its Hugging Face encoder's pooled output over ``max_length`` tokens:
     Transformer + Pooling (no normalisation: ``embed`` returns unnormalised vectors; cosine is the similarity).
-    An encoder with an ``instruction`` or a ``sentence_transformers_head`` (the INSTRUCTOR baseline) is refused:
-    these two modules would embed without them."""
+    An encoder's ``sentence_transformers_head`` follows as sentence-transformers' Dense / Normalize modules, and its
+    ``instruction`` becomes the model's default prompt (``prompts: {document: ...}``), which ``encode`` puts before
+    the text; left out of the mean, it is Pooling's ``include_prompt: false``, whose prompt length (the prompt
+    tokenized alone, less a trailing special token) is the encoder's ``unpooled_positions``. That holds where the
+    tokenizer puts nothing before a text (T5, INSTRUCTOR); with a [CLS] first, sentence-transformers would leave the
+    [CLS] out of the mean as well, so such an encoder is refused."""
 
     def __init__(self, method: EmbeddingMethod) -> None:
         encoder = method.encoder
-        if encoder.instruction_tokens or len(encoder.head):
-            raise ExportError(f"{type(method).__name__} with an instruction or a sentence-transformers head (Dense / "
-                              f"Normalize) has no export here: Transformer + Pooling would embed without them; "
-                              f"{EMBED_INSTEAD}")
+        if encoder.instruction_tokens and not encoder.instruction_in_pooling and encoder.instruction_position:
+            raise ExportError(f"{type(method).__name__} with an instruction after a [CLS] token and left out of the "
+                              f"mean has no sentence-transformers form (its prompt pooling would leave the [CLS] out "
+                              f"too); {EMBED_INSTEAD}")
         super().__init__(method)
+
+    def prompts(self) -> dict[str, str]:
+        instruction = self.method.encoder.instruction
+        return {"document": instruction} if instruction else {}
 
     def token_encoder(self) -> tuple[HFEncoder, Any]:
         return self.method.encoder, self.method.tokenizer
@@ -163,7 +180,19 @@ class FlatEncoderExport(MethodExport):
         folder = self.save_hf(scratch / "encoder")
         encoder, _ = self.token_encoder()
         transformer = Transformer(str(folder), max_seq_length=self.max_length())
-        return [transformer, Pooling(encoder.hidden_size, pooling_mode=encoder.pooling)]
+        pooling = Pooling(encoder.hidden_size, pooling_mode=encoder.pooling,
+                          include_prompt=encoder.instruction_in_pooling)
+        return [transformer, pooling, *map(sentence_transformers_layer, encoder.head)]
+
+
+def sentence_transformers_layer(layer: nn.Module) -> nn.Module:
+    """sentence-transformers' module of one layer of an encoder's ``sentence_transformers_head``."""
+    if isinstance(layer, UnitNormalize):
+        return Normalize()
+    linear = layer.linear
+    return Dense(linear.in_features, linear.out_features, bias=linear.bias is not None,
+                 activation_function=layer.activation, init_weight=linear.weight.detach().clone(),
+                 init_bias=None if linear.bias is None else linear.bias.detach().clone())
 
 
 @register_export(DECA)

@@ -176,10 +176,25 @@ def test_an_activation_outside_the_table_is_refused(instructor_dir, tmp_path):
         HFEncoder(str(odd), sentence_transformers_head=True)
 
 
-def test_an_instructed_encoder_is_not_exported_without_its_instruction(instructor_dir):
+def test_the_sentence_transformers_export_encodes_as_embed_does(instructor_dir, tmp_path):
+    SentenceTransformer = pytest.importorskip("sentence_transformers").SentenceTransformer
+    from lit_docemb.commands.exporters import export_method
+
+    method = DocSplit(instructor_dir, pooling="mean", max_length=40, mlm_weight=0.0, instruction=INSTRUCTION,
+                      instruction_in_pooling=False, sentence_transformers_head=True, embed_with_title=False)
+    documents = [Document(f"d{i}", sections=[Section("", text)]) for i, text in enumerate(TEXTS + [" ".join(TEXTS)])]
+    with torch.no_grad():
+        embedded = method.eval().embed(WholeDocumentCollator(method.passage_cache)(documents))
+    export_method(method, tmp_path / "st")
+    model = SentenceTransformer(str(tmp_path / "st"), device="cpu", local_files_only=True)
+    encoded = model.encode([document.text for document in documents], convert_to_tensor=True)
+    torch.testing.assert_close(encoded, embedded, atol=1e-5, rtol=1e-5)  # the long one cut at 40 tokens in all
+
+
+def test_a_prefix_left_out_of_the_mean_after_cls_is_not_exported(tiny_encoder_dir):
     from lit_docemb.commands.exporters import ExportError, exporter
 
-    method = DocSplit(instructor_dir, pooling="mean", mlm_weight=0.0, instruction=INSTRUCTION,
-                      sentence_transformers_head=True)
-    with pytest.raises(ExportError, match="with an instruction or a sentence-transformers head"):
+    method = DocSplit(tiny_encoder_dir, pooling="mean", max_length=32, mlm_weight=0.0, instruction="query: ",
+                      instruction_in_pooling=False)
+    with pytest.raises(ExportError, match="after a \\[CLS\\] token and left out of the mean"):
         exporter(method)
