@@ -6,7 +6,8 @@ folder or a sentence-transformers model.
   only; the document-level aggregation lives in the sentence-transformers form.
 * ``sentence-transformers``: a model whose ``encode(text)`` returns the same vector as ``embed`` (and the
   method's ``embed``) for that document: DocSplit (and DECA with a Hugging Face encoder) as a plain
-  Transformer + Pooling model with the method's pooling and token budget; Graph-RoBERTa as
+  Transformer + Pooling model with the method's pooling and token budget (an encoder's instruction as the default
+  prompt, its Dense / Normalize modules after the pooling); Graph-RoBERTa as
   :class:`GraphDocumentModule`, which splits the text into passages and runs the graph encoder; CoLDE as
   :class:`CoLDEDocumentModule`, which cuts the unsplit text into chunks and runs its data encoder (section/chunk
   embeddings, chunkwise attention and Bi-LSTM, or the mean of the ablations). These modules are classes of the
