@@ -209,6 +209,8 @@ class HFEncoder(nn.Module):
             raise ValueError(f"pooling must be 'cls' or 'mean', got {pooling!r}")
         require(bool(instruction) or instruction_in_pooling is None, "instruction_in_pooling",
                 "null without an instruction (it says whether the instruction is pooled)", instruction_in_pooling)
+        require(pooling == "mean" or instruction_in_pooling is None, "instruction_in_pooling",
+                "null with pooling 'cls' (the first token's state is taken: nothing is averaged)", instruction_in_pooling)
         self.pooling = pooling
         hub_name = name_or_path
         name_or_path = resolve_model_path(name_or_path)

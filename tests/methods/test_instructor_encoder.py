@@ -104,8 +104,10 @@ def test_the_folder_decides_whether_the_instruction_is_pooled(instructor_dir, ti
     assert not HFEncoder(str(marked), instruction=INSTRUCTION).instruction_in_pooling
     bert = HFEncoder(tiny_encoder_dir, instruction="query: ")  # E5-style prefix on a plain folder: pooled
     assert bert.instruction_in_pooling and bert.instruction_position == 1  # after [CLS]
-    with pytest.raises(BadArgument, match="instruction_in_pooling"):
+    with pytest.raises(BadArgument, match="^instruction_in_pooling: must be null without an instruction"):
         HFEncoder(tiny_encoder_dir, instruction_in_pooling=False)
+    with pytest.raises(BadArgument, match="^instruction_in_pooling: must be null with pooling 'cls'"):
+        HFEncoder(tiny_encoder_dir, pooling="cls", instruction="query: ", instruction_in_pooling=False)
 
 
 def test_a_prefix_goes_after_cls_and_is_pooled_on_a_bert_folder(tiny_encoder_dir):
