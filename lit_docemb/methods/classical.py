@@ -63,8 +63,9 @@ class ClassicalBaseline(EmbeddingMethod):
     def collator(self, stage: str) -> WordListCollator:
         if not self.representation.fitted:
             raise ConfigError(f"ClassicalBaseline: the {type(self.representation).__name__} representation is fitted "
-                              "on a corpus before it embeds: use python -m lit_docemb evaluate (it fits on the "
-                              "config's corpus) or embed (it fits on --input)")
+                              "on a corpus before it embeds: python -m lit_docemb evaluate fits it on the documents "
+                              "of a labelled or JSONL DataModule (not a ranking DataModule, which evaluate does not "
+                              "set up) and embed on its --input")
         return WordListCollator()
 
     def losses(self, batch: WordListBatch) -> dict[str, Tensor]:
