@@ -85,3 +85,23 @@ def test_every_classical_config_parses_after_the_dataset_config_it_names(capsys)
         assert representation["class_path"].startswith("lit_docemb.models.classical."), piece
         dimension = {k: v for k, v in representation["init_args"].items() if k in ("dimension", "topics")}
         assert set(dimension.values()) <= {100}, (piece, dimension)  # the papers' 100 dimensions
+
+
+def test_a_task_folders_documents_have_the_keys_they_were_fitted_under(tmp_path):
+    """CTPE's ranking reads the task folder's files again: each document must find the key it had in the DataModule,
+    so that paragraph vectors give it its trained vector rather than an inferred one."""
+    from journeys import write_ctpe_task
+
+    from lit_docemb.data import JSONLDataModule
+    from lit_docemb.eval.candidates import read_candidate_task
+
+    task = write_ctpe_task(tmp_path / "task")
+    data = JSONLDataModule(paths=[str(task / "candidates.jsonl"), str(task / "test.jsonl")], val_fraction=0.0,
+                           num_workers=0)
+    data.setup("fit")
+    method = ClassicalBaseline(ParagraphVectors("dm", dimension=4, epochs=2, min_count=1))
+    method.prepare(data.train_set)
+    read = read_candidate_task(task)
+    documents = read.candidates + read.queries
+    keys = [document_key(d.id, document_words(d)) for d in documents]
+    assert len(documents) == 40 and all(key in method.representation.row_of for key in keys)
