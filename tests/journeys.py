@@ -299,9 +299,20 @@ def _ctpe(args: dict, encoder: str, folder: Path) -> dict:
     return update
 
 
+def _classical(args: dict, encoder: str, folder: Path) -> dict:
+    """No encoder: the representation's sizes and passes cut to the fixture's few documents."""
+    representation = dict(args["representation"])
+    init = dict(representation.get("init_args") or {})
+    init.update({key: value for key, value in {"dimension": 8, "topics": 4, "epochs": 2, "iterations": 2}.items()
+                 if key in init})
+    if _short(representation["class_path"]) in ("WordVectorAverage", "ParagraphVectors"):
+        init["min_count"] = 1  # the fixture's words are rare
+    return {"representation": {**representation, "init_args": init}}
+
+
 MODELS: dict[str, Callable[[dict, str, Path], dict]] = {
     "GraphRoBERTa": _graph_roberta, "DocumentClassifier": _wrapper, "DenseRetrieval": _wrapper,
-    "DocSplit": _docsplit, "DECA": _deca, "CoLDE": _colde, "CTPE": _ctpe,
+    "DocSplit": _docsplit, "DECA": _deca, "CoLDE": _colde, "CTPE": _ctpe, "ClassicalBaseline": _classical,
 }
 """Method class name -> its init_args overrides: the tiny encoder and sizes that fit it (and files it reads,
 written into the given folder)."""

@@ -214,6 +214,8 @@ def embed_documents(configs: Sequence[str | Path], ckpt_path: str | None, input_
     method = build_method(configs, overrides)
     if ckpt_path is None:
         announce_baseline(method)
+        if callable(getattr(method, "prepare", None)):  # built from documents (CTPE0, a classical baseline): these
+            method.prepare(documents)
     else:  # read here, not by Lightning's predict: a DeepSpeed folder reads as a file does, weights-only
         restore_method(method, ckpt_path)
         if interpolate_alpha is not None:

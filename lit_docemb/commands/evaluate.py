@@ -223,8 +223,9 @@ def evaluate(config: list[str], ckpt_path: str | None = None, evaluation: list[s
         data.setup("fit")
         if ckpt_path is None and callable(getattr(method, "prepare", None)):
             # a method whose vocabulary and word vectors come from the training documents (CTPE) builds them as
-            # fit would, and is scored untrained (CTPE's Table 4 column CTPE0)
-            method.prepare(data.train_set, data.val_set or ())
+            # fit would, and is scored untrained (CTPE's Table 4 column CTPE0); a classical baseline is fitted on
+            # the documents fit serves (fit_set: with a labelled corpus's fit_on: all, every document read)
+            method.prepare(getattr(data, "fit_set", None) or data.train_set, data.val_set or ())
     evaluations = evaluations or default_evaluations(data)
     context = EvaluationContext(method, data, output_dir, batch_size)
     results = run_evaluations(evaluations, context)

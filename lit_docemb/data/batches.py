@@ -347,6 +347,25 @@ class WordDocumentBatch:
 
 
 @dataclass
+class WordListBatch:
+    """Whole documents as lists of words, for a representation fitted without gradients (the classical baselines of
+    :mod:`lit_docemb.models.classical`): no tensors, nothing to move to a device.
+
+    Attributes:
+        words: the B documents' words.
+        keys: one key per document, its id and a hash of its words (names it to the representation).
+        ids: the B document ids.
+    """
+
+    words: list[list[str]]
+    keys: list[str]
+    ids: list[str]
+
+    def __len__(self) -> int:
+        return len(self.ids)
+
+
+@dataclass
 class Doc2VecCPairBatch:
     """B documents, their augmentations and the CBOW targets of the documents (Doc2VecC backbone).
 

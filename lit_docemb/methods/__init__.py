@@ -1,4 +1,5 @@
 from lit_docemb.methods.base import EmbeddingMethod
+from lit_docemb.methods.classical import ClassicalBaseline
 from lit_docemb.methods.classifier import DocumentClassifier
 from lit_docemb.methods.colde import CoLDE
 from lit_docemb.methods.ctpe import CTPE
@@ -11,6 +12,7 @@ from lit_docemb.views.ctpe import TransformerTokens, WordEmbeddings
 
 __all__ = [
            "CTPE",
+           "ClassicalBaseline",
            "DECA",
            "CoLDE",
            "DenseRetrieval",

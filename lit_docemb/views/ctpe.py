@@ -23,6 +23,7 @@ from lit_docemb.errors import BadArgument
 from lit_docemb.data.tokens import pad_ids
 from lit_docemb.models.ctpe import FrozenTransformerStates, WordVectors
 from lit_docemb.models.encoder import load_tokenizer
+from lit_docemb.models.word_vectors import VectorsFormat, lowered_keys, read_word_vectors, stable_hash
 
 
 class PairSplitter:
@@ -203,12 +204,6 @@ def preprocess_words(text: str) -> list[str]:
     return [w for w in _WORD.findall(text) if any(c.isalpha() for c in w)]
 
 
-def _stable_hash(text: str) -> int:
-    """gensim seeds each word's initial vector with ``hashfxn(word + seed)``; Python's ``hash`` changes from
-    process to process, this does not (word2vec is then repeatable with ``workers=1``)."""
-    return int.from_bytes(hashlib.blake2b(text.encode(), digest_size=4).digest(), "big")
-
-
 class WordTokenizer:
     """Words (after :func:`preprocess_words`) → ids of a fixed vocabulary; id 0 pads, id 1 is any unknown word.
 
@@ -329,16 +324,13 @@ def train_word2vec(texts: Iterable[str], tokenizer: WordTokenizer, dim: int, win
     if not sentences:
         raise ValueError("no word of the vocabulary occurs in the training texts: cannot train word2vec")
     model = Word2Vec(sentences=sentences, vector_size=dim, window=window, min_count=1, sg=1, epochs=epochs,
-                     workers=workers, seed=seed, hashfxn=_stable_hash)
+                     workers=workers, seed=seed, hashfxn=stable_hash)
     generator = torch.Generator().manual_seed(seed)
     vectors = (torch.rand(len(tokenizer), dim, generator=generator) - 0.5) / dim
     vectors[0] = 0.0
     for word, row in model.wv.key_to_index.items():
         vectors[tokenizer.index[word]] = torch.from_numpy(model.wv.vectors[row].copy())
     return vectors
-
-
-VectorsFormat = Literal["word2vec_binary", "word2vec_text", "glove_text"]
 
 
 def load_pretrained_vectors(path: str, vectors_format: VectorsFormat, tokenizer: WordTokenizer, dim: int,
@@ -348,23 +340,13 @@ def load_pretrained_vectors(path: str, vectors_format: VectorsFormat, tokenizer:
     header line) or GloVe's text (``glove.6B.100d.txt``: no header). A vocabulary word is looked up as is, then
     lower-cased; the padding row is 0 and the words the file lacks (and [UNK]) get small random vectors, as in
     :func:`train_word2vec`. The file's dimension must be ``dim``."""
-    from gensim.models import KeyedVectors
-
-    try:
-        vectors = KeyedVectors.load_word2vec_format(path, binary=vectors_format == "word2vec_binary",
-                                                    no_header=vectors_format == "glove_text")
-    except FileNotFoundError as err:
-        raise BadArgument("vectors", f"no file at {path!r} (a word2vec .bin or a GloVe .txt)") from err
-    except (ValueError, UnicodeDecodeError, EOFError) as err:
-        raise BadArgument("vectors", f"{path!r} is not in vectors_format {vectors_format!r} ({err})") from err
+    vectors = read_word_vectors(path, vectors_format)
     if vectors.vector_size != dim:
         raise BadArgument("dim", f"must be the {vectors.vector_size} dimensions of {path!r}, got {dim}")
     generator = torch.Generator().manual_seed(seed)
     out = (torch.rand(len(tokenizer), dim, generator=generator) - 0.5) / dim
     out[0] = 0.0
-    lowered: dict[str, str] = {}
-    for key in vectors.index_to_key:  # the file's first (most frequent) casing of a word
-        lowered.setdefault(key.lower(), key)
+    lowered = lowered_keys(vectors)
     for word, row in tokenizer.index.items():
         key = word if word in vectors.key_to_index else lowered.get(word)
         if row > 1 and key is not None:

@@ -12,7 +12,9 @@ from lit_docemb.commands.cli import main
 
 ROOT = Path(__file__).resolve().parents[2]
 BASELINES = ROOT / "configs" / "baselines"
-EMBEDDING = sorted(p for p in BASELINES.rglob("*.yaml") if "classify" not in p.relative_to(BASELINES).parts)
+EMBEDDING = sorted(p for p in BASELINES.rglob("*.yaml")
+                   if not {"classify", "classical"} & set(p.relative_to(BASELINES).parts))
+"""Public checkpoints (classical/ holds the untrained classical baselines: tests/methods/test_classical.py)."""
 CLASSIFY = sorted((BASELINES / "classify").rglob("*.yaml"))
 
 

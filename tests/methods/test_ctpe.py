@@ -227,9 +227,9 @@ def test_word2vec_initialisation_is_gensims_vectors_and_repeatable():
     assert weight[0].abs().sum() == 0  # padding row
     from gensim.models import Word2Vec
 
-    from lit_docemb.views.ctpe import _stable_hash
+    from lit_docemb.models.word_vectors import stable_hash
     model = Word2Vec([preprocess_words(t) for t in texts], vector_size=8, window=10, min_count=1, sg=1, epochs=2,
-                     workers=1, seed=1, hashfxn=_stable_hash)
+                     workers=1, seed=1, hashfxn=stable_hash)
     assert torch.allclose(weight[tokenizer.index["tide"]], torch.from_numpy(model.wv["tide"].copy()))
 
 

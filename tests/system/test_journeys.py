@@ -226,6 +226,12 @@ def test_model_piece_journey(piece, tiny_encoder_dir, tmp_path, capsys, caplog):
           "--progress_bar", "false"])
     embedded = np.load(tmp_path / "embedded" / "embeddings.npy")
     assert embedded.shape[0] == len(rows) and np.isfinite(embedded).all()
+    if method == "ClassicalBaseline":  # no encoder (fitted on the corpus): export refuses in one line
+        capsys.readouterr()
+        with pytest.raises(SystemExit) as exited:
+            main(["export", "--config", str(prepared), "--output", str(tmp_path / "st")])
+        assert exited.value.code == 2 and "lit_docemb embed" in capsys.readouterr().err
+        return
     assert exportable, f"{piece}: a baseline encoder ({method}) exports"
     main(["export", "--config", str(prepared), "--output", str(tmp_path / "st")])
     from sentence_transformers import SentenceTransformer

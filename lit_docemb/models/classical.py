@@ -1,0 +1,316 @@
+"""Classical document representations, fitted on a corpus's documents without gradient training: the baselines of
+DECA's Tables 3-4 (seed paper 002: TF-IDF, LDA, W2V-AVG, PV-DBOW, PV-DM) and CTPE's Tables 2-3 (seed paper 004:
+TF-IDF, LSA, LDA, avg-word2vec, avg-word2vec(full), avg-GloVe(full), doc2vec, doc2vec(ran), avg-word2vec(ran)).
+
+Each representation is fitted once on tokenised documents (lists of words) and then gives an (N, D) float32 matrix
+for any documents: ``fit(documents, keys)``, ``transform(documents, keys)``. A key names one document (its id and
+a hash of its words): paragraph vectors give a document they were fitted on its trained vector and infer one for
+the others; random vectors are drawn from it. Everything is repeatable with a fixed ``seed`` (gensim with one
+worker thread). scikit-learn and gensim are base requirements.
+
+Plain classes: no Lightning, no ``torch.distributed``, no corpus names.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Sequence
+from typing import Literal
+
+import numpy as np
+
+from lit_docemb.errors import ConfigError, require
+from lit_docemb.models.word_vectors import VectorsFormat, lowered_keys, read_word_vectors, stable_hash
+
+Words = Sequence[str]
+
+
+def _as_is(words: Words) -> Words:
+    """scikit-learn's analyzer for documents that are already lists of words (module level: picklable)."""
+    return words
+
+
+class DocumentRepresentation(ABC):
+    """A document representation fitted on a corpus (see the module docstring)."""
+
+    fitted: bool = False
+
+    def fit(self, documents: Sequence[Words], keys: Sequence[str]) -> None:
+        """Fits on ``documents`` (lists of words); ``keys[i]`` names ``documents[i]``."""
+        if not documents:
+            raise ConfigError(f"{type(self).__name__} has no document to fit on: the corpus's training documents "
+                              f"are empty")
+        if len(keys) != len(documents):
+            raise ValueError(f"{len(keys)} keys for {len(documents)} documents")
+        self._fit(documents, keys)
+        self.fitted = True
+
+    def transform(self, documents: Sequence[Words], keys: Sequence[str]) -> np.ndarray:
+        """(N, D) float32 representations of ``documents`` (named by ``keys``)."""
+        if not self.fitted:
+            raise RuntimeError(f"{type(self).__name__} is not fitted yet: call fit(documents, keys) first")
+        return np.asarray(self._transform(documents, keys), dtype=np.float32).reshape(len(documents), -1)
+
+    @abstractmethod
+    def _fit(self, documents: Sequence[Words], keys: Sequence[str]) -> None: ...
+
+    @abstractmethod
+    def _transform(self, documents: Sequence[Words], keys: Sequence[str]) -> np.ndarray: ...
+
+
+class TfIdf(DocumentRepresentation):
+    """TF-IDF vectors (scikit-learn's ``TfidfVectorizer`` on the words: raw counts x smoothed idf, rows
+    L2-normalised), one dimension per vocabulary word: DECA's TF-IDF row ("the BoW model with term frequency inverse
+    document frequency as the word weights"; its Fig. 2 shows them in their original high dimension) and CTPE's
+    ("the dimension of the document is the number of unique words in the dataset", cosine). Dense rows: N x V x 4
+    bytes (20news's 18,846 documents x 42k words: 3.2 GB); ``max_features`` caps V at the most frequent words.
+
+    Args:
+        min_document_frequency: Words in fewer documents are dropped (1: every word, the papers' reading).
+        max_features: Keep only this many words, the most frequent in the corpus (``None``: all).
+        sublinear_term_frequency: 1 + log(tf) instead of tf.
+    """
+
+    def __init__(self, min_document_frequency: int = 1, max_features: int | None = None,
+                 sublinear_term_frequency: bool = False) -> None:
+        require(min_document_frequency >= 1, "min_document_frequency", ">= 1", min_document_frequency)
+        require(max_features is None or max_features >= 1, "max_features", ">= 1 or null", max_features)
+        self.min_document_frequency, self.max_features = min_document_frequency, max_features
+        self.sublinear_term_frequency = sublinear_term_frequency
+        self.vectorizer = None
+
+    def _fit(self, documents: Sequence[Words], keys: Sequence[str]) -> None:
+        from sklearn.feature_extraction.text import TfidfVectorizer
+
+        self.vectorizer = TfidfVectorizer(analyzer=_as_is, min_df=self.min_document_frequency,
+                                          max_features=self.max_features, sublinear_tf=self.sublinear_term_frequency,
+                                          dtype=np.float32)
+        self.vectorizer.fit(documents)
+
+    def _transform(self, documents: Sequence[Words], keys: Sequence[str]) -> np.ndarray:
+        return self.vectorizer.transform(documents).toarray()  # (N, V)
+
+
+class LatentSemanticAnalysis(DocumentRepresentation):
+    """LSA (Deerwester et al. 1990): the rank-``dimension`` truncated SVD of the TF-IDF matrix (scikit-learn's
+    randomized ``TruncatedSVD``), a document being its TF-IDF row projected on the top right singular vectors.
+    CTPE's LSA row used gensim's ``LsiModel`` with 100 topics and "iterations" 100: read here as 100 dimensions and
+    100 power iterations of the randomized SVD (gensim's ``power_iters``; its default is 2).
+
+    Args:
+        dimension: Topics (singular vectors) kept (CTPE: 100).
+        iterations: Power iterations of the randomized SVD (scikit-learn's default 5; CTPE config: 100).
+        min_document_frequency: As :class:`TfIdf`'s.
+        seed: Random state of the randomized SVD.
+    """
+
+    def __init__(self, dimension: int = 100, iterations: int = 5, min_document_frequency: int = 1,
+                 seed: int = 1) -> None:
+        require(dimension >= 1, "dimension", ">= 1", dimension)
+        require(iterations >= 0, "iterations", ">= 0", iterations)
+        self.dimension, self.iterations, self.seed = dimension, iterations, seed
+        self.term_weights = TfIdf(min_document_frequency)
+        self.svd = None
+
+    def _fit(self, documents: Sequence[Words], keys: Sequence[str]) -> None:
+        from sklearn.decomposition import TruncatedSVD
+
+        self.term_weights.fit(documents, keys)
+        matrix = self.term_weights.vectorizer.transform(documents)  # (N, V) sparse
+        rank = min(self.dimension, matrix.shape[1] - 1, matrix.shape[0])
+        if rank < 1:
+            raise ConfigError(f"LatentSemanticAnalysis: {matrix.shape[1]} vocabulary word(s) in {matrix.shape[0]} "
+                              f"documents, too few for an SVD: fit it on a larger corpus")
+        self.svd = TruncatedSVD(rank, n_iter=self.iterations, random_state=self.seed).fit(matrix)
+
+    def _transform(self, documents: Sequence[Words], keys: Sequence[str]) -> np.ndarray:
+        return self.svd.transform(self.term_weights.vectorizer.transform(documents))  # (N, dimension)
+
+
+class LatentDirichletAllocation(DocumentRepresentation):
+    """LDA (Blei et al. 2003): a document is its topic mixture (scikit-learn's batch variational Bayes on word
+    counts; each row sums to 1). CTPE used gensim's ``LdaModel`` with 100 topics and 100 iterations, read here as
+    100 topics and 100 per-document E-step iterations (scikit-learn's ``max_doc_update_iter``); DECA does not say:
+    the same, its embeddings being of dimension 100.
+
+    Args:
+        topics: Number of topics, the dimension (100).
+        passes: Passes (EM iterations) over the corpus (scikit-learn's ``max_iter``, default 10).
+        document_iterations: E-step iterations per document (scikit-learn's ``max_doc_update_iter``).
+        min_document_frequency: Words in fewer documents are dropped.
+        seed: Random state of the topic initialisation.
+    """
+
+    def __init__(self, topics: int = 100, passes: int = 10, document_iterations: int = 100,
+                 min_document_frequency: int = 1, seed: int = 1) -> None:
+        require(topics >= 1, "topics", ">= 1", topics)
+        require(passes >= 1, "passes", ">= 1", passes)
+        require(document_iterations >= 1, "document_iterations", ">= 1", document_iterations)
+        require(min_document_frequency >= 1, "min_document_frequency", ">= 1", min_document_frequency)
+        self.topics, self.passes, self.document_iterations = topics, passes, document_iterations
+        self.min_document_frequency, self.seed = min_document_frequency, seed
+        self.counts = self.model = None
+
+    def _fit(self, documents: Sequence[Words], keys: Sequence[str]) -> None:
+        from sklearn.decomposition import LatentDirichletAllocation as LDA
+        from sklearn.feature_extraction.text import CountVectorizer
+
+        self.counts = CountVectorizer(analyzer=_as_is, min_df=self.min_document_frequency)
+        matrix = self.counts.fit_transform(documents)  # (N, V)
+        self.model = LDA(self.topics, learning_method="batch", max_iter=self.passes,
+                         max_doc_update_iter=self.document_iterations, random_state=self.seed).fit(matrix)
+
+    def _transform(self, documents: Sequence[Words], keys: Sequence[str]) -> np.ndarray:
+        return self.model.transform(self.counts.transform(documents))  # (N, topics)
+
+
+class WordVectorAverage(DocumentRepresentation):
+    """A document is the mean of the vectors of its words that have one (words without a vector are skipped; a
+    document without any is the zero vector). The vectors: word2vec trained on the fitted documents (gensim; DECA's
+    W2V-AVG, CTPE's avg-word2vec: 100 dimensions, skip-gram, window 10, 100 iterations as CTPE §4.3 states; DECA
+    gives no setting) or read from a pretrained file (``vectors``: CTPE's avg-word2vec(full) from a word2vec binary,
+    avg-GloVe(full) / avg-GloVe from GloVe's text; a word is looked up as is, then lower-cased).
+
+    Args:
+        vectors: A word-vector file (``None``: train word2vec on the documents).
+        vectors_format: ``word2vec_binary``, ``word2vec_text`` or ``glove_text`` (see
+            :func:`~lit_docemb.models.word_vectors.read_word_vectors`).
+        dimension: word2vec's vector size (a file's own size is used as is).
+        window: word2vec's window.
+        epochs: word2vec's iterations over the documents.
+        skip_gram: Skip-gram (``True``) or CBOW.
+        min_count: word2vec ignores words seen fewer times (gensim's default, 5).
+        workers: word2vec threads; 1 makes the vectors repeatable.
+        seed: word2vec's seed.
+    """
+
+    def __init__(self, vectors: str | None = None, vectors_format: VectorsFormat = "word2vec_binary",
+                 dimension: int = 100, window: int = 10, epochs: int = 100, skip_gram: bool = True,
+                 min_count: int = 5, workers: int = 1, seed: int = 1) -> None:
+        for name, value in (("dimension", dimension), ("window", window), ("epochs", epochs),
+                            ("min_count", min_count), ("workers", workers)):
+            require(value >= 1, name, ">= 1", value)
+        self.vectors, self.vectors_format = vectors, vectors_format
+        self.dimension, self.window, self.epochs, self.skip_gram = dimension, window, epochs, skip_gram
+        self.min_count, self.workers, self.seed = min_count, workers, seed
+        self.keyed_vectors = None
+        self.lowered: dict[str, str] = {}
+        if vectors is not None:  # a missing file stops when the config is built, before any corpus is read
+            self.keyed_vectors = read_word_vectors(vectors, vectors_format)
+            self.lowered = lowered_keys(self.keyed_vectors)
+
+    def _fit(self, documents: Sequence[Words], keys: Sequence[str]) -> None:
+        if self.vectors is not None:
+            return
+        from gensim.models import Word2Vec
+
+        sentences = [list(words) for words in documents if words]
+        if not sentences:
+            raise ConfigError("WordVectorAverage: the documents have no word to train word2vec on")
+        self.keyed_vectors = Word2Vec(sentences, vector_size=self.dimension, window=self.window, epochs=self.epochs,
+                                      sg=int(self.skip_gram), min_count=self.min_count, workers=self.workers,
+                                      seed=self.seed, hashfxn=stable_hash).wv
+
+    def _key(self, word: str) -> str | None:
+        if word in self.keyed_vectors.key_to_index:
+            return word
+        return self.lowered.get(word.lower())
+
+    def _transform(self, documents: Sequence[Words], keys: Sequence[str]) -> np.ndarray:
+        out = np.zeros((len(documents), self.keyed_vectors.vector_size), dtype=np.float32)  # (N, D)
+        for row, words in enumerate(documents):
+            known = [key for key in map(self._key, words) if key is not None]
+            if known:
+                out[row] = self.keyed_vectors[known].mean(axis=0)
+        return out
+
+
+class ParagraphVectors(DocumentRepresentation):
+    """Paragraph vectors (Le and Mikolov 2014, gensim's ``Doc2Vec``): PV-DBOW (``mode: dbow``) or PV-DM (``dm``).
+    A document the model was fitted on is its trained vector; any other is inferred (gensim's ``infer_vector``,
+    ``epochs`` passes, seeded by its key, so the same document always gets the same vector). CTPE's doc2vec row:
+    PV-DM, 100 dimensions, window 10, 50 iterations (§4.3); DECA's PV-DBOW and PV-DM rows give no setting: the same.
+
+    Args:
+        mode: ``dbow`` (distributed bag of words) or ``dm`` (distributed memory).
+        dimension: Vector size (100).
+        window: Context window (PV-DM; PV-DBOW only with ``train_words``).
+        epochs: Training and inference passes.
+        min_count: Words seen fewer times are ignored (gensim's default, 5).
+        train_words: PV-DBOW only: also train skip-gram word vectors (gensim's ``dbow_words``).
+        workers: Threads; 1 makes the vectors repeatable.
+        seed: gensim's seed (and, with each document's key, that of its inference).
+    """
+
+    def __init__(self, mode: Literal["dbow", "dm"] = "dm", dimension: int = 100, window: int = 10,
+                 epochs: int = 50, min_count: int = 5, train_words: bool = False, workers: int = 1,
+                 seed: int = 1) -> None:
+        require(mode in ("dbow", "dm"), "mode", "'dbow' or 'dm'", mode)
+        for name, value in (("dimension", dimension), ("window", window), ("epochs", epochs),
+                            ("min_count", min_count), ("workers", workers)):
+            require(value >= 1, name, ">= 1", value)
+        self.mode, self.dimension, self.window, self.epochs = mode, dimension, window, epochs
+        self.min_count, self.train_words, self.workers, self.seed = min_count, train_words, workers, seed
+        self.model = None
+        self.row_of: dict[str, int] = {}
+
+    def _fit(self, documents: Sequence[Words], keys: Sequence[str]) -> None:
+        from gensim.models.doc2vec import Doc2Vec, TaggedDocument
+
+        self.row_of = {}
+        for key in keys:
+            self.row_of.setdefault(key, len(self.row_of))
+        tagged = [TaggedDocument(list(words), [self.row_of[key]]) for words, key in zip(documents, keys)]
+        self.model = Doc2Vec(tagged, dm=int(self.mode == "dm"), vector_size=self.dimension, window=self.window,
+                             epochs=self.epochs, min_count=self.min_count, dbow_words=int(self.train_words),
+                             workers=self.workers, seed=self.seed, hashfxn=stable_hash)
+
+    def _transform(self, documents: Sequence[Words], keys: Sequence[str]) -> np.ndarray:
+        out = np.zeros((len(documents), self.dimension), dtype=np.float32)  # (N, D)
+        for row, (words, key) in enumerate(zip(documents, keys)):
+            if key in self.row_of:
+                out[row] = self.model.dv[self.row_of[key]]
+            else:  # gensim draws its negative samples from model.random: reseeded per document, order-free
+                self.model.random = np.random.RandomState(stable_hash(f"{self.seed}:{key}"))
+                out[row] = self.model.infer_vector(list(words))
+        return out
+
+
+class RandomVectors(DocumentRepresentation):
+    """CTPE's random baselines (§4.2, uniform): ``level: document`` gives each document its own random vector
+    (doc2vec(ran)); ``level: word`` gives each word one and a document the mean of its words' (avg-word2vec(ran)).
+    A vector is drawn uniformly in [-1, 1) from a generator seeded by ``seed`` and the document's key or the word,
+    so it does not depend on the order or company in which documents are embedded.
+
+    Args:
+        level: ``document`` or ``word``.
+        dimension: Vector size (CTPE: 100).
+        seed: Seed mixed into every draw.
+    """
+
+    def __init__(self, level: Literal["document", "word"] = "document", dimension: int = 100, seed: int = 1) -> None:
+        require(level in ("document", "word"), "level", "'document' or 'word'", level)
+        require(dimension >= 1, "dimension", ">= 1", dimension)
+        self.level, self.dimension, self.seed = level, dimension, seed
+        self.word_vectors: dict[str, np.ndarray] = {}  # drawn once per word
+
+    def _fit(self, documents: Sequence[Words], keys: Sequence[str]) -> None:
+        """Nothing to fit: the vectors are functions of the keys and words."""
+
+    def _draw(self, name: str) -> np.ndarray:
+        generator = np.random.default_rng(stable_hash(f"{self.seed}:{self.level}:{name}"))
+        return generator.uniform(-1.0, 1.0, self.dimension)  # (D,)
+
+    def _word(self, word: str) -> np.ndarray:
+        if word not in self.word_vectors:
+            self.word_vectors[word] = self._draw(word)
+        return self.word_vectors[word]
+
+    def _transform(self, documents: Sequence[Words], keys: Sequence[str]) -> np.ndarray:
+        if self.level == "document":
+            return np.stack([self._draw(key) for key in keys])  # (N, D)
+        out = np.zeros((len(documents), self.dimension))
+        for row, words in enumerate(documents):
+            if words:
+                out[row] = np.mean([self._word(word) for word in words], axis=0)
+        return out

@@ -1,0 +1,35 @@
+"""The classical baselines' collator (:mod:`lit_docemb.methods.classical`): documents -> their words, with CTPE's
+preprocessing (§4.1, which CTPE applies to every compared method alike: lower case, HTML tags removed and escapes
+restored, split at punctuation and white space, tokens without a letter dropped; DECA does not say), and a key per
+document. Runs in dataloader workers: picklable.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Sequence
+
+from lit_docemb.data.batches import WordListBatch
+from lit_docemb.data.document import Document
+from lit_docemb.data.tokens import document_text
+from lit_docemb.views.ctpe import preprocess_words
+
+
+def document_words(document: Document) -> list[str]:
+    """A document's title and text as words (see the module docstring)."""
+    return preprocess_words(document_text(document, with_title=True))
+
+
+def document_key(document_id: str, words: Sequence[str]) -> str:
+    """``<id>#<hash of the words>``: a document read twice (the DataModule, then an evaluation's own files) has one
+    key; another document with the same id has another."""
+    return f"{document_id}#{hashlib.blake2b(' '.join(words).encode(), digest_size=8).hexdigest()}"
+
+
+class WordListCollator:
+    """Documents -> :class:`~lit_docemb.data.batches.WordListBatch`."""
+
+    def __call__(self, documents: list[Document]) -> WordListBatch:
+        words = [document_words(d) for d in documents]
+        return WordListBatch(words, [document_key(d.id, w) for d, w in zip(documents, words)],
+                             [d.id for d in documents])
