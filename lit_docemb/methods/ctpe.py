@@ -36,6 +36,7 @@ from lit_docemb.models.ctpe import CoupledPairEncoder, coupled_pair_similarity
 from lit_docemb.views.ctpe import (
     CoupledDocumentCollator,
     CoupledPairCollator,
+    ElmoTokens,
     FieldIds,
     PairSplitter,
     PartnerSampler,
@@ -63,7 +64,8 @@ class CTPE(EmbeddingMethod):
     Args:
         embeddings: Token vectors: :class:`~lit_docemb.views.ctpe.WordEmbeddings` (default: word2vec
             on the training corpus, 100 dimensions, trainable) or
-            :class:`~lit_docemb.views.ctpe.TransformerTokens` (a frozen pretrained encoder).
+            :class:`~lit_docemb.views.ctpe.TransformerTokens` (a frozen pretrained encoder) or
+            :class:`~lit_docemb.views.ctpe.ElmoTokens` (frozen ELMo, from allennlp's released files).
         pos: Split position: ``"title"``, ``"before:<Section heading>"`` or a token ratio in (0, 1).
         max_length: l_max, tokens kept per part (paper: 200).
         n_filters: n_f, filters per kernel width (paper: 1,024).
@@ -87,7 +89,7 @@ class CTPE(EmbeddingMethod):
 
     def __init__(
         self,
-        embeddings: WordEmbeddings | TransformerTokens | None = None,
+        embeddings: WordEmbeddings | TransformerTokens | ElmoTokens | None = None,
         pos: float | str = "title",
         max_length: int = 200,
         n_filters: int = 1024,

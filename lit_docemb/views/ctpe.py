@@ -22,6 +22,7 @@ from lit_docemb.data.passage_cache import tokenizer_fingerprint
 from lit_docemb.errors import BadArgument
 from lit_docemb.data.tokens import pad_ids
 from lit_docemb.models.ctpe import FrozenTransformerStates, WordVectors
+from lit_docemb.models.elmo import ElmoBiLM, FrozenElmoStates, LayerMix
 from lit_docemb.models.encoder import load_tokenizer
 
 
@@ -434,3 +435,39 @@ class TransformerTokens:
 
     def build(self, texts: Sequence[str] = ()) -> tuple[HFTokenIds, FrozenTransformerStates]:
         return HFTokenIds(self.encoder), FrozenTransformerStates(self.encoder)
+
+
+class ElmoTokens:
+    """ELMo's contextual word vectors, frozen (Table 4's ELMo row: "Original (5.5B)" from allennlp.org/elmo, read by
+    :mod:`lit_docemb.models.elmo`). The words are those of :func:`preprocess_words` (the paper preprocesses every
+    model's input the same way), the vocabulary every word of the training documents (``min_count`` 1, saved in the
+    checkpoint); each former and latter part is one ELMo sentence, cut at ``max_length`` words.
+
+    Args:
+        options_file: ``elmo_2x4096_512_2048cnn_2xhighway_5.5B_options.json``.
+        weights_file: ``elmo_2x4096_512_2048cnn_2xhighway_5.5B_weights.hdf5``.
+        layer_mix: The token vector: ``"mean"``, the mean of ELMo's three layers (the paper does not say which
+            layers; a scalar mix at its start, the release having no task weights) or ``"top"``, the top biLSTM layer.
+    """
+
+    def __init__(self, options_file: str, weights_file: str, layer_mix: LayerMix = "mean") -> None:
+        if layer_mix not in ("mean", "top"):
+            raise BadArgument("embeddings.init_args.layer_mix", f"must be 'mean' or 'top', got {layer_mix!r}")
+        self.options_file, self.weights_file, self.layer_mix = options_file, weights_file, layer_mix
+
+    def _states(self, tokenizer: WordTokenizer) -> FrozenElmoStates:
+        """Reads the files (when CTPE is prepared: a missing or mismatched file stops there in one line)."""
+        try:
+            bilm = ElmoBiLM.from_files(self.options_file, self.weights_file)
+        except BadArgument as err:
+            raise BadArgument(f"model.init_args.embeddings.init_args.{err.argument}", err.problem) from err
+        return FrozenElmoStates(bilm, tokenizer.words, self.layer_mix, unknown_id=tokenizer.index[UNK])
+
+    def build(self, texts: Sequence[str]) -> tuple[WordTokenizer, FrozenElmoStates]:
+        tokenizer = WordTokenizer.from_texts(texts, min_count=1)
+        return tokenizer, self._states(tokenizer)
+
+    def restore(self, words: Sequence[str]) -> tuple[WordTokenizer, FrozenElmoStates]:
+        """The tokenizer and ELMo of a saved vocabulary."""
+        tokenizer = WordTokenizer(words)
+        return tokenizer, self._states(tokenizer)
