@@ -18,6 +18,7 @@ from corpus_files import (
     labelled_docs,
     write_aan_network,
     write_bbc_release,
+    write_elmo_release,
     write_arxiv_snapshot,
     write_fakenews,
     write_google_patents,
@@ -288,6 +289,9 @@ def _ctpe(args: dict, encoder: str, folder: Path) -> dict:
     init = dict(embeddings.get("init_args") or {})
     if "encoder" in init:
         init["encoder"] = encoder
+    elif "weights_file" in init:  # ElmoTokens: a tiny release in allennlp's layout
+        options_file, weights_file = write_elmo_release(folder / "elmo")
+        init.update(options_file=str(options_file), weights_file=str(weights_file))
     else:
         init.update(dim=16, min_count=1, epochs=1)
     update = {"embeddings": {**embeddings, "init_args": init}, "n_filters": 8, "max_length": 32}
