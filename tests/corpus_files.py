@@ -875,3 +875,38 @@ def write_elmo_release(folder: Path, seed: int = 0, options: dict | None = None)
                 handle[f"{prefix}/W_0"], handle[f"{prefix}/B"] = normal(2 * size, 4 * cell), normal(4 * cell)
                 handle[f"{prefix}/W_P_0"] = normal(cell, size)
     return options_path, weights_path
+
+
+def write_skip_thoughts_release(folder: Path, words: list[str], seed: int = 0, dim_word: int = 5, uni_dim: int = 6,
+                                bi_dim: int = 4) -> Path:
+    """The seven files of github.com/ryankiros/skip-thoughts' generic model in their released layout, at toy sizes:
+    ``uni_skip.npz``/``bi_skip.npz`` (the GRU encoders' ``encoder_*`` / ``encoder_r_*`` entries, plus ``Wemb`` and an
+    object-array ``history_errs`` as training saved them), their ``.npz.pkl`` option dicts (pickle protocol 0, as
+    Python 2 wrote them), ``utable.npy``/``btable.npy`` (object arrays of one vector per word) and ``dictionary.txt``
+    (``words`` then ``UNK`` and ``<eos>``, one a line)."""
+    import pickle
+
+    import numpy as np
+
+    rng = np.random.default_rng(seed)
+    folder.mkdir(parents=True, exist_ok=True)
+    dictionary = [*words, "UNK", "<eos>"]
+    (folder / "dictionary.txt").write_bytes("".join(f"{w}\n" for w in dictionary).encode("utf-8"))
+    for name in ("utable.npy", "btable.npy"):
+        table = np.empty(len(dictionary), dtype=object)
+        for row in range(len(dictionary)):
+            table[row] = rng.normal(0.0, 0.7, dim_word).astype(np.float32)
+        np.save(folder / name, table, allow_pickle=True)
+    for model, dim, prefixes in (("uni_skip", uni_dim, ("encoder",)), ("bi_skip", bi_dim, ("encoder", "encoder_r"))):
+        params = {"Wemb": rng.normal(size=(len(dictionary), dim_word)).astype(np.float32)}
+        for prefix in prefixes:
+            for name, shape in (("W", (dim_word, 2 * dim)), ("b", (2 * dim,)), ("U", (dim, 2 * dim)),
+                                ("Wx", (dim_word, dim)), ("bx", (dim,)), ("Ux", (dim, dim))):
+                params[f"{prefix}_{name}"] = rng.normal(0.0, 0.7, shape).astype(np.float32)
+        history = np.empty(2, dtype=object)
+        history[0], history[1] = [1.5, 2.0], [1.2]
+        np.savez(folder / f"{model}.npz", history_errs=history, **params)
+        options = {"dim_word": dim_word, "dim": dim, "encoder": "gru", "n_words": len(dictionary),
+                   "saveto": f"{model}.npz", "reload_": False}
+        (folder / f"{model}.npz.pkl").write_bytes(pickle.dumps(options, protocol=0))
+    return folder

@@ -7,7 +7,7 @@ from lit_docemb.methods.dense_retrieval import DenseRetrieval
 from lit_docemb.methods.docsplit import DocSplit
 from lit_docemb.methods.graph_roberta import GraphRoBERTa
 from lit_docemb.methods.schedulers import LinearWarmupDecay
-from lit_docemb.views.ctpe import ElmoTokens, TransformerTokens, WordEmbeddings
+from lit_docemb.views.ctpe import ElmoTokens, SkipThoughtSentences, TransformerTokens, WordEmbeddings
 
 __all__ = [
            "CTPE",
@@ -20,6 +20,7 @@ __all__ = [
            "EmbeddingMethod",
            "GraphRoBERTa",
            "LinearWarmupDecay",
+           "SkipThoughtSentences",
            "TransformerTokens",
            "WordEmbeddings",
 ]

@@ -40,6 +40,7 @@ from lit_docemb.views.ctpe import (
     FieldIds,
     PairSplitter,
     PartnerSampler,
+    SkipThoughtSentences,
     TransformerTokens,
     WordEmbeddings,
     WordTokenizer,
@@ -65,9 +66,11 @@ class CTPE(EmbeddingMethod):
         embeddings: Token vectors: :class:`~lit_docemb.views.ctpe.WordEmbeddings` (default: word2vec
             on the training corpus, 100 dimensions, trainable) or
             :class:`~lit_docemb.views.ctpe.TransformerTokens` (a frozen pretrained encoder) or
-            :class:`~lit_docemb.views.ctpe.ElmoTokens` (frozen ELMo, from allennlp's released files).
+            :class:`~lit_docemb.views.ctpe.ElmoTokens` (frozen ELMo, from allennlp's released files) or
+            :class:`~lit_docemb.views.ctpe.SkipThoughtSentences` (frozen Skip-thoughts sentence vectors: the parts'
+            tokens are then sentences).
         pos: Split position: ``"title"``, ``"before:<Section heading>"`` or a token ratio in (0, 1).
-        max_length: l_max, tokens kept per part (paper: 200).
+        max_length: l_max, tokens kept per part (paper: 200; with sentence vectors, sentences: the paper's l = 20).
         n_filters: n_f, filters per kernel width (paper: 1,024).
         kernel_widths: n_s (paper: 1, 2, 3, 5).
         share_part_encoders: One CNN for former and latter parts (the paper has one each).
@@ -89,7 +92,7 @@ class CTPE(EmbeddingMethod):
 
     def __init__(
         self,
-        embeddings: WordEmbeddings | TransformerTokens | ElmoTokens | None = None,
+        embeddings: WordEmbeddings | TransformerTokens | ElmoTokens | SkipThoughtSentences | None = None,
         pos: float | str = "title",
         max_length: int = 200,
         n_filters: int = 1024,
@@ -135,7 +138,7 @@ class CTPE(EmbeddingMethod):
         """Builds what training needs from the training documents: the vocabulary and word vectors (once),
         the TF-IDF neighbours (with ``tfidf_neighbours``) and the partner samplers of fit and validation."""
         train = _documents(train_documents)
-        texts = [" ".join(text for _, text in document_fields(d)) for d in train]
+        texts = ["\n".join(text for _, text in document_fields(d)) for d in train]  # a field ends a sentence
         if self.encoder is None:
             self._install(*self.embeddings.build(texts))
         k = self.hparams.tfidf_neighbours

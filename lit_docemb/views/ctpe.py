@@ -23,6 +23,7 @@ from lit_docemb.errors import BadArgument
 from lit_docemb.data.tokens import pad_ids
 from lit_docemb.models.ctpe import FrozenTransformerStates, WordVectors
 from lit_docemb.models.elmo import ElmoBiLM, FrozenElmoStates, LayerMix
+from lit_docemb.models.skip_thoughts import FrozenSkipThoughtStates, SkipThoughtsEncoder
 from lit_docemb.models.encoder import load_tokenizer
 
 
@@ -470,4 +471,72 @@ class ElmoTokens:
     def restore(self, words: Sequence[str]) -> tuple[WordTokenizer, FrozenElmoStates]:
         """The tokenizer and ELMo of a saved vocabulary."""
         tokenizer = WordTokenizer(words)
+        return tokenizer, self._states(tokenizer)
+
+
+_SENTENCE_END = re.compile(r"(?<=[.!?])\s+|\n+")
+
+
+def preprocess_sentences(text: str) -> list[str]:
+    """§4.1 for sentence embedding models: the text is cut into sentences at sentence-ending punctuation (. ! ?
+    followed by whitespace) and at line breaks (a title, a paragraph) before the preprocessing, then each sentence's :func:`preprocess_words` are joined by
+    spaces; sentences without a word are dropped."""
+    sentences = (" ".join(preprocess_words(part)) for part in _SENTENCE_END.split(text))
+    return [sentence for sentence in sentences if sentence]
+
+
+class SentenceTokenizer(WordTokenizer):
+    """Sentences (after :func:`preprocess_sentences`) → ids of a fixed sentence vocabulary (the distinct sentences
+    of the training documents); id 0 pads, id 1 is a sentence outside it. CTPE's parts are then sequences of
+    sentences and ``max_length`` counts sentences.
+
+    Args:
+        words: The sentences without the two special entries, most frequent first.
+    """
+
+    @classmethod
+    def from_texts(cls, texts: Iterable[str], min_count: int = 1, max_size: int | None = None) -> SentenceTokenizer:
+        """The sentences seen at least ``min_count`` times, by count then alphabetically."""
+        counts = Counter(sentence for text in texts for sentence in preprocess_sentences(text))
+        kept = sorted((s for s, c in counts.items() if c >= min_count), key=lambda s: (-counts[s], s))
+        return cls(kept[:max_size])
+
+    def encode(self, text: str) -> list[int]:
+        return [self.index.get(sentence, 1) for sentence in preprocess_sentences(text)]
+
+    def key(self) -> str:
+        """A hash of the sentence vocabulary (and that the ids are sentences)."""
+        return "sentences:" + super().key()
+
+
+class SkipThoughtSentences:
+    """Skip-thoughts' sentence vectors, frozen (Table 4's Skip-thoughts row: the generic combine-skip model, 4,800
+    dimensions, uni-skip then bi-skip, with the EOS token; read by :mod:`lit_docemb.models.skip_thoughts`). The
+    tokens of CTPE's parts are sentences (:class:`SentenceTokenizer`; the paper's l = 20 sentences per part is
+    ``max_length: 20``); the avg column (``document_vector: average``) is the mean of a document's sentence vectors,
+    the paper's avg-Skip-thoughts.
+
+    Args:
+        folder: The folder holding ``uni_skip.npz``, ``uni_skip.npz.pkl``, ``bi_skip.npz``, ``bi_skip.npz.pkl``,
+            ``utable.npy``, ``btable.npy`` and ``dictionary.txt`` as released.
+    """
+
+    def __init__(self, folder: str) -> None:
+        self.folder = folder
+
+    def _states(self, tokenizer: SentenceTokenizer) -> FrozenSkipThoughtStates:
+        words = sorted({word for sentence in tokenizer.words[2:] for word in sentence.split()})
+        try:
+            encoder, rows = SkipThoughtsEncoder.from_folder(self.folder, words)
+        except BadArgument as err:
+            raise BadArgument(f"model.init_args.embeddings.init_args.{err.argument}", err.problem) from err
+        return FrozenSkipThoughtStates(encoder, rows, tokenizer.words, unknown_id=tokenizer.index[UNK])
+
+    def build(self, texts: Sequence[str]) -> tuple[SentenceTokenizer, FrozenSkipThoughtStates]:
+        tokenizer = SentenceTokenizer.from_texts(texts)
+        return tokenizer, self._states(tokenizer)
+
+    def restore(self, words: Sequence[str]) -> tuple[SentenceTokenizer, FrozenSkipThoughtStates]:
+        """The tokenizer and encoder of a saved sentence vocabulary."""
+        tokenizer = SentenceTokenizer(words)
         return tokenizer, self._states(tokenizer)
