@@ -83,7 +83,7 @@ class CTPE(EmbeddingMethod):
             vocabulary and read by the collators on every pass (``None``: the ``datasets`` cache folder).
         document_vector: ``"coupled"``: the pair (v_f, v_b) of the two CNNs (CTPE); ``"average"``: Table 4's avg
             column (§4.5: "uses average embedding instead of coupled text pair representation"), the mean of the
-            token vectors of both parts (each cut at ``max_length``), no CNN, given as the pair (mean, mean) so
+            token (or sentence) vectors of both parts (each cut at ``max_length``), no CNN, given as the pair (mean, mean) so
             that eq. 2 ranks by its cosine. It trains nothing: ``fit`` refuses it, ``evaluate`` scores it.
     """
 
@@ -121,7 +121,7 @@ class CTPE(EmbeddingMethod):
         self.field_corpus = None  # the DataModule's corpus, whose field cache the first collator opens
         self.encoder: CoupledPairEncoder | None = None
         self.samplers: dict[str, PartnerSampler] = {}
-        if isinstance(self.embeddings, TransformerTokens):
+        if isinstance(self.embeddings, TransformerTokens | SkipThoughtSentences):  # vocabularies of their own
             self._install(*self.embeddings.build())
 
     def _install(self, tokenizer, token_vectors) -> None:
@@ -138,7 +138,7 @@ class CTPE(EmbeddingMethod):
         """Builds what training needs from the training documents: the vocabulary and word vectors (once),
         the TF-IDF neighbours (with ``tfidf_neighbours``) and the partner samplers of fit and validation."""
         train = _documents(train_documents)
-        texts = ["\n".join(text for _, text in document_fields(d)) for d in train]  # a field ends a sentence
+        texts = [" ".join(text for _, text in document_fields(d)) for d in train]
         if self.encoder is None:
             self._install(*self.embeddings.build(texts))
         k = self.hparams.tfidf_neighbours
@@ -197,8 +197,9 @@ class CTPE(EmbeddingMethod):
         if self.hparams.document_vector == "average":
             total, count = 0.0, 0.0
             for part in (batch.former, batch.latter):
-                weights = part.attention_mask.unsqueeze(-1).float()  # (B, T, 1)
-                total = total + (self.encoder.token_vectors(part.input_ids, part.attention_mask).float() * weights).sum(1)
+                vectors, mask = self.encoder.part_vectors(part.input_ids, part.attention_mask)  # (B, U, E), (B, U)
+                weights = mask.unsqueeze(-1).float()  # (B, U, 1)
+                total = total + (vectors.float() * weights).sum(1)
                 count = count + weights.sum(1)
             mean = total / count.clamp(min=1.0)  # (B, E)
             return torch.stack([mean, mean], dim=1)

@@ -151,28 +151,30 @@ def _reverse_within_length(x: Tensor, lengths: Tensor) -> Tensor:
 
 
 class SkipThoughtsEncoder(nn.Module):
-    """Combine-skip sentence vectors (4,800) of sentences given as word rows of its own tables.
+    """Combine-skip sentence vectors (4,800) of sentences given as rows of the released word tables.
 
     Args:
         dim_word: Word vector size (620).
         uni_dim: uni-skip GRU size (2,400).
         bi_dim: bi-skip GRU size per direction (1,200).
-        vocabulary_size: Rows of the word tables kept (:meth:`from_folder` keeps the words a corpus uses).
+        vocabulary_size: Rows of the word tables (the lines of ``dictionary.txt``).
+        eos_row: The row of ``<eos>``.
     """
 
-    def __init__(self, dim_word: int = 620, uni_dim: int = 2400, bi_dim: int = 1200, vocabulary_size: int = 3) -> None:
+    def __init__(self, dim_word: int = 620, uni_dim: int = 2400, bi_dim: int = 1200, vocabulary_size: int = 2,
+                 eos_row: int = 1) -> None:
         super().__init__()
         self.uni = SkipThoughtGRU(dim_word, uni_dim)
         self.bi_forward = SkipThoughtGRU(dim_word, bi_dim)
         self.bi_backward = SkipThoughtGRU(dim_word, bi_dim)
-        self.register_buffer("uni_table", torch.zeros(vocabulary_size, dim_word))
-        self.register_buffer("bi_table", torch.zeros(vocabulary_size, dim_word))
-        self.dim = uni_dim + 2 * bi_dim
+        # read from the release files, never from a checkpoint (930,911 x 620 each for the generic model)
+        self.register_buffer("uni_table", torch.zeros(vocabulary_size, dim_word), persistent=False)
+        self.register_buffer("bi_table", torch.zeros(vocabulary_size, dim_word), persistent=False)
+        self.eos_row, self.dim = eos_row, uni_dim + 2 * bi_dim
 
     @classmethod
-    def from_folder(cls, folder: str, words: list[str]) -> tuple[SkipThoughtsEncoder, dict[str, int]]:
-        """The released encoders with table rows for ``UNK``, ``<eos>`` and those of ``words`` the dictionary holds;
-        returns it and the row of each kept word (``UNK`` and ``<eos>`` included)."""
+    def from_folder(cls, folder: str) -> tuple[SkipThoughtsEncoder, list[str]]:
+        """The released encoders and tables of ``folder``, and the words of ``dictionary.txt`` (the tables' rows)."""
         root = Path(folder)
         missing = [name for name in RELEASE_FILES if not (root / name).is_file()]
         if missing:
@@ -183,32 +185,31 @@ class SkipThoughtsEncoder(nn.Module):
             raise BadArgument("folder", f"uni_skip.npz.pkl and bi_skip.npz.pkl in {folder!r} disagree on dim_word")
         dim_word = int(uni_options["dim_word"])
         dictionary = read_dictionary(root / "dictionary.txt")
-        position = {word: row for row, word in enumerate(dictionary)}
         for special in ("UNK", "<eos>"):
-            if special not in position:
+            if special not in dictionary:
                 raise BadArgument("folder", f"{str(root / 'dictionary.txt')!r} has no {special} line")
-        kept = ["UNK", "<eos>", *sorted({w for w in words if w in position} - {"UNK", "<eos>"})]
-        model = cls(dim_word, int(uni_options["dim"]), int(bi_options["dim"]), len(kept))
+        model = cls(dim_word, int(uni_options["dim"]), int(bi_options["dim"]), len(dictionary),
+                    dictionary.index("<eos>"))
         for name, table in (("utable.npy", model.uni_table), ("btable.npy", model.bi_table)):
             full = read_table(root / name, dim_word)
             if len(full) != len(dictionary):
                 raise BadArgument("folder", f"{str(root / name)!r} has {len(full)} rows, dictionary.txt "
                                             f"{len(dictionary)} words")
-            table.copy_(torch.from_numpy(full[[position[w] for w in kept]]))
+            table.copy_(torch.from_numpy(full))
         with np.load(root / "uni_skip.npz", allow_pickle=False) as params:
             model.uni.load(params, "encoder", root / "uni_skip.npz")
         with np.load(root / "bi_skip.npz", allow_pickle=False) as params:
             model.bi_forward.load(params, "encoder", root / "bi_skip.npz")
             model.bi_backward.load(params, "encoder_r", root / "bi_skip.npz")
-        return model.requires_grad_(False), {word: row for row, word in enumerate(kept)}
+        return model.requires_grad_(False), dictionary
 
     def forward(self, word_rows: Tensor, lengths: Tensor) -> Tensor:
-        """Word rows (N, L) of N sentences (``lengths`` words each, padding after) → (N, 4,800). ``<eos>`` (row 1)
-        is appended here."""
+        """Table rows (N, L) of N sentences' words (``lengths`` each, padding after) → (N, 4,800); ``<eos>`` is
+        appended here."""
         steps = torch.arange(word_rows.shape[1] + 1, device=word_rows.device).unsqueeze(0)  # (1, L + 1)
         rows = torch.cat([word_rows, word_rows.new_zeros(len(word_rows), 1)], dim=1)
-        rows = torch.where(steps == lengths.unsqueeze(1), torch.ones_like(rows), rows)  # <eos> after the words
-        mask = steps <= lengths.unsqueeze(1)  # (N, L + 1)
+        rows = torch.where(steps == lengths.unsqueeze(1), torch.full_like(rows, self.eos_row), rows)
+        mask = steps <= lengths.unsqueeze(1)  # (N, L + 1): the words and <eos>
         uni = self.uni(self.uni_table[rows], mask)
         bi_inputs = self.bi_table[rows]
         forward = self.bi_forward(bi_inputs, mask)
@@ -218,48 +219,48 @@ class SkipThoughtsEncoder(nn.Module):
 
 
 class FrozenSkipThoughtStates(nn.Module):
-    """Skip-thoughts vectors of the sentences of a fixed sentence vocabulary, frozen: sentence ids (B, T) → (B, T,
-    4,800), so that CTPE's parts are sequences of sentence vectors. Each sentence's words are kept as rows of the
-    encoder's tables (``UNK``'s row for a word the dictionary lacks); the sentences of a batch are encoded when it
-    runs. It stays in eval mode when its parent trains.
+    """Skip-thoughts vectors of the sentences in a part, frozen, so that CTPE's parts are sequences of sentence
+    vectors: ids (B, T) of words (``first_word_id`` + their table row) each sentence closed by ``sentence_end_id``
+    → (B, S, 4,800) and the sentence mask (B, S) (:meth:`units`; a last sentence without its end id counts too). It
+    stays in eval mode when its parent trains.
 
     Args:
         encoder: The loaded :class:`SkipThoughtsEncoder`.
-        word_rows: Its table row of each word it kept (:meth:`SkipThoughtsEncoder.from_folder`).
-        sentences: The words of each sentence id, a sentence being its words joined by spaces; ids 0 (padding) and
-            ``unknown_id`` (a sentence outside the vocabulary) are encoded as the empty sentence (``<eos>`` alone).
-        unknown_id: The id of sentences outside the vocabulary.
+        sentence_end_id: The id that closes a sentence.
+        first_word_id: The id of table row 0.
     """
 
-    def __init__(self, encoder: SkipThoughtsEncoder, word_rows: dict[str, int], sentences: list[str],
-                 unknown_id: int = 1) -> None:
+    def __init__(self, encoder: SkipThoughtsEncoder, sentence_end_id: int = 1, first_word_id: int = 2) -> None:
         super().__init__()
         self.encoder = encoder.requires_grad_(False).eval()
-        unknown = word_rows["UNK"]
-        flat, offsets = [], [0]
-        for index, sentence in enumerate(sentences):
-            if index not in (0, unknown_id):
-                flat.extend(word_rows.get(word, unknown) for word in sentence.split())
-            offsets.append(len(flat))
-        self.register_buffer("words", torch.tensor(flat or [0], dtype=torch.long), persistent=False)
-        self.register_buffer("offsets", torch.tensor(offsets, dtype=torch.long), persistent=False)  # (V + 1,)
-        self.dim = encoder.dim
+        self.sentence_end_id, self.first_word_id, self.dim = sentence_end_id, first_word_id, encoder.dim
 
     def train(self, mode: bool = True) -> FrozenSkipThoughtStates:
         super().train(mode)
         self.encoder.eval()
         return self
 
-    def forward(self, input_ids: Tensor, attention_mask: Tensor) -> Tensor:
+    def units(self, input_ids: Tensor, attention_mask: Tensor) -> tuple[Tensor, Tensor]:
+        """Word and end ids (B, T) with their mask → sentence vectors (B, S, 4,800) and sentence mask (B, S)."""
         with torch.no_grad():
-            ids = input_ids[attention_mask.bool()]  # (K,) the sentences of the batch
-            unique, inverse = torch.unique(ids, return_inverse=True)  # (U,)
-            starts, lengths = self.offsets[unique], self.offsets[unique + 1] - self.offsets[unique]
-            width = int(lengths.max()) if len(unique) else 0
-            steps = torch.arange(width, device=ids.device).unsqueeze(0)  # (1, L)
-            index = (starts.unsqueeze(1) + steps).clamp(max=len(self.words) - 1)  # (U, L)
-            rows = torch.where(steps < lengths.unsqueeze(1), self.words[index], torch.zeros_like(index))
-            vectors = self.encoder(rows, lengths)  # (U, 4800)
-            out = vectors.new_zeros(*input_ids.shape, self.dim)  # (B, T, 4800)
-            out[attention_mask.bool()] = vectors[inverse]
-            return out
+            valid = attention_mask.bool()
+            is_end = (input_ids == self.sentence_end_id) & valid
+            lengths = valid.long().sum(1)  # (B,)
+            last = input_ids.gather(1, (lengths - 1).clamp(min=0).unsqueeze(1)).squeeze(1)
+            count = is_end.long().sum(1) + ((lengths > 0) & (last != self.sentence_end_id)).long()  # (B,)
+            row_start = torch.cumsum(count, 0) - count  # (B,) first sentence of each row
+            sentence_in_row = torch.cumsum(is_end.long(), 1) - is_end.long()  # (B, T) ends before t
+            is_word = valid & ~is_end
+            sentence_of_word = (row_start.unsqueeze(1) + sentence_in_row)[is_word]  # (K,), nondecreasing
+            position = torch.arange(len(sentence_of_word), device=input_ids.device) - \
+                torch.searchsorted(sentence_of_word, sentence_of_word)  # (K,) index within its sentence
+            total = int(count.sum())
+            sentence_lengths = torch.bincount(sentence_of_word, minlength=total)  # (N,)
+            rows = input_ids.new_zeros(total, max(int(sentence_lengths.max()) if total else 0, 1))  # (N, L)
+            rows[sentence_of_word, position] = input_ids[is_word] - self.first_word_id
+            vectors = self.encoder(rows, sentence_lengths)  # (N, 4800)
+            width = max(int(count.max()) if len(count) else 0, 1)
+            mask = torch.arange(width, device=input_ids.device).unsqueeze(0) < count.unsqueeze(1)  # (B, S)
+            out = vectors.new_zeros(len(input_ids), width, self.dim)
+            out[mask] = vectors
+            return out, mask.long()

@@ -33,7 +33,7 @@ class PairSplitter:
     same ids.
 
     Args:
-        tokenizer: A :class:`WordTokenizer` or :class:`HFTokenIds`.
+        tokenizer: A :class:`WordTokenizer`, :class:`HFTokenIds` or :class:`SentenceWordIds`.
         pos: The split position (:func:`check_pos`).
         max_length: Ids kept per part.
         cached: The field cache's rows by document id, made with the same tokenizer; ``None``: always the text.
@@ -44,9 +44,10 @@ class PairSplitter:
 
     def __call__(self, doc: Document) -> tuple[list[int], list[int]] | None:
         row = None if self.cached is None else self.cached.get(doc.id)
+        unit_end_id = getattr(self.tokenizer, "sentence_end_id", None)  # parts of sentences: max_length counts them
         if row is not None:
-            return split_fields(row.fields(), self.pos, self.max_length)
-        return split_ids(doc, self.pos, self.tokenizer.encode, self.max_length)
+            return split_fields(row.fields(), self.pos, self.max_length, unit_end_id)
+        return split_ids(doc, self.pos, self.tokenizer.encode, self.max_length, unit_end_id)
 
 
 class FieldIds:
@@ -284,16 +285,19 @@ def document_fields(doc: Document) -> list[tuple[str, str]]:
     return fields
 
 
-def split_ids(doc: Document, pos: float | str, encode, max_length: int) -> tuple[list[int], list[int]] | None:
-    """(former ids, latter ids) of ``doc`` split at ``pos``, each cut to ``max_length``; ``None`` when it cannot
-    be split (``encode``: text → ids)."""
-    return split_fields([(heading, encode(text)) for heading, text in document_fields(doc)], pos, max_length)
+def split_ids(doc: Document, pos: float | str, encode, max_length: int,
+              unit_end_id: int | None = None) -> tuple[list[int], list[int]] | None:
+    """(former ids, latter ids) of ``doc`` split at ``pos``, each cut to ``max_length`` (:func:`split_fields`);
+    ``None`` when it cannot be split (``encode``: text → ids)."""
+    return split_fields([(heading, encode(text)) for heading, text in document_fields(doc)], pos, max_length,
+                        unit_end_id)
 
 
-def split_fields(fields: Sequence[tuple[str, Sequence[int]]], pos: float | str,
-                 max_length: int) -> tuple[list[int], list[int]] | None:
+def split_fields(fields: Sequence[tuple[str, Sequence[int]]], pos: float | str, max_length: int,
+                 unit_end_id: int | None = None) -> tuple[list[int], list[int]] | None:
     """(former ids, latter ids) of a document's encoded :func:`document_fields` split at ``pos``, each cut to
-    ``max_length``; ``None`` when it cannot be split (the heading of ``pos`` missing, or an empty part)."""
+    ``max_length`` ids, or, with ``unit_end_id`` (ids of sentences, each closed by that id), to ``max_length``
+    sentences; ``None`` when it cannot be split (the heading of ``pos`` missing, or an empty part)."""
     if isinstance(pos, float):
         ids = _joined([ids for _, ids in fields])
         cut = round(pos * len(ids))
@@ -308,7 +312,15 @@ def split_fields(fields: Sequence[tuple[str, Sequence[int]]], pos: float | str,
         latter = _joined([ids for _, ids in fields[boundary:]])
     if not len(former) or not len(latter):
         return None
-    return former[:max_length].tolist(), latter[:max_length].tolist()
+    return _cut(former, max_length, unit_end_id), _cut(latter, max_length, unit_end_id)
+
+
+def _cut(ids: np.ndarray, max_length: int, unit_end_id: int | None) -> list[int]:
+    """The first ``max_length`` ids, or with ``unit_end_id`` the ids of the first ``max_length`` units."""
+    if unit_end_id is None:
+        return ids[:max_length].tolist()
+    ends = np.flatnonzero(ids == unit_end_id)
+    return (ids[:ends[max_length - 1] + 1] if len(ends) >= max_length else ids).tolist()
 
 
 def _joined(parts: list[Sequence[int]]) -> np.ndarray:
@@ -485,36 +497,45 @@ def preprocess_sentences(text: str) -> list[str]:
     return [sentence for sentence in sentences if sentence]
 
 
-class SentenceTokenizer(WordTokenizer):
-    """Sentences (after :func:`preprocess_sentences`) → ids of a fixed sentence vocabulary (the distinct sentences
-    of the training documents); id 0 pads, id 1 is a sentence outside it. CTPE's parts are then sequences of
-    sentences and ``max_length`` counts sentences.
+class SentenceWordIds:
+    """Text → the ids of its sentences' words, each sentence closed by ``sentence_end_id`` (§4.1's sentences,
+    :func:`preprocess_sentences`): a word's id is ``first_word_id`` plus its row in Skip-thoughts' ``dictionary.txt``
+    (``UNK``'s row for a word it lacks), so any text encodes, and ``max_length`` counts sentences
+    (:func:`split_fields`).
 
     Args:
-        words: The sentences without the two special entries, most frequent first.
+        dictionary: The words of ``dictionary.txt`` in order.
     """
 
-    @classmethod
-    def from_texts(cls, texts: Iterable[str], min_count: int = 1, max_size: int | None = None) -> SentenceTokenizer:
-        """The sentences seen at least ``min_count`` times, by count then alphabetically."""
-        counts = Counter(sentence for text in texts for sentence in preprocess_sentences(text))
-        kept = sorted((s for s, c in counts.items() if c >= min_count), key=lambda s: (-counts[s], s))
-        return cls(kept[:max_size])
+    sentence_end_id, first_word_id, pad_id = 1, 2, 0
+
+    def __init__(self, dictionary: Sequence[str]) -> None:
+        self.index = {word: row + self.first_word_id for row, word in reversed(list(enumerate(dictionary)))}
+        self.unknown_id = self.index["UNK"]
+        self.fingerprint = hashlib.blake2b("\n".join(dictionary).encode(), digest_size=16).hexdigest()
+        self.size = len(dictionary) + self.first_word_id
+
+    def __len__(self) -> int:
+        return self.size
 
     def encode(self, text: str) -> list[int]:
-        return [self.index.get(sentence, 1) for sentence in preprocess_sentences(text)]
+        ids = []
+        for sentence in preprocess_sentences(text):
+            ids.extend(self.index.get(word, self.unknown_id) for word in sentence.split())
+            ids.append(self.sentence_end_id)
+        return ids
 
     def key(self) -> str:
-        """A hash of the sentence vocabulary (and that the ids are sentences)."""
-        return "sentences:" + super().key()
+        """A hash of the dictionary (what decides the ids besides the sentence and word rules)."""
+        return "skip-thoughts:" + self.fingerprint
 
 
 class SkipThoughtSentences:
     """Skip-thoughts' sentence vectors, frozen (Table 4's Skip-thoughts row: the generic combine-skip model, 4,800
-    dimensions, uni-skip then bi-skip, with the EOS token; read by :mod:`lit_docemb.models.skip_thoughts`). The
-    tokens of CTPE's parts are sentences (:class:`SentenceTokenizer`; the paper's l = 20 sentences per part is
-    ``max_length: 20``); the avg column (``document_vector: average``) is the mean of a document's sentence vectors,
-    the paper's avg-Skip-thoughts.
+    dimensions, uni-skip then bi-skip, with the EOS token; read by :mod:`lit_docemb.models.skip_thoughts`). CTPE's
+    parts are then sequences of sentence vectors (:class:`SentenceWordIds`; the paper's l = 20 sentences per part is
+    ``max_length: 20``); the avg column (``document_vector: average``) is the mean of the document's sentence
+    vectors, the paper's avg-Skip-thoughts.
 
     Args:
         folder: The folder holding ``uni_skip.npz``, ``uni_skip.npz.pkl``, ``bi_skip.npz``, ``bi_skip.npz.pkl``,
@@ -524,19 +545,11 @@ class SkipThoughtSentences:
     def __init__(self, folder: str) -> None:
         self.folder = folder
 
-    def _states(self, tokenizer: SentenceTokenizer) -> FrozenSkipThoughtStates:
-        words = sorted({word for sentence in tokenizer.words[2:] for word in sentence.split()})
+    def build(self, texts: Sequence[str] = ()) -> tuple[SentenceWordIds, FrozenSkipThoughtStates]:
+        """Reads the files (when CTPE is built: a missing or mismatched file stops there in one line)."""
         try:
-            encoder, rows = SkipThoughtsEncoder.from_folder(self.folder, words)
+            encoder, dictionary = SkipThoughtsEncoder.from_folder(self.folder)
         except BadArgument as err:
-            raise BadArgument(f"model.init_args.embeddings.init_args.{err.argument}", err.problem) from err
-        return FrozenSkipThoughtStates(encoder, rows, tokenizer.words, unknown_id=tokenizer.index[UNK])
-
-    def build(self, texts: Sequence[str]) -> tuple[SentenceTokenizer, FrozenSkipThoughtStates]:
-        tokenizer = SentenceTokenizer.from_texts(texts)
-        return tokenizer, self._states(tokenizer)
-
-    def restore(self, words: Sequence[str]) -> tuple[SentenceTokenizer, FrozenSkipThoughtStates]:
-        """The tokenizer and encoder of a saved sentence vocabulary."""
-        tokenizer = SentenceTokenizer(words)
-        return tokenizer, self._states(tokenizer)
+            raise BadArgument(f"embeddings.init_args.{err.argument}", err.problem) from err
+        tokenizer = SentenceWordIds(dictionary)
+        return tokenizer, FrozenSkipThoughtStates(encoder, tokenizer.sentence_end_id, tokenizer.first_word_id)
