@@ -156,7 +156,7 @@ class ProjectedLSTM(nn.Module):
         return torch.stack(outputs, dim=1) if outputs else inputs.new_zeros(batch, 0, self.projection.out_features)
 
 
-def _reverse_within_length(x: Tensor, lengths: Tensor) -> Tensor:
+def reverse_within_length(x: Tensor, lengths: Tensor) -> Tensor:
     """(B, S, D) with each row's first ``lengths[b]`` steps reversed, the rest kept (its own inverse)."""
     steps = torch.arange(x.shape[1], device=x.device).unsqueeze(0)  # (1, S)
     index = torch.where(steps < lengths.unsqueeze(1), lengths.unsqueeze(1) - 1 - steps, steps)  # (B, S)
@@ -201,13 +201,13 @@ class ElmoBiLM(nn.Module):
         sentence[rows, lengths + 1] = self.boundaries[1]
         x = self.characters(sentence.reshape(-1, width)).reshape(batch, tokens + 2, -1)  # (B, S, P)
         layers = [torch.cat([x, x], dim=-1)]
-        forward_input, backward_input = x, _reverse_within_length(x, lengths + 2)
+        forward_input, backward_input = x, reverse_within_length(x, lengths + 2)
         for index, (forward_lstm, backward_lstm) in enumerate(zip(self.forward_layers, self.backward_layers,
                                                                   strict=True)):
             forward_output, backward_output = forward_lstm(forward_input), backward_lstm(backward_input)
             if index > 0 and self.options.use_skip_connections:
                 forward_output, backward_output = forward_output + forward_input, backward_output + backward_input
-            layers.append(torch.cat([forward_output, _reverse_within_length(backward_output, lengths + 2)], dim=-1))
+            layers.append(torch.cat([forward_output, reverse_within_length(backward_output, lengths + 2)], dim=-1))
             forward_input, backward_input = forward_output, backward_output
         inside = mask.to(x.dtype).unsqueeze(-1)  # (B, T, 1)
         return torch.stack([layer[:, 1:tokens + 1] * inside for layer in layers])  # (L + 1, B, T, 2P)

@@ -35,6 +35,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from lit_docemb.errors import BadArgument
+from lit_docemb.models.elmo import reverse_within_length
 
 RELEASE_FILES = ("uni_skip.npz", "uni_skip.npz.pkl", "bi_skip.npz", "bi_skip.npz.pkl", "utable.npy", "btable.npy",
                  "dictionary.txt")
@@ -43,9 +44,9 @@ RELEASE_FILES = ("uni_skip.npz", "uni_skip.npz.pkl", "bi_skip.npz", "bi_skip.npz
 class ArrayUnpickler(pickle.Unpickler):
     """Unpickles plain values and NumPy arrays only: any other global (a class, a function) is refused."""
 
-    allowed = {("numpy", "ndarray"), ("numpy", "dtype"), ("numpy.core.multiarray", "_reconstruct"),
-               ("numpy._core.multiarray", "_reconstruct"), ("numpy.core.multiarray", "scalar"),
-               ("numpy._core.multiarray", "scalar")}
+    allowed = frozenset({("numpy", "ndarray"), ("numpy", "dtype"), ("numpy.core.multiarray", "_reconstruct"),
+                         ("numpy._core.multiarray", "_reconstruct"), ("numpy.core.multiarray", "scalar"),
+                         ("numpy._core.multiarray", "scalar")})
 
     def find_class(self, module: str, name: str):
         if (module, name) not in self.allowed:
@@ -143,13 +144,6 @@ class SkipThoughtGRU(nn.Module):
         return state
 
 
-def _reverse_within_length(x: Tensor, lengths: Tensor) -> Tensor:
-    """(N, S, D) with each row's first ``lengths[n]`` steps reversed, the rest kept."""
-    steps = torch.arange(x.shape[1], device=x.device).unsqueeze(0)
-    index = torch.where(steps < lengths.unsqueeze(1), lengths.unsqueeze(1) - 1 - steps, steps)
-    return x.gather(1, index.unsqueeze(-1).expand_as(x))
-
-
 class SkipThoughtsEncoder(nn.Module):
     """Combine-skip sentence vectors (4,800) of sentences given as rows of the released word tables.
 
@@ -213,7 +207,7 @@ class SkipThoughtsEncoder(nn.Module):
         uni = self.uni(self.uni_table[rows], mask)
         bi_inputs = self.bi_table[rows]
         forward = self.bi_forward(bi_inputs, mask)
-        backward = self.bi_backward(_reverse_within_length(bi_inputs, lengths + 1), mask)
+        backward = self.bi_backward(reverse_within_length(bi_inputs, lengths + 1), mask)
         bi = torch.cat([forward, backward], dim=-1)
         return torch.cat([F.normalize(uni, dim=-1), F.normalize(bi, dim=-1)], dim=-1)  # (N, 4800)
 

@@ -167,7 +167,7 @@ def test_ctpe_elmo_fits_and_evaluates_through_the_cli(tmp_path, capsys):
 
 
 def test_a_missing_weights_file_stops_the_cli_in_one_line(tmp_path, capsys):
-    options_file, weights_file = write_elmo_release(tmp_path / "elmo")
+    options_file, _ = write_elmo_release(tmp_path / "elmo")
     with pytest.raises(SystemExit) as stopped:
         main(["fit", "--config", elmo_config(tmp_path, options_file, tmp_path / "absent.hdf5")])
     error = capsys.readouterr().err.strip()

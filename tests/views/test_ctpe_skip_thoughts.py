@@ -16,7 +16,12 @@ from journeys import write_ctpe_task
 
 from lit_docemb.commands.cli import main
 from lit_docemb.errors import ConfigError
-from lit_docemb.views.ctpe import SentenceWordIds, SkipThoughtSentences, preprocess_sentences, split_fields
+from lit_docemb.views.ctpe import (
+    SentenceWordIds,
+    SkipThoughtSentences,
+    preprocess_sentences,
+    split_fields,
+)
 
 WORDS = ["the", "keeper", "counted", "gulls", "storm", "came", "late"]  # "left" is not in the dictionary
 
