@@ -121,7 +121,7 @@ class CTPE(EmbeddingMethod):
         self.field_corpus = None  # the DataModule's corpus, whose field cache the first collator opens
         self.encoder: CoupledPairEncoder | None = None
         self.samplers: dict[str, PartnerSampler] = {}
-        if isinstance(self.embeddings, TransformerTokens | SkipThoughtSentences):  # vocabularies of their own
+        if isinstance(self.embeddings, TransformerTokens | ElmoTokens | SkipThoughtSentences):  # no corpus vocabulary
             self._install(*self.embeddings.build())
 
     def _install(self, tokenizer, token_vectors) -> None:

@@ -163,6 +163,34 @@ def reverse_within_length(x: Tensor, lengths: Tensor) -> Tensor:
     return x.gather(1, index.unsqueeze(-1).expand_as(x))
 
 
+def group_units(input_ids: Tensor, attention_mask: Tensor, end_id: int) -> tuple[Tensor, Tensor, Tensor]:
+    """Ids (B, T) that close each unit (a word of characters, a sentence of words) with ``end_id`` → the members
+    (N, L) of the N units in order (row by row; a last unit without its end id counts too; 0 after a unit's end),
+    their lengths (N,) and the units of each row (B,)."""
+    valid = attention_mask.bool()
+    is_end = (input_ids == end_id) & valid
+    lengths = valid.long().sum(1)  # (B,)
+    last = input_ids.gather(1, (lengths - 1).clamp(min=0).unsqueeze(1)).squeeze(1)
+    count = is_end.long().sum(1) + ((lengths > 0) & (last != end_id)).long()  # (B,)
+    row_start = torch.cumsum(count, 0) - count  # (B,) the first unit of each row
+    unit_of = (row_start.unsqueeze(1) + torch.cumsum(is_end.long(), 1) - is_end.long())  # (B, T)
+    is_member = valid & ~is_end
+    unit_of_member = unit_of[is_member]  # (K,), nondecreasing
+    position = torch.arange(len(unit_of_member), device=input_ids.device) - \
+        torch.searchsorted(unit_of_member, unit_of_member)  # (K,) index within its unit
+    total = int(count.sum())
+    unit_lengths = torch.bincount(unit_of_member, minlength=total)  # (N,)
+    members = input_ids.new_zeros(total, max(int(unit_lengths.max()) if total else 0, 1))  # (N, L)
+    members[unit_of_member, position] = input_ids[is_member]
+    return members, unit_lengths, count
+
+
+def unit_mask(count: Tensor) -> Tensor:
+    """(B, U) 1 where a row has its u-th unit, U the most units of a row (at least 1)."""
+    width = max(int(count.max()) if len(count) else 0, 1)
+    return (torch.arange(width, device=count.device).unsqueeze(0) < count.unsqueeze(1)).long()
+
+
 class ElmoBiLM(nn.Module):
     """ELMo's character encoder and biLSTM (module docstring); build it from the released files with
     :meth:`from_files`."""
@@ -281,35 +309,49 @@ def mix_layers(layers: Tensor, layer_mix: LayerMix) -> Tensor:
 
 
 class FrozenElmoStates(nn.Module):
-    """ELMo's contextual vectors of the words of a fixed vocabulary, frozen (CTPE §4.2 uses the pretrained models
-    without fine-tuning): word ids (B, T) → (B, T, 2P), each part of a document one ELMo sentence. It stays in eval
-    mode when its parent trains.
+    """ELMo's contextual word vectors, frozen (CTPE §4.2 uses the pretrained models without fine-tuning): ids (B, T)
+    of each word's UTF-8 bytes (``first_byte_id`` + byte) closed by ``word_end_id`` → the vectors of the words (B, W,
+    2P) and their mask (B, W) (:meth:`units`), each part of a document one ELMo sentence. Any word encodes (ELMo reads
+    characters). It stays in eval mode when its parent trains.
 
     Args:
         bilm: The loaded :class:`ElmoBiLM`.
-        words: The word of each id; id 0 is padding (no characters) and ``unknown_id`` is read as ``<UNK>``, the
-            unknown-word token of the 1B Word Benchmark that ELMo was trained on.
         layer_mix: ``"mean"`` or ``"top"`` (:func:`mix_layers`).
-        unknown_id: The id of words outside the vocabulary.
+        word_end_id: The id that closes a word.
+        first_byte_id: The id of byte 0.
     """
 
-    def __init__(self, bilm: ElmoBiLM, words: list[str], layer_mix: LayerMix = "mean", unknown_id: int = 1) -> None:
+    def __init__(self, bilm: ElmoBiLM, layer_mix: LayerMix = "mean", word_end_id: int = 1,
+                 first_byte_id: int = 2) -> None:
         super().__init__()
         if layer_mix not in ("mean", "top"):
             raise BadArgument("layer_mix", f"must be 'mean' or 'top', got {layer_mix!r}")
         self.bilm = bilm.requires_grad_(False).eval()
-        width = bilm.options.max_characters_per_token
-        table = [character_ids("<UNK>" if row == unknown_id else word, width) for row, word in enumerate(words)]
-        table[0] = [0] * width
-        self.register_buffer("word_characters", torch.tensor(table, dtype=torch.long), persistent=False)  # (V, C)
         self.layer_mix, self.dim = layer_mix, bilm.dim
+        self.word_end_id, self.first_byte_id = word_end_id, first_byte_id
 
     def train(self, mode: bool = True) -> FrozenElmoStates:
         super().train(mode)
         self.bilm.eval()
         return self
 
-    def forward(self, input_ids: Tensor, attention_mask: Tensor) -> Tensor:
+    def units(self, input_ids: Tensor, attention_mask: Tensor) -> tuple[Tensor, Tensor]:
+        """Byte and word-end ids (B, T) with their mask → word vectors (B, W, 2P) and word mask (B, W)."""
         with torch.no_grad():
-            layers = self.bilm(self.word_characters[input_ids], attention_mask)  # (L + 1, B, T, 2P)
-            return mix_layers(layers, self.layer_mix)  # (B, T, 2P)
+            members, lengths, count = group_units(input_ids, attention_mask, self.word_end_id)  # (N, L), (N,), (B,)
+            width = self.bilm.options.max_characters_per_token
+            kept = lengths.clamp(max=width - 2)  # ELMo reads a word's first max_characters - 2 bytes
+            steps = torch.arange(width, device=input_ids.device).unsqueeze(0)  # (1, C)
+            characters = torch.full((len(members), width), PADDING_CHARACTER + 1, dtype=torch.long,
+                                    device=input_ids.device)
+            characters[:, 0] = BEGIN_WORD + 1
+            inside = (steps >= 1) & (steps <= kept.unsqueeze(1))
+            source = (steps - 1).clamp(min=0, max=members.shape[1] - 1).expand(len(members), -1)
+            bytes_ = members.gather(1, source) - self.first_byte_id + 1  # (N, C) byte + 1
+            characters = torch.where(inside, bytes_, characters)
+            characters = torch.where(steps == kept.unsqueeze(1) + 1, torch.full_like(characters, END_WORD + 1),
+                                     characters)
+            mask = unit_mask(count)  # (B, W)
+            words = characters.new_zeros(*mask.shape, width)  # (B, W, C)
+            words[mask.bool()] = characters
+            return mix_layers(self.bilm(words, mask), self.layer_mix), mask  # (B, W, 2P), (B, W)

@@ -35,7 +35,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from lit_docemb.errors import BadArgument
-from lit_docemb.models.elmo import reverse_within_length
+from lit_docemb.models.elmo import group_units, reverse_within_length, unit_mask
 
 RELEASE_FILES = ("uni_skip.npz", "uni_skip.npz.pkl", "bi_skip.npz", "bi_skip.npz.pkl", "utable.npy", "btable.npy",
                  "dictionary.txt")
@@ -237,24 +237,10 @@ class FrozenSkipThoughtStates(nn.Module):
     def units(self, input_ids: Tensor, attention_mask: Tensor) -> tuple[Tensor, Tensor]:
         """Word and end ids (B, T) with their mask → sentence vectors (B, S, 4,800) and sentence mask (B, S)."""
         with torch.no_grad():
-            valid = attention_mask.bool()
-            is_end = (input_ids == self.sentence_end_id) & valid
-            lengths = valid.long().sum(1)  # (B,)
-            last = input_ids.gather(1, (lengths - 1).clamp(min=0).unsqueeze(1)).squeeze(1)
-            count = is_end.long().sum(1) + ((lengths > 0) & (last != self.sentence_end_id)).long()  # (B,)
-            row_start = torch.cumsum(count, 0) - count  # (B,) first sentence of each row
-            sentence_in_row = torch.cumsum(is_end.long(), 1) - is_end.long()  # (B, T) ends before t
-            is_word = valid & ~is_end
-            sentence_of_word = (row_start.unsqueeze(1) + sentence_in_row)[is_word]  # (K,), nondecreasing
-            position = torch.arange(len(sentence_of_word), device=input_ids.device) - \
-                torch.searchsorted(sentence_of_word, sentence_of_word)  # (K,) index within its sentence
-            total = int(count.sum())
-            sentence_lengths = torch.bincount(sentence_of_word, minlength=total)  # (N,)
-            rows = input_ids.new_zeros(total, max(int(sentence_lengths.max()) if total else 0, 1))  # (N, L)
-            rows[sentence_of_word, position] = input_ids[is_word] - self.first_word_id
-            vectors = self.encoder(rows, sentence_lengths)  # (N, 4800)
-            width = max(int(count.max()) if len(count) else 0, 1)
-            mask = torch.arange(width, device=input_ids.device).unsqueeze(0) < count.unsqueeze(1)  # (B, S)
-            out = vectors.new_zeros(len(input_ids), width, self.dim)
-            out[mask] = vectors
-            return out, mask.long()
+            members, lengths, count = group_units(input_ids, attention_mask, self.sentence_end_id)
+            rows = torch.where(members > 0, members - self.first_word_id, torch.zeros_like(members))  # (N, L)
+            vectors = self.encoder(rows, lengths)  # (N, 4800)
+            mask = unit_mask(count)  # (B, S)
+            out = vectors.new_zeros(*mask.shape, self.dim)
+            out[mask.bool()] = vectors
+            return out, mask

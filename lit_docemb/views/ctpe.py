@@ -33,7 +33,7 @@ class PairSplitter:
     same ids.
 
     Args:
-        tokenizer: A :class:`WordTokenizer`, :class:`HFTokenIds` or :class:`SentenceWordIds`.
+        tokenizer: A :class:`WordTokenizer`, :class:`HFTokenIds`, :class:`CharacterIds` or :class:`SentenceWordIds`.
         pos: The split position (:func:`check_pos`).
         max_length: Ids kept per part.
         cached: The field cache's rows by document id, made with the same tokenizer; ``None``: always the text.
@@ -44,7 +44,7 @@ class PairSplitter:
 
     def __call__(self, doc: Document) -> tuple[list[int], list[int]] | None:
         row = None if self.cached is None else self.cached.get(doc.id)
-        unit_end_id = getattr(self.tokenizer, "sentence_end_id", None)  # parts of sentences: max_length counts them
+        unit_end_id = getattr(self.tokenizer, "unit_end_id", None)  # parts of words / sentences: max_length counts them
         if row is not None:
             return split_fields(row.fields(), self.pos, self.max_length, unit_end_id)
         return split_ids(doc, self.pos, self.tokenizer.encode, self.max_length, unit_end_id)
@@ -450,11 +450,33 @@ class TransformerTokens:
         return HFTokenIds(self.encoder), FrozenTransformerStates(self.encoder)
 
 
+class CharacterIds:
+    """Text → the UTF-8 bytes of its words (after :func:`preprocess_words`), ``first_byte_id`` + byte, each word closed
+    by ``unit_end_id``: ELMo reads characters, so any word encodes, and ``max_length`` counts words
+    (:func:`split_fields`)."""
+
+    unit_end_id, first_byte_id, pad_id = 1, 2, 0
+
+    def __len__(self) -> int:
+        return 256 + self.first_byte_id
+
+    def encode(self, text: str) -> list[int]:
+        ids = []
+        for word in preprocess_words(text):
+            ids.extend(byte + self.first_byte_id for byte in word.encode("utf-8"))
+            ids.append(self.unit_end_id)
+        return ids
+
+    def key(self) -> str:
+        """The encoding's name (it has no vocabulary)."""
+        return "utf-8-bytes"
+
+
 class ElmoTokens:
     """ELMo's contextual word vectors, frozen (Table 4's ELMo row: "Original (5.5B)" from allennlp.org/elmo, read by
     :mod:`lit_docemb.models.elmo`). The words are those of :func:`preprocess_words` (the paper preprocesses every
-    model's input the same way), the vocabulary every word of the training documents (``min_count`` 1, saved in the
-    checkpoint); each former and latter part is one ELMo sentence, cut at ``max_length`` words.
+    model's input the same way), given to ELMo as characters (:class:`CharacterIds`); each former and latter part is
+    one ELMo sentence of at most ``max_length`` words.
 
     Args:
         options_file: ``elmo_2x4096_512_2048cnn_2xhighway_5.5B_options.json``.
@@ -468,22 +490,14 @@ class ElmoTokens:
             raise BadArgument("embeddings.init_args.layer_mix", f"must be 'mean' or 'top', got {layer_mix!r}")
         self.options_file, self.weights_file, self.layer_mix = options_file, weights_file, layer_mix
 
-    def _states(self, tokenizer: WordTokenizer) -> FrozenElmoStates:
-        """Reads the files (when CTPE is prepared: a missing or mismatched file stops there in one line)."""
+    def build(self, texts: Sequence[str] = ()) -> tuple[CharacterIds, FrozenElmoStates]:
+        """Reads the files (when CTPE is built: a missing or mismatched file stops there in one line)."""
         try:
             bilm = ElmoBiLM.from_files(self.options_file, self.weights_file)
         except BadArgument as err:
-            raise BadArgument(f"model.init_args.embeddings.init_args.{err.argument}", err.problem) from err
-        return FrozenElmoStates(bilm, tokenizer.words, self.layer_mix, unknown_id=tokenizer.index[UNK])
-
-    def build(self, texts: Sequence[str]) -> tuple[WordTokenizer, FrozenElmoStates]:
-        tokenizer = WordTokenizer.from_texts(texts, min_count=1)
-        return tokenizer, self._states(tokenizer)
-
-    def restore(self, words: Sequence[str]) -> tuple[WordTokenizer, FrozenElmoStates]:
-        """The tokenizer and ELMo of a saved vocabulary."""
-        tokenizer = WordTokenizer(words)
-        return tokenizer, self._states(tokenizer)
+            raise BadArgument(f"embeddings.init_args.{err.argument}", err.problem) from err
+        tokenizer = CharacterIds()
+        return tokenizer, FrozenElmoStates(bilm, self.layer_mix, tokenizer.unit_end_id, tokenizer.first_byte_id)
 
 
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+|\n+")
@@ -498,7 +512,7 @@ def preprocess_sentences(text: str) -> list[str]:
 
 
 class SentenceWordIds:
-    """Text → the ids of its sentences' words, each sentence closed by ``sentence_end_id`` (§4.1's sentences,
+    """Text → the ids of its sentences' words, each sentence closed by ``unit_end_id`` (§4.1's sentences,
     :func:`preprocess_sentences`): a word's id is ``first_word_id`` plus its row in Skip-thoughts' ``dictionary.txt``
     (``UNK``'s row for a word it lacks), so any text encodes, and ``max_length`` counts sentences
     (:func:`split_fields`).
@@ -507,7 +521,7 @@ class SentenceWordIds:
         dictionary: The words of ``dictionary.txt`` in order.
     """
 
-    sentence_end_id, first_word_id, pad_id = 1, 2, 0
+    unit_end_id, first_word_id, pad_id = 1, 2, 0
 
     def __init__(self, dictionary: Sequence[str]) -> None:
         self.index = {word: row + self.first_word_id for row, word in reversed(list(enumerate(dictionary)))}
@@ -522,7 +536,7 @@ class SentenceWordIds:
         ids = []
         for sentence in preprocess_sentences(text):
             ids.extend(self.index.get(word, self.unknown_id) for word in sentence.split())
-            ids.append(self.sentence_end_id)
+            ids.append(self.unit_end_id)
         return ids
 
     def key(self) -> str:
@@ -552,4 +566,4 @@ class SkipThoughtSentences:
         except BadArgument as err:
             raise BadArgument(f"embeddings.init_args.{err.argument}", err.problem) from err
         tokenizer = SentenceWordIds(dictionary)
-        return tokenizer, FrozenSkipThoughtStates(encoder, tokenizer.sentence_end_id, tokenizer.first_word_id)
+        return tokenizer, FrozenSkipThoughtStates(encoder, tokenizer.unit_end_id, tokenizer.first_word_id)

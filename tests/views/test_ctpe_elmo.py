@@ -17,7 +17,7 @@ from journeys import write_ctpe_task
 from lit_docemb.commands.cli import main
 from lit_docemb.errors import ConfigError
 from lit_docemb.models.elmo import ElmoBiLM, character_ids
-from lit_docemb.views.ctpe import ElmoTokens, WordTokenizer
+from lit_docemb.views.ctpe import CharacterIds, ElmoTokens, split_fields
 
 
 def sigmoid(x):
@@ -102,32 +102,37 @@ def test_elmo_matches_the_step_by_step_reference(tmp_path):
     assert character_ids("<S>")[:4] == [259, 257, 260, 261]
 
 
-def test_frozen_states_average_and_refusals(tmp_path):
+def test_frozen_states_read_any_word_as_characters_and_refusals(tmp_path):
     options_file, weights_file = write_elmo_release(tmp_path)
     spec = ElmoTokens(str(options_file), str(weights_file), layer_mix="top")
-    tokenizer, states = spec.build(["The keeper counted gulls.", "A storm came"])
-    assert isinstance(tokenizer, WordTokenizer) and states.dim == 12
-    ids = torch.tensor([tokenizer.encode("keeper counted gulls"), tokenizer.encode("storm came zebra")])
-    vectors = states(ids, torch.ones_like(ids))
-    assert not vectors.requires_grad and vectors.shape == (2, 3, 12)
+    tokenizer, states = spec.build()
+    assert isinstance(tokenizer, CharacterIds) and states.dim == 12
+    first, second = tokenizer.encode("Keeper counted GULLS."), tokenizer.encode("storm came zébra" + "x" * 60)
+    assert first[:7] == [ord(c) + 2 for c in "keeper"] + [1] and first.count(1) == 3
+    ids = torch.tensor([first + [0] * (len(second) - len(first)), second])
+    mask = (torch.arange(len(second)) < torch.tensor([[len(first)], [len(second)]])).long()
+    vectors, words = states.units(ids, mask)
+    assert not vectors.requires_grad and vectors.shape == (2, 3, 12) and words.tolist() == [[1, 1, 1], [1, 1, 1]]
     with h5py.File(weights_file, "r") as h5:
         np.testing.assert_allclose(vectors[0].numpy(), reference_layers(h5, ["keeper", "counted", "gulls"])[2],
                                    atol=1e-5)
-        # "zebra" is not in the vocabulary: it is read as ELMo's <UNK>
-        np.testing.assert_allclose(vectors[1].numpy(), reference_layers(h5, ["storm", "came", "<UNK>"])[2], atol=1e-5)
+        np.testing.assert_allclose(vectors[1].numpy(), reference_layers(h5, ["storm", "came", "zébra" + "x" * 60])[2],
+                                   atol=1e-5)  # any word, cut to ELMo's 48 bytes
+    fields = [("title", tokenizer.encode("The keeper")), ("abstract", first)]
+    assert split_fields(fields, "title", 2, unit_end_id=1) == (fields[0][1], first[:first.index(1, 7) + 1])
     states.train()
     assert not states.bilm.training
-    with pytest.raises(ConfigError, match=r"model.init_args.embeddings.init_args.weights_file: no file at .*missing.hdf5"):
-        ElmoTokens(str(options_file), str(tmp_path / "missing.hdf5")).build(["a b"])
+    with pytest.raises(ConfigError, match=r"embeddings.init_args.weights_file: no file at .*missing.hdf5"):
+        ElmoTokens(str(options_file), str(tmp_path / "missing.hdf5")).build()
     other = json.loads(json.dumps(ELMO_TINY_OPTIONS))
     other["lstm"]["dim"] = 11
     (tmp_path / "other.json").write_text(json.dumps(other))
     with pytest.raises(ConfigError, match=r"other.json' does not match .*elmo_weights.hdf5': dataset char_embed|"
                                           r"other.json' does not match .*elmo_weights.hdf5': dataset RNN_0"):
-        ElmoTokens(str(tmp_path / "other.json"), str(weights_file)).build(["a b"])
+        ElmoTokens(str(tmp_path / "other.json"), str(weights_file)).build()
     (tmp_path / "broken.hdf5").write_text("not hdf5")
     with pytest.raises(ConfigError, match="broken.hdf5' is not an hdf5 file"):
-        ElmoTokens(str(options_file), str(tmp_path / "broken.hdf5")).build(["a b"])
+        ElmoTokens(str(options_file), str(tmp_path / "broken.hdf5")).build()
     with pytest.raises(ConfigError, match="layer_mix: must be 'mean' or 'top'"):
         ElmoTokens(str(options_file), str(weights_file), layer_mix="sum")
 
@@ -172,4 +177,5 @@ def test_a_missing_weights_file_stops_the_cli_in_one_line(tmp_path, capsys):
         main(["fit", "--config", elmo_config(tmp_path, options_file, tmp_path / "absent.hdf5")])
     error = capsys.readouterr().err.strip()
     assert stopped.value.code == 2 and "absent.hdf5" in error and "Traceback" not in error
-    assert "weights_file: no file at" in error and "allennlp.org/elmo" in error
+    assert "model.init_args.embeddings.init_args.weights_file: no file at" in error and "allennlp.org/elmo" in error
+    assert len(error.splitlines()) == 1, error
