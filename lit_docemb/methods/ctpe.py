@@ -70,7 +70,8 @@ class CTPE(EmbeddingMethod):
             :class:`~lit_docemb.views.ctpe.SkipThoughtSentences` (frozen Skip-thoughts sentence vectors: the parts'
             tokens are then sentences).
         pos: Split position: ``"title"``, ``"before:<Section heading>"`` or a token ratio in (0, 1).
-        max_length: l_max, tokens kept per part (paper: 200; with sentence vectors, sentences: the paper's l = 20).
+        max_length: l_max, tokens kept per part (paper: 200; words with ElmoTokens; sentences with
+            SkipThoughtSentences, the paper's l = 20).
         n_filters: n_f, filters per kernel width (paper: 1,024).
         kernel_widths: n_s (paper: 1, 2, 3, 5).
         share_part_encoders: One CNN for former and latter parts (the paper has one each).
@@ -83,8 +84,8 @@ class CTPE(EmbeddingMethod):
             vocabulary and read by the collators on every pass (``None``: the ``datasets`` cache folder).
         document_vector: ``"coupled"``: the pair (v_f, v_b) of the two CNNs (CTPE); ``"average"``: Table 4's avg
             column (§4.5: "uses average embedding instead of coupled text pair representation"), the mean of the
-            token (or sentence) vectors of both parts (each cut at ``max_length``), no CNN, given as the pair (mean, mean) so
-            that eq. 2 ranks by its cosine. It trains nothing: ``fit`` refuses it, ``evaluate`` scores it.
+            token (or word, sentence) vectors of both parts (each cut at ``max_length``), no CNN, given as the pair
+            (mean, mean) so that eq. 2 ranks by its cosine. It trains nothing: ``fit`` refuses it, ``evaluate`` scores it.
     """
 
     default_learning_rate = 1e-3
