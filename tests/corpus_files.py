@@ -890,3 +890,81 @@ def record_cache_builds(monkeypatch) -> list:
 
     monkeypatch.setattr(passage_cache, "open_rows_table", recorded)
     return built_with
+
+
+ELMO_TINY_OPTIONS = {"lstm": {"use_skip_connections": True, "projection_dim": 6, "cell_clip": 0.6, "proj_clip": 0.5,
+                              "dim": 10, "n_layers": 2},
+                     "char_cnn": {"activation": "relu", "filters": [[1, 3], [2, 4], [3, 5]], "n_highway": 2,
+                                  "embedding": {"dim": 4}, "n_characters": 262, "max_characters_per_token": 50}}
+"""allennlp's ELMo options layout (``elmo_2x4096_512_2048cnn_2xhighway_5.5B_options.json``) at toy sizes."""
+
+
+def write_elmo_release(folder: Path, seed: int = 0, options: dict | None = None) -> tuple[Path, Path]:
+    """(options json, weights hdf5) in the layout of allennlp.org/elmo's release (the dataset names and shapes of
+    ``..._5.5B_weights.hdf5``, TensorFlow's ``x @ W`` orientation), random weights at toy sizes."""
+    import h5py
+    import numpy as np
+
+    options = options or ELMO_TINY_OPTIONS
+    rng = np.random.default_rng(seed)
+    cnn, lstm = options["char_cnn"], options["lstm"]
+    char_dim, total = cnn["embedding"]["dim"], sum(count for _, count in cnn["filters"])
+    size, cell = lstm["projection_dim"], lstm["dim"]
+
+    def normal(*shape: int, scale: float = 0.5):
+        return rng.normal(0.0, scale, shape).astype(np.float32)
+
+    folder.mkdir(parents=True, exist_ok=True)
+    options_path, weights_path = folder / "elmo_options.json", folder / "elmo_weights.hdf5"
+    options_path.write_text(json.dumps(options), encoding="utf-8")
+    with h5py.File(weights_path, "w") as handle:
+        handle["char_embed"] = normal(cnn["n_characters"] - 1, char_dim)
+        for i, (width, count) in enumerate(cnn["filters"]):
+            handle[f"CNN/W_cnn_{i}"] = normal(1, width, char_dim, count)
+            handle[f"CNN/b_cnn_{i}"] = normal(count)
+        for k in range(cnn["n_highway"]):
+            for name, shape in (("W_transform", (total, total)), ("W_carry", (total, total)),
+                                ("b_transform", (total,)), ("b_carry", (total,))):
+                handle[f"CNN_high_{k}/{name}"] = normal(*shape)
+        handle["CNN_proj/W_proj"], handle["CNN_proj/b_proj"] = normal(total, size), normal(size)
+        for direction in range(2):
+            for layer in range(lstm["n_layers"]):
+                prefix = f"RNN_{direction}/RNN/MultiRNNCell/Cell{layer}/LSTMCell"
+                handle[f"{prefix}/W_0"], handle[f"{prefix}/B"] = normal(2 * size, 4 * cell), normal(4 * cell)
+                handle[f"{prefix}/W_P_0"] = normal(cell, size)
+    return options_path, weights_path
+
+
+def write_skip_thoughts_release(folder: Path, words: list[str], seed: int = 0, dim_word: int = 5, uni_dim: int = 6,
+                                bi_dim: int = 4) -> Path:
+    """The seven files of github.com/ryankiros/skip-thoughts' generic model in their released layout, at toy sizes:
+    ``uni_skip.npz``/``bi_skip.npz`` (the GRU encoders' ``encoder_*`` / ``encoder_r_*`` entries, plus ``Wemb`` and an
+    object-array ``history_errs`` as training saved them), their ``.npz.pkl`` option dicts (pickle protocol 0, as
+    Python 2 wrote them), ``utable.npy``/``btable.npy`` (object arrays of one vector per word) and ``dictionary.txt``
+    (``words`` then ``UNK`` and ``<eos>``, one a line)."""
+    import pickle
+
+    import numpy as np
+
+    rng = np.random.default_rng(seed)
+    folder.mkdir(parents=True, exist_ok=True)
+    dictionary = [*words, "UNK", "<eos>"]
+    (folder / "dictionary.txt").write_bytes("".join(f"{w}\n" for w in dictionary).encode("utf-8"))
+    for name in ("utable.npy", "btable.npy"):
+        table = np.empty(len(dictionary), dtype=object)
+        for row in range(len(dictionary)):
+            table[row] = rng.normal(0.0, 0.7, dim_word).astype(np.float32)
+        np.save(folder / name, table, allow_pickle=True)
+    for model, dim, prefixes in (("uni_skip", uni_dim, ("encoder",)), ("bi_skip", bi_dim, ("encoder", "encoder_r"))):
+        params = {"Wemb": rng.normal(size=(len(dictionary), dim_word)).astype(np.float32)}
+        for prefix in prefixes:
+            for name, shape in (("W", (dim_word, 2 * dim)), ("b", (2 * dim,)), ("U", (dim, 2 * dim)),
+                                ("Wx", (dim_word, dim)), ("bx", (dim,)), ("Ux", (dim, dim))):
+                params[f"{prefix}_{name}"] = rng.normal(0.0, 0.7, shape).astype(np.float32)
+        history = np.empty(2, dtype=object)
+        history[0], history[1] = [1.5, 2.0], [1.2]
+        np.savez(folder / f"{model}.npz", history_errs=history, **params)
+        options = {"dim_word": dim_word, "dim": dim, "encoder": "gru", "n_words": len(dictionary),
+                   "saveto": f"{model}.npz", "reload_": False}
+        (folder / f"{model}.npz.pkl").write_bytes(pickle.dumps(options, protocol=0))
+    return folder

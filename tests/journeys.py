@@ -18,6 +18,7 @@ from corpus_files import (
     labelled_docs,
     write_aan_network,
     write_bbc_release,
+    write_elmo_release,
     write_arxiv_snapshot,
     write_fakenews,
     write_google_patents,
@@ -29,11 +30,15 @@ from corpus_files import (
     write_instructor_folder,
     write_ppdb,
     write_release,
+    topic_texts,
+    write_skip_thoughts_release,
     write_robust04,
     write_text_gcn,
     write_wikipedia_dump,
     write_wikir_dump,
 )
+
+from lit_docemb.views.ctpe import preprocess_words
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -291,6 +296,12 @@ def _ctpe(args: dict, encoder: str, folder: Path) -> dict:
     init = dict(embeddings.get("init_args") or {})
     if "encoder" in init:
         init["encoder"] = encoder
+    elif "weights_file" in init:  # ElmoTokens: a tiny release in allennlp's layout
+        options_file, weights_file = write_elmo_release(folder / "elmo")
+        init.update(options_file=str(options_file), weights_file=str(weights_file))
+    elif "folder" in init:  # SkipThoughtSentences: a tiny release in the authors' layout
+        words = sorted({w for text in topic_texts(8) for w in preprocess_words(text)})  # the embedded documents' words
+        init["folder"] = str(write_skip_thoughts_release(folder / "skip_thoughts", words))
     else:
         init.update(dim=16, min_count=1, epochs=1)
     update = {"embeddings": {**embeddings, "init_args": init}, "n_filters": 8, "max_length": 32}

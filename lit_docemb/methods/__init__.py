@@ -8,7 +8,7 @@ from lit_docemb.methods.dense_retrieval import DenseRetrieval
 from lit_docemb.methods.docsplit import DocSplit
 from lit_docemb.methods.graph_roberta import GraphRoBERTa
 from lit_docemb.methods.schedulers import LinearWarmupDecay
-from lit_docemb.views.ctpe import TransformerTokens, WordEmbeddings
+from lit_docemb.views.ctpe import ElmoTokens, SkipThoughtSentences, TransformerTokens, WordEmbeddings
 
 __all__ = [
            "CTPE",
@@ -18,9 +18,11 @@ __all__ = [
            "DenseRetrieval",
            "DocSplit",
            "DocumentClassifier",
+           "ElmoTokens",
            "EmbeddingMethod",
            "GraphRoBERTa",
            "LinearWarmupDecay",
+           "SkipThoughtSentences",
            "TransformerTokens",
            "WordEmbeddings",
 ]

@@ -36,9 +36,11 @@ from lit_docemb.models.ctpe import CoupledPairEncoder, coupled_pair_similarity
 from lit_docemb.views.ctpe import (
     CoupledDocumentCollator,
     CoupledPairCollator,
+    ElmoTokens,
     FieldIds,
     PairSplitter,
     PartnerSampler,
+    SkipThoughtSentences,
     TransformerTokens,
     WordEmbeddings,
     WordTokenizer,
@@ -63,9 +65,13 @@ class CTPE(EmbeddingMethod):
     Args:
         embeddings: Token vectors: :class:`~lit_docemb.views.ctpe.WordEmbeddings` (default: word2vec
             on the training corpus, 100 dimensions, trainable) or
-            :class:`~lit_docemb.views.ctpe.TransformerTokens` (a frozen pretrained encoder).
+            :class:`~lit_docemb.views.ctpe.TransformerTokens` (a frozen pretrained encoder) or
+            :class:`~lit_docemb.views.ctpe.ElmoTokens` (frozen ELMo, from allennlp's released files) or
+            :class:`~lit_docemb.views.ctpe.SkipThoughtSentences` (frozen Skip-thoughts sentence vectors: the parts'
+            tokens are then sentences).
         pos: Split position: ``"title"``, ``"before:<Section heading>"`` or a token ratio in (0, 1).
-        max_length: l_max, tokens kept per part (paper: 200).
+        max_length: l_max, tokens kept per part (paper: 200; words with ElmoTokens; sentences with
+            SkipThoughtSentences, the paper's l = 20).
         n_filters: n_f, filters per kernel width (paper: 1,024).
         kernel_widths: n_s (paper: 1, 2, 3, 5).
         share_part_encoders: One CNN for former and latter parts (the paper has one each).
@@ -78,8 +84,8 @@ class CTPE(EmbeddingMethod):
             vocabulary and read by the collators on every pass (``None``: the ``datasets`` cache folder).
         document_vector: ``"coupled"``: the pair (v_f, v_b) of the two CNNs (CTPE); ``"average"``: Table 4's avg
             column (§4.5: "uses average embedding instead of coupled text pair representation"), the mean of the
-            token vectors of both parts (each cut at ``max_length``), no CNN, given as the pair (mean, mean) so
-            that eq. 2 ranks by its cosine. It trains nothing: ``fit`` refuses it, ``evaluate`` scores it.
+            token (or word, sentence) vectors of both parts (each cut at ``max_length``), no CNN, given as the pair
+            (mean, mean) so that eq. 2 ranks by its cosine. It trains nothing: ``fit`` refuses it, ``evaluate`` scores it.
     """
 
     default_learning_rate = 1e-3
@@ -87,7 +93,7 @@ class CTPE(EmbeddingMethod):
 
     def __init__(
         self,
-        embeddings: WordEmbeddings | TransformerTokens | None = None,
+        embeddings: WordEmbeddings | TransformerTokens | ElmoTokens | SkipThoughtSentences | None = None,
         pos: float | str = "title",
         max_length: int = 200,
         n_filters: int = 1024,
@@ -116,7 +122,7 @@ class CTPE(EmbeddingMethod):
         self.field_corpus = None  # the DataModule's corpus, whose field cache the first collator opens
         self.encoder: CoupledPairEncoder | None = None
         self.samplers: dict[str, PartnerSampler] = {}
-        if isinstance(self.embeddings, TransformerTokens):
+        if isinstance(self.embeddings, TransformerTokens | ElmoTokens | SkipThoughtSentences):  # no corpus vocabulary
             self._install(*self.embeddings.build())
 
     def _install(self, tokenizer, token_vectors) -> None:
@@ -192,8 +198,9 @@ class CTPE(EmbeddingMethod):
         if self.hparams.document_vector == "average":
             total, count = 0.0, 0.0
             for part in (batch.former, batch.latter):
-                weights = part.attention_mask.unsqueeze(-1).float()  # (B, T, 1)
-                total = total + (self.encoder.token_vectors(part.input_ids, part.attention_mask).float() * weights).sum(1)
+                vectors, mask = self.encoder.part_vectors(part.input_ids, part.attention_mask)  # (B, U, E), (B, U)
+                weights = mask.unsqueeze(-1).float()  # (B, U, 1)
+                total = total + (vectors.float() * weights).sum(1)
                 count = count + weights.sum(1)
             mean = total / count.clamp(min=1.0)  # (B, E)
             return torch.stack([mean, mean], dim=1)

@@ -117,7 +117,8 @@ class CoupledPairEncoder(nn.Module):
     The embedding model E is one for the whole text, so the token vectors are shared by both parts.
 
     Args:
-        token_vectors: Module (input_ids (B, T), attention_mask (B, T)) → (B, T, E) with an attribute ``dim``.
+        token_vectors: Module (input_ids (B, T), attention_mask (B, T)) → (B, T, E) with an attribute ``dim``, or
+            with a ``units`` method → ((B, U, E), mask (B, U)) (sentence vectors: :meth:`part_vectors`).
         n_filters: Filters per kernel width (paper: 1,024).
         widths: Kernel widths (paper: 1, 2, 3, 5).
         share_part_encoders: One CNN for former and latter parts instead of one each.
@@ -131,10 +132,18 @@ class CoupledPairEncoder(nn.Module):
         self.latter = self.former if share_part_encoders else ConvTextEncoder(token_vectors.dim, n_filters, widths)
         self.output_dim = self.former.output_dim
 
+    def part_vectors(self, input_ids: Tensor, attention_mask: Tensor) -> tuple[Tensor, Tensor]:
+        """The vectors (B, U, E) of a part's units and their mask (B, U): its tokens', or, for a source with a
+        ``units`` method (sentence vectors), the units it groups the ids into."""
+        units = getattr(self.token_vectors, "units", None)
+        if units is not None:
+            return units(input_ids, attention_mask)
+        return self.token_vectors(input_ids, attention_mask), attention_mask
+
     def encode(self, input_ids: Tensor, attention_mask: Tensor, part: str) -> Tensor:
         """Token ids (B, T) of former (``part="former"``) or latter parts → (B, D)."""
         cnn = {"former": self.former, "latter": self.latter}[part]
-        return cnn(self.token_vectors(input_ids, attention_mask), attention_mask)
+        return cnn(*self.part_vectors(input_ids, attention_mask))
 
     def forward(self, former_ids: Tensor, former_mask: Tensor, latter_ids: Tensor,
                 latter_mask: Tensor) -> tuple[Tensor, Tensor]:

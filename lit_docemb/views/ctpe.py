@@ -22,6 +22,8 @@ from lit_docemb.data.passage_cache import tokenizer_fingerprint
 from lit_docemb.errors import BadArgument
 from lit_docemb.data.tokens import pad_ids
 from lit_docemb.models.ctpe import FrozenTransformerStates, WordVectors
+from lit_docemb.models.elmo import ElmoBiLM, FrozenElmoStates, LayerMix
+from lit_docemb.models.skip_thoughts import FrozenSkipThoughtStates, SkipThoughtsEncoder
 from lit_docemb.models.encoder import load_tokenizer
 from lit_docemb.models.word_vectors import VectorsFormat, lowered_keys, read_word_vectors, stable_hash
 
@@ -32,7 +34,7 @@ class PairSplitter:
     same ids.
 
     Args:
-        tokenizer: A :class:`WordTokenizer` or :class:`HFTokenIds`.
+        tokenizer: A :class:`WordTokenizer`, :class:`HFTokenIds`, :class:`CharacterIds` or :class:`SentenceWordIds`.
         pos: The split position (:func:`check_pos`).
         max_length: Ids kept per part.
         cached: The field cache's rows by document id, made with the same tokenizer; ``None``: always the text.
@@ -43,9 +45,10 @@ class PairSplitter:
 
     def __call__(self, doc: Document) -> tuple[list[int], list[int]] | None:
         row = None if self.cached is None else self.cached.get(doc.id)
+        unit_end_id = getattr(self.tokenizer, "unit_end_id", None)  # parts of words / sentences: max_length counts them
         if row is not None:
-            return split_fields(row.fields(), self.pos, self.max_length)
-        return split_ids(doc, self.pos, self.tokenizer.encode, self.max_length)
+            return split_fields(row.fields(), self.pos, self.max_length, unit_end_id)
+        return split_ids(doc, self.pos, self.tokenizer.encode, self.max_length, unit_end_id)
 
 
 class FieldIds:
@@ -277,16 +280,19 @@ def document_fields(doc: Document) -> list[tuple[str, str]]:
     return fields
 
 
-def split_ids(doc: Document, pos: float | str, encode, max_length: int) -> tuple[list[int], list[int]] | None:
-    """(former ids, latter ids) of ``doc`` split at ``pos``, each cut to ``max_length``; ``None`` when it cannot
-    be split (``encode``: text → ids)."""
-    return split_fields([(heading, encode(text)) for heading, text in document_fields(doc)], pos, max_length)
+def split_ids(doc: Document, pos: float | str, encode, max_length: int,
+              unit_end_id: int | None = None) -> tuple[list[int], list[int]] | None:
+    """(former ids, latter ids) of ``doc`` split at ``pos``, each cut to ``max_length`` (:func:`split_fields`);
+    ``None`` when it cannot be split (``encode``: text → ids)."""
+    return split_fields([(heading, encode(text)) for heading, text in document_fields(doc)], pos, max_length,
+                        unit_end_id)
 
 
-def split_fields(fields: Sequence[tuple[str, Sequence[int]]], pos: float | str,
-                 max_length: int) -> tuple[list[int], list[int]] | None:
+def split_fields(fields: Sequence[tuple[str, Sequence[int]]], pos: float | str, max_length: int,
+                 unit_end_id: int | None = None) -> tuple[list[int], list[int]] | None:
     """(former ids, latter ids) of a document's encoded :func:`document_fields` split at ``pos``, each cut to
-    ``max_length``; ``None`` when it cannot be split (the heading of ``pos`` missing, or an empty part)."""
+    ``max_length`` ids, or, with ``unit_end_id`` (ids of sentences, each closed by that id), to ``max_length``
+    sentences; ``None`` when it cannot be split (the heading of ``pos`` missing, or an empty part)."""
     if isinstance(pos, float):
         ids = _joined([ids for _, ids in fields])
         cut = round(pos * len(ids))
@@ -301,7 +307,15 @@ def split_fields(fields: Sequence[tuple[str, Sequence[int]]], pos: float | str,
         latter = _joined([ids for _, ids in fields[boundary:]])
     if not len(former) or not len(latter):
         return None
-    return former[:max_length].tolist(), latter[:max_length].tolist()
+    return _cut(former, max_length, unit_end_id), _cut(latter, max_length, unit_end_id)
+
+
+def _cut(ids: np.ndarray, max_length: int, unit_end_id: int | None) -> list[int]:
+    """The first ``max_length`` ids, or with ``unit_end_id`` the ids of the first ``max_length`` units."""
+    if unit_end_id is None:
+        return ids[:max_length].tolist()
+    ends = np.flatnonzero(ids == unit_end_id)
+    return (ids[:ends[max_length - 1] + 1] if len(ends) >= max_length else ids).tolist()
 
 
 def _joined(parts: list[Sequence[int]]) -> np.ndarray:
@@ -416,3 +430,122 @@ class TransformerTokens:
 
     def build(self, texts: Sequence[str] = ()) -> tuple[HFTokenIds, FrozenTransformerStates]:
         return HFTokenIds(self.encoder), FrozenTransformerStates(self.encoder)
+
+
+class CharacterIds:
+    """Text → the UTF-8 bytes of its words (after :func:`preprocess_words`), ``first_byte_id`` + byte, each word closed
+    by ``unit_end_id``: ELMo reads characters, so any word encodes, and ``max_length`` counts words
+    (:func:`split_fields`)."""
+
+    unit_end_id, first_byte_id, pad_id = 1, 2, 0
+
+    def __len__(self) -> int:
+        return 256 + self.first_byte_id
+
+    def encode(self, text: str) -> list[int]:
+        ids = []
+        for word in preprocess_words(text):
+            ids.extend(byte + self.first_byte_id for byte in word.encode("utf-8"))
+            ids.append(self.unit_end_id)
+        return ids
+
+    def key(self) -> str:
+        """The encoding's name (it has no vocabulary)."""
+        return "utf-8-bytes"
+
+
+class ElmoTokens:
+    """ELMo's contextual word vectors, frozen (Table 4's ELMo row: "Original (5.5B)" from allennlp.org/elmo, read by
+    :mod:`lit_docemb.models.elmo`). The words are those of :func:`preprocess_words` (the paper preprocesses every
+    model's input the same way), given to ELMo as characters (:class:`CharacterIds`); each former and latter part is
+    one ELMo sentence of at most ``max_length`` words.
+
+    Args:
+        options_file: ``elmo_2x4096_512_2048cnn_2xhighway_5.5B_options.json``.
+        weights_file: ``elmo_2x4096_512_2048cnn_2xhighway_5.5B_weights.hdf5``.
+        layer_mix: The token vector: ``"mean"``, the mean of ELMo's three layers (the paper does not say which
+            layers; a scalar mix at its start, the release having no task weights) or ``"top"``, the top biLSTM layer.
+    """
+
+    def __init__(self, options_file: str, weights_file: str, layer_mix: LayerMix = "mean") -> None:
+        if layer_mix not in ("mean", "top"):
+            raise BadArgument("embeddings.init_args.layer_mix", f"must be 'mean' or 'top', got {layer_mix!r}")
+        self.options_file, self.weights_file, self.layer_mix = options_file, weights_file, layer_mix
+
+    def build(self, texts: Sequence[str] = ()) -> tuple[CharacterIds, FrozenElmoStates]:
+        """Reads the files (when CTPE is built: a missing or mismatched file stops there in one line)."""
+        try:
+            bilm = ElmoBiLM.from_files(self.options_file, self.weights_file)
+        except BadArgument as err:
+            raise BadArgument(f"embeddings.init_args.{err.argument}", err.problem) from err
+        tokenizer = CharacterIds()
+        return tokenizer, FrozenElmoStates(bilm, self.layer_mix, tokenizer.unit_end_id, tokenizer.first_byte_id)
+
+
+_SENTENCE_END = re.compile(r"(?<=[.!?])\s+|\n+")
+
+
+def preprocess_sentences(text: str) -> list[str]:
+    """§4.1 for sentence embedding models: the text is cut into sentences at sentence-ending punctuation (. ! ?
+    followed by whitespace) and at line breaks (a title, a paragraph) before the preprocessing, then each sentence's :func:`preprocess_words` are joined by
+    spaces; sentences without a word are dropped."""
+    sentences = (" ".join(preprocess_words(part)) for part in _SENTENCE_END.split(text))
+    return [sentence for sentence in sentences if sentence]
+
+
+class SentenceWordIds:
+    """Text → the ids of its sentences' words, each sentence closed by ``unit_end_id`` (§4.1's sentences,
+    :func:`preprocess_sentences`): a word's id is ``first_word_id`` plus its row in Skip-thoughts' ``dictionary.txt``
+    (``UNK``'s row for a word it lacks), so any text encodes, and ``max_length`` counts sentences
+    (:func:`split_fields`).
+
+    Args:
+        dictionary: The words of ``dictionary.txt`` in order.
+    """
+
+    unit_end_id, first_word_id, pad_id = 1, 2, 0
+
+    def __init__(self, dictionary: Sequence[str]) -> None:
+        self.index = {word: row + self.first_word_id for row, word in reversed(list(enumerate(dictionary)))}
+        self.unknown_id = self.index["UNK"]
+        self.fingerprint = hashlib.blake2b("\n".join(dictionary).encode(), digest_size=16).hexdigest()
+        self.size = len(dictionary) + self.first_word_id
+
+    def __len__(self) -> int:
+        return self.size
+
+    def encode(self, text: str) -> list[int]:
+        ids = []
+        for sentence in preprocess_sentences(text):
+            ids.extend(self.index.get(word, self.unknown_id) for word in sentence.split())
+            ids.append(self.unit_end_id)
+        return ids
+
+    def key(self) -> str:
+        """A hash of the dictionary (what decides the ids besides the sentence and word rules)."""
+        return "skip-thoughts:" + self.fingerprint
+
+
+class SkipThoughtSentences:
+    """Skip-thoughts' sentence vectors, frozen (Table 4's Skip-thoughts row: the generic combine-skip model, 4,800
+    dimensions, uni-skip then bi-skip, with the EOS token; read by :mod:`lit_docemb.models.skip_thoughts`). CTPE's
+    parts are then sequences of sentence vectors (:class:`SentenceWordIds`; the paper's l = 20 sentences per part is
+    ``max_length: 20``); the avg column (``document_vector: average``) is the mean of the document's sentence
+    vectors, the paper's avg-Skip-thoughts.
+
+    Args:
+        folder: The folder holding ``uni_skip.npz``, ``uni_skip.npz.pkl``, ``bi_skip.npz``, ``bi_skip.npz.pkl``,
+            ``utable.npy``, ``btable.npy`` and ``dictionary.txt`` as released.
+    """
+
+    def __init__(self, folder: str) -> None:
+        self.folder = folder
+
+    def build(self, texts: Sequence[str] = ()) -> tuple[SentenceWordIds, FrozenSkipThoughtStates]:
+        """Reads the files (when CTPE is built: a missing or mismatched file stops there in one line)."""
+        try:
+            encoder, dictionary = SkipThoughtsEncoder.from_folder(self.folder)
+        except BadArgument as err:
+            raise BadArgument(f"embeddings.init_args.{err.argument}", err.problem) from err
+        tokenizer = SentenceWordIds(dictionary)
+        return tokenizer, FrozenSkipThoughtStates(encoder, tokenizer.unit_end_id, tokenizer.first_word_id)
