@@ -141,7 +141,16 @@ def exporter(method: EmbeddingMethod) -> MethodExport:
 @register_export(DocSplit)
 class FlatEncoderExport(MethodExport):
     """A method whose document vector is its Hugging Face encoder's pooled output over ``max_length`` tokens:
-    Transformer + Pooling (no normalisation: ``embed`` returns unnormalised vectors; cosine is the similarity)."""
+    Transformer + Pooling (no normalisation: ``embed`` returns unnormalised vectors; cosine is the similarity).
+    DocSplit with ``sentence_pooling`` (a document as its sentences' vectors added or averaged) has no such form."""
+
+    def __init__(self, method: EmbeddingMethod) -> None:
+        sentence_pooling = getattr(method, "hparams", {}).get("sentence_pooling", "none")
+        if sentence_pooling != "none":
+            raise ExportError(f"DocSplit with sentence_pooling {sentence_pooling!r} has no Hugging Face / "
+                              f"sentence-transformers form: its document vector pools separately encoded sentences; "
+                              f"{EMBED_INSTEAD}")
+        super().__init__(method)
 
     def token_encoder(self) -> tuple[HFEncoder, Any]:
         return self.method.encoder, self.method.tokenizer

@@ -120,6 +120,8 @@ def exportable_method(settings: dict) -> tuple[str, bool]:
     """(the method's class name, whether it exports to sentence-transformers)."""
     method = settings["model"]["class_path"].rsplit(".", 1)[-1]
     backbone = settings["model"]["init_args"].get("backbone") or {}
+    if settings["model"]["init_args"].get("sentence_pooling", "none") != "none":  # pooled sentences: no such form
+        return method, False
     return method, method in EXPORTABLE or (method == "DECA" and backbone["class_path"].endswith(".EncoderBackbone"))
 
 
@@ -226,7 +228,12 @@ def test_model_piece_journey(piece, tiny_encoder_dir, tmp_path, capsys, caplog):
           "--progress_bar", "false"])
     embedded = np.load(tmp_path / "embedded" / "embeddings.npy")
     assert embedded.shape[0] == len(rows) and np.isfinite(embedded).all()
-    assert exportable, f"{piece}: a baseline encoder ({method}) exports"
+    if not exportable:  # a document pooled from its sentences (sentence_sum/): refused in one line
+        capsys.readouterr()
+        with pytest.raises(SystemExit) as exited:
+            main(["export", "--config", str(prepared), "--output", str(tmp_path / "st")])
+        assert exited.value.code == 2 and "lit_docemb embed" in capsys.readouterr().err
+        return
     main(["export", "--config", str(prepared), "--output", str(tmp_path / "st")])
     from sentence_transformers import SentenceTransformer
 
