@@ -42,7 +42,7 @@ from torch import Tensor, nn
 
 from lit_docemb.data.batches import PassageGraphBatch, SectionChunks, TokenBatch
 from lit_docemb.data.document import Document, Section
-from lit_docemb.methods import CTPE, DECA, CoLDE, DocSplit, GraphRoBERTa
+from lit_docemb.methods import CTPE, DECA, CoLDE, DocSplit, GraphRoBERTa, MaskedLanguageModelling
 from lit_docemb.methods.base import EmbeddingMethod
 from lit_docemb.methods.callbacks import current_umask
 from lit_docemb.models.colde import CoLDEEncoder
@@ -163,6 +163,9 @@ class FlatEncoderExport(MethodExport):
         encoder, _ = self.token_encoder()
         transformer = Transformer(str(folder), max_seq_length=self.max_length())
         return [transformer, Pooling(encoder.hidden_size, pooling_mode=encoder.pooling)]
+
+
+EXPORTS[MaskedLanguageModelling] = FlatEncoderExport  # its encoder without the masked-LM head
 
 
 @register_export(DECA)

@@ -6,6 +6,7 @@ from lit_docemb.methods.deca import DECA
 from lit_docemb.methods.dense_retrieval import DenseRetrieval
 from lit_docemb.methods.docsplit import DocSplit
 from lit_docemb.methods.graph_roberta import GraphRoBERTa
+from lit_docemb.methods.masked_language_modelling import MaskedLanguageModelling
 from lit_docemb.methods.schedulers import LinearWarmupDecay
 from lit_docemb.views.ctpe import TransformerTokens, WordEmbeddings
 
@@ -19,6 +20,7 @@ __all__ = [
            "EmbeddingMethod",
            "GraphRoBERTa",
            "LinearWarmupDecay",
+           "MaskedLanguageModelling",
            "TransformerTokens",
            "WordEmbeddings",
 ]

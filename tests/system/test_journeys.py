@@ -35,7 +35,8 @@ header says; each runs that command's journey (``fit``: the whole journey; ``eva
 TRAINER_PIECES = [str(path.relative_to(ROOT)) for path in PATHS if SECTIONS[path] == {"trainer"}]
 """Configs of trainer settings only, added after a method config (``--config configs/trainer/ddp.yaml``)."""
 
-EXPORTABLE = {"DocSplit", "GraphRoBERTa", "DocumentClassifier", "DenseRetrieval", "CoLDE"}  # + DECA on an encoder
+EXPORTABLE = {"DocSplit", "GraphRoBERTa", "DocumentClassifier", "DenseRetrieval", "CoLDE",
+              "MaskedLanguageModelling"}  # + DECA on an encoder
 SUBPROCESS = {"configs/quickstart.yaml"}
 TOO_SHORT_TO_QUERY = ("OpenWebTextDataModule",)
 """Corpora whose fixture documents (14-25 words, no title, no label) give the before/after report nothing to score:
