@@ -1,5 +1,5 @@
 """CoLDE's S-BERT row (seed paper 003, Table 2) as its config documents it: a public siamese BERT scored as initialised
-by ``evaluate --evaluation matching`` (no checkpoint) on CoLDE's AAN and WIKI matching splits, fixtures in the
+by ``evaluate --evaluation matching`` (no checkpoint) on CoLDE's AAN, WIKI and PAT matching splits, fixtures in the
 releases' layouts. Checked against a naive reference: each paper's first ``max_length`` tokens encoded alone, cosine
 of the pairs, the threshold chosen on the validation pairs and applied to the test pairs."""
 
@@ -53,7 +53,8 @@ def naive_threshold_metrics(prepared: Path) -> dict[str, float]:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("corpus_config", ["configs/colde/aan.yaml", "configs/colde/wikipedia.yaml"])
+@pytest.mark.parametrize("corpus_config", ["configs/colde/aan.yaml", "configs/colde/wikipedia.yaml",
+                                           "configs/colde/patents.yaml"])
 def test_sentence_bert_as_initialised_through_the_matching_evaluation(corpus_config, tiny_encoder_dir, tmp_path):
     combined = tmp_path / "combined.yaml"
     combined.write_text(yaml.safe_dump(merged(yaml.safe_load((ROOT / corpus_config).read_text()),
