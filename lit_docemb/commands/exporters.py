@@ -43,7 +43,7 @@ from torch import Tensor, nn
 
 from lit_docemb.data.batches import PassageGraphBatch, SectionChunks, TokenBatch
 from lit_docemb.data.document import Document, Section
-from lit_docemb.methods import CTPE, DECA, CoLDE, DocSplit, GraphRoBERTa
+from lit_docemb.methods import CTPE, DECA, CoLDE, DocSplit, GraphRoBERTa, MaskedLanguageModelling
 from lit_docemb.methods.base import EmbeddingMethod
 from lit_docemb.methods.callbacks import current_umask
 from lit_docemb.models.colde import CoLDEEncoder
@@ -157,9 +157,15 @@ class FlatEncoderExport(MethodExport):
     the text; left out of the mean, it is Pooling's ``include_prompt: false``, whose prompt length (the prompt
     tokenized alone, less a trailing special token) is the encoder's ``unpooled_positions``. That holds where the
     tokenizer puts nothing before a text (T5, INSTRUCTOR); with a [CLS] first, sentence-transformers would leave the
-    [CLS] out of the mean as well, so such an encoder is refused."""
+    [CLS] out of the mean as well, so such an encoder is refused.
+    DocSplit with ``sentence_pooling`` (a document as its sentences' vectors added or averaged) has no such form."""
 
     def __init__(self, method: EmbeddingMethod) -> None:
+        sentence_pooling = getattr(method, "hparams", {}).get("sentence_pooling", "none")
+        if sentence_pooling != "none":
+            raise ExportError(f"DocSplit with sentence_pooling {sentence_pooling!r} has no Hugging Face / "
+                              f"sentence-transformers form: its document vector pools separately encoded sentences; "
+                              f"{EMBED_INSTEAD}")
         encoder = method.encoder
         if encoder.instruction_tokens and not encoder.instruction_in_pooling and encoder.instruction_position:
             raise ExportError(f"{type(method).__name__} with an instruction after a [CLS] token and left out of the "
@@ -194,6 +200,9 @@ def sentence_transformers_layer(layer: nn.Module) -> nn.Module:
     return Dense(linear.in_features, linear.out_features, bias=linear.bias is not None,
                  activation_function=layer.activation, init_weight=linear.weight.detach().clone(),
                  init_bias=None if linear.bias is None else linear.bias.detach().clone())
+
+
+EXPORTS[MaskedLanguageModelling] = FlatEncoderExport  # its encoder without the masked-LM head
 
 
 @register_export(DECA)

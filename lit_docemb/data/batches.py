@@ -139,6 +139,25 @@ class DocumentBatch:
 
 
 @dataclass
+class DocumentSentencesBatch:
+    """Whole documents to embed as their sentences, each sentence encoded alone (DocSplit's ``sentence_pooling``,
+    DECA's BERT-ST baseline).
+
+    Attributes:
+        sentences: (S, T) tokens of every sentence, document after document, S = sum of ``sentence_counts``.
+        sentence_counts: (B,) int64 sentences of each document, each >= 1.
+        ids: the B document ids, in order.
+    """
+
+    sentences: TokenBatch
+    sentence_counts: Tensor
+    ids: list[str]
+
+    def __len__(self) -> int:
+        return len(self.ids)
+
+
+@dataclass
 class PassageGraphBatch:
     """G document graphs over their passages (Graph-RoBERTa), the passages of all graphs flattened.
 

@@ -7,6 +7,7 @@ from lit_docemb.methods.deca import DECA
 from lit_docemb.methods.dense_retrieval import DenseRetrieval
 from lit_docemb.methods.docsplit import DocSplit
 from lit_docemb.methods.graph_roberta import GraphRoBERTa
+from lit_docemb.methods.masked_language_modelling import MaskedLanguageModelling
 from lit_docemb.methods.schedulers import LinearWarmupDecay
 from lit_docemb.views.ctpe import ElmoTokens, SkipThoughtSentences, TransformerTokens, WordEmbeddings
 
@@ -22,6 +23,7 @@ __all__ = [
            "EmbeddingMethod",
            "GraphRoBERTa",
            "LinearWarmupDecay",
+           "MaskedLanguageModelling",
            "SkipThoughtSentences",
            "TransformerTokens",
            "WordEmbeddings",

@@ -51,6 +51,11 @@ class CoLDE(EmbeddingMethod):
         chunk_tokens: Tokens per chunk, special tokens included (paper: 512).
         max_chunks_per_section: Keep at most this many chunks of a section, dropping (and counting, as
             ``train/truncated_chunks``) the rest; ``None`` keeps every chunk.
+        max_training_section_tokens: Keep only the first this many tokens of each section in training (``fit``
+            batches; special tokens not counted); validation, test and ``predict`` read whole sections. CoLDE's Fig. 7
+            (§4.4.2: "we limit the maximum number of tokens in each section during training ... The model is given
+            the entire long document during evaluation") at 1,000, 4,000 and 8,000; ``None`` (the paper's other
+            runs) cuts nothing. Unlike ``max_chunks_per_section``, which cuts in every stage.
         chunk_embeddings: Chunk ids q embedded: a section keeps its first ``chunk_embeddings`` chunks, the
             others are dropped and counted (``truncated_chunks``), in training, validation and predict alike.
         augmentation: Split documents into sections and add section/chunk embeddings; ``False`` is −Aug.
@@ -92,6 +97,7 @@ class CoLDE(EmbeddingMethod):
         num_sections: int = 2,
         chunk_tokens: int = 512,
         max_chunks_per_section: int | None = None,
+        max_training_section_tokens: int | None = None,
         chunk_embeddings: int = 512,
         augmentation: bool = True,
         aggregation: Aggregation = "lstm",
@@ -121,6 +127,8 @@ class CoLDE(EmbeddingMethod):
         require(not augmentation or 2 <= num_sections <= 5, "num_sections", "in 2..5 (§4.5.4)", num_sections)
         require(chunk_tokens >= 1, "chunk_tokens", ">= 1", chunk_tokens)
         require(chunk_embeddings >= 1, "chunk_embeddings", ">= 1", chunk_embeddings)
+        require(max_training_section_tokens is None or max_training_section_tokens >= 1,
+                "max_training_section_tokens", ">= 1 (tokens) or null", max_training_section_tokens)
         require(max_chunks_per_section is None or 1 <= max_chunks_per_section <= chunk_embeddings,
                 "max_chunks_per_section", f"in 1..chunk_embeddings={chunk_embeddings} or null", max_chunks_per_section)
         self.tokenizer, chunk_encoder = tokenizer_and_encoder(encoder, chunk_tokens, "chunk_tokens",
@@ -133,15 +141,16 @@ class CoLDE(EmbeddingMethod):
         self.cosine = CosineSimilarityLoss(gather_across_devices)
         self.passage_cache = SectionCache(self.tokenizer, cache_dir=section_cache_dir)
 
-    def _collator(self, num_sections: int) -> SectionChunkCollator:
+    def _collator(self, num_sections: int, max_section_tokens: int | None = None) -> SectionChunkCollator:
         hp = self.hparams
         return SectionChunkCollator(self.tokenizer, num_sections, hp.chunk_tokens, hp.max_chunks_per_section,
-                                    hp.chunk_embeddings if hp.augmentation else None, self.passage_cache)
+                                    hp.chunk_embeddings if hp.augmentation else None, self.passage_cache,
+                                    max_section_tokens)
 
     def collator(self, stage: str):
         training = self._collator(self.hparams.num_sections if self.hparams.augmentation else 1)
-        if stage == "fit":
-            return training
+        if stage == "fit":  # the only stage whose sections are cut (Fig. 7)
+            return self._collator(training.num_sections, self.hparams.max_training_section_tokens)
         if stage == "predict":
             return PredictCollator(self._collator(1), training if self.hparams.predict_similarities else None)
         return training  # validation/test: the loss (pairs: over their groups); matching is ValidationMatching's

@@ -23,6 +23,7 @@ from torch import Tensor
 from lit_docemb._moved import moved_attribute
 from lit_docemb.data.batches import (
     DocumentBatch,
+    DocumentSentencesBatch,
     MaskedTokenBatch,
     TokenBatch,
     ViewPairBatch,
@@ -38,7 +39,7 @@ from lit_docemb.methods.base import EmbeddingMethod
 from lit_docemb.methods.grad_cache import CacheableBatch
 from lit_docemb.methods.retention import Retention
 from lit_docemb.models import tokenizer_and_encoder
-from lit_docemb.views.docsplit import SentenceSplitCollator, WholeDocumentCollator
+from lit_docemb.views.docsplit import SentenceSplitCollator, SentencesCollator, WholeDocumentCollator
 
 
 class DocSplit(EmbeddingMethod):
@@ -81,6 +82,14 @@ class DocSplit(EmbeddingMethod):
             says; INSTRUCTOR: not; see ``HFEncoder``). Only with an ``instruction``.
         sentence_transformers_head: Apply the Dense / Normalize modules the encoder's sentence-transformers folder
             lists after pooling (INSTRUCTOR: 768-dimensional Dense, unit length); see ``HFEncoder``.
+        sentence_pooling: How a whole document is embedded (predict/evaluate): ``"none"`` encodes its text in one
+            pass (title and body, truncated to ``max_length``); ``"sum"`` / ``"mean"`` encode each of its sentences
+            alone (DocSplit's sentences, each truncated to ``max_length``, pooled by ``pooling``) and add / average
+            the sentence vectors: DECA's BERT-ST baseline (seed paper 002, §4.1: "uses BERT to learn sentence
+            embeddings and then gets document embeddings by summing their sentence embeddings") is ``"sum"`` with
+            [CLS] pooling, as its BERT row reads a text. Sentences come from the body only, so it requires
+            ``embed_with_title: false``; a document with fewer than two words is its whole text, one sentence.
+            Training is unchanged.
     """
 
     default_learning_rate = 5e-5
@@ -109,10 +118,16 @@ class DocSplit(EmbeddingMethod):
         instruction: str = "",
         instruction_in_pooling: bool | None = None,
         sentence_transformers_head: bool = False,
+        sentence_pooling: Literal["none", "sum", "mean"] = "none",
     ) -> None:
         super().__init__(optimizer, scheduler, grad_cache_token_budget, retention)
         require(sentence_cache_num_proc is None or sentence_cache_num_proc >= 1, "sentence_cache_num_proc",
                 ">= 1 (processes) or null", sentence_cache_num_proc)
+        require(sentence_pooling in ("none", "sum", "mean"), "sentence_pooling", "none, sum or mean",
+                sentence_pooling)
+        require(sentence_pooling == "none" or not embed_with_title, "embed_with_title",
+                "false when sentence_pooling is sum or mean (the sentences are the body's; the title is not one)",
+                embed_with_title)
         self.save_method_hyperparameters(ignore=["optimizer", "scheduler"])
         self.tokenizer, self.encoder = tokenizer_and_encoder(
             encoder, max_length, "max_length", pretrained=pretrained, pooling=pooling, with_mlm_head=mlm_weight > 0,
@@ -130,6 +145,8 @@ class DocSplit(EmbeddingMethod):
     def collator(self, stage: str):
         hp = self.hparams
         if stage == "predict":
+            if hp.sentence_pooling != "none":
+                return SentencesCollator(self.passage_cache)
             return WholeDocumentCollator(self.passage_cache)
         mlm_probability = hp.mlm_probability if hp.mlm_weight > 0 else 0.0
         return SentenceSplitCollator(self.passage_cache, mlm_probability, deterministic=stage != "fit")
@@ -179,7 +196,15 @@ class DocSplit(EmbeddingMethod):
 
         return CacheableBatch(costs, take, encode, lambda embeddings: self._contrastive_terms(embeddings, batch))
 
-    def embed(self, batch: DocumentBatch) -> Tensor:
-        return self.encoder(batch.tokens.input_ids, batch.tokens.attention_mask)
+    def embed(self, batch: DocumentBatch | DocumentSentencesBatch) -> Tensor:
+        if isinstance(batch, DocumentBatch):
+            return self.encoder(batch.tokens.input_ids, batch.tokens.attention_mask)
+        sentences = self.encoder(batch.sentences.input_ids, batch.sentences.attention_mask)  # (S, D)
+        owner = torch.repeat_interleave(torch.arange(len(batch), device=sentences.device),
+                                        batch.sentence_counts)  # (S,)
+        documents = sentences.new_zeros(len(batch), sentences.shape[1]).index_add_(0, owner, sentences)  # (B, D)
+        if self.hparams.sentence_pooling == "mean":
+            documents = documents / batch.sentence_counts.unsqueeze(1).to(documents.dtype)
+        return documents
 
 __getattr__ = moved_attribute(__name__)  # names that moved to other modules, deprecated

@@ -84,10 +84,13 @@ class SectionChunkCollator:
             it are dropped and counted too; None when the model embeds no chunk id (−Aug).
         cache: The method's section cache, whose :meth:`~lit_docemb.data.section_cache.SectionCache.tokenize` turns
             documents into rows (None: one over ``tokenizer``); cached rows are used as they are.
+        max_section_tokens: Keep only the first this many tokens of each section (special tokens not counted)
+            before it is cut into chunks; None keeps all (the method passes it to its training collator only).
     """
 
     def __init__(self, tokenizer, num_sections: int, chunk_tokens: int, max_chunks_per_section: int | None,
-                 chunk_positions: int | None = None, cache: SectionCache | None = None) -> None:
+                 chunk_positions: int | None = None, cache: SectionCache | None = None,
+                 max_section_tokens: int | None = None) -> None:
         self.tokenizer = tokenizer
         self.cache = SectionCache(tokenizer) if cache is None else cache
         self.num_sections = num_sections
@@ -96,6 +99,9 @@ class SectionChunkCollator:
         if self.body_tokens < 1:
             raise ValueError(f"chunk_tokens={chunk_tokens} leaves no room besides the special tokens")
         self.max_chunks_per_section = max_chunks_per_section
+        if max_section_tokens is not None and max_section_tokens < 1:
+            raise ValueError(f"max_section_tokens must be >= 1 or None, got {max_section_tokens}")
+        self.max_section_tokens = max_section_tokens
         limits = [n for n in (max_chunks_per_section, chunk_positions) if n is not None]
         self.chunk_limit = min(limits) if limits else None
         self._warned = False
@@ -124,6 +130,7 @@ class SectionChunkCollator:
                 continue
             kept.append(i)
             for p, section in enumerate(sections):
+                section = section[:self.max_section_tokens]  # (≤ max_section_tokens,); None slices nothing off
                 starts = range(0, len(section), self.body_tokens)  # token_windows without overlap
                 if self.chunk_limit is not None and len(starts) > self.chunk_limit:
                     truncated += len(starts) - self.chunk_limit

@@ -13,7 +13,7 @@ import random
 import numpy as np
 import torch
 
-from lit_docemb.data.batches import DocumentBatch, TokenBatch, ViewPairBatch
+from lit_docemb.data.batches import DocumentBatch, DocumentSentencesBatch, TokenBatch, ViewPairBatch
 from lit_docemb.data.document import Document, doc_index
 from lit_docemb.data.sentence_cache import SentenceCache, TokenizedSentences, embedding_ids
 from lit_docemb.data.text import split_views
@@ -120,3 +120,45 @@ class WholeDocumentCollator:
         fresh = iter(embedding_ids(self.cache.tokenizer, documents, self.cache.max_length, self.cache.with_title))
         ids = [next(fresh) if isinstance(item, Document) else item.document_ids for item in items]
         return DocumentBatch(pad_ids(ids, self.cache.tokenizer.pad_token_id or 0), [item.id for item in items])
+
+
+def sentence_ids(row: TokenizedSentences, body_tokens: int) -> list[np.ndarray]:
+    """A cached document's sentences as separate texts, each its ids cut to ``body_tokens`` (without special tokens).
+
+    A one-sentence document's two word halves are that one sentence again; a document with fewer than two words has
+    none (``[]``).
+    """
+    if len(row) == 0:
+        return []
+    if row.halves:
+        return [row.view([0, 1], body_tokens)]
+    return [row.view([sentence], body_tokens) for sentence in range(len(row))]
+
+
+class SentencesCollator:
+    """Documents or their cached sentences → :class:`DocumentSentencesBatch`: each sentence ``[CLS]`` + its ids cut
+    to fit + ``[SEP]``, as a view's ids are made (the title is not a sentence: the cache's sentences are the body's).
+    A document without a sentence is its whole embedding ids, one row.
+
+    Args:
+        cache: The method's sentence cache (its tokenizer, ``max_length`` and splitting parameters).
+    """
+
+    def __init__(self, cache: SentenceCache) -> None:
+        self.cache = cache
+        self.tokenizer = cache.tokenizer
+        self.prefix, self.suffix = special_tokens(cache.tokenizer)
+        self.body_tokens = cache.max_length - len(self.prefix) - len(self.suffix)
+
+    def __call__(self, items: list[Document | TokenizedSentences]) -> DocumentSentencesBatch:
+        documents = [item for item in items if isinstance(item, Document)]
+        fresh = iter(self.cache.tokenize(documents) if documents else [])
+        rows = [next(fresh) if isinstance(item, Document) else item for item in items]
+        prefix, suffix = np.asarray(self.prefix, dtype=np.int64), np.asarray(self.suffix, dtype=np.int64)
+        texts, counts = [], []
+        for row in rows:
+            sentences = [np.concatenate([prefix, ids, suffix]) for ids in sentence_ids(row, self.body_tokens)]
+            texts += sentences or [np.asarray(row.document_ids, dtype=np.int64)]
+            counts.append(max(len(sentences), 1))
+        return DocumentSentencesBatch(pad_ids(texts, self.tokenizer.pad_token_id or 0),  # (S, T)
+                                      torch.tensor(counts, dtype=torch.long), [row.id for row in rows])

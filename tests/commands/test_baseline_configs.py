@@ -1,5 +1,6 @@
 """configs/baselines: one file per public checkpoint, named as on the Hugging Face hub, given after a dataset config
-(embedding baselines: the model section; fine-tuned baselines under classify/: the classifier's backbone)."""
+(embedding baselines: the model section, under sentence_sum/ when a document is the sum of its sentences' vectors;
+fine-tuned baselines under classify/: the classifier's backbone)."""
 
 from __future__ import annotations
 
@@ -27,10 +28,13 @@ def printed_config(capsys, *configs: Path) -> dict:
 
 @pytest.mark.parametrize("baseline", EMBEDDING, ids=lambda p: str(p.relative_to(BASELINES)))
 def test_an_embedding_baseline_replaces_the_model_of_a_dataset_config(baseline, capsys):
-    name = str(baseline.relative_to(BASELINES).with_suffix(""))
+    relative = baseline.relative_to(BASELINES)
+    summed = relative.parts[0] == "sentence_sum"  # a document as the sum of its sentences' vectors (DECA's BERT-ST)
+    name = str((relative.relative_to("sentence_sum") if summed else relative).with_suffix(""))
     config = printed_config(capsys, ROOT / "configs/graph_roberta/cluster_arxiv.yaml", baseline)
     assert config["model"]["class_path"] == "lit_docemb.methods.DocSplit"
     assert config["model"]["init_args"]["encoder"] == name  # the file is named as the hub names the checkpoint
+    assert config["model"]["init_args"]["sentence_pooling"] == ("sum" if summed else "none")
     assert config["data"]["class_path"] == "lit_docemb.data.ArxivDataModule"
 
 

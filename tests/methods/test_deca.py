@@ -38,7 +38,10 @@ from lit_docemb.views.deca import (
 )
 
 ROOT = Path(__file__).resolve().parents[2]
-CONFIGS = sorted(str(p.relative_to(ROOT)) for p in (ROOT / "configs" / "deca").glob("*.yaml"))
+CONFIGS = sorted(str(p.relative_to(ROOT)) for p in (ROOT / "configs" / "deca").glob("*.yaml")
+                 if yaml.safe_load(p.read_text())["model"]["class_path"] == "lit_docemb.methods.DECA")
+"""DECA's own configs (the BERT-mlm / LF-mlm baselines beside them fit MaskedLanguageModelling:
+tests/system/test_deca_encoder_baselines.py)."""
 WORDNET = Path("/usr/share/wordnet")
 needs_wordnet = pytest.mark.skipif(not (WORDNET / "data.noun").is_file(),
                                    reason="WordNet database missing: apt-get install -y wordnet-base")

@@ -1,0 +1,90 @@
+"""Masked-language-model fine-tuning of an encoder on the target corpus alone: DECA's BERT-mlm and LF-mlm baselines.
+
+Seed paper 002 (DECA), §4.1: "A BERT model fine-tuned with masked language modeling on the target dataset is also
+included, denoted by BERT-mlm" and "LF-mlm is fine-tuned with masked language modeling"; the document embedding is
+the "[CLS]" embedding, as for the BERT row. The paper gives no epochs, learning rate, batch or masking rate: the
+defaults here are the usual masked-LM fine-tuning values (BERT's 15% masking with its 80/10/10 rule, AdamW at 5e-5,
+as Hugging Face's ``run_mlm.py``), and ``configs/deca/r8_bert_mlm.yaml`` states the rest.
+
+Reading chosen where the paper is silent: one document is one training row (title and body, cut to ``max_length``),
+not a stream of documents concatenated into blocks, so every document is seen as it is later embedded; no
+contrastive term (DocSplit with a contrastive weight of 0 would not be the same: its masked input is a random half of
+the sentences, :mod:`lit_docemb.methods.docsplit`).
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from lightning.pytorch.cli import LRSchedulerCallable, OptimizerCallable
+from torch import Tensor
+
+from lit_docemb.data.batches import DocumentBatch, MaskedTokenBatch
+from lit_docemb.errors import require
+from lit_docemb.losses import MaskedLMLoss
+from lit_docemb.methods.base import EmbeddingMethod
+from lit_docemb.methods.retention import Retention
+from lit_docemb.models import tokenizer_and_encoder
+from lit_docemb.views.common import DocumentCollator
+from lit_docemb.views.masked_language_modelling import MaskedDocumentCollator
+
+
+class MaskedLanguageModelling(EmbeddingMethod):
+    """Fine-tunes any Hugging Face encoder with the masked-LM loss only; a document's vector is its pooled output.
+
+    Args:
+        encoder: Local folder or hub name of a Hugging Face encoder with its tokenizer (a mask token), or
+            ``package:<module>`` for a model shipped in an installed Python package.
+        pretrained: Start from the checkpoint's weights; ``False`` trains its architecture from scratch.
+        pooling: Document vector from the ``"cls"`` token (DECA's BERT rows) or the ``"mean"`` of token states.
+        max_length: Tokens per document in training and embedding (512 for BERT, 4,096 for Longformer).
+        mlm_probability: Share of each document's real tokens chosen for prediction (BERT: 0.15).
+        embed_with_title: Prefix the title to the body, in training and when embedding.
+        first_token_global_attention: Longformer: global attention on the first token (see ``HFEncoder``).
+        compile_encoder: Compile the transformer with ``torch.compile`` (see ``HFEncoder``'s ``compile``).
+        optimizer: Optimizer factory; ``None`` is AdamW with lr 5e-5.
+        scheduler: Optional learning-rate scheduler factory.
+        retention: Options that keep what the pretrained encoder knew (:class:`~lit_docemb.methods.retention.
+            Retention`); ``None``: none.
+    """
+
+    default_learning_rate = 5e-5
+
+    def __init__(
+        self,
+        encoder: str,
+        pretrained: bool = True,
+        pooling: Literal["cls", "mean"] = "cls",
+        max_length: int = 512,
+        mlm_probability: float = 0.15,
+        embed_with_title: bool = True,
+        first_token_global_attention: bool = False,
+        compile_encoder: bool = False,
+        optimizer: OptimizerCallable | None = None,
+        scheduler: LRSchedulerCallable | None = None,
+        retention: Retention | None = None,
+    ) -> None:
+        super().__init__(optimizer, scheduler, None, retention)
+        require(0.0 < mlm_probability < 1.0, "mlm_probability", "between 0 and 1 (exclusive)", mlm_probability)
+        self.save_method_hyperparameters(ignore=["optimizer", "scheduler"])
+        self.tokenizer, self.encoder = tokenizer_and_encoder(
+            encoder, max_length, "max_length", pretrained=pretrained, pooling=pooling, with_mlm_head=True,
+            compile=compile_encoder, first_token_global_attention=first_token_global_attention)
+        require(self.tokenizer.mask_token_id is not None, "encoder", "an encoder whose tokenizer has a mask token",
+                encoder)
+        self.mlm = MaskedLMLoss()
+
+    def collator(self, stage: str):
+        hp = self.hparams
+        if stage == "predict":
+            return DocumentCollator(self.tokenizer, hp.max_length, hp.embed_with_title)
+        return MaskedDocumentCollator(self.tokenizer, hp.max_length, hp.embed_with_title, hp.mlm_probability,
+                                      deterministic=stage != "fit")
+
+    def losses(self, batch: MaskedTokenBatch) -> dict[str, Tensor]:
+        masked = batch.labels != -100  # (B, T)
+        logits = self.encoder.mlm_logits(batch.input_ids, batch.attention_mask, masked)  # (K, V)
+        return self.mlm(logits, batch.labels[masked])
+
+    def embed(self, batch: DocumentBatch) -> Tensor:
+        return self.encoder(batch.tokens.input_ids, batch.tokens.attention_mask)

@@ -1,0 +1,83 @@
+"""DocSplit's ``sentence_pooling`` (DECA's BERT-ST baseline, seed paper 002 §4.1): a document embedded as the sum (or
+mean) of its sentences' vectors, each sentence encoded alone, checked against a naive reference that tokenizes and
+encodes every sentence by itself."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from lit_docemb.commands.exporters import ExportError, exporter
+from lit_docemb.data.batches import DocumentSentencesBatch
+from lit_docemb.data.document import Document, Section
+from lit_docemb.data.text import split_sentences
+from lit_docemb.errors import BadArgument
+from lit_docemb.eval.embedding import embed_documents
+from lit_docemb.methods.docsplit import DocSplit
+
+DOCUMENTS = [
+    Document(id="tides", title="", sections=[
+        Section("", "The tide rises twice a day. The moon pulls the water. Sailors watch the charts."),
+        Section("Causes", "Gravity of the sun also matters. Spring tides are the largest.")]),
+    Document(id="one", title="", sections=[Section("", "A single short sentence about rivers and their banks")]),
+    Document(id="word", title="", sections=[Section("", "Rivers")]),
+]
+
+
+@pytest.fixture(scope="module")
+def methods(no_dropout_encoder_dir) -> dict[str, DocSplit]:
+    made = {}
+    for pooling in ("none", "sum", "mean"):
+        torch.manual_seed(0)
+        made[pooling] = DocSplit(no_dropout_encoder_dir, max_length=32, mlm_weight=0.0, embed_with_title=False,
+                                 sentence_pooling=pooling).eval()
+    return made
+
+
+def naive_sentence_vectors(method: DocSplit, document: Document) -> torch.Tensor:
+    """(S, D) [CLS] of each sentence tokenized and encoded on its own; a document of fewer than two words is one
+    text."""
+    sentences = [s for section in document.sections for s in split_sentences(section.text)] or [document.text]
+    vectors = []
+    with torch.no_grad():
+        for sentence in sentences:
+            tokens = method.tokenizer(sentence, max_length=32, truncation=True, return_tensors="pt")
+            vectors.append(method.encoder(tokens["input_ids"], tokens["attention_mask"])[0])
+    return torch.stack(vectors)
+
+
+def test_sum_and_mean_equal_encoding_each_sentence_alone(methods):
+    for pooling, reduce in (("sum", torch.sum), ("mean", torch.mean)):
+        embedded = embed_documents(methods[pooling], DOCUMENTS, batch_size=2)  # (3, D), two batches
+        expected = torch.stack([reduce(naive_sentence_vectors(methods[pooling], d), dim=0) for d in DOCUMENTS])
+        torch.testing.assert_close(embedded, expected, atol=1e-5, rtol=1e-5)
+    assert naive_sentence_vectors(methods["sum"], DOCUMENTS[0]).shape[0] == 5
+
+
+def test_the_collator_keeps_one_row_per_sentence(methods):
+    batch = methods["sum"].collator("predict")(DOCUMENTS)
+    assert isinstance(batch, DocumentSentencesBatch) and batch.ids == ["tides", "one", "word"]
+    assert batch.sentence_counts.tolist() == [5, 1, 1] and len(batch.sentences) == 7
+    first = batch.sentences.input_ids[0, :int(batch.sentences.attention_mask[0].sum())].tolist()
+    assert methods["sum"].tokenizer.decode(first, skip_special_tokens=True) == "the tide rises twice a day."
+
+
+def test_none_reads_the_whole_document_and_differs_from_the_sum(methods):
+    whole = embed_documents(methods["none"], DOCUMENTS[:1])
+    summed = embed_documents(methods["sum"], DOCUMENTS[:1])
+    text = methods["none"].tokenizer(DOCUMENTS[0].text, max_length=32, truncation=True, return_tensors="pt")
+    with torch.no_grad():
+        expected = methods["none"].encoder(text["input_ids"], text["attention_mask"])
+    torch.testing.assert_close(whole, expected, atol=1e-5, rtol=1e-5)
+    assert not torch.allclose(whole, summed, atol=1e-3)
+
+
+def test_a_title_cannot_be_pooled_and_no_export_pretends_to(methods, no_dropout_encoder_dir):
+    with pytest.raises(BadArgument, match="embed_with_title"):
+        DocSplit(no_dropout_encoder_dir, max_length=32, mlm_weight=0.0, sentence_pooling="sum")
+    with pytest.raises(BadArgument, match="sentence_pooling"):
+        DocSplit(no_dropout_encoder_dir, max_length=32, mlm_weight=0.0, embed_with_title=False,
+                 sentence_pooling="max")
+    with pytest.raises(ExportError, match="lit_docemb embed"):
+        exporter(methods["sum"])
+    exporter(methods["none"])

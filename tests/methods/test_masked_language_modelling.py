@@ -1,0 +1,66 @@
+"""MaskedLanguageModelling (DECA's BERT-mlm / LF-mlm baselines): the masked-LM loss alone, equal to Hugging Face's own
+masked-LM loss on the same masked batch; training masks anew, validation masks the same way every time; a document's
+vector is the encoder's [CLS] over its text."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from transformers import AutoModelForMaskedLM
+
+from lit_docemb.data.batches import MaskedTokenBatch
+from lit_docemb.data.document import Document, Section
+from lit_docemb.errors import BadArgument
+from lit_docemb.eval.embedding import embed_documents
+from lit_docemb.methods import MaskedLanguageModelling
+
+DOCUMENTS = [Document(id=f"d{i}", title="", sections=[Section("", text)]) for i, text in enumerate([
+    "The tide rises twice a day and the moon pulls the water towards the shore.",
+    "Sailors watch the charts and the wind before they leave the harbour at dawn.",
+    "Gravity of the sun also matters, and spring tides are the largest of the year.",
+])]
+
+
+@pytest.fixture
+def method(no_dropout_encoder_dir) -> MaskedLanguageModelling:
+    torch.manual_seed(0)
+    return MaskedLanguageModelling(no_dropout_encoder_dir, max_length=32, mlm_probability=0.3)
+
+
+def test_the_loss_is_hugging_face_masked_lm_loss(method, no_dropout_encoder_dir):
+    torch.manual_seed(3)
+    batch = method.collator("fit")(DOCUMENTS)
+    assert isinstance(batch, MaskedTokenBatch) and (batch.labels != -100).any()
+    terms = method.losses(batch)
+    assert set(terms) == {"mlm_loss"}  # masked LM alone: no contrastive term
+    reference = AutoModelForMaskedLM.from_pretrained(no_dropout_encoder_dir)
+    reference.load_state_dict(method.encoder.model.state_dict(), strict=False)
+    expected = reference(input_ids=batch.input_ids, attention_mask=batch.attention_mask, labels=batch.labels).loss
+    torch.testing.assert_close(terms["mlm_loss"], expected, atol=1e-5, rtol=1e-5)
+
+
+def test_training_masks_anew_and_validation_the_same_way(method):
+    torch.manual_seed(1)
+    first, second = method.collator("fit")(DOCUMENTS), method.collator("fit")(DOCUMENTS)
+    assert not torch.equal(first.labels, second.labels)
+    validation = [method.collator("validate")(DOCUMENTS) for _ in range(2)]
+    assert torch.equal(validation[0].labels, validation[1].labels)
+    assert torch.equal(validation[0].input_ids, validation[1].input_ids)
+    real = first.attention_mask.bool().sum() - 2 * len(DOCUMENTS)  # [CLS] and [SEP] are never chosen
+    assert 0 < int((first.labels != -100).sum()) < int(real)
+
+
+def test_a_step_moves_the_encoder_and_the_vector_is_the_cls_of_the_text(method):
+    text = method.tokenizer(DOCUMENTS[0].text, max_length=32, truncation=True, return_tensors="pt")
+    with torch.no_grad():
+        before = method.encoder(text["input_ids"], text["attention_mask"])
+    torch.testing.assert_close(embed_documents(method, DOCUMENTS[:1]), before, atol=1e-5, rtol=1e-5)
+    optimizer = torch.optim.AdamW(method.parameters(), lr=1e-2)
+    method.total_loss(method.losses(method.collator("fit")(DOCUMENTS))).backward()
+    optimizer.step()
+    assert not torch.allclose(embed_documents(method, DOCUMENTS[:1]), before, atol=1e-4)
+
+
+def test_a_masking_rate_outside_0_1_is_refused(no_dropout_encoder_dir):
+    with pytest.raises(BadArgument, match="mlm_probability"):
+        MaskedLanguageModelling(no_dropout_encoder_dir, max_length=32, mlm_probability=0.0)
