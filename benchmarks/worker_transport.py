@@ -50,7 +50,6 @@ from lit_docemb.data.batch_buffer import BufferedBatch, tensors_of, to_device_in
 from lit_docemb.data.document import Document, Section
 from lit_docemb.data.field_cache import FieldRows, FieldTokenCache
 from lit_docemb.data.installed_docs import iter_installed_docs
-from lit_docemb.data.passage_cache import PassageCache
 from lit_docemb.data.sampling import DistributedBatchSampler, ResumableLoader
 from lit_docemb.data.tokens import document_text
 from lit_docemb.methods import CTPE, DECA, CoLDE, DocSplit, GraphRoBERTa
