@@ -236,7 +236,9 @@ class LabelledTextDataModule(DocumentDataModule):
     def config_paths(self) -> dict[str, tuple[str | None, str]]:
         local = looks_like_local_path(self.source)
         return {"source": (self.source if local else None, "a labelled-text file or folder, or a hub name"),
-                "test_source": (self.test_source, "a local test file or folder")}
+                "test_source": (self.test_source, "a local test file or folder"),
+                "splits_file": (self.splits_file, "Longformer's hp-splits.json"),
+                "ground_truth": (self.ground_truth, "SemEval-2019 task 4's ground-truth-<part>.xml")}
 
     def _is_hf(self) -> bool:
         if self.source_format != "auto":

@@ -140,6 +140,11 @@ def test_semeval_hyperpartisan_bad_input_is_named(tmp_path):
     bad_splits.write_text(json.dumps({"train": list(range(10)), "dev": [10, 11], "test": [12, 13]}))
     with pytest.raises(ConfigError, match=r"splits_file: .*hp-splits.json.*positions of the 20 articles"):
         _hyperpartisan(articles, splits_file=str(bad_splits), val_split="dev", val_fraction=0.0)
+    for key in ("splits_file", "ground_truth"):  # a misspelt path: its key named before anything is read
+        misspelt = LabelledTextDataModule(str(articles), source_format="semeval_hyperpartisan",
+                                          **{key: str(tmp_path / f"misspelt_{key}")})
+        with pytest.raises(ConfigError, match=rf"^data\.init_args\.{key}: '.*misspelt_{key}' does not exist; set"):
+            misspelt.prepare_data()
     with pytest.raises(ConfigError, match="splits_file and ground_truth belong to source_format"):
         LabelledTextDataModule(str(articles), splits_file=str(bad_splits))
     renamed = articles.with_name("hyperpartisan.xml")

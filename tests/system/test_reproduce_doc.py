@@ -21,6 +21,7 @@ import shlex
 from pathlib import Path
 
 import pytest
+import yaml
 
 from lit_docemb.commands import main as run_command
 from lit_docemb.commands.cli import main as cli_main
@@ -153,3 +154,38 @@ def test_a_wrong_option_or_config_key_is_caught():
         check_command(["pool-folds", "--runs", "a.run", "--qrels", "q", "--measure", "P@20"])
     with pytest.raises(AssertionError, match="set by no enclosing for loop"):
         expansions(["fit", "--config", "configs/$nothing.yaml"], {})
+
+
+def resolved_model(argv: list[str]) -> dict:
+    """The model section (encoder, max_length, ...) that a documented command runs with, as ``--print_config`` gives it."""
+    command, args = argv[0], argv[1:]
+    if command in LIGHTNING_COMMANDS:
+        return yaml.safe_load(exits_cleanly(cli_main, [command, *args, "--print_config"]))["model"]
+    options, overrides = split_options(args, known_options(command))
+    configs = [arg for path in options.get("--config", []) for arg in ("--config", path)]
+    return yaml.safe_load(exits_cleanly(cli_main, ["fit", *configs, *overrides, "--print_config"]))["model"]
+
+
+def long_encoder_commands(first_heading: str, next_heading: str) -> list[list[str]]:
+    """Every expansion of the commands between two headings that names a Longformer or BigBird checkpoint."""
+    section = TEXT[TEXT.index(first_heading):TEXT.index(next_heading)]
+    return [expanded for argv, variables in doc_commands(section) for expanded in expansions(argv, variables)
+            if re.search(r"longformer|bigbird", " ".join(expanded))]
+
+
+@pytest.mark.parametrize("first_heading, next_heading, tokens", [
+    ("### Table 1: classification (accuracy, macro-F1) and Table 2", "### §4.4", 512),  # DocSplit Appendix A.1
+    ("### Table 1: clustering", "### Table 3: Robust04", 4096),  # Graph-RoBERTa §3.2
+], ids=["docsplit_tables_1_2", "graph_roberta_tables_1_2"])
+def test_longformer_and_bigbird_rows_read_the_length_their_paper_gives(first_heading, next_heading, tokens):
+    """DocSplit's classification and few-shot rows read 512 tokens for every model ("the maximum sequence length is
+    512 tokens", Appendix A.1, the same for Table 2), DocSplit_long, Longformer and BigBird included; Graph-RoBERTa's
+    baselines read 4,096 ("Longformer and BigBird's maximum input length is 4,096", §3.2)."""
+    checked = 0
+    for argv in long_encoder_commands(first_heading, next_heading):
+        model = resolved_model(argv)["init_args"]
+        encoder = model["backbone"]["init_args"] if "backbone" in model else model
+        if re.search(r"longformer|bigbird", encoder["encoder"]):
+            assert encoder["max_length"] == tokens, f"{shlex.join(argv)!r} reads {encoder['max_length']} tokens"
+            checked += 1
+    assert checked >= 10
