@@ -1,4 +1,4 @@
-"""CTPE's Doc2VecC row (configs/baselines/doc2vecc_ctpe.yaml): plain Doc2VecC, DECA's backbone at lambda = 0, fitted
+"""CTPE's Doc2VecC row (configs/baselines/doc2vecc/ctpe.yaml): plain Doc2VecC, DECA's backbone at lambda = 0, fitted
 on a CTPE task folder through the real CLI with the paper's settings, then scored by ``evaluate`` on the checkpoint.
 At lambda = 0 the augmentation must not reach the weights: two fits that differ only in it train the same vectors."""
 
@@ -14,7 +14,7 @@ from journeys import write_ctpe_task
 from lit_docemb.commands.cli import main
 
 ROOT = Path(__file__).resolve().parents[2]
-TASK_CONFIG, PIECE = str(ROOT / "configs/ctpe/arxiv.yaml"), str(ROOT / "configs/baselines/doc2vecc_ctpe.yaml")
+TASK_CONFIG, PIECE = str(ROOT / "configs/ctpe/arxiv.yaml"), str(ROOT / "configs/baselines/doc2vecc/ctpe.yaml")
 
 
 def fit(run: Path, *overrides: str):
