@@ -38,7 +38,7 @@ class ClassicalBaseline(EmbeddingMethod):
 
     Args:
         representation: What represents a document (:mod:`lit_docemb.models.classical`): ``TfIdf`` (default),
-            ``LatentSemanticAnalysis``, ``LatentDirichletAllocation``, ``WordVectorAverage``, ``ParagraphVectors``
+            ``LatentSemanticAnalysis``, ``LatentDirichletAllocation``, ``WordVectorAverage``, ``ParagraphVectors``,
             ``RandomVectors`` or ``SkipThoughtAverage``, as ``{class_path, init_args}``.
     """
 

@@ -6,10 +6,9 @@ avg-word2vec(ran), avg-Skip-thoughts).
 Each representation is fitted once on tokenised documents and then gives an (N, D) float32 matrix for any
 documents: ``fit(documents, keys)``, ``transform(documents, keys)``. A document is a list of its words, or, for a
 representation whose ``unit`` is ``"sentences"`` (Skip-thoughts), a list of its sentences (each its words joined by
-spaces). A key names one document (its id and
-a hash of its words): paragraph vectors give a document they were fitted on its trained vector and infer one for
-the others; random vectors are drawn from it. Everything is repeatable with a fixed ``seed`` (gensim with one
-worker thread). scikit-learn and gensim are base requirements.
+spaces). A key names one document (its id and a hash of its words): paragraph vectors give a document they were
+fitted on its trained vector and infer one for the others; random vectors are drawn from it. Everything is
+repeatable with a fixed ``seed`` (gensim with one worker thread). scikit-learn and gensim are base requirements.
 
 Plain classes: no Lightning, no ``torch.distributed``, no corpus names.
 """
@@ -338,20 +337,21 @@ class SkipThoughtAverage(DocumentRepresentation):
     represented as the embedding of the document") and DECA's Skip-Thought row (Table 3, 20news and IMDB; DECA says
     only "an RNN-based encoder": the document vector is read here as CTPE's mean). Nothing is fitted on the corpus.
     Sentences are given by the caller (``unit: sentences``); a word outside ``dictionary.txt`` is ``UNK``'s row, a
-    document without a sentence the zero vector. The encoder runs where :attr:`module` is (the method's device),
-    ``batch_size`` sentences at a time, sorted by length so a batch pads little.
+    document without a sentence the zero vector. The encoder runs where :attr:`module` is (the method's device), on
+    sentences sorted by length, as many at a time as ``batch_words`` padded word positions hold (a longer sentence
+    alone): the GRUs' gate inputs of a pass take about ``batch_words`` x 9,600 x 4 bytes (uni-skip's and bi-skip's).
 
     Args:
         folder: The folder of the release (``uni_skip.npz``, ``uni_skip.npz.pkl``, ``bi_skip.npz``,
             ``bi_skip.npz.pkl``, ``utable.npy``, ``btable.npy``, ``dictionary.txt``), read when this is built.
-        batch_size: Sentences per forward pass.
+        batch_words: Padded word positions (sentences x the longest one's words) per forward pass.
     """
 
     unit = "sentences"
 
-    def __init__(self, folder: str, batch_size: int = 256) -> None:
-        require(batch_size >= 1, "batch_size", ">= 1", batch_size)
-        self.folder, self.batch_size = folder, batch_size
+    def __init__(self, folder: str, batch_words: int = 16384) -> None:
+        require(batch_words >= 1, "batch_words", ">= 1", batch_words)
+        self.folder, self.batch_words = folder, batch_words
         self.module, dictionary = SkipThoughtsEncoder.from_folder(folder)  # a missing file stops in one line here
         self.row_of = {word: row for row, word in reversed(list(enumerate(dictionary)))}
         self.unknown_row = self.row_of["UNK"]
@@ -368,8 +368,7 @@ class SkipThoughtAverage(DocumentRepresentation):
         total = torch.zeros(len(documents), self.module.dim, dtype=torch.float64, device=device)  # (N, 4800)
         counts = torch.zeros(len(documents), dtype=torch.float64, device=device)
         with torch.no_grad():
-            for start in range(0, len(sentences), self.batch_size):
-                batch = sentences[start:start + self.batch_size]
+            for batch in self._batches(sentences):
                 lengths = torch.tensor([len(rows) for _, rows in batch], device=device)
                 word_rows = torch.zeros(len(batch), int(lengths.max()), dtype=torch.long, device=device)  # (S, L)
                 for i, (_, rows) in enumerate(batch):
@@ -378,3 +377,13 @@ class SkipThoughtAverage(DocumentRepresentation):
                 total.index_add_(0, owners, self.module(word_rows, lengths).double())  # (S, 4800) into (N, 4800)
                 counts.index_add_(0, owners, torch.ones(len(batch), dtype=torch.float64, device=device))
         return (total / counts.clamp(min=1).unsqueeze(1)).cpu().numpy()  # (N, 4800)
+
+    def _batches(self, sentences: list[tuple[int, list[int]]]):
+        """Consecutive runs of the length-sorted ``sentences`` whose padded size stays within ``batch_words``."""
+        start = 0
+        while start < len(sentences):
+            end = start + 1
+            while end < len(sentences) and (end + 1 - start) * len(sentences[end][1]) <= self.batch_words:
+                end += 1
+            yield sentences[start:end]
+            start = end

@@ -40,7 +40,11 @@ DOCUMENTS = [
 
 def test_a_document_is_the_mean_of_its_sentences_reference_vectors(tmp_path):
     folder = write_skip_thoughts_release(tmp_path / "skip", WORDS)
-    method = ClassicalBaseline(SkipThoughtAverage(str(folder), batch_size=3))  # batches mix documents' sentences
+    representation = SkipThoughtAverage(str(folder), batch_words=8)  # passes mix documents' sentences
+    lengths = [[1] * n for n in (1, 2, 3, 3, 4, 9)]
+    assert [[len(rows) for _, rows in batch] for batch in representation._batches(list(enumerate(lengths)))] == \
+        [[1, 2], [3, 3], [4], [9]]  # 2 x 2, 2 x 3 and 4 fit in 8 words, 9 runs alone
+    method = ClassicalBaseline(representation)
     method.prepare(DOCUMENTS)
     method.to(torch.device("cpu")).eval()
     vectors = embed_documents(method, DOCUMENTS, batch_size=2).numpy()
