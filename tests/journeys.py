@@ -318,6 +318,10 @@ def _classical(args: dict, encoder: str, folder: Path) -> dict:
                  if key in init})
     if _short(representation["class_path"]) in ("WordVectorAverage", "ParagraphVectors"):
         init["min_count"] = 1  # the fixture's words are rare
+    if _short(representation["class_path"]) == "SkipThoughtAverage":  # a tiny release in the authors' layout
+        texts = [doc.text for doc in labelled_docs(32)] + topic_texts(8)
+        words = sorted({w for text in texts for w in preprocess_words(text)})
+        init["folder"] = str(write_skip_thoughts_release(folder / "skip_thoughts", words))
     return {"representation": {**representation, "init_args": init}}
 
 

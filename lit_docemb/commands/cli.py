@@ -54,6 +54,7 @@ from lit_docemb.methods.callbacks import (
 )
 from lit_docemb.methods.checkpoints import read_checkpoint
 from lit_docemb.methods.progress import RateProgressBar
+from lit_docemb.models.classical import DocumentRepresentation
 
 
 def one_line_parse_error(message: str) -> str:
@@ -123,6 +124,9 @@ class DocEmbCLI(LightningCLI):
         for key, base in (("model", EmbeddingMethod), ("data", DocumentDataModule)):
             self.parser.add_instantiator(SectionNaming(_InstantiatorFn(cli=self, key=key), key), base,
                                          subclasses=True, prepend=True)
+        # ClassicalBaseline's representation is built before the method: its bad argument is named under its own key
+        self.parser.add_instantiator(SectionNaming(build_plainly, "model.init_args.representation"),
+                                     DocumentRepresentation, subclasses=True, prepend=True)
 
     def _parse_ckpt_path(self) -> None:
         """Lightning merges a checkpoint's stored hyper-parameters over the config here; lit_docemb does not (a
@@ -202,6 +206,11 @@ def _names_progress_bar(class_path: str | None) -> bool:
     module, _, name = class_path.rpartition(".")
     found = getattr(importlib.import_module(module), name, None)
     return isinstance(found, type) and issubclass(found, ProgressBar)
+
+
+def build_plainly(class_type, *args, applied_instantiation_links: dict | None = None, **kwargs):
+    """jsonargparse's default instantiation (``class_type(*args, **kwargs)``), for :class:`SectionNaming`."""
+    return class_type(*args, **kwargs)
 
 
 class SectionNaming:

@@ -371,7 +371,8 @@ class WordListBatch:
     :mod:`lit_docemb.models.classical`): no tensors, nothing to move to a device.
 
     Attributes:
-        words: the B documents' words.
+        words: the B documents' words, or their sentences (each its words joined by spaces) for a representation
+            that reads sentences.
         keys: one key per document, its id and a hash of its words (names it to the representation).
         ids: the B document ids.
     """

@@ -1,6 +1,7 @@
 """The classical document-embedding baselines of DECA's Tables 3-4 (seed paper 002) and CTPE's Tables 2-3 (seed paper
 004) as one method: a representation of :mod:`lit_docemb.models.classical` (TF-IDF, LSA, LDA, word-vector average,
-PV-DBOW / PV-DM, random vectors) fitted on the corpus's documents, no trainable weight.
+PV-DBOW / PV-DM, random vectors) fitted on the corpus's documents, or the frozen Skip-thoughts release averaged over a
+document's sentences; no trainable weight.
 
 There is nothing to train: ``python -m lit_docemb evaluate`` (no ``--ckpt_path``) fits it on the documents ``fit``
 would train on (:meth:`ClassicalBaseline.prepare`: the DataModule's ``fit_set``, every document read with a labelled
@@ -23,7 +24,7 @@ from lit_docemb.data.document import Document
 from lit_docemb.errors import ConfigError
 from lit_docemb.methods.base import EmbeddingMethod
 from lit_docemb.models.classical import DocumentRepresentation, TfIdf
-from lit_docemb.views.classical import WordListCollator, document_key, document_words
+from lit_docemb.views.classical import WordListCollator, document_key, document_units
 
 log = logging.getLogger(__name__)
 
@@ -37,21 +38,22 @@ class ClassicalBaseline(EmbeddingMethod):
 
     Args:
         representation: What represents a document (:mod:`lit_docemb.models.classical`): ``TfIdf`` (default),
-            ``LatentSemanticAnalysis``, ``LatentDirichletAllocation``, ``WordVectorAverage``, ``ParagraphVectors``
-            or ``RandomVectors``, as ``{class_path, init_args}``.
+            ``LatentSemanticAnalysis``, ``LatentDirichletAllocation``, ``WordVectorAverage``, ``ParagraphVectors``,
+            ``RandomVectors`` or ``SkipThoughtAverage``, as ``{class_path, init_args}``.
     """
 
     def __init__(self, representation: DocumentRepresentation | None = None) -> None:
         super().__init__()
         self.representation = representation if representation is not None else TfIdf()
+        self.representation_module = self.representation.module  # frozen (Skip-thoughts): moves with the method
         self.fitted_documents = 0
 
     def prepare(self, train_documents: Sequence[Document], val_documents: Sequence[Document] = ()) -> None:
         """Fits the representation on ``train_documents`` (the validation documents are not used: the papers fit on
         the whole corpus through ``train_documents``)."""
         documents = [train_documents[i] for i in range(len(train_documents))]
-        words = [document_words(d) for d in documents]
-        self.representation.fit(words, [document_key(d.id, w) for d, w in zip(documents, words)])
+        units = [document_units(d, self.representation.unit) for d in documents]
+        self.representation.fit(units, [document_key(d.id, u) for d, u in zip(documents, units)])
         self.fitted_documents = len(documents)
         log.info("%s fitted on %d documents", type(self.representation).__name__, len(documents))
 
@@ -66,7 +68,7 @@ class ClassicalBaseline(EmbeddingMethod):
                               "on a corpus before it embeds: python -m lit_docemb evaluate fits it on the documents "
                               "of a labelled or JSONL DataModule (not a ranking DataModule, which evaluate does not "
                               "set up) and embed on its --input")
-        return WordListCollator()
+        return WordListCollator(self.representation.unit)
 
     def losses(self, batch: WordListBatch) -> dict[str, Tensor]:
         raise ConfigError(NOTHING_TO_TRAIN)

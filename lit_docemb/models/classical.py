@@ -1,12 +1,14 @@
 """Classical document representations, fitted on a corpus's documents without gradient training: the baselines of
-DECA's Tables 3-4 (seed paper 002: TF-IDF, LDA, W2V-AVG, PV-DBOW, PV-DM) and CTPE's Tables 2-3 (seed paper 004:
-TF-IDF, LSA, LDA, avg-word2vec, avg-word2vec(full), avg-GloVe(full), doc2vec, doc2vec(ran), avg-word2vec(ran)).
+DECA's Tables 3-4 (seed paper 002: TF-IDF, LDA, W2V-AVG, PV-DBOW, PV-DM, Skip-Thought) and CTPE's Tables 2-3 (seed
+paper 004: TF-IDF, LSA, LDA, avg-word2vec, avg-word2vec(full), avg-GloVe(full), doc2vec, doc2vec(ran),
+avg-word2vec(ran), avg-Skip-thoughts).
 
-Each representation is fitted once on tokenised documents (lists of words) and then gives an (N, D) float32 matrix
-for any documents: ``fit(documents, keys)``, ``transform(documents, keys)``. A key names one document (its id and
-a hash of its words): paragraph vectors give a document they were fitted on its trained vector and infer one for
-the others; random vectors are drawn from it. Everything is repeatable with a fixed ``seed`` (gensim with one
-worker thread). scikit-learn and gensim are base requirements.
+Each representation is fitted once on tokenised documents and then gives an (N, D) float32 matrix for any
+documents: ``fit(documents, keys)``, ``transform(documents, keys)``. A document is a list of its words, or, for a
+representation whose ``unit`` is ``"sentences"`` (Skip-thoughts), a list of its sentences (each its words joined by
+spaces). A key names one document (its id and a hash of its words): paragraph vectors give a document they were
+fitted on its trained vector and infer one for the others; random vectors are drawn from it. Everything is
+repeatable with a fixed ``seed`` (gensim with one worker thread). scikit-learn and gensim are base requirements.
 
 Plain classes: no Lightning, no ``torch.distributed``, no corpus names.
 """
@@ -15,11 +17,14 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
-from typing import Literal
+from typing import ClassVar, Literal
 
 import numpy as np
+import torch
+from torch import nn
 
 from lit_docemb.errors import ConfigError, require
+from lit_docemb.models.skip_thoughts import SkipThoughtsEncoder
 from lit_docemb.models.word_vectors import VectorsFormat, lowered_keys, read_word_vectors, stable_hash
 
 Words = Sequence[str]
@@ -31,8 +36,17 @@ def _as_is(words: Words) -> Words:
 
 
 class DocumentRepresentation(ABC):
-    """A document representation fitted on a corpus (see the module docstring)."""
+    """A document representation fitted on a corpus (see the module docstring).
 
+    Attributes:
+        unit: What a document is given as: ``"words"`` (its words) or ``"sentences"`` (its sentences, each its words
+            joined by spaces).
+        module: A torch module the representation computes with (``None``: none); the method that holds the
+            representation registers it, so that it moves to the method's device.
+    """
+
+    unit: ClassVar[Literal["words", "sentences"]] = "words"
+    module: nn.Module | None = None
     fitted: bool = False
 
     def fit(self, documents: Sequence[Words], keys: Sequence[str]) -> None:
@@ -314,3 +328,62 @@ class RandomVectors(DocumentRepresentation):
             if words:
                 out[row] = np.mean([self._word(word) for word in words], axis=0)
         return out
+
+
+class SkipThoughtAverage(DocumentRepresentation):
+    """A document is the mean of the Skip-thoughts vectors of its sentences (Kiros et al. 2015; the generic
+    combine-skip model, 4,800 dimensions, with the EOS token, frozen: :mod:`lit_docemb.models.skip_thoughts` reads
+    the authors' release). CTPE's avg-Skip-thoughts (§4.3: "the average of the sentence embeddings in the document is
+    represented as the embedding of the document") and DECA's Skip-Thought row (Table 3, 20news and IMDB; DECA says
+    only "an RNN-based encoder": the document vector is read here as CTPE's mean). Nothing is fitted on the corpus.
+    Sentences are given by the caller (``unit: sentences``); a word outside ``dictionary.txt`` is ``UNK``'s row, a
+    document without a sentence the zero vector. The encoder runs where :attr:`module` is (the method's device), on
+    sentences sorted by length, as many at a time as ``batch_words`` padded word positions hold (a longer sentence
+    alone): the GRUs' gate inputs of a pass take about ``batch_words`` x 9,600 x 4 bytes (uni-skip's and bi-skip's).
+
+    Args:
+        folder: The folder of the release (``uni_skip.npz``, ``uni_skip.npz.pkl``, ``bi_skip.npz``,
+            ``bi_skip.npz.pkl``, ``utable.npy``, ``btable.npy``, ``dictionary.txt``), read when this is built.
+        batch_words: Padded word positions (sentences x the longest one's words) per forward pass.
+    """
+
+    unit = "sentences"
+
+    def __init__(self, folder: str, batch_words: int = 16384) -> None:
+        require(batch_words >= 1, "batch_words", ">= 1", batch_words)
+        self.folder, self.batch_words = folder, batch_words
+        self.module, dictionary = SkipThoughtsEncoder.from_folder(folder)  # a missing file stops in one line here
+        self.row_of = {word: row for row, word in reversed(list(enumerate(dictionary)))}
+        self.unknown_row = self.row_of["UNK"]
+
+    def _fit(self, documents: Sequence[Words], keys: Sequence[str]) -> None:
+        """Nothing to fit: the released model is used as is."""
+
+    def _transform(self, documents: Sequence[Words], keys: Sequence[str]) -> np.ndarray:
+        sentences = [(row, [self.row_of.get(w, self.unknown_row) for w in sentence.split()])
+                     for row, document in enumerate(documents) for sentence in document]
+        sentences = [(row, rows) for row, rows in sentences if rows]
+        sentences.sort(key=lambda item: len(item[1]))
+        device = self.module.uni_table.device
+        total = torch.zeros(len(documents), self.module.dim, dtype=torch.float64, device=device)  # (N, 4800)
+        counts = torch.zeros(len(documents), dtype=torch.float64, device=device)
+        with torch.no_grad():
+            for batch in self._batches(sentences):
+                lengths = torch.tensor([len(rows) for _, rows in batch], device=device)
+                word_rows = torch.zeros(len(batch), int(lengths.max()), dtype=torch.long, device=device)  # (S, L)
+                for i, (_, rows) in enumerate(batch):
+                    word_rows[i, :len(rows)] = torch.tensor(rows, device=device)
+                owners = torch.tensor([row for row, _ in batch], device=device)
+                total.index_add_(0, owners, self.module(word_rows, lengths).double())  # (S, 4800) into (N, 4800)
+                counts.index_add_(0, owners, torch.ones(len(batch), dtype=torch.float64, device=device))
+        return (total / counts.clamp(min=1).unsqueeze(1)).cpu().numpy()  # (N, 4800)
+
+    def _batches(self, sentences: list[tuple[int, list[int]]]):
+        """Consecutive runs of the length-sorted ``sentences`` whose padded size stays within ``batch_words``."""
+        start = 0
+        while start < len(sentences):
+            end = start + 1
+            while end < len(sentences) and (end + 1 - start) * len(sentences[end][1]) <= self.batch_words:
+                end += 1
+            yield sentences[start:end]
+            start = end

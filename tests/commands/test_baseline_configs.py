@@ -14,8 +14,9 @@ from lit_docemb.commands.cli import main
 ROOT = Path(__file__).resolve().parents[2]
 BASELINES = ROOT / "configs" / "baselines"
 EMBEDDING = sorted(p for p in BASELINES.rglob("*.yaml")
-                   if not {"classify", "classical"} & set(p.relative_to(BASELINES).parts))
-"""Public checkpoints (classical/ holds the untrained classical baselines: tests/methods/test_classical.py)."""
+                   if not {"classify", "classical", "doc2vecc"} & set(p.relative_to(BASELINES).parts))
+"""Public checkpoints (classical/ holds the untrained classical baselines: tests/methods/test_classical.py; doc2vecc/
+the Doc2VecC trained for CTPE's tables: tests/commands/test_ctpe_doc2vecc.py)."""
 CLASSIFY = sorted((BASELINES / "classify").rglob("*.yaml"))
 
 
