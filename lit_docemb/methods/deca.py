@@ -86,7 +86,7 @@ class DECA(EmbeddingMethod):
         augmentation: :class:`~lit_docemb.augment.specs.WordNet`, ``Antonym``, ``Uninformative``, ``PPDB`` or
             ``BackTranslation`` (§3.3); ``None``: ``WordNet()`` unless the framework draws no augmentation
             (``Doc2VecCAlone``, which refuses one given explicitly). Every other framework's default is
-            ``WordNet()`` as before, and every shipped config names its augmentation, so none changes behaviour.
+            ``WordNet()`` as before, and every shipped config with one names its augmentation: none changes behaviour.
         optimizer: Optimizer factory; ``None`` is AdamW at lr 1e-3.
         scheduler: Optional learning-rate scheduler factory.
         retention: Options that keep what a pretrained encoder backbone knew (:class:`~lit_docemb.methods.

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import random
+import shlex
 from collections import Counter
 from pathlib import Path
 from types import SimpleNamespace
@@ -16,6 +17,7 @@ import torch.nn.functional as F
 import yaml
 from conftest import _topic_texts
 from corpus_files import labelled_docs
+from journeys import write_text_gcn_release
 
 from lit_docemb.augment import DocumentAugmenter, Vocabulary, words_of
 from lit_docemb.augment.specs import PPDB, Antonym, BackTranslation, Uninformative, WordNet
@@ -278,6 +280,44 @@ def test_predict_from_a_checkpoint_through_the_cli(tmp_path):
         expected = fitted.model.embed(fitted.model.collator("predict")(documents))
     assert [i for o in outputs for i in o["ids"]] == [d.id for d in documents]
     assert torch.allclose(embeddings, expected) and embeddings.abs().sum() > 0
+
+
+def documented_doc2vecc_row(name: str) -> list[str]:
+    """The argv (after ``python -m lit_docemb``) of docs/reproduce.md's fit of DECA's Doc2VecC row on ``name``."""
+    lines = (ROOT / "docs" / "reproduce.md").read_text(encoding="utf-8").splitlines()
+    line = next(line for line in lines if f"--trainer.default_root_dir runs/deca_{name}_doc2vecc" in line)
+    return [str(ROOT / token) if token.startswith("configs/") else token for token in shlex.split(line)[3:]]
+
+
+def test_documented_doc2vecc_row_fits_r8_without_an_augmentation(no_augmentation, tmp_path, monkeypatch, capsys):
+    """DECA Tables 3-4's Doc2VecC row on R8, the command of docs/reproduce.md on text_gcn's files: it trains l_d
+    alone and logs the error rate and NMI, with WordNet unreadable; without its ``augmentation null`` the set
+    config's augmentation is refused in one line."""
+    monkeypatch.chdir(tmp_path)
+    argv = documented_doc2vecc_row("r8")
+    assert "lit_docemb.methods.deca_components.Doc2VecCAlone" in argv and argv[argv.index("--model.init_args.augmentation") + 1] == "null"
+    source = write_text_gcn_release(tmp_path / "text_gcn", "R8")
+    fixture = [f"--data.init_args.source={source}", f"--data.init_args.cache_dir={tmp_path / 'cache'}",
+               "--data.init_args.batch_size=8", "--data.init_args.num_workers=0", "--trainer.logger=false",
+               "--trainer.accelerator=cpu", "--trainer.devices=1", "--trainer.max_steps=2",
+               "--trainer.limit_val_batches=1", "--trainer.enable_progress_bar=false",
+               "--model.init_args.backbone.init_args.min_word_count=1"]
+    cli = main(argv + fixture)
+    assert cli.trainer.global_step == 2 and (tmp_path / "runs/deca_r8_doc2vecc/checkpoints/last.ckpt").is_file()
+    assert isinstance(cli.model.framework, Doc2VecCAlone) and cli.model.augmentation is None
+    assert {k for k in cli.trainer.callback_metrics if k.endswith("_loss")} >= {"train/doc2vecc_loss"}
+    assert not {k for k in cli.trainer.callback_metrics if "ntxent" in k or "simsiam" in k}
+    evaluation = next(c for c in cli.trainer.callbacks if type(c).__name__ == "LabelledEmbeddingEvaluation")
+    assert 0.0 <= evaluation.metrics["probe/error_rate"] <= 1.0 and 0.0 <= evaluation.metrics["cluster/nmi"] <= 1.0
+    capsys.readouterr()
+    (tmp_path / "refused").mkdir()
+    monkeypatch.chdir(tmp_path / "refused")  # a run folder of its own
+    at = argv.index("--model.init_args.augmentation")
+    with pytest.raises(SystemExit) as exited:
+        main(argv[:at] + argv[at + 2:] + fixture)
+    err = capsys.readouterr().err.strip()
+    assert exited.value.code == 2 and err.splitlines() == [err], err
+    assert err.startswith("error: model.init_args.augmentation: Doc2VecCAlone draws no augmentation"), err
 
 
 def test_labelled_evaluation_scores_embeddings_and_refuses_bad_input():
