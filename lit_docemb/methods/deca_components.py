@@ -1,6 +1,7 @@
 """DECA's typed config components: the backbone (Doc2VecC or a Hugging Face encoder) and the framework (SimCLR,
-SimSiam, Table 5's "-Contrastive" append, or Doc2VecC alone for the baseline rows). Each holds only the arguments that apply to it, so that a config
-cannot combine, say, NT-Xent's temperature with SimSiam; the augmentations are :mod:`lit_docemb.augment.specs`.
+SimSiam, Table 5's "-Contrastive" append, or Doc2VecC alone for the baseline rows). Each holds only the arguments
+that apply to it, so that a config cannot combine, say, NT-Xent's temperature with SimSiam; the augmentations are
+:mod:`lit_docemb.augment.specs`.
 
 A config names one with ``class_path`` / ``init_args``; a framework's ``draws_augmentation`` says whether DECA draws
 an augmentation for it (and so takes an ``augmentation``); ``problems`` lists out-of-range values for

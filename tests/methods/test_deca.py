@@ -295,7 +295,8 @@ def test_documented_doc2vecc_row_fits_r8_without_an_augmentation(no_augmentation
     config's augmentation is refused in one line."""
     monkeypatch.chdir(tmp_path)
     argv = documented_doc2vecc_row("r8")
-    assert "lit_docemb.methods.deca_components.Doc2VecCAlone" in argv and argv[argv.index("--model.init_args.augmentation") + 1] == "null"
+    assert "lit_docemb.methods.deca_components.Doc2VecCAlone" in argv
+    assert argv[argv.index("--model.init_args.augmentation") + 1] == "null"
     source = write_text_gcn_release(tmp_path / "text_gcn", "R8")
     fixture = [f"--data.init_args.source={source}", f"--data.init_args.cache_dir={tmp_path / 'cache'}",
                "--data.init_args.batch_size=8", "--data.init_args.num_workers=0", "--trainer.logger=false",
