@@ -274,14 +274,16 @@ def _deca(args: dict, encoder: str, folder: Path) -> dict:
         backbone_args.update(encoder=encoder, max_length=64)
     else:
         backbone_args.update(embedding_dim=16, min_word_count=1)
+    update = {"backbone": {**backbone, "init_args": backbone_args}}
+    if not args.get("augmentation"):  # a framework that draws none (Doc2VecCAlone)
+        return update
     augmentation = dict(args["augmentation"])
     augmentation_args = dict(augmentation.get("init_args") or {})
     if augmentation_args.get("dictionary_constraint", True):  # the fixture's words are rare: any count will do
         augmentation_args["replacement_min_count"] = 1
     if _short(augmentation["class_path"]) == "PPDB":
         augmentation_args["path"] = str(write_ppdb(folder / "ppdb-2.0-s-lexical"))
-    return {"backbone": {**backbone, "init_args": backbone_args},
-            "augmentation": {**augmentation, "init_args": augmentation_args}}
+    return update | {"augmentation": {**augmentation, "init_args": augmentation_args}}
 
 
 def _colde(args: dict, encoder: str, folder: Path) -> dict:

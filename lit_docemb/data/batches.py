@@ -415,13 +415,14 @@ class Doc2VecCPairBatch:
 
 @dataclass
 class Doc2VecCBatch:
-    """B documents, each followed by one of its augmentations, and their CBOW targets (Table 5's "-Contrastive":
-    Doc2VecC on the merged corpus, no contrastive pair).
+    """B documents for Doc2VecC's loss alone, no contrastive pair, and their CBOW targets: each document followed by
+    one of its augmentations (Table 5's "-Contrastive": Doc2VecC on the merged corpus), or the document's own words
+    alone (plain Doc2VecC, DECA's framework ``Doc2VecCAlone``).
 
     Attributes:
-        words: (B, T) word ids of each document then of its augmentation, 0-padded.
-        targets: (B, S) target word ids sampled from the merged document, 0 where it has fewer than S words.
-        contexts: (B, S, C) ids of each target's window in the merged document (C = 2 x window_size), 0-padded.
+        words: (B, T) word ids of each document (then of its augmentation), 0-padded.
+        targets: (B, S) target word ids sampled from those words, 0 where there are fewer than S.
+        contexts: (B, S, C) ids of each target's window in those words (C = 2 x window_size), 0-padded.
         doc_index: (B,) int64 stable hashes of the document ids.
         skipped: documents of the incoming list with fewer than two in-vocabulary words (or an empty augmentation).
     """

@@ -9,6 +9,8 @@ A.3.2: Adam, lr 1e-3, batch 4,096, tau 1.0, dimension 100 (Doc2VecC); BERT lr 3e
 Table 5's ablations on R8 are two independent switches. The framework ``Append`` ("-Contrastive", §4.5) has no
 contrastive loss: each document is followed by one randomly drawn augmentation and Doc2VecC trains on that
 merged document with l_d alone (a new augmentation each epoch; embeddings are of the original documents).
+The framework ``Doc2VecCAlone`` is the Doc2VecC baseline rows (DECA Tables 3-4, CTPE Tables 2-3): l_d on the
+documents themselves, no augmentation drawn and none taken.
 An augmentation's ``dictionary_constraint: false`` (the last row, used with ``Append`` in the paper) lets
 replacements be thesaurus words outside the corpus; the Doc2VecC vocabulary is then the corpus's words plus every
 word of the thesaurus candidates (ids after the corpus's, count 0, so never a negative sample), so that such a
@@ -38,13 +40,21 @@ from lit_docemb.data.tokens import document_text
 from lit_docemb.errors import ConfigError
 from lit_docemb.losses import NegativeSamplingLoss, NTXentLoss, SimSiamLoss
 from lit_docemb.methods.base import EmbeddingMethod
-from lit_docemb.methods.deca_components import Append, Doc2VecCBackbone, EncoderBackbone, SimCLR, SimSiam
+from lit_docemb.methods.deca_components import (
+    Append,
+    Doc2VecCAlone,
+    Doc2VecCBackbone,
+    EncoderBackbone,
+    SimCLR,
+    SimSiam,
+)
 from lit_docemb.methods.retention import Retention
 from lit_docemb.models import Doc2VecC, tokenizer_and_encoder
 from lit_docemb.views.common import DocumentCollator
 from lit_docemb.views.deca import (
     AppendedAugmentationCollator,
     AugmentedTextCollator,
+    Doc2VecCCollator,
     Doc2VecCPairCollator,
     WordDocumentCollator,
     WordTypes,
@@ -70,10 +80,13 @@ class DECA(EmbeddingMethod):
             Face encoder's [CLS], trained on the contrastive loss alone); ``None``: ``Doc2VecCBackbone()``.
         framework: :class:`~lit_docemb.methods.deca_components.SimCLR` (NT-Xent, eq. 4),
             :class:`~lit_docemb.methods.deca_components.SimSiam` (eq. 5) or
-            :class:`~lit_docemb.methods.deca_components.Append` (Table 5 "-Contrastive", Doc2VecC only);
-            ``None``: ``SimCLR()``.
+            :class:`~lit_docemb.methods.deca_components.Append` (Table 5 "-Contrastive", Doc2VecC only) or
+            :class:`~lit_docemb.methods.deca_components.Doc2VecCAlone` (plain Doc2VecC, the baseline rows; Doc2VecC
+            only); ``None``: ``SimCLR()``.
         augmentation: :class:`~lit_docemb.augment.specs.WordNet`, ``Antonym``, ``Uninformative``, ``PPDB`` or
-            ``BackTranslation`` (§3.3); ``None``: ``WordNet()``.
+            ``BackTranslation`` (§3.3); ``None``: ``WordNet()`` unless the framework draws no augmentation
+            (``Doc2VecCAlone``, which refuses one given explicitly). Every other framework's default is
+            ``WordNet()`` as before, and every shipped config with one names its augmentation: none changes behaviour.
         optimizer: Optimizer factory; ``None`` is AdamW at lr 1e-3.
         scheduler: Optional learning-rate scheduler factory.
         retention: Options that keep what a pretrained encoder backbone knew (:class:`~lit_docemb.methods.
@@ -89,7 +102,7 @@ class DECA(EmbeddingMethod):
     def __init__(
         self,
         backbone: Doc2VecCBackbone | EncoderBackbone | None = None,
-        framework: SimCLR | SimSiam | Append | None = None,
+        framework: SimCLR | SimSiam | Append | Doc2VecCAlone | None = None,
         augmentation: Augmentation | None = None,
         optimizer: OptimizerCallable | None = None,
         scheduler: LRSchedulerCallable | None = None,
@@ -100,8 +113,9 @@ class DECA(EmbeddingMethod):
         self.save_method_hyperparameters(ignore=["optimizer", "scheduler"])
         self.backbone_spec = Doc2VecCBackbone() if backbone is None else backbone
         self.framework = SimCLR() if framework is None else framework
-        self.augmentation = WordNet() if augmentation is None else augmentation
-        self._check_arguments()
+        self._check_arguments(augmentation)
+        draws = self.framework.draws_augmentation
+        self.augmentation: Augmentation | None = WordNet() if augmentation is None and draws else augmentation
         spec, framework = self.backbone_spec, self.framework
         if isinstance(spec, Doc2VecCBackbone):
             self.backbone: Doc2VecC | None = None  # built once the vocabulary is known (setup / checkpoint)
@@ -131,17 +145,25 @@ class DECA(EmbeddingMethod):
         """Tokens per document of the encoder backbone."""
         return self.backbone_spec.max_length
 
-    def _check_arguments(self) -> None:
+    def _check_arguments(self, augmentation: Augmentation | None) -> None:
         parts = {"backbone": (self.backbone_spec, (Doc2VecCBackbone, EncoderBackbone)),
-                 "framework": (self.framework, (SimCLR, SimSiam, Append)),
-                 "augmentation": (self.augmentation, (Augmentation,))}
+                 "framework": (self.framework, (SimCLR, SimSiam, Append, Doc2VecCAlone))}
+        if augmentation is not None:
+            parts["augmentation"] = (augmentation, (Augmentation,))
         for part, (component, types) in parts.items():
             if not isinstance(component, types):
                 raise ConfigError(f"model.init_args.{part}: expected one of {[t.__name__ for t in types]}, got "
                                   f"{type(component).__name__}")
             for name, problem in component.problems().items():
                 raise ConfigError(f"model.init_args.{part}.init_args.{name}: {problem}")
+        if augmentation is not None and not self.framework.draws_augmentation:
+            raise ConfigError(f"model.init_args.augmentation: {type(self.framework).__name__} draws no augmentation "
+                              f"(Doc2VecC's loss on the documents themselves), got {type(augmentation).__name__}: "
+                              "leave it unset (--model.init_args.augmentation null after a config that names one)")
         if isinstance(self.backbone_spec, EncoderBackbone):
+            if isinstance(self.framework, Doc2VecCAlone):
+                raise ConfigError("model.init_args.framework: Doc2VecCAlone is plain Doc2VecC (its loss l_d with no "
+                                  "contrastive one): it needs the Doc2VecC backbone, not an encoder")
             if isinstance(self.framework, Append):
                 raise ConfigError("model.init_args.framework: Append trains Doc2VecC on documents with their "
                                   "augmentation appended (Table 5 '-Contrastive'): an encoder has no loss without a "
@@ -173,9 +195,9 @@ class DECA(EmbeddingMethod):
 
     def word_cache(self) -> FieldTokenCache | None:
         """The cache of the documents' word types that the Doc2VecC collators read
-        (:class:`~lit_docemb.views.deca.WordTypes`), or ``None`` where they read text (an encoder backbone, an
-        augmentation without a replacement table)."""
-        if isinstance(self.backbone_spec, EncoderBackbone):
+        (:class:`~lit_docemb.views.deca.WordTypes`), or ``None`` where they read text (an encoder backbone, no
+        augmentation, an augmentation without a replacement table)."""
+        if isinstance(self.backbone_spec, EncoderBackbone) or self.augmentation is None:
             return None
         replacement = self._pair_collator("validate").replacement
         if replacement is None:
@@ -209,6 +231,8 @@ class DECA(EmbeddingMethod):
     def augmenter(self) -> DocumentAugmenter:
         if self.vocabulary is None:
             raise RuntimeError("DECA has no vocabulary yet: it is built in setup('fit') or read from a checkpoint")
+        if self.augmentation is None:
+            raise RuntimeError(f"DECA's framework {type(self.framework).__name__} draws no augmentation")
         if self._augmenter is None:
             self._augmenter = self.augmentation.build(self.vocabulary)
         return self._augmenter
@@ -224,6 +248,9 @@ class DECA(EmbeddingMethod):
             raise RuntimeError("DECA's Doc2VecC has no vocabulary: fit first, or load a checkpoint")
         if stage == "predict":
             return WordDocumentCollator(self.index, s.max_words)
+        if self.augmentation is None:  # Doc2VecCAlone: the documents' own words
+            return Doc2VecCCollator(self.index, s.window_size, s.targets_per_document, s.max_words,
+                                    deterministic=stage != "fit")
         if self.word_rows is None and self.word_corpus is not None:
             cache = self.word_cache()
             if cache is not None:
@@ -237,7 +264,7 @@ class DECA(EmbeddingMethod):
                         deterministic=stage != "fit", cached=cached)
 
     def losses(self, batch: Doc2VecCBatch | Doc2VecCPairBatch | ViewPairBatch) -> dict[str, Tensor]:
-        if isinstance(batch, Doc2VecCBatch):  # framework 'append': l_d on the merged documents alone
+        if isinstance(batch, Doc2VecCBatch):  # Append or Doc2VecCAlone: l_d alone
             h = self.backbone.corrupted(batch.words)  # (B, D)
             terms = self.cbow(self.backbone.hidden(h, batch.contexts), *self.backbone.output_vectors(batch.targets),
                               batch.targets != 0)

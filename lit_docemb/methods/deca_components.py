@@ -1,8 +1,10 @@
 """DECA's typed config components: the backbone (Doc2VecC or a Hugging Face encoder) and the framework (SimCLR,
-SimSiam or Table 5's "-Contrastive" append). Each holds only the arguments that apply to it, so that a config
-cannot combine, say, NT-Xent's temperature with SimSiam; the augmentations are :mod:`lit_docemb.augment.specs`.
+SimSiam, Table 5's "-Contrastive" append, or Doc2VecC alone for the baseline rows). Each holds only the arguments
+that apply to it, so that a config cannot combine, say, NT-Xent's temperature with SimSiam; the augmentations are
+:mod:`lit_docemb.augment.specs`.
 
-A config names one with ``class_path`` / ``init_args``; ``problems`` lists out-of-range values for
+A config names one with ``class_path`` / ``init_args``; a framework's ``draws_augmentation`` says whether DECA draws
+an augmentation for it (and so takes an ``augmentation``); ``problems`` lists out-of-range values for
 :class:`~lit_docemb.methods.deca.DECA` to raise as a :class:`~lit_docemb.errors.ConfigError` under the full key.
 """
 
@@ -90,6 +92,7 @@ class SimCLR:
     """
 
     loss_name = "ntxent_loss"
+    draws_augmentation = True
 
     def __init__(self, temperature: float = 1.0, denominator: Literal["paper", "simclr"] = "paper",
                  gather_across_devices: bool = True, weight: float = 1.0) -> None:
@@ -114,6 +117,7 @@ class SimSiam:
     """
 
     loss_name = "simsiam_loss"
+    draws_augmentation = True
 
     def __init__(self, predictor_hidden: int = 64, weight: float = 1.0) -> None:
         self.predictor_hidden, self.weight = predictor_hidden, weight
@@ -130,6 +134,19 @@ class Append:
     trains on the merged document with l_d alone (Doc2VecC backbone only)."""
 
     loss_name = None
+    draws_augmentation = True
+
+    def problems(self) -> dict[str, str]:
+        return {}
+
+
+class Doc2VecCAlone:
+    """No contrastive loss and no augmentation: Doc2VecC's own loss l_d on the documents themselves (eq. 2-3), the
+    Doc2VecC rows of DECA Tables 3-4 and CTPE Tables 2-3 (Doc2VecC backbone only). Plain Doc2VecC, not DECA at
+    lambda = 0: no augmentation is drawn, so no document is dropped for an empty one and no thesaurus is read."""
+
+    loss_name = None
+    draws_augmentation = False
 
     def problems(self) -> dict[str, str]:
         return {}

@@ -1,4 +1,5 @@
-"""DECA's batches: a document and its augmentation, as word ids (Doc2VecC) or tokens (a Hugging Face encoder).
+"""DECA's batches: a document and its augmentation, as word ids (Doc2VecC) or tokens (a Hugging Face encoder), or a
+document's own word ids alone (plain Doc2VecC, :class:`Doc2VecCCollator`).
 
 Augmentations run here, in dataloader workers. In training each document's augmentation seed is drawn from
 torch's RNG (seeded per batch by the training loader from seed, epoch and position, see
@@ -152,7 +153,49 @@ class WordTypes:
         return "word-types:" + hashlib.blake2b(rules.encode(), digest_size=16).hexdigest()
 
 
-class Doc2VecCPairCollator:
+class Doc2VecCCollator:
+    """Documents → :class:`Doc2VecCBatch` of their own words (framework ``Doc2VecCAlone``: plain Doc2VecC, no
+    augmentation): each document's in-vocabulary word ids cut at ``max_words``, CBOW targets and windows drawn from
+    its seed (the module docstring's scheme); a document with fewer than two such words is skipped and counted."""
+
+    def __init__(self, index: dict[str, int], window_size: int, targets_per_document: int, max_words: int,
+                 deterministic: bool) -> None:
+        self.index, self.window_size, self.targets_per_document = index, window_size, targets_per_document
+        self.max_words, self.deterministic = max_words, deterministic
+
+    def ids(self, words: list[str]) -> list[int]:
+        return [i for i in map(self.index.get, words) if i is not None][:self.max_words]
+
+    def cbow(self, rows: list[tuple[Sequence[int], str]]) -> tuple[Tensor, Tensor]:
+        """(word ids, seed) per document → its sampled targets (B, S) and their contexts (B, S, C): S distinct
+        positions drawn by ``random.Random("targets:<seed>")`` (all when the document is shorter), and each target's
+        ``window_size`` words on either side (left then right, 0-padded)."""
+        window = self.window_size
+        target_ids = np.zeros((len(rows), self.targets_per_document), dtype=np.int64)
+        context_ids = np.zeros((len(rows), self.targets_per_document, 2 * window), dtype=np.int64)
+        for i, (ids, seed) in enumerate(rows):
+            ids = np.asarray(ids, dtype=np.int64)
+            rng = random.Random(f"targets:{seed}")
+            positions = sorted(rng.sample(range(len(ids)), min(self.targets_per_document, len(ids))))
+            target_ids[i, :len(positions)] = ids[positions]
+            for j, p in enumerate(positions):
+                left, right = ids[max(0, p - window):p], ids[p + 1:p + 1 + window]
+                context_ids[i, j, :len(left)] = left
+                context_ids[i, j, len(left):len(left) + len(right)] = right
+        return torch.from_numpy(target_ids), torch.from_numpy(context_ids)
+
+    def __call__(self, documents: list[Document]) -> Doc2VecCBatch:
+        kept = []
+        for doc, seed in zip(documents, _seeds(documents, self.deterministic)):
+            ids = self.ids(words_of(document_text(doc, with_title=True)[:self.max_words * CHARS_PER_WORD]))
+            if len(ids) >= 2:
+                kept.append((doc, ids, seed))
+        targets, contexts = self.cbow([(ids, seed) for _, ids, seed in kept])
+        return Doc2VecCBatch(pad([ids for _, ids, _ in kept]), targets, contexts, _doc_index([d for d, *_ in kept]),
+                             skipped=len(documents) - len(kept))
+
+
+class Doc2VecCPairCollator(Doc2VecCCollator):
     """Documents → :class:`Doc2VecCPairBatch` (see the module docstring for the augmentation seeds).
 
     With ``cached`` (a thesaurus augmentation only), a document the word cache holds is read as its cached word types
@@ -162,17 +205,13 @@ class Doc2VecCPairCollator:
 
     def __init__(self, index: dict[str, int], augment: Augment, window_size: int, targets_per_document: int,
                  max_words: int, deterministic: bool, cached: FieldRows | None = None) -> None:
-        self.index, self.augment = index, augment
-        self.window_size, self.targets_per_document = window_size, targets_per_document
-        self.max_words, self.deterministic = max_words, deterministic
+        super().__init__(index, window_size, targets_per_document, max_words, deterministic)
+        self.augment = augment
         self.replacement = IdReplacement(index, augment.draws, augment.probability) \
             if isinstance(augment, DocumentAugmenter) and augment.replaces_from_table else None
         if cached is not None and self.replacement is None:
             raise ValueError("cached word types need a thesaurus augmentation (wordnet, antonym, ppdb)")
         self.cached = cached
-
-    def ids(self, words: list[str]) -> list[int]:
-        return [i for i in map(self.index.get, words) if i is not None][:self.max_words]
 
     def pairs(self, documents: list[Document]) -> list[tuple[Document, list[int], list[int], str]]:
         """(document, its word ids, its augmentation's word ids, seed) of the documents that are kept."""
@@ -193,24 +232,6 @@ class Doc2VecCPairCollator:
             if len(ids) >= 2 and len(aug):
                 out.append((doc, ids, aug, seed))
         return out
-
-    def cbow(self, rows: list[tuple[Sequence[int], str]]) -> tuple[Tensor, Tensor]:
-        """(word ids, seed) per document → its sampled targets (B, S) and their contexts (B, S, C): S distinct
-        positions drawn by ``random.Random("targets:<seed>")`` (all when the document is shorter), and each target's
-        ``window_size`` words on either side (left then right, 0-padded)."""
-        window = self.window_size
-        target_ids = np.zeros((len(rows), self.targets_per_document), dtype=np.int64)
-        context_ids = np.zeros((len(rows), self.targets_per_document, 2 * window), dtype=np.int64)
-        for i, (ids, seed) in enumerate(rows):
-            ids = np.asarray(ids, dtype=np.int64)
-            rng = random.Random(f"targets:{seed}")
-            positions = sorted(rng.sample(range(len(ids)), min(self.targets_per_document, len(ids))))
-            target_ids[i, :len(positions)] = ids[positions]
-            for j, p in enumerate(positions):
-                left, right = ids[max(0, p - window):p], ids[p + 1:p + 1 + window]
-                context_ids[i, j, :len(left)] = left
-                context_ids[i, j, len(left):len(left) + len(right)] = right
-        return torch.from_numpy(target_ids), torch.from_numpy(context_ids)
 
     def __call__(self, documents: list[Document]) -> Doc2VecCPairBatch:
         pairs = self.pairs(documents)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import random
+import shlex
 from collections import Counter
 from pathlib import Path
 from types import SimpleNamespace
@@ -16,9 +17,10 @@ import torch.nn.functional as F
 import yaml
 from conftest import _topic_texts
 from corpus_files import labelled_docs
+from journeys import write_text_gcn_release
 
 from lit_docemb.augment import DocumentAugmenter, Vocabulary, words_of
-from lit_docemb.augment.specs import PPDB, BackTranslation, Uninformative, WordNet
+from lit_docemb.augment.specs import PPDB, Antonym, BackTranslation, Uninformative, WordNet
 from lit_docemb.augment.thesaurus import draws_of
 from lit_docemb.commands.cli import main
 from lit_docemb.data.document import Document, Section
@@ -26,10 +28,18 @@ from lit_docemb.data.tokens import document_text
 from lit_docemb.errors import ConfigError
 from lit_docemb.losses import NegativeSamplingLoss
 from lit_docemb.methods import DECA
-from lit_docemb.methods.deca_components import Append, Doc2VecCBackbone, EncoderBackbone, SimCLR, SimSiam
+from lit_docemb.methods.deca_components import (
+    Append,
+    Doc2VecCAlone,
+    Doc2VecCBackbone,
+    EncoderBackbone,
+    SimCLR,
+    SimSiam,
+)
 from lit_docemb.models import Doc2VecC
 from lit_docemb.views.deca import (
     AppendedAugmentationCollator,
+    Doc2VecCCollator,
     Doc2VecCPairCollator,
     IdReplacement,
     WordDocumentCollator,
@@ -272,6 +282,45 @@ def test_predict_from_a_checkpoint_through_the_cli(tmp_path):
     assert torch.allclose(embeddings, expected) and embeddings.abs().sum() > 0
 
 
+def documented_doc2vecc_row(name: str) -> list[str]:
+    """The argv (after ``python -m lit_docemb``) of docs/reproduce.md's fit of DECA's Doc2VecC row on ``name``."""
+    lines = (ROOT / "docs" / "reproduce.md").read_text(encoding="utf-8").splitlines()
+    line = next(line for line in lines if f"--trainer.default_root_dir runs/deca_{name}_doc2vecc" in line)
+    return [str(ROOT / token) if token.startswith("configs/") else token for token in shlex.split(line)[3:]]
+
+
+def test_documented_doc2vecc_row_fits_r8_without_an_augmentation(no_augmentation, tmp_path, monkeypatch, capsys):
+    """DECA Tables 3-4's Doc2VecC row on R8, the command of docs/reproduce.md on text_gcn's files: it trains l_d
+    alone and logs the error rate and NMI, with WordNet unreadable; without its ``augmentation null`` the set
+    config's augmentation is refused in one line."""
+    monkeypatch.chdir(tmp_path)
+    argv = documented_doc2vecc_row("r8")
+    assert "lit_docemb.methods.deca_components.Doc2VecCAlone" in argv
+    assert argv[argv.index("--model.init_args.augmentation") + 1] == "null"
+    source = write_text_gcn_release(tmp_path / "text_gcn", "R8")
+    fixture = [f"--data.init_args.source={source}", f"--data.init_args.cache_dir={tmp_path / 'cache'}",
+               "--data.init_args.batch_size=8", "--data.init_args.num_workers=0", "--trainer.logger=false",
+               "--trainer.accelerator=cpu", "--trainer.devices=1", "--trainer.max_steps=2",
+               "--trainer.limit_val_batches=1", "--trainer.enable_progress_bar=false",
+               "--model.init_args.backbone.init_args.min_word_count=1"]
+    cli = main(argv + fixture)
+    assert cli.trainer.global_step == 2 and (tmp_path / "runs/deca_r8_doc2vecc/checkpoints/last.ckpt").is_file()
+    assert isinstance(cli.model.framework, Doc2VecCAlone) and cli.model.augmentation is None
+    assert {k for k in cli.trainer.callback_metrics if k.endswith("_loss")} >= {"train/doc2vecc_loss"}
+    assert not {k for k in cli.trainer.callback_metrics if "ntxent" in k or "simsiam" in k}
+    evaluation = next(c for c in cli.trainer.callbacks if type(c).__name__ == "LabelledEmbeddingEvaluation")
+    assert 0.0 <= evaluation.metrics["probe/error_rate"] <= 1.0 and 0.0 <= evaluation.metrics["cluster/nmi"] <= 1.0
+    capsys.readouterr()
+    (tmp_path / "refused").mkdir()
+    monkeypatch.chdir(tmp_path / "refused")  # a run folder of its own
+    at = argv.index("--model.init_args.augmentation")
+    with pytest.raises(SystemExit) as exited:
+        main(argv[:at] + argv[at + 2:] + fixture)
+    err = capsys.readouterr().err.strip()
+    assert exited.value.code == 2 and err.splitlines() == [err], err
+    assert err.startswith("error: model.init_args.augmentation: Doc2VecCAlone draws no augmentation"), err
+
+
 def test_labelled_evaluation_scores_embeddings_and_refuses_bad_input():
     from lit_docemb.eval.labelled import LabelledEmbeddingEvaluation, evaluate_labelled
 
@@ -363,6 +412,81 @@ def test_invalid_ablation_combinations_are_errors(tiny_encoder_dir):
         DECA(EncoderBackbone(tiny_encoder_dir), SimSiam(weight=0.5))
     model = DECA(Doc2VecCBackbone(), SimSiam(weight=0.5))  # lambda with Doc2VecC: eq. 6
     assert model.loss_weights == {"simsiam_loss": 0.5}
+    with pytest.raises(ConfigError, match="^model.init_args.framework: Doc2VecCAlone .* not an encoder$"):
+        DECA(EncoderBackbone(tiny_encoder_dir), Doc2VecCAlone())
+    with pytest.raises(ConfigError, match="^model.init_args.augmentation: Doc2VecCAlone draws no augmentation .* "
+                                          "got Antonym: leave it unset"):
+        DECA(Doc2VecCBackbone(), Doc2VecCAlone(), Antonym())
+    assert DECA(Doc2VecCBackbone(), Doc2VecCAlone()).augmentation is None
+    assert isinstance(DECA(Doc2VecCBackbone(), Append()).augmentation, WordNet)  # the default where one is drawn
+
+
+class WordNetLoaded(Exception):
+    """Raised by the test's stand-ins for the thesaurus: no augmentation may be built."""
+
+
+@pytest.fixture
+def no_augmentation(monkeypatch):
+    """Building an augmenter or reading WordNet raises :class:`WordNetLoaded`."""
+    def refuse(*args, **kwargs):
+        raise WordNetLoaded
+
+    monkeypatch.setattr("lit_docemb.augment.load_wordnet", refuse)
+    monkeypatch.setattr("lit_docemb.augment.DocumentAugmenter.__init__", refuse)
+
+
+def alone_deca(documents: list[Document], **backbone) -> DECA:
+    model = DECA(Doc2VecCBackbone(min_word_count=1, **backbone), Doc2VecCAlone())
+    model._trainer = fake_trainer(documents)
+    model.setup("fit")
+    return model
+
+
+def test_doc2vecc_alone_batches_are_the_documents_own_words(no_augmentation):
+    docs = topic_documents(20)
+    model = alone_deca(docs, max_words=30)
+    unknown = Document("unknown", sections=[Section("", "xyzzy plugh xyzzy")])  # no word of the vocabulary
+    for stage in ("validate", "fit"):
+        collate = model.collator(stage)
+        assert type(collate) is Doc2VecCCollator
+        batch = collate(docs[:5] + [unknown])
+        assert batch.skipped == 1 and batch.doc_index.tolist() == collate(docs[:5]).doc_index.tolist()
+        for row, doc in zip(batch.words.tolist(), docs):
+            ids = [model.index[w] for w in words_of(document_text(doc, True)) if w in model.index][:30]
+            assert row == ids + [0] * (len(row) - len(ids))
+    assert model.word_cache() is None  # no replacement table: nothing to cache
+
+
+def test_doc2vecc_alone_loss_and_gradient_are_a_naive_l_d(no_augmentation):
+    """Eq. 2-3 per document and target, written out: h the mean of the document's own word vectors, the CBOW
+    hidden ``mean(U[context]) + h``, the true target and K noise words scored against it; averaged over documents."""
+    docs, window, count, negatives = topic_documents(20), 2, 4, 3
+    model = alone_deca(docs, embedding_dim=8, window_size=window, targets_per_document=count,
+                       negative_samples=negatives, corruption=0.0).train()
+    with torch.no_grad():  # word2vec starts V at zero, where U gets no gradient: give it a value
+        model.backbone.output_embeddings.weight[1:].normal_(std=0.1)
+    batch = model.collator("validate")(docs[:6])  # the targets' seeds are the document ids
+    torch.manual_seed(0)
+    terms = model.losses(batch)
+    assert {k for k in terms if k.endswith("_loss")} == {"doc2vecc_loss"}
+    torch.manual_seed(0)  # the same noise words
+    noise = torch.multinomial(model.backbone.noise, 6 * count * negatives, replacement=True).view(6, count, negatives)
+    U, V = model.backbone.word_embeddings.weight, model.backbone.output_embeddings.weight
+    expected = torch.zeros(())
+    for b, doc in enumerate(docs[:6]):
+        ids = [model.index[w] for w in words_of(document_text(doc, True)) if w in model.index]
+        h = U[ids].mean(0)
+        positions = sorted(random.Random(f"targets:{doc.id}").sample(range(len(ids)), min(count, len(ids))))
+        for s, p in enumerate(positions):
+            hidden = U[ids[max(0, p - window):p] + ids[p + 1:p + 1 + window]].mean(0) + h
+            expected = expected - F.logsigmoid(V[ids[p]] @ hidden)
+            expected = expected - sum(F.logsigmoid(-(V[n] @ hidden)) for n in noise[b, s].tolist())
+    expected = expected / 6
+    total = model.total_loss(terms)
+    torch.testing.assert_close(total, expected)
+    for got, want in zip(torch.autograd.grad(total, [U, V]), torch.autograd.grad(expected, [U, V]), strict=True):
+        assert want.abs().sum() > 0
+        torch.testing.assert_close(got, want)
 
 
 def reference_augmentation(words: list[str], index, table, seed: str, probability: float) -> list[str]:
