@@ -25,6 +25,8 @@ Usage::
 
     python benchmarks/retention_study.py                                  # the published study
     python benchmarks/retention_study.py --methods DocSplit --settings default anchor --seeds 0 1 2
+    python benchmarks/retention_study.py --output runs/retention_study_36 --max_epochs 2 --max_steps 36 \
+        --methods DocSplit --settings default llrd_frozen --interpolate   # the quickstart's length, no WiSE-FT
     python benchmarks/retention_study.py --table_only                     # rewrite table.md from runs.jsonl
 """
 
@@ -50,21 +52,24 @@ TASKS = ["retrieval/summary/mrr@10", "retrieval/section/mrr@10", "clustering/nmi
 """The metrics of the table (``runs.jsonl`` keeps every metric of the report)."""
 
 
-def method_config(method: str, max_steps: int, learning_rate: float) -> dict:
+def method_config(method: str, max_steps: int, learning_rate: float, max_epochs: int = 1) -> dict:
     """The fit config of ``method`` for the study: the quickstart for DocSplit, ``configs/retention/`` for the
     others, with the retention switches and the evaluation callbacks removed (the report is ``evaluate
     --before_after``), the heads at the paper's random initialisation, a CSV logger, CPU, the source labels.
 
     Args:
         method: ``DocSplit``, ``GraphRoBERTa``, ``CoLDE`` or ``DECA``.
-        max_steps: Optimizer steps of every run (within its first epoch: the quickstart has 18 an epoch).
+        max_steps: Optimizer steps of every run at most.
         learning_rate: AdamW's rate of the ``default`` setting.
+        max_epochs: Epochs of every run at most; training stops at whichever of the two limits comes first, and
+            the warm-up/decay schedule spans that length. The quickstart is 2 epochs of 18 steps (17 on a split
+            with fewer training documents), so ``max_epochs=2, max_steps=36`` is its own length.
     """
     files = {"DocSplit": "quickstart.yaml", "GraphRoBERTa": "retention/graph_roberta_installed_docs.yaml",
              "CoLDE": "retention/colde_installed_docs.yaml", "DECA": "retention/deca_installed_docs.yaml"}
     config = yaml.safe_load((REPOSITORY / "configs" / files[method]).read_text(encoding="utf-8"))
     trainer = config["trainer"]
-    trainer.update(accelerator="cpu", max_epochs=1, max_steps=max_steps, enable_progress_bar=False,
+    trainer.update(accelerator="cpu", max_epochs=max_epochs, max_steps=max_steps, enable_progress_bar=False,
                    callbacks=[{"class_path": "lit_docemb.methods.callbacks.RunCheckpoint"}],
                    logger={"class_path": "lightning.pytorch.loggers.CSVLogger", "init_args": {"save_dir": "runs"}})
     model = config["model"]["init_args"]
@@ -151,6 +156,14 @@ def command(arguments: list[str], log) -> float:
     return time.perf_counter() - started
 
 
+def trained_steps(checkpoint: Path) -> int | None:
+    """The optimizer steps a run trained, from the name of the checkpoint ``last.ckpt`` links to
+    (``epoch=1-step=36.ckpt``); ``None`` when the name does not say."""
+    name = checkpoint.resolve().stem
+    step = name.rpartition("step=")[2]
+    return int(step) if "step=" in name and step.isdigit() else None
+
+
 def run_one(run: Run, config: Path, alphas: list[str], interpolate: bool, keep_checkpoints: bool, log) -> dict:
     """Fit, before/after report and (with ``interpolate``) the WiSE-FT choice of one run; returns its record. A run
     folder whose report was written (an earlier study stopped during the interpolation, or one that did not
@@ -172,6 +185,7 @@ def run_one(run: Run, config: Path, alphas: list[str], interpolate: bool, keep_c
         timings_file.write_text(json.dumps(timings) + "\n", encoding="utf-8")
     report = json.loads(report_file.read_text(encoding="utf-8"))
     record = {"method": run.method, "setting": run.setting.name, "seed": run.seed, "overrides": run.setting.overrides,
+              "steps": trained_steps(Path(checkpoint)),
               "fit_seconds": timings.get("fit_seconds"), "report_seconds": timings.get("report_seconds"),
               "rows": {row["metric"]: {k: row[k] for k in ("before", "after", "change", "low", "high")}
                        for row in report["rows"]}}
@@ -304,7 +318,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--settings", nargs="+", default=[s.name for s in SETTINGS],
                         help="settings to run, in this order (all seeds of one before the next)")
     parser.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2])
-    parser.add_argument("--max_steps", type=int, default=10, help="optimizer steps of every run (one epoch at most)")
+    parser.add_argument("--max_steps", type=int, default=10, help="optimizer steps of every run at most")
+    parser.add_argument("--max_epochs", type=int, default=1,
+                        help="epochs of every run at most (the quickstart's length: --max_epochs 2 --max_steps 36)")
     parser.add_argument("--learning_rate", type=float, default=2.0e-05, help="AdamW's rate of the default setting")
     parser.add_argument("--alphas", nargs="+", default=["0.25", "0.5", "1.0"],
                         help="WiSE-FT alphas interpolate scores (0 is the report's before)")
@@ -330,8 +346,8 @@ def main(argv: list[str] | None = None) -> None:
     for method in arguments.methods:
         configs[method] = output / "configs" / f"{method}.yaml"
         configs[method].parent.mkdir(parents=True, exist_ok=True)
-        configs[method].write_text(yaml.safe_dump(method_config(method, arguments.max_steps,
-                                                                arguments.learning_rate), sort_keys=False))
+        configs[method].write_text(yaml.safe_dump(method_config(method, arguments.max_steps, arguments.learning_rate,
+                                                                arguments.max_epochs), sort_keys=False))
     by_name = {setting.name: setting for setting in SETTINGS}
     runs = [Run(method, by_name[name], seed, output / method / name / f"seed{seed}")
             for name in arguments.settings for method in arguments.methods if method in by_name[name].methods
