@@ -24,7 +24,7 @@ import torch
 from torch import nn
 
 from lit_docemb.errors import ConfigError, require
-from lit_docemb.models.skip_thoughts import SkipThoughtsEncoder
+from lit_docemb.models.skip_thoughts import SkipThoughtsEncoder, dictionary_rows
 from lit_docemb.models.word_vectors import VectorsFormat, lowered_keys, read_word_vectors, stable_hash
 
 Words = Sequence[str]
@@ -353,7 +353,7 @@ class SkipThoughtAverage(DocumentRepresentation):
         require(batch_words >= 1, "batch_words", ">= 1", batch_words)
         self.folder, self.batch_words = folder, batch_words
         self.module, dictionary = SkipThoughtsEncoder.from_folder(folder)  # a missing file stops in one line here
-        self.row_of = {word: row for row, word in reversed(list(enumerate(dictionary)))}
+        self.row_of = dictionary_rows(dictionary)
         self.unknown_row = self.row_of["UNK"]
 
     def _fit(self, documents: Sequence[Words], keys: Sequence[str]) -> None:

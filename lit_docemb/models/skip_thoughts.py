@@ -27,6 +27,7 @@ Pickles are data here, never code: only NumPy's array reconstruction is resolved
 from __future__ import annotations
 
 import pickle
+from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
@@ -142,6 +143,11 @@ class SkipThoughtGRU(nn.Module):
             keep = mask[:, t].to(inputs.dtype).unsqueeze(-1)
             state = keep * new + (1 - keep) * state
         return state
+
+
+def dictionary_rows(dictionary: Sequence[str]) -> dict[str, int]:
+    """Each word's row in ``dictionary.txt`` (the tables' rows): its first line where a word is listed twice."""
+    return {word: row for row, word in reversed(list(enumerate(dictionary)))}
 
 
 class SkipThoughtsEncoder(nn.Module):

@@ -23,7 +23,7 @@ from lit_docemb.errors import BadArgument
 from lit_docemb.data.tokens import pad_ids
 from lit_docemb.models.ctpe import FrozenTransformerStates, WordVectors
 from lit_docemb.models.elmo import ElmoBiLM, FrozenElmoStates, LayerMix
-from lit_docemb.models.skip_thoughts import FrozenSkipThoughtStates, SkipThoughtsEncoder
+from lit_docemb.models.skip_thoughts import FrozenSkipThoughtStates, SkipThoughtsEncoder, dictionary_rows
 from lit_docemb.models.encoder import load_tokenizer
 from lit_docemb.models.word_vectors import VectorsFormat, lowered_keys, read_word_vectors, stable_hash
 
@@ -506,7 +506,7 @@ class SentenceWordIds:
     unit_end_id, first_word_id, pad_id = 1, 2, 0
 
     def __init__(self, dictionary: Sequence[str]) -> None:
-        self.index = {word: row + self.first_word_id for row, word in reversed(list(enumerate(dictionary)))}
+        self.index = {word: row + self.first_word_id for word, row in dictionary_rows(dictionary).items()}
         self.unknown_id = self.index["UNK"]
         self.fingerprint = hashlib.blake2b("\n".join(dictionary).encode(), digest_size=16).hexdigest()
         self.size = len(dictionary) + self.first_word_id

@@ -47,6 +47,16 @@ def word_index(vocabulary: Vocabulary, min_count: int, max_vocabulary: int) -> d
     return {w: i for i, w in enumerate(kept, 1)}
 
 
+def leading_words(document: Document, max_words: int) -> list[str]:
+    """The words of a document's title and text, read from its first ``max_words * CHARS_PER_WORD`` characters."""
+    return words_of(document_text(document, with_title=True)[:max_words * CHARS_PER_WORD])
+
+
+def in_vocabulary(index: dict[str, int], words: Sequence[str], max_words: int) -> list[int]:
+    """The ids of the ``words`` that ``index`` holds, in order, the first ``max_words`` of them."""
+    return [i for i in map(index.get, words) if i is not None][:max_words]
+
+
 def pad(rows: Sequence[Sequence[int]]) -> Tensor:
     out = np.zeros((len(rows), max((len(r) for r in rows), default=1) or 1), dtype=np.int64)
     for i, row in enumerate(rows):  # numpy's slice assignment reads a list or an array faster than torch.tensor
@@ -164,7 +174,7 @@ class Doc2VecCCollator:
         self.max_words, self.deterministic = max_words, deterministic
 
     def ids(self, words: list[str]) -> list[int]:
-        return [i for i in map(self.index.get, words) if i is not None][:self.max_words]
+        return in_vocabulary(self.index, words, self.max_words)
 
     def cbow(self, rows: list[tuple[Sequence[int], str]]) -> tuple[Tensor, Tensor]:
         """(word ids, seed) per document → its sampled targets (B, S) and their contexts (B, S, C): S distinct
@@ -187,7 +197,7 @@ class Doc2VecCCollator:
     def __call__(self, documents: list[Document]) -> Doc2VecCBatch:
         kept = []
         for doc, seed in zip(documents, _seeds(documents, self.deterministic)):
-            ids = self.ids(words_of(document_text(doc, with_title=True)[:self.max_words * CHARS_PER_WORD]))
+            ids = self.ids(leading_words(doc, self.max_words))
             if len(ids) >= 2:
                 kept.append((doc, ids, seed))
         targets, contexts = self.cbow([(ids, seed) for _, ids, seed in kept])
@@ -272,8 +282,7 @@ class WordDocumentCollator:
         self.index, self.max_words = index, max_words
 
     def __call__(self, documents: list[Document]) -> WordDocumentBatch:
-        rows = [[self.index[w] for w in words_of(document_text(d, True)[:self.max_words * CHARS_PER_WORD])
-                 if w in self.index][:self.max_words] for d in documents]
+        rows = [in_vocabulary(self.index, leading_words(d, self.max_words), self.max_words) for d in documents]
         return WordDocumentBatch(pad(rows), [d.id for d in documents])
 
 
