@@ -34,6 +34,15 @@ class ArrowDocuments(Sequence):
             return ArrowDocuments(self.table.select(range(len(self))[index]), self.to_document, self.id_column)
         return self.to_document(self.table[int(index)])
 
+    def __getitems__(self, indices: Sequence[int]) -> list[Document]:
+        """The documents at ``indices``, read from Arrow in one call (the DataLoader's batched read): row by row,
+        ``datasets``' formatter costs a call per row, half of a Doc2VecC worker's time on R8."""
+        if len(indices) == 0:
+            return []
+        columns = self.table[[int(i) for i in indices]]  # {column: [values]}
+        names = list(columns)
+        return [self.to_document(dict(zip(names, values))) for values in zip(*columns.values())]
+
     def __iter__(self) -> Iterator[Document]:
         for row in self.table:
             yield self.to_document(row)

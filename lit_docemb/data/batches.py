@@ -387,21 +387,17 @@ class WordListBatch:
 
 @dataclass
 class Doc2VecCPairBatch:
-    """B documents, their augmentations and the CBOW targets of the documents (Doc2VecC backbone).
+    """B documents and their augmentations (Doc2VecC backbone).
 
     Attributes:
-        words: (B, T) word ids of the documents, 0-padded.
-        augmented: (B, T') word ids of their augmentations, 0-padded.
-        targets: (B, S) sampled target word ids, 0 where a document has fewer than S words.
-        contexts: (B, S, C) ids of each target's window (C = 2 x window_size), 0-padded.
+        words: (B, T) word ids of the documents, 0-padded on the right.
+        augmented: (B, T') word ids of their augmentations, 0-padded on the right.
         doc_index: (B,) int64 stable hashes of the document ids (masks repeats among negatives).
         skipped: documents of the incoming list with fewer than two in-vocabulary words (or an empty augmentation).
     """
 
     words: Tensor
     augmented: Tensor
-    targets: Tensor
-    contexts: Tensor
     doc_index: Tensor
     skipped: int = 0
 
@@ -415,21 +411,17 @@ class Doc2VecCPairBatch:
 
 @dataclass
 class Doc2VecCBatch:
-    """B documents for Doc2VecC's loss alone, no contrastive pair, and their CBOW targets: each document followed by
-    one of its augmentations (Table 5's "-Contrastive": Doc2VecC on the merged corpus), or the document's own words
-    alone (plain Doc2VecC, DECA's framework ``Doc2VecCAlone``).
+    """B documents for Doc2VecC's loss alone, no contrastive pair: each document followed by one of its
+    augmentations (Table 5's "-Contrastive": Doc2VecC on the merged corpus), or the document's own words alone
+    (plain Doc2VecC, DECA's framework ``Doc2VecCAlone``).
 
     Attributes:
-        words: (B, T) word ids of each document (then of its augmentation), 0-padded.
-        targets: (B, S) target word ids sampled from those words, 0 where there are fewer than S.
-        contexts: (B, S, C) ids of each target's window in those words (C = 2 x window_size), 0-padded.
+        words: (B, T) word ids of each document (then of its augmentation), 0-padded on the right.
         doc_index: (B,) int64 stable hashes of the document ids.
         skipped: documents of the incoming list with fewer than two in-vocabulary words (or an empty augmentation).
     """
 
     words: Tensor
-    targets: Tensor
-    contexts: Tensor
     doc_index: Tensor
     skipped: int = 0
 

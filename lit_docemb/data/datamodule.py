@@ -72,6 +72,13 @@ class DocumentDataset(Dataset):
     def __getitem__(self, i: int) -> Document:
         return self.documents[int(self.indices[i])]
 
+    def __getitems__(self, rows: Sequence[int]) -> list:
+        """The items at ``rows``, in one read where the documents support it (an Arrow-backed corpus)."""
+        indices = self.indices[np.asarray(rows, dtype=np.int64)]
+        if hasattr(self.documents, "__getitems__"):
+            return self.documents.__getitems__(indices.tolist())
+        return [self.documents[int(i)] for i in indices]
+
 
 def documents_at(dataset, rows: Sequence[int], corpus: Sequence[Document] | None = None) -> list[Document]:
     """The documents at ``rows`` of a split: its items, or, where a method's cache has replaced them by cached rows

@@ -203,7 +203,9 @@ class _SeededDataset(Dataset):
         if not isinstance(indices, SeededBatch):
             raise TypeError(f"a ResumableLoader's batch sampler must yield SeededBatch, got {type(indices).__name__}"
                             f": keep the seed of DistributedBatchSampler's batches in a subclass")
-        return _SeededItems([self.dataset[i] for i in indices], indices.seed)
+        read = getattr(self.dataset, "__getitems__", None)  # one read per batch where the dataset has it
+        items = read(list(indices)) if read is not None else [self.dataset[i] for i in indices]
+        return _SeededItems(items, indices.seed)
 
 
 class _SeededCollate:

@@ -11,9 +11,8 @@ from lit_docemb.losses.coupled_margin import CoupledMarginLoss
 from lit_docemb.losses.embedding_anchor import EmbeddingAnchorLoss
 from lit_docemb.losses.info_nce import InfoNCELoss
 from lit_docemb.losses.masked_lm import MaskedLMLoss
-from lit_docemb.losses.negative_sampling import NegativeSamplingLoss
 from lit_docemb.losses.nt_xent import NTXentLoss
 from lit_docemb.losses.sim_siam import SimSiamLoss
 from lit_docemb.losses.sup_con import SupConLoss
 
-__all__ = ["CosineSimilarityLoss", "CoupledMarginLoss", "EmbeddingAnchorLoss", "InfoNCELoss", "MaskedLMLoss", "NTXentLoss", "NegativeSamplingLoss", "SimSiamLoss", "SupConLoss"]
+__all__ = ["CosineSimilarityLoss", "CoupledMarginLoss", "EmbeddingAnchorLoss", "InfoNCELoss", "MaskedLMLoss", "NTXentLoss", "SimSiamLoss", "SupConLoss"]

@@ -113,9 +113,12 @@ class NTXentLoss(nn.Module):
         negative[torch.arange(len(positive), device=h.device), positive] = False
         if ids is not None:
             negative &= ids[:, None] != all_ids[None, :]  # other views of the same document
-        keep = negative.any(1)  # (B,): no logsumexp over an empty set (its gradient would be NaN)
+        keep = negative.any(1)  # (B,) anchors with a negative
         positive_logit = logits.gather(1, positive[:, None]).squeeze(1)  # (B,)
-        terms = logits[keep].masked_fill(~negative[keep], float("-inf")).logsumexp(1) - positive_logit[keep]
+        # masked entries take the most negative half of the dtype's range, not -inf: an anchor without negatives
+        # then has a finite log-sum-exp (and gradient), dropped below, and no (B', N) copy of the kept rows is made
+        lse = logits.masked_fill(~negative, torch.finfo(logits.dtype).min / 2).logsumexp(1)  # (B,)
+        terms = (lse - positive_logit)[keep]
         return terms, negative.sum(1)
 
     def _simclr(self, h, h_aug, all_h, all_aug, ids, all_ids, offset: int, total: int):

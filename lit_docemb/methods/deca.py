@@ -19,9 +19,15 @@ deletion).
 
 The Doc2VecC vocabulary and the replacement candidates come from the documents DECA trains on (built in
 ``setup``, stored in checkpoints): the training split, or with the data's ``fit_on: all`` every document read,
-test and unlabelled ones included, as the paper does (§4.1). Reading chosen where the paper is silent: the
-contrastive loss sees the same corrupted document vectors as the CBOW loss (eq. 1's mean in expectation); eq. 3
-is estimated on ``targets_per_document`` sampled words per document and step (Table 2's "#Sample").
+test and unlabelled ones included, as the paper does (§4.1).
+
+With the Doc2VecC backbone, eq. 6's two terms are minimised as each is in its source: Doc2VecC's l_d by Chen's own
+rule (every word of each document a target, sparse SGD at a linearly falling rate, ``doc2vecc.c``; the only way we
+found to make the Doc2VecC row come out, docs/reproduce.md#deca), run on each training batch before the contrastive
+term, and lambda * l_c by the configured optimizer (Appendix A.3.2: Adam, lr 1e-3) on the eq. 1 vectors of the
+batch's documents and augmentations (Algorithm 1, lines 7-8). The step is therefore Lightning's manual optimisation.
+Adam divides each coordinate's step by the gradient's running scale, so lambda then matters only through Adam's
+epsilon (and through a plain optimizer such as SGD): consistent with Fig. 3, where the error is flat in lambda.
 """
 
 from __future__ import annotations
@@ -38,7 +44,7 @@ from lit_docemb.data.batches import Doc2VecCBatch, Doc2VecCPairBatch, ViewPairBa
 from lit_docemb.data.field_cache import FieldRows, FieldTokenCache
 from lit_docemb.data.tokens import document_text
 from lit_docemb.errors import ConfigError
-from lit_docemb.losses import NegativeSamplingLoss, NTXentLoss, SimSiamLoss
+from lit_docemb.losses import NTXentLoss, SimSiamLoss
 from lit_docemb.methods.base import EmbeddingMethod
 from lit_docemb.methods.deca_components import (
     Append,
@@ -119,7 +125,7 @@ class DECA(EmbeddingMethod):
         spec, framework = self.backbone_spec, self.framework
         if isinstance(spec, Doc2VecCBackbone):
             self.backbone: Doc2VecC | None = None  # built once the vocabulary is known (setup / checkpoint)
-            self.cbow = NegativeSamplingLoss()
+            self.automatic_optimization = False  # l_d by Doc2VecC's own SGD, then the optimizer's step on l_c
             dim = spec.embedding_dim
         else:
             self.tokenizer, self.encoder = tokenizer_and_encoder(
@@ -175,6 +181,15 @@ class DECA(EmbeddingMethod):
 
     # --- vocabulary: from the training documents, or from a checkpoint ----------------------------------
     def setup(self, stage: str) -> None:
+        if stage == "fit" and isinstance(self.backbone_spec, Doc2VecCBackbone):
+            if self.trainer.world_size > 1:
+                raise ConfigError(f"trainer.devices: the Doc2VecC backbone trains with Chen's SGD in one process "
+                                  f"(its in-place updates are not synchronised), got {self.trainer.world_size} "
+                                  f"processes: set trainer.devices: 1")
+            if self.trainer.strategy.root_device.type != "cpu":
+                raise ConfigError("trainer.accelerator: the Doc2VecC backbone trains on the CPU (Chen's sparse SGD, "
+                                  f"compiled by numba), got {self.trainer.strategy.root_device.type}: set "
+                                  "trainer.accelerator: cpu")
         if self.vocabulary is None and stage == "fit":
             data = self.trainer.datamodule  # the documents it trains on: fit_set (fit_on: all) or the training split
             documents = getattr(data, "fit_set", None) or data.train_set
@@ -215,8 +230,8 @@ class DECA(EmbeddingMethod):
                         self.index.setdefault(word, len(self.index) + 1)
             counts = torch.tensor([vocabulary.counts.get(w, 0) for w in self.index], dtype=torch.float64)
             device = next(self.parameters(), torch.empty(0)).device
-            self.backbone = Doc2VecC(len(self.index), s.embedding_dim, counts, s.negative_samples,
-                                     s.corruption).to(device)
+            self.backbone = Doc2VecC(len(self.index), s.embedding_dim, counts, s.negative_samples, s.corruption,
+                                     s.window_size, s.learning_rate).to(device)
 
     def on_save_checkpoint(self, checkpoint: dict) -> None:
         v = self.vocabulary
@@ -249,8 +264,7 @@ class DECA(EmbeddingMethod):
         if stage == "predict":
             return WordDocumentCollator(self.index, s.max_words)
         if self.augmentation is None:  # Doc2VecCAlone: the documents' own words
-            return Doc2VecCCollator(self.index, s.window_size, s.targets_per_document, s.max_words,
-                                    deterministic=stage != "fit")
+            return Doc2VecCCollator(self.index, s.max_words, deterministic=stage != "fit")
         if self.word_rows is None and self.word_corpus is not None:
             cache = self.word_cache()
             if cache is not None:
@@ -260,20 +274,16 @@ class DECA(EmbeddingMethod):
     def _pair_collator(self, stage: str, cached: FieldRows | None = None) -> Doc2VecCPairCollator:
         s = self.backbone_spec
         collator = AppendedAugmentationCollator if isinstance(self.framework, Append) else Doc2VecCPairCollator
-        return collator(self.index, self.augmenter(), s.window_size, s.targets_per_document, s.max_words,
-                        deterministic=stage != "fit", cached=cached)
+        return collator(self.index, self.augmenter(), s.max_words, deterministic=stage != "fit", cached=cached)
 
     def losses(self, batch: Doc2VecCBatch | Doc2VecCPairBatch | ViewPairBatch) -> dict[str, Tensor]:
         if isinstance(batch, Doc2VecCBatch):  # Append or Doc2VecCAlone: l_d alone
-            h = self.backbone.corrupted(batch.words)  # (B, D)
-            terms = self.cbow(self.backbone.hidden(h, batch.contexts), *self.backbone.output_vectors(batch.targets),
-                              batch.targets != 0)
-            return terms | {"skipped_documents": torch.full((), float(batch.skipped), device=h.device)}
+            return {"doc2vecc_loss": self.doc2vecc_step(batch.words),
+                    "skipped_documents": torch.full((), float(batch.skipped))}
         terms = {}
         if isinstance(batch, Doc2VecCPairBatch):
-            h, h_aug = self.backbone.corrupted(batch.words), self.backbone.corrupted(batch.augmented)  # (B, D)
-            hidden = self.backbone.hidden(h, batch.contexts)  # (B, S, D)
-            terms |= self.cbow(hidden, *self.backbone.output_vectors(batch.targets), batch.targets != 0)
+            terms["doc2vecc_loss"] = self.doc2vecc_step(batch.words)
+            h, h_aug = self.backbone(batch.words), self.backbone(batch.augmented)  # (B, D) eq. 1
         else:
             both = self.encoder(torch.cat([batch.view_a.input_ids, batch.view_b.input_ids]),
                                 torch.cat([batch.view_a.attention_mask, batch.view_b.attention_mask]))  # (2B, D)
@@ -287,6 +297,34 @@ class DECA(EmbeddingMethod):
             terms |= self.contrastive(self.predictor(h), self.predictor(h_aug), h, h_aug)
         terms["skipped_documents"] = torch.full((), float(batch.skipped), device=h.device)
         return terms
+
+    def doc2vecc_step(self, words: Tensor) -> Tensor:
+        """l_d on a batch's documents: in training, Chen's rule updates the backbone in place (the rate's schedule
+        follows the trainer's steps, the draws torch's generator, so a resumed run repeats them); otherwise the
+        same estimate of the loss from fixed draws, nothing changed. Returns the mean loss per target word."""
+        if not self.training:
+            return self.backbone.train_on(words, (0.0, 0.0), seed=0, learn=False)
+        trainer = self._trainer
+        total = max(int(trainer.estimated_stepping_batches), 1) if trainer is not None else 1
+        step = trainer.global_step if trainer is not None else 0
+        return self.backbone.train_on(words, (step / total, (step + 1) / total), int(torch.randint(2**31, ())))
+
+    def training_step(self, batch, batch_idx: int) -> Tensor:
+        """Automatic optimisation for an encoder backbone; with Doc2VecC, l_d's SGD runs inside :meth:`losses` and
+        the optimizer then steps lambda * l_c (no gradient for ``Doc2VecCAlone`` and ``Append``: the step only
+        counts)."""
+        if self.automatic_optimization:
+            return super().training_step(batch, batch_idx)
+        optimizer = self.optimizers()
+        optimizer.zero_grad()
+        loss = self._shared_step(batch, "train")
+        if loss.requires_grad:
+            self.manual_backward(loss)
+        optimizer.step()
+        scheduler = self.lr_schedulers()
+        if scheduler is not None:
+            scheduler.step()
+        return loss.detach()
 
     def predict_step(self, batch, batch_idx: int) -> dict:
         """Ids and embeddings; with Doc2VecC, a document with no word of the vocabulary (an all-zero mean) is

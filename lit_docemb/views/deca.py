@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import hashlib
 import inspect
-import random
 from collections.abc import Callable, Sequence
 from itertools import repeat
 
@@ -165,43 +164,23 @@ class WordTypes:
 
 class Doc2VecCCollator:
     """Documents → :class:`Doc2VecCBatch` of their own words (framework ``Doc2VecCAlone``: plain Doc2VecC, no
-    augmentation): each document's in-vocabulary word ids cut at ``max_words``, CBOW targets and windows drawn from
-    its seed (the module docstring's scheme); a document with fewer than two such words is skipped and counted."""
+    augmentation): each document's in-vocabulary word ids cut at ``max_words``; Doc2VecC's rule draws its targets
+    and windows itself (:mod:`lit_docemb.models.doc2vecc_sgd`). A document with fewer than two such words is
+    skipped and counted."""
 
-    def __init__(self, index: dict[str, int], window_size: int, targets_per_document: int, max_words: int,
-                 deterministic: bool) -> None:
-        self.index, self.window_size, self.targets_per_document = index, window_size, targets_per_document
-        self.max_words, self.deterministic = max_words, deterministic
+    def __init__(self, index: dict[str, int], max_words: int, deterministic: bool) -> None:
+        self.index, self.max_words, self.deterministic = index, max_words, deterministic
 
     def ids(self, words: list[str]) -> list[int]:
         return in_vocabulary(self.index, words, self.max_words)
 
-    def cbow(self, rows: list[tuple[Sequence[int], str]]) -> tuple[Tensor, Tensor]:
-        """(word ids, seed) per document → its sampled targets (B, S) and their contexts (B, S, C): S distinct
-        positions drawn by ``random.Random("targets:<seed>")`` (all when the document is shorter), and each target's
-        ``window_size`` words on either side (left then right, 0-padded)."""
-        window = self.window_size
-        target_ids = np.zeros((len(rows), self.targets_per_document), dtype=np.int64)
-        context_ids = np.zeros((len(rows), self.targets_per_document, 2 * window), dtype=np.int64)
-        for i, (ids, seed) in enumerate(rows):
-            ids = np.asarray(ids, dtype=np.int64)
-            rng = random.Random(f"targets:{seed}")
-            positions = sorted(rng.sample(range(len(ids)), min(self.targets_per_document, len(ids))))
-            target_ids[i, :len(positions)] = ids[positions]
-            for j, p in enumerate(positions):
-                left, right = ids[max(0, p - window):p], ids[p + 1:p + 1 + window]
-                context_ids[i, j, :len(left)] = left
-                context_ids[i, j, len(left):len(left) + len(right)] = right
-        return torch.from_numpy(target_ids), torch.from_numpy(context_ids)
-
     def __call__(self, documents: list[Document]) -> Doc2VecCBatch:
         kept = []
-        for doc, seed in zip(documents, _seeds(documents, self.deterministic)):
+        for doc in documents:
             ids = self.ids(leading_words(doc, self.max_words))
             if len(ids) >= 2:
-                kept.append((doc, ids, seed))
-        targets, contexts = self.cbow([(ids, seed) for _, ids, seed in kept])
-        return Doc2VecCBatch(pad([ids for _, ids, _ in kept]), targets, contexts, _doc_index([d for d, *_ in kept]),
+                kept.append((doc, ids))
+        return Doc2VecCBatch(pad([ids for _, ids in kept]), _doc_index([d for d, _ in kept]),
                              skipped=len(documents) - len(kept))
 
 
@@ -213,9 +192,9 @@ class Doc2VecCPairCollator(Doc2VecCCollator):
     same augmentation for the same seed.
     """
 
-    def __init__(self, index: dict[str, int], augment: Augment, window_size: int, targets_per_document: int,
-                 max_words: int, deterministic: bool, cached: FieldRows | None = None) -> None:
-        super().__init__(index, window_size, targets_per_document, max_words, deterministic)
+    def __init__(self, index: dict[str, int], augment: Augment, max_words: int, deterministic: bool,
+                 cached: FieldRows | None = None) -> None:
+        super().__init__(index, max_words, deterministic)
         self.augment = augment
         self.replacement = IdReplacement(index, augment.draws, augment.probability) \
             if isinstance(augment, DocumentAugmenter) and augment.replaces_from_table else None
@@ -245,24 +224,20 @@ class Doc2VecCPairCollator(Doc2VecCCollator):
 
     def __call__(self, documents: list[Document]) -> Doc2VecCPairBatch:
         pairs = self.pairs(documents)
-        targets, contexts = self.cbow([(ids, seed) for _, ids, _, seed in pairs])
         return Doc2VecCPairBatch(pad([ids for _, ids, _, _ in pairs]), pad([aug for _, _, aug, _ in pairs]),
-                                 targets, contexts, _doc_index([doc for doc, *_ in pairs]),
-                                 skipped=len(documents) - len(pairs))
+                                 _doc_index([doc for doc, *_ in pairs]), skipped=len(documents) - len(pairs))
 
 
 class AppendedAugmentationCollator(Doc2VecCPairCollator):
     """Documents → :class:`Doc2VecCBatch`: each document's words followed by those of one augmentation (drawn
-    as in the module docstring, so a new one every epoch), CBOW targets and windows over the merged words.
-    The document and the augmentation are each cut at ``max_words``."""
+    as in the module docstring, so a new one every epoch); Doc2VecC trains on the merged words. The document and
+    the augmentation are each cut at ``max_words``."""
 
     def __call__(self, documents: list[Document]) -> Doc2VecCBatch:
         pairs = self.pairs(documents)
         merged = [np.concatenate((np.asarray(ids, dtype=np.int64), np.asarray(aug, dtype=np.int64)))
                   for _, ids, aug, _ in pairs]
-        targets, contexts = self.cbow([(words, seed) for words, (*_, seed) in zip(merged, pairs)])
-        return Doc2VecCBatch(pad(merged), targets, contexts, _doc_index([doc for doc, *_ in pairs]),
-                             skipped=len(documents) - len(pairs))
+        return Doc2VecCBatch(pad(merged), _doc_index([doc for doc, *_ in pairs]), skipped=len(documents) - len(pairs))
 
 
 def _augment(augment: Augment, text: str, seed: str, words: list[str]) -> list[str]:

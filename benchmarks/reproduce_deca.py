@@ -1,0 +1,295 @@
+"""DECA Tables 3, 4 and 5 on the real text_gcn sets (R8, MR, 20 Newsgroups), beside the paper and beside Chen's own
+Doc2VecC program run on the same files in the same run.
+
+Runs the commands docs/reproduce.md documents (``python -m lit_docemb fit`` / ``evaluate`` with the set's DECA config
+and its ``--data.init_args.source`` pointed at the text_gcn list), each in a child process whose CPU time (user +
+system, dataloader workers included) is measured, and scores the reference program's vectors with lit_docemb's own
+probe and k-means (:mod:`lit_docemb.eval.classification`, as ``LabelledEmbeddingEvaluation`` scores ours). Prints
+Table 3 (test error %), Table 4 (k-means NMI), Table 5 (R8 augmentations) and the targets of issue 28 with PASS or
+FAIL; writes every figure to ``<out>/results.json``.
+
+The reference is ``doc2vecc.c`` of github.com/mchen24/iclr2017, built by the user
+(``gcc doc2vecc.c -o doc2vecc -lm -pthread -O3 -march=native -funroll-loops``) and run as its ``go.sh`` runs it with
+DECA Table 2's window: ``-cbow 1 -size 100 -negative 5 -hs 0 -sample 0 -threads 1 -binary 0 -iter 20 -min-count 10
+-sentence-sample 0.1``, trained on the lower-cased corpus shuffled, vectors written for the unshuffled one.
+
+    python benchmarks/reproduce_deca.py --data ../shared/data/text_gcn --reference path/to/doc2vecc \\
+        --sets r8 mr 20news --seeds 1 2 3 --out runs/reproduce_deca
+
+Everything it writes (runs, the reference's corpus copies and vectors) stays under ``--out``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import re
+import resource
+import statistics
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from lit_docemb.eval.classification import kmeans_clustering, linear_probe
+
+
+@dataclass(frozen=True)
+class TextGCNSet:
+    name: str
+    listing: str  # <name>.txt in the text_gcn folder
+    corpus: str  # corpus/<name>.clean.txt
+    config: str
+    window: int  # DECA Table 2
+    paper: dict[str, tuple[float, float | None]]  # row -> (error %, NMI)
+
+
+SETS = {
+    "r8": TextGCNSet("R8", "R8.txt", "corpus/R8.clean.txt", "configs/deca/r8_dc_sc.yaml", 6, {
+        "DC+SC": (2.4, 0.592), "DC+SS": (2.8, 0.541), "Doc2VecC": (3.0, 0.517), "TF-IDF": (5.2, 0.358),
+        "LDA": (7.0, 0.360), "W2V-AVG": (5.8, 0.511), "PV-DBOW": (8.7, 0.385), "PV-DM": (12.7, 0.350)}),
+    "mr": TextGCNSet("MR", "mr.txt", "corpus/mr.clean.txt", "configs/deca/mr_dc_sc.yaml", 10, {
+        "DC+SC": (28.1, None), "DC+SS": (29.1, None), "Doc2VecC": (29.3, None), "TF-IDF": (25.4, None),
+        "LDA": (46.9, None), "W2V-AVG": (43.4, None), "PV-DBOW": (31.8, None), "PV-DM": (43.8, None)}),
+    "20news": TextGCNSet("20news", "20ng.txt", "corpus/20ng.clean.txt", "configs/deca/20news_dc_sc.yaml", 8, {
+        "DC+SC": (14.9, 0.634), "DC+SS": (17.2, 0.601), "Doc2VecC": (19.2, 0.589), "TF-IDF": (17.2, 0.340),
+        "LDA": (33.9, 0.410), "W2V-AVG": (43.5, 0.208), "PV-DBOW": (32.2, 0.443), "PV-DM": (32.6, 0.302)}),
+}
+
+FRAMEWORK = "--model.init_args.framework=lit_docemb.methods.deca_components."
+#: Rows trained by ``fit`` (one run per seed): the arguments after the set's config.
+TRAINED = {
+    "DC+SC": [],
+    "DC+SS": [FRAMEWORK + "SimSiam", "--data.init_args.drop_last=true"],
+    "Doc2VecC": [FRAMEWORK + "Doc2VecCAlone", "--model.init_args.augmentation=null"],
+}
+#: Rows scored by ``evaluate`` as initialised or fitted inside it: the model config after the set's config.
+EVALUATED = {
+    "TF-IDF": "configs/baselines/classical/tfidf.yaml",
+    "LDA": "configs/baselines/classical/lda.yaml",
+    "W2V-AVG": "configs/baselines/classical/w2v_avg.yaml",
+    "PV-DBOW": "configs/baselines/classical/pv_dbow.yaml",
+    "PV-DM": "configs/baselines/classical/pv_dm.yaml",
+    "all-MiniLM-L6-v2": "configs/baselines/sentence-transformers/all-MiniLM-L6-v2.yaml",
+}
+#: Table 5 on R8 (grids/deca_table5.yaml's rows and the columns whose data is offline) and the paper's error %.
+TABLE5_ROWS = {"DECA": "configs/deca/r8_dc_sc.yaml", "-Contrastive": "configs/deca/r8_dc_append_wordnet.yaml",
+               "-Dictionary": "configs/deca/r8_dc_append_nodict_wordnet.yaml"}
+TABLE5_COLUMNS = {
+    "WordNet": ["--model.init_args.augmentation=lit_docemb.augment.specs.WordNet"],
+    "Antonyms": ["--model.init_args.augmentation=lit_docemb.augment.specs.Antonym"],
+    "Uninformative": ["--model.init_args.augmentation=lit_docemb.augment.specs.Uninformative",
+                      "--model.init_args.augmentation.init_args.replacement_min_count=10"],
+}
+TABLE5_PAPER = {"DECA": {"WordNet": 2.74, "Antonyms": 2.38, "Uninformative": 2.96},
+                "-Contrastive": {"WordNet": 3.02, "Antonyms": 2.92, "Uninformative": 2.96},
+                "-Dictionary": {"WordNet": 3.83, "Antonyms": 2.97}}
+TABLE5_NOT_OFFLINE = "PPDB (the PPDB 2.0 lexical pack) and Back Trans. (two Marian translation models) need files " \
+                     "that are not offline here: not run"
+
+
+def run(command: list[str], log: Path) -> tuple[str, float]:
+    """Runs ``command`` (output to ``log``), returns its output and CPU seconds (user + system of the child and
+    the processes it waited for). A failure stops the benchmark with the log's tail."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    log.parent.mkdir(parents=True, exist_ok=True)
+    with open(log, "w") as out:
+        code = subprocess.run(command, stdout=out, stderr=subprocess.STDOUT, env=os.environ | {"WANDB_MODE": "offline"}
+                              ).returncode
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    text = log.read_text(errors="replace")
+    if code != 0:
+        sys.exit(f"failed ({code}): {' '.join(command)}\n{text[-3000:]}")
+    return text, (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+
+
+def printed_metrics(text: str) -> dict[str, float]:
+    """``probe/error_rate``, ``cluster/nmi``, ... from the markdown table that ``fit`` and ``evaluate`` print
+    (``| | accuracy | error_rate | ... |`` then ``| probe | 0.97 | ...``)."""
+    metrics, header = {}, None
+    for line in text.splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")] if line.lstrip().startswith("|") else None
+        if not cells:
+            continue
+        if cells[0] == "" and len(cells) > 1:
+            header = cells[1:]
+        elif header and not set(cells[0]) <= set("-:"):
+            for name, value in zip(header, cells[1:]):
+                if re.fullmatch(r"-?\d+(\.\d+)?", value):
+                    metrics[f"{cells[0]}/{name}"] = float(value)
+    return metrics
+
+
+def scores(metrics: dict[str, float]) -> tuple[float, float]:
+    """(test error %, NMI) of a run's printed metrics."""
+    return 100 * metrics["probe/error_rate"], metrics["cluster/nmi"]
+
+
+def lit_docemb(subcommand: str, *arguments: str) -> list[str]:
+    return [sys.executable, "-m", "lit_docemb", subcommand, *arguments]
+
+
+def fit_row(spec: TextGCNSet, data: Path, config: str, extra: list[str], seed: int, folder: Path
+            ) -> tuple[float, float, float]:
+    """One ``fit`` of a trained row: (error %, NMI, CPU s)."""
+    text, cpu = run(lit_docemb("fit", "--config", config, f"--data.init_args.source={data / spec.listing}",
+                               f"--seed_everything={seed}", *extra, f"--trainer.default_root_dir={folder}",
+                               f"--trainer.logger.init_args.save_dir={folder}",
+                               f"--trainer.logger.init_args.name={folder.name}"), folder / "fit.log")
+    return (*scores(printed_metrics(text)), cpu)
+
+
+def evaluate_row(spec: TextGCNSet, data: Path, model_config: str, folder: Path) -> tuple[float, float, float]:
+    text, cpu = run(lit_docemb("evaluate", "--config", spec.config, "--config", model_config,
+                               f"--data.init_args.source={data / spec.listing}", "--output", str(folder)),
+                    folder / "evaluate.log")
+    return (*scores(printed_metrics(text)), cpu)
+
+
+def reference_row(spec: TextGCNSet, data: Path, program: Path, folder: Path) -> tuple[float, float, float]:
+    """Chen's program on the set (as the module docstring says), its vectors scored like ours: (error %, NMI, CPU s)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    lines = (data / spec.corpus).read_text(encoding="latin-1").lower().splitlines()
+    ordered, shuffled = folder / "corpus.txt", folder / "corpus.shuffled.txt"
+    ordered.write_text("\n".join(lines) + "\n")
+    mixed = lines[:]
+    random.Random(0).shuffle(mixed)
+    shuffled.write_text("\n".join(mixed) + "\n")
+    _, cpu = run([str(program), "-train", str(shuffled), "-word", str(folder / "words.txt"),
+                  "-output", str(folder / "vectors.txt"), "-cbow", "1", "-size", "100", "-window", str(spec.window),
+                  "-negative", "5", "-hs", "0", "-sample", "0", "-threads", "1", "-binary", "0", "-iter", "20",
+                  "-min-count", "10", "-test", str(ordered), "-sentence-sample", "0.1"], folder / "doc2vecc.log")
+    vectors = np.loadtxt(folder / "vectors.txt", dtype=np.float64)[:len(lines)]
+    listing = [line.split("\t") for line in (data / spec.listing).read_text(encoding="latin-1").splitlines()]
+    train = [i for i, row in enumerate(listing) if "train" in row[1]]
+    test = [i for i, row in enumerate(listing) if "test" in row[1]]
+    labels = [row[2] for row in listing]
+    probe = linear_probe(vectors[train], [labels[i] for i in train], vectors[test], [labels[i] for i in test])
+    cluster = kmeans_clustering(vectors[train], [labels[i] for i in train], vectors[test], [labels[i] for i in test])
+    return 100 * probe["error_rate"], cluster["nmi"], cpu
+
+
+def mean_sd(values: list[float]) -> str:
+    if len(values) == 1:
+        return f"{values[0]:.2f}"
+    return f"{statistics.mean(values):.2f} ± {statistics.stdev(values):.2f}"
+
+
+def mean_sd3(values: list[float]) -> str:
+    if len(values) == 1:
+        return f"{values[0]:.3f}"
+    return f"{statistics.mean(values):.3f} ± {statistics.stdev(values):.3f}"
+
+
+def print_tables(results: dict) -> None:
+    for table, index, paper_index, fmt in (("Table 3: test error %", 0, 0, mean_sd), ("Table 4: k-means NMI", 1, 1,
+                                                                                         mean_sd3)):
+        names = [s for s in results["sets"]]
+        print(f"\n### {table} (ours: mean ± sd over the runs; paper; CPU s per run)\n")
+        print("| row | " + " | ".join(f"{SETS[s].name} ours | paper | CPU s" for s in names) + " |")
+        print("|---|" + "---:|---:|---:|" * len(names))
+        rows = list(dict.fromkeys(r for s in names for r in results["sets"][s]))
+        for row in rows:
+            cells = []
+            for s in names:
+                runs = results["sets"][s].get(row)
+                paper = SETS[s].paper.get(row, (None, None))[paper_index]
+                values = [r[index] for r in runs] if runs else []
+                cells += [fmt(values) if values else "—", "—" if paper is None else f"{paper}",
+                          f"{statistics.mean(r[2] for r in runs):.0f}" if runs else "—"]
+            print(f"| {row} | " + " | ".join(cells) + " |")
+
+
+def print_table5(table5: dict) -> None:
+    print("\n### Table 5: R8 test error % by augmentation (ours; paper in brackets)\n")
+    columns = list(TABLE5_COLUMNS)
+    print("| row | " + " | ".join(columns) + " |")
+    print("|---|" + "---:|" * len(columns))
+    for row, cells in table5.items():
+        print(f"| {row} | " + " | ".join(
+            f"{mean_sd([r[0] for r in cells[c]])} ({TABLE5_PAPER[row].get(c, '—')})" if c in cells else "—"
+            for c in columns) + " |")
+    print(f"\n{TABLE5_NOT_OFFLINE}.")
+
+
+def check_targets(results: dict) -> list[str]:
+    """Issue 28's targets, one line each."""
+    lines = []
+    for s, rows in results["sets"].items():
+        ref, ours, contrastive = rows.get("reference"), rows.get("Doc2VecC"), rows.get("DC+SC")
+        if ref and ours:
+            error, nmi = statistics.mean(r[0] for r in ours), statistics.mean(r[1] for r in ours)
+            ratio = statistics.mean(r[2] for r in ours) / ref[0][2]
+            lines.append(f"{'PASS' if abs(error - ref[0][0]) <= 0.5 else 'FAIL'} {s} Doc2VecC error {error:.2f} vs "
+                         f"reference {ref[0][0]:.2f} (within 0.5)")
+            lines.append(f"{'PASS' if nmi >= ref[0][1] - 0.03 else 'FAIL'} {s} Doc2VecC NMI {nmi:.3f} vs reference "
+                         f"{ref[0][1]:.3f} (no more than 0.03 below)")
+            lines.append(f"{'PASS' if ratio <= 2 else 'FAIL'} {s} Doc2VecC CPU {ratio:.2f} x the reference's (<= 2)")
+        if ref and contrastive:
+            ratio = statistics.mean(r[2] for r in contrastive) / ref[0][2]
+            lines.append(f"{'PASS' if ratio <= 3 else 'FAIL'} {s} DC+SC CPU {ratio:.2f} x the reference's (<= 3)")
+        if ours and contrastive:
+            a, b = statistics.mean(r[0] for r in contrastive), statistics.mean(r[0] for r in ours)
+            lines.append(f"{'PASS' if a < b else 'FAIL'} {s} DC+SC error {a:.2f} below Doc2VecC's {b:.2f}")
+    return lines
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--data", type=Path, required=True, help="the text_gcn data folder (<name>.txt, corpus/)")
+    parser.add_argument("--reference", type=Path, help="the built doc2vecc program (none: no reference row)")
+    parser.add_argument("--sets", nargs="+", choices=list(SETS), default=list(SETS))
+    parser.add_argument("--seeds", nargs="+", type=int, default=[1, 2, 3], help="seeds of the trained rows")
+    parser.add_argument("--rows", nargs="+", default=[*TRAINED, *EVALUATED], choices=[*TRAINED, *EVALUATED])
+    parser.add_argument("--table5", action="store_true", help="also Table 5 on R8 (first seed only)")
+    parser.add_argument("--out", type=Path, default=Path("runs/reproduce_deca"))
+    args = parser.parse_args(argv)
+    for s in args.sets:
+        for part in (SETS[s].listing, SETS[s].corpus):
+            if not (args.data / part).is_file():
+                parser.error(f"--data: {args.data / part} is missing (docs/reproduce.md#deca says where to get it)")
+    if args.reference is not None and not os.access(args.reference, os.X_OK):
+        parser.error(f"--reference: {args.reference} is not an executable (build doc2vecc.c as the docstring says)")
+    started, load = time.strftime("%Y-%m-%d %H:%M:%S"), os.getloadavg()
+    results: dict = {"started": started, "load_before": load, "sets": {}}
+    for s in args.sets:
+        spec, rows = SETS[s], {}
+        results["sets"][s] = rows
+        if args.reference is not None:
+            rows["reference"] = [reference_row(spec, args.data, args.reference, args.out / s / "reference")]
+            print(f"{s} reference: {rows['reference'][0]}", flush=True)
+        for row in (r for r in args.rows if r in TRAINED):
+            rows[row] = [fit_row(spec, args.data, spec.config, TRAINED[row], seed,
+                                 args.out / s / f"{row.lower().replace('+', '_')}_seed{seed}") for seed in args.seeds]
+            print(f"{s} {row}: {rows[row]}", flush=True)
+        for row in (r for r in args.rows if r in EVALUATED):
+            rows[row] = [evaluate_row(spec, args.data, EVALUATED[row], args.out / s / row.lower())]
+            print(f"{s} {row}: {rows[row]}", flush=True)
+        (args.out / "results.json").write_text(json.dumps(results, indent=1))
+    if args.table5:
+        spec, table5 = SETS["r8"], {}
+        for row, config in TABLE5_ROWS.items():
+            table5[row] = {}
+            for column, extra in TABLE5_COLUMNS.items():
+                if column in TABLE5_PAPER[row]:
+                    table5[row][column] = [fit_row(spec, args.data, config, extra, args.seeds[0],
+                                                   args.out / "table5" / f"{row}_{column}".lower().strip("-"))]
+                    print(f"table 5 {row} {column}: {table5[row][column]}", flush=True)
+        results["table5"] = table5
+    results["load_after"] = os.getloadavg()
+    (args.out / "results.json").write_text(json.dumps(results, indent=1))
+    print(f"\nDECA on text_gcn's files, started {started}; load before {load}, after {results['load_after']}")
+    print_tables(results)
+    if args.table5:
+        print_table5(results["table5"])
+    print("\n### Targets (issue 28)\n")
+    print("\n".join(check_targets(results)))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,169 @@
+"""Doc2VecC's own training rule (Chen 2017, the ``doc2vecc.c`` program of her public repository): sparse SGD over
+every word of every document, compiled by numba so that it runs at the C program's speed.
+
+For each document (read in chunks of :data:`CHUNK_WORDS` words, the program's sentence length), every position t is
+a target. Its hidden vector is the mean of
+
+* the CBOW context: a window drawn per target as the program draws it (``b`` uniform in ``[0, window)``, the words
+  ``t - window + b .. t - b`` except ``t`` itself: words on the left of the target only), and
+* the corrupted document vector: each word of the chunk kept with probability ``keep`` (at most
+  :data:`MAX_SAMPLED_WORDS` of them, scanned from the start), the kept ones weighted ``1 / (keep * length)``, an
+  unbiased estimate of eq. 1's mean,
+
+so ``hidden = (sum(context) + document) / (len(context) + 1)``. Negative sampling scores the target (label 1) and
+``negative`` noise words drawn from the unigram table to the 3/4 power (label 0; a draw equal to the target is
+skipped); each gradient ``g = (label - sigmoid(v . hidden)) * alpha`` updates the output vector at once and is
+accumulated into ``e``, which then updates the context words by ``e / n`` and the sampled document words by
+``e * weight / n`` (n = context words + 1). The learning rate falls linearly from ``alpha`` to ``alpha * 1e-4`` over
+the whole training (word2vec's schedule).
+
+The rule is Hogwild SGD on one thread, one target at a time, as the program runs with ``-threads 1``: what its
+figures were measured with. Differences from the program: the random numbers are numba's (seeded per call), the
+sigmoid is exact (the program reads a 1,000-entry table and skips the update where |f| > 6 only in hierarchical
+softmax), and an out-of-vocabulary word is never in ``words`` (the program skips it the same way).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numba
+import numpy as np
+
+#: Words of one training chunk: ``doc2vecc.c``'s MAX_SENTENCE_LENGTH (a longer document trains as several chunks).
+CHUNK_WORDS = 1000
+#: Most document words sampled for one target's corrupted document vector: ``doc2vecc.c``'s MAX_SENTENCE_SAMPLE.
+MAX_SAMPLED_WORDS = 100
+#: Entries of the noise table (word2vec's is 1e8; 1e6 resolves a probability of 1e-6).
+NOISE_TABLE_SIZE = 1_000_000
+#: Beyond this score the sigmoid is 0 or 1 in float32 (word2vec's MAX_EXP).
+MAX_SCORE = 10.0
+
+
+def noise_table(word_counts: np.ndarray, size: int = NOISE_TABLE_SIZE) -> np.ndarray:
+    """(V,) counts of words 1..V → (size,) int32 word ids, each present in proportion to count^0.75 (word2vec's
+    unigram table); words with count 0 never appear."""
+    weights = np.asarray(word_counts, dtype=np.float64) ** 0.75
+    if weights.sum() <= 0:
+        raise ValueError("need at least one word with a positive count")
+    edges = np.cumsum(weights) / weights.sum()
+    return (np.searchsorted(edges, (np.arange(size) + 0.5) / size) + 1).astype(np.int32)
+
+
+@numba.njit(cache=True, nogil=True)
+def _sigmoid(f: float) -> float:
+    return 1.0 / (1.0 + math.exp(-f))
+
+
+@numba.njit(cache=True, nogil=True)
+def _add(out, x, scale):  # out += scale * x
+    for i in range(out.shape[0]):
+        out[i] += scale * x[i]
+
+
+@numba.njit(cache=True, nogil=True)
+def _scale(out, scale):
+    for i in range(out.shape[0]):
+        out[i] *= scale
+
+
+@numba.njit(cache=True, nogil=True)
+def _dot(a, b):
+    total = 0.0
+    for i in range(a.shape[0]):
+        total += a[i] * b[i]
+    return total
+
+
+@numba.njit(cache=True, nogil=True)
+def train_documents(U, V, words, lengths, table, window, negative, keep, alpha, progress_start, progress_end,
+                    seed, learn=True):  # pragma: no cover - compiled; tests call it through numba
+    """One pass of Doc2VecC's rule over a batch of documents, updating ``U`` and ``V`` in place.
+
+    Args:
+        U: (V+1, D) float32 word vectors (row 0 is padding, never read).
+        V: (V+1, D) float32 output vectors.
+        words: (B, T) int64 word ids 1..V, 0-padded on the right.
+        lengths: (B,) int64 words of each document.
+        table: noise table (:func:`noise_table`).
+        window: context window (``-window``); negative: noise words per target (``-negative``);
+        keep: probability that a document word enters the document vector (``-sentence-sample``).
+        alpha: starting learning rate; the rate of this batch's words falls linearly from
+            ``alpha * (1 - progress_start)`` to ``alpha * (1 - progress_end)`` (floored at ``alpha * 1e-4``).
+        seed: seeds numba's generator for this call.
+        learn: update ``U`` and ``V``; ``False`` only scores (the same draws, nothing written).
+
+    Returns:
+        (sum of the negative-sampling losses, number of targets trained).
+    """
+    np.random.seed(seed)
+    dim = U.shape[1]
+    hidden = np.zeros(dim, dtype=np.float32)
+    error = np.zeros(dim, dtype=np.float32)
+    sampled = np.zeros(MAX_SAMPLED_WORDS, dtype=np.int64)
+    total_words = max(lengths.sum(), 1)
+    done = 0
+    loss = 0.0
+    targets = 0
+    for d in range(words.shape[0]):
+        for start in range(0, lengths[d], CHUNK_WORDS):
+            chunk = words[d, start:min(lengths[d], start + CHUNK_WORDS)]
+            length = chunk.shape[0]
+            weight = 1.0 / keep / length
+            for position in range(length):
+                rate = alpha * max(1e-4, 1.0 - (progress_start + (progress_end - progress_start) * done / total_words))
+                done += 1
+                target = chunk[position]
+                hidden[:] = 0.0
+                error[:] = 0.0
+                shrink = np.random.randint(0, window)
+                count = 0
+                for a in range(shrink, window + 1 - shrink):
+                    c = position - window + a
+                    if a == window or c < 0 or c >= length:
+                        continue
+                    _add(hidden, U[chunk[c]], 1.0)
+                    count += 1
+                n_sampled = 0
+                for t in range(length):
+                    if np.random.random() > keep:
+                        continue
+                    sampled[n_sampled] = chunk[t]
+                    n_sampled += 1
+                    if n_sampled >= MAX_SAMPLED_WORDS:
+                        break
+                for s in range(n_sampled):
+                    _add(hidden, U[sampled[s]], weight)
+                count += 1
+                _scale(hidden, 1.0 / count)
+                for k in range(negative + 1):
+                    if k == 0:
+                        word, label = target, 1.0
+                    else:
+                        word = table[np.random.randint(0, table.shape[0])]
+                        if word == target:
+                            continue
+                        label = 0.0
+                    f = _dot(hidden, V[word])
+                    if f > MAX_SCORE:
+                        g = (label - 1.0) * rate
+                    elif f < -MAX_SCORE:
+                        g = label * rate
+                    else:
+                        g = (label - _sigmoid(f)) * rate
+                    loss -= math.log(max(_sigmoid(f if label == 1.0 else -f), 1e-12))
+                    _add(error, V[word], g)
+                    if learn:
+                        _add(V[word], hidden, g)
+                if not learn:
+                    targets += 1
+                    continue
+                for a in range(shrink, window + 1 - shrink):
+                    c = position - window + a
+                    if a == window or c < 0 or c >= length:
+                        continue
+                    _add(U[chunk[c]], error, 1.0 / count)
+                for s in range(n_sampled):
+                    _add(U[sampled[s]], error, weight / count)
+                targets += 1
+    return loss, targets
