@@ -36,7 +36,6 @@ from typing import TYPE_CHECKING, Literal
 
 import yaml
 
-from lit_docemb._moved import moved_attribute
 from lit_docemb.commands.arguments import count_or_name, run_command
 from lit_docemb.commands.trust import load_yaml, refuse_untrusted
 from lit_docemb.errors import ConfigError, require
@@ -274,5 +273,3 @@ def embed(config: list[str], input: str, output: str, ckpt_path: str | None = No
 
 def main(argv: list[str] | None = None) -> dict | None:
     return run_command(embed, sys.argv[1:] if argv is None else argv, "python -m lit_docemb embed")
-
-__getattr__ = moved_attribute(__name__)  # the predict machinery moved to lit_docemb.commands.embed_shards

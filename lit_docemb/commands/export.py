@@ -15,7 +15,6 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Literal
 
-from lit_docemb._moved import moved_attribute
 from lit_docemb.commands.arguments import run_command
 from lit_docemb.errors import ConfigError
 
@@ -77,6 +76,3 @@ def export(config: list[str], output: str, ckpt_path: str | None = None,
 
 def main(argv: list[str] | None = None) -> Path:
     return run_command(export, sys.argv[1:] if argv is None else argv, "python -m lit_docemb export")
-
-
-__getattr__ = moved_attribute(__name__)  # the forms moved to lit_docemb.commands.exporters (old exports name them)

@@ -7,7 +7,6 @@ import sys
 from pathlib import Path
 from typing import Literal
 
-from lit_docemb._moved import moved_attribute
 from lit_docemb.commands.arguments import run_command
 from lit_docemb.errors import ConfigError
 
@@ -86,6 +85,3 @@ def figures(run: str | None = None, metrics: list[str] | None = None, embeddings
 
 def main(argv: list[str] | None = None) -> list[Path]:
     return run_command(figures, sys.argv[1:] if argv is None else argv, "python -m lit_docemb figures")
-
-
-__getattr__ = moved_attribute(__name__)  # the drawing moved to lit_docemb.commands.plots

@@ -23,7 +23,6 @@ import torch
 from lightning.pytorch.cli import LRSchedulerCallable, OptimizerCallable
 from torch import Tensor
 
-from lit_docemb._moved import moved_attribute
 from lit_docemb.data.batches import (
     GraphDocumentBatch,
     SubDocumentPairBatch,
@@ -226,5 +225,3 @@ class GraphRoBERTa(EmbeddingMethod):
         heatmaps (:func:`lit_docemb.commands.plots.attention_heatmap`)."""
         embeddings, maps = self.model.attention_maps(batch.graphs)
         return {"ids": batch.ids, "embeddings": embeddings.float().cpu(), "attention": [m.float().cpu() for m in maps]}
-
-__getattr__ = moved_attribute(__name__)  # names that moved to other modules, deprecated
