@@ -11,35 +11,12 @@ Face folder or a sentence-transformers model (the forms: :mod:`lit_docemb.export
 from __future__ import annotations
 
 import sys
-from collections.abc import Sequence
 from pathlib import Path
 from typing import Literal
 
 from lit_docemb.commands.arguments import run_command
+from lit_docemb.commands.loading import load_method
 from lit_docemb.errors import ConfigError
-
-
-def load_method(configs: Sequence[str | Path], ckpt_path: str | None, overrides: Sequence[str] = (),
-                interpolate_alpha: float | None = None):
-    """The run's method with the checkpoint's weights (and its checkpoint state, e.g. a vocabulary), interpolated
-    with the starting weights by ``interpolate_alpha`` when given, in eval mode; without ``ckpt_path``, the method
-    as its config (and ``overrides``) builds it."""
-    from lit_docemb.commands.interpolate import interpolate_method, refuse_without_checkpoint
-
-    from lit_docemb.commands.embed import announce_baseline, build_method
-    from lit_docemb.methods.checkpoints import read_checkpoint
-
-    refuse_without_checkpoint(interpolate_alpha, ckpt_path)
-    method = build_method(configs, overrides, "export")
-    if ckpt_path is None:
-        announce_baseline(method)
-        return method.eval()
-    checkpoint = read_checkpoint(ckpt_path)
-    method.on_load_checkpoint(checkpoint)
-    method.load_state_dict(checkpoint["state_dict"])
-    if interpolate_alpha is not None:
-        interpolate_method(method, configs, overrides, interpolate_alpha)
-    return method.eval()
 
 
 def export(config: list[str], output: str, ckpt_path: str | None = None,

@@ -8,9 +8,10 @@ folder or a sentence-transformers model.
   method's ``embed``) for that document: DocSplit (and DECA with a Hugging Face encoder) as a plain
   Transformer + Pooling model with the method's pooling and token budget (an encoder's instruction as the default
   prompt, its Dense / Normalize modules after the pooling); Graph-RoBERTa as
-  :class:`~lit_docemb.export.modules.GraphDocumentModule`, which splits the text into passages and runs the graph encoder; CoLDE as
-  :class:`~lit_docemb.export.modules.CoLDEDocumentModule`, which cuts the unsplit text into chunks and runs its data encoder (section/chunk
-  embeddings, chunkwise attention and Bi-LSTM, or the mean of the ablations). These modules are classes of the
+  :class:`~lit_docemb.export.modules.GraphDocumentModule`, which splits the text into passages and runs the graph
+  encoder; CoLDE as :class:`~lit_docemb.export.modules.CoLDEDocumentModule`, which cuts the unsplit text into
+  chunks and runs its data encoder (section/chunk embeddings, chunkwise attention and Bi-LSTM, or the mean of the
+  ablations). These modules are classes of the
   installed ``lit_docemb`` package (nothing is read from the folder as code), but sentence-transformers >= 6 asks
   for ``trust_remote_code=True`` before importing any class outside its own namespace:
   ``SentenceTransformer(folder, trust_remote_code=True)``.
@@ -25,8 +26,8 @@ by the tokens at section joins).
 Adding a method is one small class: a :class:`MethodExport` subclass registered for the method's class with
 :func:`register_export` (the token encoder it writes in ``hf`` form and the sentence-transformers modules that
 rebuild its document vector); what it reads of the method is that class's own arguments, never a guess at which
-attributes a method happens to have. Methods without such a form (DECA's Doc2VecC, CTPE's CNN pair) raise :class:`ExportError` naming
-``embed`` instead.
+attributes a method happens to have. Methods without such a form (DECA's Doc2VecC, CTPE's CNN pair) raise
+:class:`ExportError` naming ``embed`` instead.
 """
 
 from __future__ import annotations

@@ -13,7 +13,6 @@ from lit_docemb.commands import COMMANDS
 from lit_docemb.commands.arguments import docstring_arguments, parse_command
 from lit_docemb.commands.candidates import candidates
 from lit_docemb.commands.candidates import main as candidates_main
-from lit_docemb.commands.dense_search import dense_search
 from lit_docemb.commands.embed import embed
 from lit_docemb.commands.grid import main as grid_main
 from lit_docemb.commands.evaluate import EVALUATIONS, evaluation_class

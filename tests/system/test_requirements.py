@@ -17,9 +17,9 @@ DISTRIBUTION = {"sklearn": "scikit-learn", "faiss": "faiss-cpu", "pytrec_eval": 
 #: datasets, pyyaml by jsonargparse and transformers, tensorboard's reader by nothing (figures' hint names it).
 COME_WITH_BASE = {"numpy", "safetensors", "fsspec", "pyyaml"}
 #: Optional: only the figures and export commands import them, each behind an ImportError naming the install line.
-OPTIONAL = {"umap-learn": {"lit_docemb/commands/plots.py"},
+OPTIONAL = {"umap-learn": {"lit_docemb/eval/figures.py"},
             "sentence-transformers": {"lit_docemb/export/forms.py", "lit_docemb/export/modules.py"},
-            "tensorboard": {"lit_docemb/commands/plots.py"}}
+            "tensorboard": {"lit_docemb/eval/figures.py"}}
 
 
 def _imported_distributions() -> dict[str, set[str]]:
