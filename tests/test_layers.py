@@ -3,11 +3,14 @@
 A module may import its own floor and the floors below it, never a higher one; only ``lit_docemb/distributed.py``
 imports ``torch.distributed``; ``models/`` and ``losses/`` import no Lightning; no two modules import each other
 (directly or through others) at import time. Imports inside functions count as much as those at the top.
+``commands/`` (entry points only) defines no ``nn.Module`` and no Lightning ``Callback``.
 """
 
 from __future__ import annotations
 
 import ast
+import importlib
+import inspect
 from collections import defaultdict
 from pathlib import Path
 
@@ -142,6 +145,27 @@ def test_models_and_losses_import_no_lightning(violations):
 
 def test_no_import_cycles(violations):
     assert violations["cycles"] == []
+
+
+def library_classes_in_commands(root: Path = PACKAGE) -> list[str]:
+    """The ``nn.Module``s and Lightning ``Callback``s defined in a module of ``commands/`` (imported to see each
+    class's bases, inherited ones too): an exported folder or a config would name such a class by a path that a
+    re-layout of the entry points breaks, so they live on a library floor (``export/``, ``eval/``, ``methods/``)."""
+    from lightning.pytorch.callbacks import Callback
+    from torch import nn
+
+    found = []
+    for path in sorted((root / "commands").rglob("*.py")):
+        module = importlib.import_module(module_name(path, root))
+        for name, value in vars(module).items():
+            if inspect.isclass(value) and value.__module__ == module.__name__ \
+                    and issubclass(value, (nn.Module, Callback)):
+                found.append(f"{module.__name__}.{name}")
+    return found
+
+
+def test_commands_define_no_module_and_no_callback():
+    assert library_classes_in_commands() == []
 
 
 def test_every_folder_has_a_floor():
