@@ -164,6 +164,24 @@ def library_classes_in_commands(root: Path = PACKAGE) -> list[str]:
     return found
 
 
+def command_cycles(root: Path = PACKAGE) -> list[list[str]]:
+    """Import cycles among the modules of ``commands/``, counting the imports inside functions too: a command's
+    module imports the modules it builds on, never one that imports it back."""
+    modules = {module_name(p, root): p for p in sorted((root / "commands").rglob("*.py")) if p.name != "__init__.py"}
+    graph = defaultdict(set)
+    for module, path in modules.items():
+        for target, _, _ in imports_of(path, module):
+            while target and target not in modules:
+                target = target.rpartition(".")[0]
+            if target and target != module:
+                graph[module].add(target)
+    return cycles(graph)
+
+
+def test_no_import_cycles_among_commands_even_inside_functions():
+    assert command_cycles() == []
+
+
 def test_commands_define_no_module_and_no_callback():
     assert library_classes_in_commands() == []
 
