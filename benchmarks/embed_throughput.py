@@ -5,7 +5,7 @@ Both sides embed the same documents with the same model -- all-MiniLM-L6-v2 from
 lit_docemb, ``SentenceTransformer(<that folder>)`` for sentence-transformers -- with the same maximum length
 (``--max-length`` tokens) and batch size, on the CPU, fp32, in one process:
 
-* **embed**: :func:`lit_docemb.commands.embed.write_embeddings`, the code behind the ``embed`` command once its inputs are
+* **embed**: :func:`lit_docemb.eval.embedding_writers.write_embeddings`, the code behind the ``embed`` command once its inputs are
   read and its method built: a Lightning ``predict`` over length-bucketed batches through the method's collator,
   each batch written to the rank's Parquet shard, then the shard merged into ``embeddings.parquet`` in input
   order. Trainer construction, writing and merging are inside the timing.
@@ -70,7 +70,7 @@ def main() -> None:
     import torch
     from sentence_transformers import SentenceTransformer
 
-    from lit_docemb.commands.embed import write_embeddings
+    from lit_docemb.eval.embedding_writers import write_embeddings
     from lit_docemb.methods import DocSplit
 
     logging.getLogger("lightning.pytorch").setLevel(logging.ERROR)

@@ -104,15 +104,6 @@ def gather_no_grad(x: Tensor) -> Tensor:
 
 
 @torch.no_grad()
-def all_reduce_mean(x: Tensor) -> Tensor:
-    """Mean of ``x`` over ranks, detached (for logging). Returns ``x`` detached with one process."""
-    x = x.detach().clone()
-    if world_size() == 1:
-        return x
-    dist.all_reduce(x, op=dist.ReduceOp.SUM)
-    return x / world_size()
-
-
 def gather_objects(obj) -> list:
     """``[obj of rank 0, obj of rank 1, ...]`` for any picklable object (``[obj]`` with one process)."""
     if world_size() == 1:

@@ -3,11 +3,14 @@
 A module may import its own floor and the floors below it, never a higher one; only ``lit_docemb/distributed.py``
 imports ``torch.distributed``; ``models/`` and ``losses/`` import no Lightning; no two modules import each other
 (directly or through others) at import time. Imports inside functions count as much as those at the top.
+``commands/`` (entry points only) defines no ``nn.Module`` and no Lightning ``Callback``.
 """
 
 from __future__ import annotations
 
 import ast
+import importlib
+import inspect
 from collections import defaultdict
 from pathlib import Path
 
@@ -16,9 +19,9 @@ import pytest
 PACKAGE = Path(__file__).resolve().parents[1] / "lit_docemb"
 
 #: Top-level part of a module path -> floor. ``lit_docemb`` itself (its ``__init__``) is floor 0.
-FLOORS = {"": 0, "distributed": 0, "errors": 0, "_moved": 0,
+FLOORS = {"": 0, "distributed": 0, "errors": 0,
           "data": 1, "losses": 1, "models": 1, "augment": 1,
-          "views": 2, "methods": 3, "eval": 4, "commands": 5, "__main__": 5}
+          "views": 2, "methods": 3, "eval": 4, "export": 4, "commands": 5, "__main__": 5}
 NO_LIGHTNING = ("models", "losses")
 DISTRIBUTED_HOME = "lit_docemb.distributed"
 
@@ -142,6 +145,45 @@ def test_models_and_losses_import_no_lightning(violations):
 
 def test_no_import_cycles(violations):
     assert violations["cycles"] == []
+
+
+def library_classes_in_commands(root: Path = PACKAGE) -> list[str]:
+    """The ``nn.Module``s and Lightning ``Callback``s defined in a module of ``commands/`` (imported to see each
+    class's bases, inherited ones too): an exported folder or a config would name such a class by a path that a
+    re-layout of the entry points breaks, so they live on a library floor (``export/``, ``eval/``, ``methods/``)."""
+    from lightning.pytorch.callbacks import Callback
+    from torch import nn
+
+    found = []
+    for path in sorted((root / "commands").rglob("*.py")):
+        module = importlib.import_module(module_name(path, root))
+        for name, value in vars(module).items():
+            if inspect.isclass(value) and value.__module__ == module.__name__ \
+                    and issubclass(value, (nn.Module, Callback)):
+                found.append(f"{module.__name__}.{name}")
+    return found
+
+
+def command_cycles(root: Path = PACKAGE) -> list[list[str]]:
+    """Import cycles among the modules of ``commands/``, counting the imports inside functions too: a command's
+    module imports the modules it builds on, never one that imports it back."""
+    modules = {module_name(p, root): p for p in sorted((root / "commands").rglob("*.py")) if p.name != "__init__.py"}
+    graph = defaultdict(set)
+    for module, path in modules.items():
+        for target, _, _ in imports_of(path, module):
+            while target and target not in modules:
+                target = target.rpartition(".")[0]
+            if target and target != module:
+                graph[module].add(target)
+    return cycles(graph)
+
+
+def test_no_import_cycles_among_commands_even_inside_functions():
+    assert command_cycles() == []
+
+
+def test_commands_define_no_module_and_no_callback():
+    assert library_classes_in_commands() == []
 
 
 def test_every_folder_has_a_floor():

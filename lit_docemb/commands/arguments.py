@@ -6,7 +6,6 @@ The vocabulary (``docs/usage.md``): ``--config`` (repeatable), ``--ckpt_path``, 
 ``--batch_size``, ``--num_workers``, ``--accelerator``, ``--devices``, ``--precision``, ``--interpolate_alpha``
 (WiSE-FT's mix of ``--ckpt_path`` with the starting weights: :mod:`lit_docemb.commands.interpolate`). A function with an
 ``overrides`` argument takes every other ``--key value`` as a config override (``--model.init_args.encoder X``).
-Old spellings (:data:`DEPRECATED_FLAGS`) still work and print one line naming the new flag.
 
 Nothing here imports torch: ``python -m lit_docemb <command> --help`` answers from the signature alone.
 """
@@ -19,15 +18,6 @@ import sys
 import types
 import typing
 from collections.abc import Callable, Sequence
-
-#: Old spelling -> the vocabulary's flag (and the value it implies for a flag that took none).
-DEPRECATED_FLAGS: dict[str, tuple[str, ...]] = {
-    "--ckpt": ("--ckpt_path",),
-    "--batch-size": ("--batch_size",),
-    "--num-workers": ("--num_workers",),
-    "--device": ("--accelerator",),
-    "--no_progress_bar": ("--progress_bar", "false"),
-}
 
 
 def docstring_arguments(function: Callable) -> dict[str, str]:
@@ -116,44 +106,10 @@ def build_parser(function: Callable, prog: str) -> argparse.ArgumentParser:
     return parser
 
 
-def replace_deprecated(argv: Sequence[str], parser: argparse.ArgumentParser) -> list[str]:
-    """``argv`` with each old spelling (:data:`DEPRECATED_FLAGS`) that ``parser`` has a new flag for replaced by it,
-    printing one line per old spelling used."""
-    known = {option for action in parser._actions for option in action.option_strings}
-    result = []
-    for arg in argv:
-        name, eq, value = arg.partition("=")
-        new = DEPRECATED_FLAGS.get(name)
-        if new is None or new[0] not in known:
-            result.append(arg)
-            continue
-        print(f"warning: {name} is deprecated, use {' '.join(new)}", file=sys.stderr)
-        result.extend([*new, value] if eq else new)
-    return result
-
-
-def positionals_as_flags(argv: Sequence[str], flags: Sequence[str], names: Sequence[str]) -> list[str]:
-    """``argv`` whose leading positional values, a command's old spelling, are given to ``flags`` instead, printing
-    one line naming them; ``argv`` as it is when it does not start with ``len(flags)`` positional values.
-
-    Args:
-        argv: The command's arguments.
-        flags: The vocabulary flags the old positionals stand for, in order (``--ckpt_path``, ``--input``).
-        names: The old positionals' placeholders, in the same order (``CHECKPOINT``, ``ROOT``).
-    """
-    count = len(flags)
-    if len(argv) < count or any(arg.startswith("-") for arg in argv[:count]):
-        return list(argv)
-    replacement = " ".join(f"{flag} {name}" for flag, name in zip(flags, names, strict=True))
-    print(f"warning: positional {' '.join(names)} is deprecated, use {replacement}", file=sys.stderr)
-    return [part for pair in zip(flags, argv[:count], strict=True) for part in pair] + list(argv[count:])
-
-
 def parse_command(function: Callable, argv: Sequence[str], prog: str) -> dict:
     """The keyword arguments of ``function`` that ``argv`` gives (``--help`` prints and exits). With an
     ``overrides`` argument, arguments the signature does not name are passed there; otherwise they are an error."""
     parser = build_parser(function, prog)
-    argv = replace_deprecated(argv, parser)
     if "overrides" not in inspect.signature(function).parameters:
         return vars(parser.parse_args(argv))  # a list option left out is absent: the function's default applies
     options, overrides = parser.parse_known_args(argv)

@@ -4,9 +4,8 @@ from __future__ import annotations
 
 import importlib
 import json
-import sys
 
-from lit_docemb.commands.arguments import positionals_as_flags, run_command
+from lit_docemb.commands.arguments import run_command
 
 
 def evaluate_checkpoint(checkpoint: str, root: str, method: str = "lit_docemb.methods.CTPE", k: int = 20,
@@ -37,7 +36,5 @@ def candidates(ckpt_path: str, input: str, method: str = "lit_docemb.methods.CTP
 
 
 def main(argv: list[str] | None = None) -> dict[str, float]:
-    """Runs :func:`candidates`; the old positional ``CHECKPOINT ROOT`` still works (one deprecation line)."""
-    argv = positionals_as_flags(sys.argv[1:] if argv is None else argv, ("--ckpt_path", "--input"),
-                                ("CHECKPOINT", "ROOT"))
+    """Runs :func:`candidates`."""
     return run_command(candidates, argv, "python -m lit_docemb candidates")

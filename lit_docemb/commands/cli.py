@@ -175,7 +175,7 @@ class DocEmbCLI(LightningCLI):
         if self.subcommand == "predict":  # predict logs nothing: no second logger folder or wandb run beside fit's
             trainer.loggers = []
         if self.subcommand == "predict" and not any(isinstance(c, BasePredictionWriter) for c in trainer.callbacks):
-            from lit_docemb.commands.embed_shards import PredictionWriter
+            from lit_docemb.eval.embedding_writers import PredictionWriter
 
             trainer.callbacks.append(PredictionWriter(Path(trainer.default_root_dir) / "predictions"))
         if isinstance(self.datamodule, DocumentDataModule):  # what the corpus read and skipped, in the run folder

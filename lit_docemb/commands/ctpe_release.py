@@ -4,10 +4,9 @@ folder that ``fit --config configs/ctpe/*.yaml`` and ``candidates`` read (see :m
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 
-from lit_docemb.commands.arguments import positionals_as_flags, run_command
+from lit_docemb.commands.arguments import run_command
 from lit_docemb.errors import ConfigError
 
 
@@ -31,6 +30,5 @@ def ctpe_release(input: str, output: str) -> dict[str, int]:
 
 
 def main(argv: list[str] | None = None) -> dict[str, int]:
-    """Runs :func:`ctpe_release`; the positional ``FILE OUT`` still works (one deprecation line)."""
-    argv = positionals_as_flags(sys.argv[1:] if argv is None else argv, ("--input", "--output"), ("FILE", "OUT"))
+    """Runs :func:`ctpe_release`."""
     return run_command(ctpe_release, argv, "python -m lit_docemb ctpe-release")

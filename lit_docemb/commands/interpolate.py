@@ -1,5 +1,6 @@
-"""Weight-space interpolation with the starting weights (WiSE-FT, Wortsman et al. 2022), and
-``python -m lit_docemb interpolate``, which chooses its α on validation.
+"""Weight-space interpolation with the starting weights (WiSE-FT, Wortsman et al. 2022): ``python -m lit_docemb
+interpolate``, which chooses its α on validation (the mixing itself: :func:`lit_docemb.commands.loading.
+interpolate_method`, shared by the commands that load a method).
 
 ``embed``, ``export`` and ``evaluate`` take ``--interpolate_alpha α`` with ``--ckpt_path``: the method they use
 has the weights ``θ = (1 − α)·θ₀ + α·θ_trained``, where ``θ₀`` is the method as the run's config builds it (the
@@ -25,46 +26,13 @@ refused. It writes every α's metrics and the best α to ``<default_root_dir>/in
 from __future__ import annotations
 
 import json
-import logging
 import sys
-from collections.abc import Sequence
 from pathlib import Path
 
 from lit_docemb.commands.arguments import run_command, torch_device
+from lit_docemb.commands.evaluate import build_evaluation, run_evaluations
+from lit_docemb.commands.loading import run_cli
 from lit_docemb.errors import ConfigError, require
-
-log = logging.getLogger(__name__)
-
-
-def model_overrides(overrides: Sequence[str]) -> list[str]:
-    """The ``--model...`` overrides among ``overrides`` (``--key value`` or ``--key=value``)."""
-    kept, args = [], list(overrides)
-    while args:
-        arg = args.pop(0)
-        value = [] if "=" in arg or not args or args[0].startswith("--") else [args.pop(0)]
-        if arg.startswith("--model"):
-            kept += [arg, *value]
-    return kept
-
-
-def interpolate_method(method, configs: Sequence[str | Path], overrides: Sequence[str], alpha: float) -> None:
-    """Gives ``method`` (its trained weights loaded) the weights ``(1 - alpha)·θ₀ + alpha·θ``, θ₀ those of the
-    method as ``configs`` and ``overrides`` build it (see the module docstring)."""
-    from lit_docemb.commands.embed import build_method
-    from lit_docemb.methods.retention import interpolated_state
-
-    require(0.0 <= alpha <= 1.0, "--interpolate_alpha", "in [0, 1] (0 the starting weights, 1 the trained ones)",
-            alpha)
-    starting = build_method(configs, model_overrides(overrides), "interpolate").state_dict()
-    method.load_state_dict(interpolated_state(method.state_dict(), starting, alpha))
-    log.warning("weights interpolated: %.2f x trained + %.2f x as the config builds them", alpha, 1.0 - alpha)
-
-
-def refuse_without_checkpoint(alpha: float | None, ckpt_path: str | None) -> None:
-    """``--interpolate_alpha`` mixes a checkpoint with the starting weights: it needs ``--ckpt_path``."""
-    if alpha is not None and ckpt_path is None:
-        raise ConfigError("--interpolate_alpha needs --ckpt_path (the trained weights to mix with the starting ones)")
-
 
 def validation_evaluations(data) -> list:
     """What ``data`` supports on its validation split: retrieval of its validation queries, clustering and the
@@ -136,8 +104,6 @@ def interpolate(config: list[str], ckpt_path: str, evaluation: list[str] | None 
         accelerator: ``auto``, ``cpu``, ``cuda`` (or ``gpu``), or a torch device such as ``cuda:1``.
         overrides: Config overrides (``--data.init_args.root DIR``).
     """
-    from lit_docemb.commands.cli import DocEmbCLI
-    from lit_docemb.commands.evaluate import _without_subcommand_keys, build_evaluation, run_evaluations
     from lit_docemb.data.retrieval import RetrievalDataModule
     from lit_docemb.eval.evaluation import Evaluation, EvaluationContext
     from lit_docemb.methods.checkpoints import read_checkpoint, restore_method
@@ -148,8 +114,7 @@ def interpolate(config: list[str], ckpt_path: str, evaluation: list[str] | None 
         require(0.0 <= alpha <= 1.0, "--alphas", "values in [0, 1]", alpha)
     read_checkpoint(ckpt_path, mmap=True)
     specs = [build_evaluation(spec) for spec in evaluation or []]
-    configs = [arg for path in config for arg in ("--config", _without_subcommand_keys(path))]
-    cli = DocEmbCLI(args=[*configs, *(overrides or [])], run=False)
+    cli = run_cli(config, overrides or ())
     method, data = cli.model, cli.datamodule
     starting = {k: v.detach().clone() for k, v in method.state_dict().items()}  # the config's build, seeded
     restore_method(method, ckpt_path)

@@ -33,7 +33,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
-from lit_docemb._moved import moved_attribute
 from lit_docemb.data.reading import (
     MalformedInputError,
     ReadContext,
@@ -241,6 +240,3 @@ def _checked_folds(folds, path) -> list[list[str]]:
             owner[qid] = index
         checked.append([str(q) for q in fold])
     return checked
-
-
-__getattr__ = moved_attribute(__name__)  # names that moved to other modules, deprecated

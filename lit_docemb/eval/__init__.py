@@ -1,4 +1,3 @@
-from lit_docemb._moved import moved_attribute
 from lit_docemb.eval.before_after import BeforeAfterReport
 from lit_docemb.eval.candidates import CandidateRanking, evaluate_candidates
 from lit_docemb.eval.evaluation import Evaluation, EvaluationContext, markdown_table
@@ -17,5 +16,3 @@ __all__ = ["BeforeAfterReport", "CandidateRanking", "Clustering", "Evaluation", 
            "LabelledEmbeddingEvaluation", "LinearProbe", "RetrievalEvaluation", "classifier_matching",
            "evaluate_candidates", "evaluate_heldout", "markdown_table", "ranking_metrics",
            "retrieval_metrics", "threshold_matching", "top_k_run"]
-
-__getattr__ = moved_attribute(__name__)  # names that moved to other modules, deprecated

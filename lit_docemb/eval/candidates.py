@@ -27,7 +27,6 @@ from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
-from lit_docemb._moved import moved_attribute
 from lit_docemb.data.document import Document
 from lit_docemb.data.jsonl import read_jsonl
 from lit_docemb.data.reading import ReadContext, require_path
@@ -119,5 +118,3 @@ class CandidateRanking(Evaluation):
         if rank() == 0:
             print("ranking " + json.dumps({k: round(v, 4) for k, v in self.results.items()}))
         return {f"ranking/{k}": v for k, v in self.results.items()}
-
-__getattr__ = moved_attribute(__name__)  # names that moved to other modules, deprecated

@@ -1,13 +1,11 @@
-"""Exact dense search with a trained method: embed a corpus and queries, rank by the method's similarity, write
-a TREC run -- e.g. the checkpoint-mined negatives of Graph-RoBERTa's second MSMARCO phase (§3.3).
+"""Documents embedded with a method, in memory: :func:`embed_rows` is the one loop (the method's predict collator
+and ``embed`` in eval mode, batches sorted by length), and :func:`embed_documents`, :func:`embed_with_ids` and
+:func:`embed_sharded` (a corpus split across ranks) read it. Every evaluation embeds through it (retrieval and
+search: :mod:`lit_docemb.eval.search`, which ``python -m lit_docemb dense-search`` calls; probes, matching,
+held-out retrieval, the figures' embedding map).
 
-Usage (any config whose data is a ranking DataModule; the checkpoint of that config's method)::
-
-    python -m lit_docemb dense-search --config configs/graph_roberta/retrieval_msmarco.yaml \\
-        --ckpt_path runs/graph_roberta_retrieval_msmarco/checkpoints/last.ckpt --split train --depth 100 \\
-        --output runs/graph_roberta_retrieval_msmarco/train-top100.run [config overrides ...]
-
-One process, exact search (the corpus embeddings in memory, scored in chunks with a running top-k).
+Embeddings written to files, on one device or several (``python -m lit_docemb embed`` and ``predict``), take
+Lightning's predict loop instead so that every rank writes its own shard: :mod:`lit_docemb.eval.embedding_writers`.
 """
 
 from __future__ import annotations

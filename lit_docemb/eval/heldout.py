@@ -35,7 +35,6 @@ from torch import Tensor
 from tqdm.auto import tqdm
 
 from lit_docemb import distributed as dist
-from lit_docemb._moved import moved_attribute
 from lit_docemb.data.datamodule import documents_at, stable_fraction
 from lit_docemb.data.document import Document, Section
 from lit_docemb.errors import ConfigError
@@ -322,6 +321,3 @@ class HeldOutRetrieval(Evaluation):
 
     def load_state_dict(self, state_dict: dict) -> None:
         self.before = state_dict.get("before")
-
-
-__getattr__ = moved_attribute(__name__)  # names that moved or were renamed, deprecated

@@ -26,7 +26,6 @@ from torch import Tensor
 
 import lightning as L
 
-from lit_docemb._moved import moved_attribute
 from lit_docemb.errors import ConfigError
 from lit_docemb.eval.embedding import embed_documents, embed_rows
 from lit_docemb.eval.evaluation import Evaluation, EvaluationContext
@@ -278,6 +277,3 @@ class ValidationMatching(Evaluation):
 
     def load_state_dict(self, state_dict: dict) -> None:
         self.threshold = state_dict.get("threshold")
-
-
-__getattr__ = moved_attribute(__name__)  # names that moved to other modules, deprecated

@@ -26,7 +26,6 @@ from lightning.pytorch.strategies import DeepSpeedStrategy
 from torch import Tensor
 from torch.nn.parallel import DistributedDataParallel
 
-from lit_docemb._moved import moved_attribute
 from lit_docemb.data.batches import DocumentBatch
 from lit_docemb.data.passage_cache import PassageCache
 from lit_docemb.data.tokens import split_rows_by_token_budget
@@ -294,6 +293,3 @@ class EmbeddingMethod(L.LightningModule, ABC):
         for config in self.trainer.lr_scheduler_configs:
             if isinstance(config.scheduler, schedulers.LinearWarmupDecay) and config.scheduler.total_steps is None:
                 config.scheduler.set_total_steps(int(self.trainer.estimated_stepping_batches))
-
-
-__getattr__ = moved_attribute(__name__)  # names that moved to other modules, deprecated

@@ -17,7 +17,6 @@ from torch import Tensor, nn
 from torchmetrics import Metric
 from torchmetrics.classification import MulticlassF1Score
 
-from lit_docemb._moved import moved_attribute
 from lit_docemb.data.batches import LabelledBatch
 from lit_docemb.data.document import Document
 from lit_docemb.errors import BadArgument
@@ -142,5 +141,3 @@ class DocumentClassifier(EmbeddingMethod):
         probabilities = self.head(embeddings).float().softmax(-1)
         return {"ids": batch.ids, "embeddings": embeddings.float().cpu(), "probabilities": probabilities.cpu(),
                 "labels": [self.hparams.labels[i] for i in probabilities.argmax(-1).tolist()]}
-
-__getattr__ = moved_attribute(__name__)  # names that moved to other modules, deprecated

@@ -241,7 +241,7 @@ def cosine_matrix(vectors: Tensor) -> Tensor:
 def similarity_matrices(method: CoLDE, documents: list[Document]) -> dict:
     """The three levels of similarity (document, section, chunk) between two or more documents, in one batch,
     in eval mode (restored after): :meth:`CoLDE.predict_step`'s output. Draw it with
-    :func:`lit_docemb.commands.plots.similarity_heatmaps`."""
+    :func:`lit_docemb.eval.figures.similarity_heatmaps`."""
     if len(documents) < 2:
         raise ValueError(f"need at least two documents to compare, got {len(documents)}")
     was_training = method.training

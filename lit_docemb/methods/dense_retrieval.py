@@ -16,7 +16,6 @@ from typing import Literal
 from lightning.pytorch.cli import LRSchedulerCallable, OptimizerCallable
 from torch import Tensor
 
-from lit_docemb._moved import moved_attribute
 from lit_docemb.data.batches import QueryDocumentBatch
 from lit_docemb.losses import InfoNCELoss
 from lit_docemb.methods.base import EmbeddingMethod
@@ -73,5 +72,3 @@ class DenseRetrieval(EmbeddingMethod):
         if self.hparams.similarity == "cos":
             return super().similarity(queries, candidates)
         return queries.float() @ candidates.float().T
-
-__getattr__ = moved_attribute(__name__)  # names that moved to other modules, deprecated

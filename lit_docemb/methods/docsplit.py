@@ -20,7 +20,6 @@ import torch
 from lightning.pytorch.cli import LRSchedulerCallable, OptimizerCallable
 from torch import Tensor
 
-from lit_docemb._moved import moved_attribute
 from lit_docemb.data.batches import (
     DocumentBatch,
     DocumentSentencesBatch,
@@ -206,5 +205,3 @@ class DocSplit(EmbeddingMethod):
         if self.hparams.sentence_pooling == "mean":
             documents = documents / batch.sentence_counts.unsqueeze(1).to(documents.dtype)
         return documents
-
-__getattr__ = moved_attribute(__name__)  # names that moved to other modules, deprecated

@@ -32,7 +32,6 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from lit_docemb._moved import moved_attribute
 
 
 @dataclass
@@ -228,5 +227,3 @@ def _single_sub_batch(sub_batch, encode, loss_fn, rows, total) -> GradCacheOutpu
     backward_loss = total(terms) + total(additive) if additive else total(terms)
     terms = {k: v.detach() for k, v in {**terms, **additive}.items()}
     return GradCacheOutput(backward_loss, total(terms).detach(), terms, embeddings.detach(), 1)
-
-__getattr__ = moved_attribute(__name__)  # names that moved to other modules, deprecated

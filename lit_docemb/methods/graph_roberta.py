@@ -23,7 +23,6 @@ import torch
 from lightning.pytorch.cli import LRSchedulerCallable, OptimizerCallable
 from torch import Tensor
 
-from lit_docemb._moved import moved_attribute
 from lit_docemb.data.batches import (
     GraphDocumentBatch,
     SubDocumentPairBatch,
@@ -223,8 +222,6 @@ class GraphRoBERTa(EmbeddingMethod):
 
     def predict_step(self, batch: GraphDocumentBatch, batch_idx: int) -> dict:
         """Embeddings and, per document, the last graph layer's attention (heads, n+1, n+1) for Fig. 6/7-style
-        heatmaps (:func:`lit_docemb.commands.plots.attention_heatmap`)."""
+        heatmaps (:func:`lit_docemb.eval.figures.attention_heatmap`)."""
         embeddings, maps = self.model.attention_maps(batch.graphs)
         return {"ids": batch.ids, "embeddings": embeddings.float().cpu(), "attention": [m.float().cpu() for m in maps]}
-
-__getattr__ = moved_attribute(__name__)  # names that moved to other modules, deprecated

@@ -18,8 +18,8 @@ from conftest import _topic_texts
 from runs import run_embed, save_run, write_tsv
 
 from lit_docemb.augment import Vocabulary
-from lit_docemb.commands.embed import read_documents
-from lit_docemb.commands.embed_shards import LengthBuckets
+from lit_docemb.commands.loading import read_documents
+from lit_docemb.eval.embedding_writers import LengthBuckets
 from lit_docemb.data.document import Document, Section
 from lit_docemb.data.tokens import document_text
 from lit_docemb.eval.embedding import embed_documents
@@ -218,7 +218,7 @@ def test_colde_writes_its_document_vectors_not_each_batchs_similarity_matrix(tin
 
 
 def test_a_declared_vector_output_that_is_not_one_row_per_document_is_named(tmp_path):
-    from lit_docemb.commands.embed_shards import vector_fields
+    from lit_docemb.eval.embedding_writers import vector_fields
 
     prediction = {"ids": ["a", "b"], "embeddings": torch.ones(2, 3), "attention": [torch.ones(4)]}
     assert sorted(vector_fields(prediction, ("embeddings",))) == ["embeddings"]

@@ -3,6 +3,8 @@ and give the vectors ``embed`` gives; methods without such a form are refused wi
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pytest
 import torch
@@ -10,10 +12,10 @@ from conftest import _topic_texts
 from runs import run_embed, save_run, write_tsv
 
 from lit_docemb.commands.cli import main
-from lit_docemb.commands.exporters import ExportError, export_method
 from lit_docemb.data.document import Document, Section
 from lit_docemb.data.tokens import document_text
 from lit_docemb.eval.embedding import embed_documents
+from lit_docemb.export.forms import ExportError, export_method
 from lit_docemb.methods import CTPE, DECA, CoLDE, DocSplit, GraphRoBERTa
 from lit_docemb.methods.deca_components import EncoderBackbone
 from lit_docemb.views.ctpe import WordEmbeddings
@@ -61,6 +63,9 @@ def test_graph_roberta_sentence_transformer_equals_embed(tiny_encoder_dir, tmp_p
     method = GraphRoBERTa(**args)
     config, ckpt = save_run(method, tmp_path / "run", args)
     main(["export", "--config", str(config), "--ckpt_path", str(ckpt), "--output", str(tmp_path / "st")])
+    # the folder names its module on the library's export floor, a path that no re-layout of the commands moves
+    modules = json.loads((tmp_path / "st" / "modules.json").read_text())
+    assert [m["type"] for m in modules] == ["lit_docemb.export.modules.GraphDocumentModule"]
     docs = long_documents()
     run_embed(config, ckpt, write_tsv(tmp_path / "docs.tsv", docs, bad_lines=False), tmp_path / "out",
               "--format", "npy")
@@ -111,6 +116,8 @@ def test_colde_sentence_transformer_equals_embed(no_dropout_encoder_dir, tmp_pat
     run_embed(config, ckpt, write_tsv(tmp_path / "docs.tsv", docs, bad_lines=False), tmp_path / "out",
               "--format", "npy")
     embedded = np.load(tmp_path / "out" / "embeddings.npy")
+    modules = json.loads((tmp_path / "st" / "modules.json").read_text())
+    assert [m["type"] for m in modules] == ["lit_docemb.export.modules.CoLDEDocumentModule"]
     st = SentenceTransformer(str(tmp_path / "st"), device="cpu", local_files_only=True, trust_remote_code=True)
     vectors = st.encode([d.text for d in docs], batch_size=3)
     assert vectors.shape == (4, 16) and st.get_embedding_dimension() == 16

@@ -14,7 +14,7 @@ from lightning.pytorch.loggers import CSVLogger, WandbLogger
 from runs import save_run
 
 from lit_docemb.commands.cli import main
-from lit_docemb.commands.plots import (
+from lit_docemb.eval.figures import (
     EmbeddingFigures,
     embedding_map,
     project_2d,

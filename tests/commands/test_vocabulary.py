@@ -1,5 +1,5 @@
 """One flag vocabulary: every command's ``--help`` comes from its signature, names the vocabulary flags it takes,
-loads no torch for the commands that are not LightningCLI's, and the old spellings still work with one line."""
+loads no torch for the commands that are not LightningCLI's, and refuses the old spellings."""
 
 from __future__ import annotations
 
@@ -10,11 +10,11 @@ import sys
 import pytest
 
 from lit_docemb.commands import COMMANDS
-from lit_docemb.commands.arguments import docstring_arguments, parse_command, positionals_as_flags
+from lit_docemb.commands.arguments import docstring_arguments, parse_command
 from lit_docemb.commands.candidates import candidates
 from lit_docemb.commands.candidates import main as candidates_main
-from lit_docemb.commands.dense_search import dense_search
 from lit_docemb.commands.embed import embed
+from lit_docemb.commands.grid import main as grid_main
 from lit_docemb.commands.evaluate import EVALUATIONS, evaluation_class
 
 #: Command -> the vocabulary flags it takes (docs/usage.md).
@@ -88,49 +88,22 @@ def test_evaluation_names_are_the_classes_names():
     assert {name: evaluation_class(path).name for name, path in EVALUATIONS.items()} == {n: n for n in EVALUATIONS}
 
 
-@pytest.mark.parametrize("old, new", [
-    (["--ckpt", "k.ckpt"], {"ckpt_path": "k.ckpt"}),
-    (["--ckpt_path", "k.ckpt", "--batch-size", "7"], {"batch_size": 7}),
-    (["--ckpt_path", "k.ckpt", "--device", "cpu"], {"accelerator": "cpu"}),
-    (["--ckpt_path=k.ckpt", "--batch-size=7"], {"ckpt_path": "k.ckpt", "batch_size": 7}),
+@pytest.mark.parametrize("old", [["--ckpt", "k.ckpt"], ["--batch-size", "7"]])
+def test_old_spellings_are_refused(old, capsys):
+    with pytest.raises(SystemExit) as stop:
+        parse_command(candidates, ["--ckpt_path", "k", "--input", "t", *old], "candidates")
+    assert stop.value.code == 2 and f"unrecognized arguments: {old[0]}" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("command, argv", [
+    (candidates_main, ["k.ckpt", "tasks"]),
+    (grid_main, ["grids/t5.yaml"]),
+    (grid_main, ["--input", "grids/t5.yaml", "--root", "r"]),
 ])
-def test_old_spellings_are_aliases_with_one_line(old, new, capsys):
-    parsed = parse_command(dense_search, ["--config", "c.yaml", "--output", "r.run", *old,
-                                          "--data.init_args.root", "d"], "dense-search")
-    assert {k: parsed[k] for k in new} == new and parsed["overrides"] == ["--data.init_args.root", "d"]
-    lines = capsys.readouterr().err.splitlines()
-    spelt = [a.split("=")[0] for a in old if a.split("=")[0] in ("--ckpt", "--batch-size", "--device")]
-    assert len(lines) == len(spelt) and all("deprecated" in line for line in lines)
-
-
-def test_no_progress_bar_is_an_alias_of_progress_bar_false(capsys):
-    parsed = parse_command(embed, ["--config", "c", "--input", "i.jsonl", "--output", "o", "--no_progress_bar"],
-                           "embed")
-    assert parsed["progress_bar"] is False and "use --progress_bar false" in capsys.readouterr().err
-
-
-def test_candidates_positional_checkpoint_is_an_alias(monkeypatch, capsys):
-    calls = []
-    monkeypatch.setattr("lit_docemb.commands.candidates.evaluate_checkpoint",
-                        lambda *args: calls.append(args) or {"map": 1.0})
-    candidates_main(["k.ckpt", "tasks", "--k", "5"])
-    candidates_main(["--ckpt_path", "k.ckpt", "--input", "tasks", "--k", "5"])
-    assert calls == [("k.ckpt", "tasks", "lit_docemb.methods.CTPE", 5, 256)] * 2
-    assert capsys.readouterr().err.count("deprecated, use --ckpt_path CHECKPOINT --input ROOT") == 1
-
-
-@pytest.mark.parametrize("argv, expected, warned", [
-    (["grids/t5.yaml", "--output", "r"], ["--input", "grids/t5.yaml", "--output", "r"], True),
-    (["--input", "grids/t5.yaml"], ["--input", "grids/t5.yaml"], False),
-    ([], [], False),
-])
-def test_old_positionals_become_their_flags_with_one_line(argv, expected, warned, capsys):
-    assert positionals_as_flags(argv, ("--input",), ("GRID.yaml",)) == expected
-    err = capsys.readouterr().err
-    assert (err == "warning: positional GRID.yaml is deprecated, use --input GRID.yaml\n") if warned else not err
-    # two positionals are both needed: one followed by a flag is left to the parser's own error
-    assert positionals_as_flags(["in.txt", "--output", "o"], ("--input", "--output"), ("FILE", "OUT")) == \
-        ["in.txt", "--output", "o"]
+def test_old_positionals_are_refused(command, argv, capsys):
+    with pytest.raises(SystemExit) as stop:
+        command(argv)
+    assert stop.value.code == 2
 
 
 def test_an_option_the_command_does_not_take_is_refused(capsys):

@@ -25,9 +25,6 @@ def test_target_rank_metrics_equal_the_trec_eval_measures_without_ties():
     trec = retrieval_metrics(run, qrels, ["mrr@5", "recall@1", "recall@5"])
     assert ours == pytest.approx({k: trec[k] for k in ("mrr@5", "recall@1", "recall@5")}, abs=1e-6)
     assert 0 < ours["mrr@5"] < 1
-    with pytest.deprecated_call():
-        from lit_docemb.eval import heldout
-        assert heldout.retrieval_metrics is target_rank_metrics  # the old name, renamed
 
 
 TOPICS = ["aaaa aaa", "eeee eee", "iiii iii", "oooo ooo", "uuuu uuu", "ae ae ae"]

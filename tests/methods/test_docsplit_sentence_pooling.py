@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from lit_docemb.commands.exporters import ExportError, exporter
+from lit_docemb.export.forms import ExportError, exporter
 from lit_docemb.data.batches import DocumentSentencesBatch
 from lit_docemb.data.document import Document, Section
 from lit_docemb.data.text import split_sentences

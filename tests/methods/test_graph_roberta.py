@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from lit_docemb.commands.cli import main
-from lit_docemb.commands.plots import attention_heatmap
+from lit_docemb.eval.figures import attention_heatmap
 from lit_docemb.data.batches import PassageGraphBatch, TokenBatch
 from lit_docemb.data.document import Document, Section
 from lit_docemb.data.passage_cache import TokenizedPassages

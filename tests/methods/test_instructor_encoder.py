@@ -180,7 +180,7 @@ def test_an_activation_outside_the_table_is_refused(instructor_dir, tmp_path):
 
 def test_the_sentence_transformers_export_encodes_as_embed_does(instructor_dir, tmp_path):
     SentenceTransformer = pytest.importorskip("sentence_transformers").SentenceTransformer
-    from lit_docemb.commands.exporters import export_method
+    from lit_docemb.export.forms import export_method
 
     method = DocSplit(instructor_dir, pooling="mean", max_length=40, mlm_weight=0.0, instruction=INSTRUCTION,
                       instruction_in_pooling=False, sentence_transformers_head=True, embed_with_title=False)
@@ -194,7 +194,7 @@ def test_the_sentence_transformers_export_encodes_as_embed_does(instructor_dir, 
 
 
 def test_a_prefix_left_out_of_the_mean_after_cls_is_not_exported(tiny_encoder_dir):
-    from lit_docemb.commands.exporters import ExportError, exporter
+    from lit_docemb.export.forms import ExportError, exporter
 
     method = DocSplit(tiny_encoder_dir, pooling="mean", max_length=32, mlm_weight=0.0, instruction="query: ",
                       instruction_in_pooling=False)

@@ -1,10 +1,7 @@
-import warnings
-
 import pytest
 import torch
 
-from lit_docemb.methods import LinearWarmupDecay, base
-from lit_docemb.methods.checkpoints import load_method_checkpoint
+from lit_docemb.methods import LinearWarmupDecay
 
 
 def test_linear_warmup_decay_learning_rates():
@@ -17,12 +14,3 @@ def test_linear_warmup_decay_learning_rates():
         scheduler.step()
     assert rates == pytest.approx([0.5, 1.0, 0.8, 0.6, 0.4, 0.2])
 
-
-@pytest.mark.parametrize("name, value", [("LinearWarmupDecay", LinearWarmupDecay),
-                                         ("load_method_checkpoint", load_method_checkpoint)])
-def test_old_base_paths_still_import_with_a_warning(name, value):
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        assert getattr(base, name) is value
-    assert [w.category for w in caught] == [DeprecationWarning]
-    assert "moved to lit_docemb.methods." in str(caught[0].message)

@@ -8,7 +8,7 @@ a run logs to wandb, as wandb images and tables.
   folder's CSV logs (``metrics.csv``), wandb run files (offline too) or TensorBoard event files;
 * :class:`EmbeddingFigures`: a callback drawing the embedding map of labelled documents during ``fit`` and logging it;
 * :func:`model_figures`: CoLDE's three levels of similarity between documents (Fig. 4) and Graph-RoBERTa's attention
-  heatmap of each document (Fig. 6/7).
+  heatmap of each document (Fig. 6/7), drawn with a loaded method.
 
 ``python -m lit_docemb figures`` (:mod:`lit_docemb.commands.figures`) draws them for a finished run.
 """
@@ -29,7 +29,16 @@ import numpy as np
 
 matplotlib.use("Agg")  # files only: works on clusters and in CI without a display
 import matplotlib.pyplot as plt
+import torch
 from torch import Tensor
+
+from lit_docemb.data.datamodule import documents_at
+from lit_docemb.data.document import Document
+from lit_docemb.data.jsonl import read_jsonl
+from lit_docemb.eval.embedding import embed_documents
+from lit_docemb.methods import CoLDE, GraphRoBERTa
+from lit_docemb.methods.base import EmbeddingMethod
+from lit_docemb.methods.colde import similarity_matrices
 
 log = logging.getLogger(__name__)
 
@@ -312,10 +321,6 @@ class EmbeddingFigures(L.Callback):
         self.paths: list[Path] = []
 
     def _documents(self, trainer: L.Trainer) -> list:
-        from lit_docemb.data.datamodule import documents_at
-        from lit_docemb.data.document import Document
-        from lit_docemb.data.jsonl import read_jsonl
-
         if self.documents is not None:
             return [d for d in read_jsonl(self.documents) if not d.is_empty()][:self.max_documents]
         val_set, corpus = trainer.datamodule.val_set, getattr(trainer.datamodule, "documents", None)
@@ -328,8 +333,6 @@ class EmbeddingFigures(L.Callback):
     def on_validation_epoch_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
         if trainer.sanity_checking or not trainer.is_global_zero or trainer.current_epoch % self.every_n_epochs:
             return
-        from lit_docemb.eval.embedding import embed_documents
-
         docs = self._documents(trainer)
         if len(docs) < 3:
             log.warning("EmbeddingFigures: %d documents, need >= 3 for a map", len(docs))
@@ -366,34 +369,25 @@ def read_embeddings(path: str | Path) -> tuple[list[str], np.ndarray]:
     raise FileNotFoundError(f"{path}: not an embed output (embeddings.parquet, or embeddings.npy with ids.txt)")
 
 
-def model_figures(configs: Sequence[str], ckpt_path: str, output: Path, similarities: str | None = None,
-                  attention: str | None = None) -> list[Path]:
-    """Figures of a trained method on given documents (lit_docemb JSONL or TSV): CoLDE's three levels of
-    similarity between the ``similarities`` documents, in one figure (``similarities.png``); Graph-RoBERTa's
-    last-layer attention of each ``attention`` document (``attention-<id>.png``, mean over heads)."""
-    import torch
-
-    from lit_docemb.commands.embed import read_documents
-    from lit_docemb.commands.export import load_method
-    from lit_docemb.methods import CoLDE, GraphRoBERTa
-    from lit_docemb.methods.colde import similarity_matrices
-
-    method = load_method(configs, ckpt_path)
+def model_figures(method: EmbeddingMethod, output: Path, similarities: Sequence[Document] = (),
+                  attention: Sequence[Document] = ()) -> list[Path]:
+    """Figures of a trained method on given documents: CoLDE's three levels of similarity between the
+    ``similarities`` documents, in one figure (``similarities.png``); Graph-RoBERTa's last-layer attention of each
+    ``attention`` document (``attention-<id>.png``, mean over heads)."""
     written = []
     if similarities:
         if not isinstance(method, CoLDE):
             raise ValueError(f"--similarities draws CoLDE's similarity levels; the run's method is "
                              f"{type(method).__name__}")
-        written.append(similarity_heatmaps(similarity_matrices(method, read_documents(similarities)),
+        written.append(similarity_heatmaps(similarity_matrices(method, list(similarities)),
                                            output / "similarities.png"))
     if attention:
         if not isinstance(method, GraphRoBERTa):
             raise ValueError(f"--attention draws Graph-RoBERTa's graph attention; the run's method is "
                              f"{type(method).__name__}")
-        documents = read_documents(attention)
         with torch.no_grad():
-            maps = method.predict_step(method.collator("predict")(documents), 0)["attention"]
-        for document, matrix in zip(documents, maps):
+            maps = method.predict_step(method.collator("predict")(list(attention)), 0)["attention"]
+        for document, matrix in zip(attention, maps):
             name = re.sub(r"[^\w.-]", "_", document.id)
             written.append(attention_heatmap(matrix, output / f"attention-{name}.png", title=document.id))
     return written

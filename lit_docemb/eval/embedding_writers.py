@@ -1,6 +1,9 @@
-"""The machinery of ``python -m lit_docemb embed`` (:mod:`lit_docemb.commands.embed`): length-bucketed predict
-batches dealt out to the ranks, one parquet shard per rank written as predictions come, merged by rank 0 in input
-order. Kept apart from the command so that ``embed --help`` loads no torch or Lightning."""
+"""Embeddings written to files, on one device or several: the path of :mod:`lit_docemb.eval.embedding` that
+``python -m lit_docemb embed`` (:mod:`lit_docemb.commands.embed`) and ``predict`` take. Length-bucketed predict
+batches are dealt out to the ranks, each rank writes one parquet shard as predictions come, and rank 0 merges the
+shards in input order (:func:`write_embeddings`); :class:`PredictionWriter` is ``predict``'s writer of the same
+rows. Vectors are the method's ``predict_step`` fields, as :func:`~lit_docemb.eval.embedding.embed_rows` gives
+the ``embed`` field in memory."""
 
 from __future__ import annotations
 

@@ -1,0 +1,241 @@
+"""What the commands share to load a run: the documents a command reads (JSONL or TSV), the run's method built
+from its config(s) and ``--model...`` overrides (a baseline without a checkpoint), restored from a checkpoint and
+optionally interpolated with its starting weights (WiSE-FT: :mod:`lit_docemb.commands.interpolate`).
+
+Imports of torch, Lightning and the package's torch-using modules are inside the functions that need them: every
+command module imports this one, and ``python -m lit_docemb <command> --help`` answers without loading torch
+(``tests/commands/test_vocabulary.py``).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import Counter
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import yaml
+
+from lit_docemb.commands.trust import load_yaml, refuse_untrusted
+from lit_docemb.errors import ConfigError, require
+
+if TYPE_CHECKING:  # annotations only: the data package loads torch
+    from lit_docemb.data.document import Document
+    from lit_docemb.data.reading import ReadContext
+
+log = logging.getLogger(__name__)
+
+TSV_EXPECTED = "id<TAB>text or id<TAB>title<TAB>text per line (an optional header line of those names)"
+TSV_HEADERS = (["id", "text"], ["id", "title", "text"])
+
+
+# --- input ------------------------------------------------------------------------------------------------
+def read_tsv(path: str | Path, context: ReadContext | None = None) -> list[Document]:
+    """Documents of a TSV file: ``id<TAB>text`` or ``id<TAB>title<TAB>text`` (one untitled section). A line with
+    another number of fields or an empty id is skipped and counted as ``"malformed_record"``."""
+    from lit_docemb.data.document import Document, Section
+    from lit_docemb.data.reading import ReadContext, read_lines, require_path
+
+    context = ReadContext() if context is None else context
+    path = require_path(path, "TSV documents", TSV_EXPECTED)
+    documents = []
+    for line_no, line in read_lines(path, context):
+        line = line.rstrip("\r\n")
+        if not line.strip():
+            continue
+        fields = line.split("\t")
+        if line_no == 1 and [f.strip().lower() for f in fields] in TSV_HEADERS:
+            continue
+        if len(fields) not in (2, 3) or not fields[0].strip():
+            context.malformed(f"{path}:{line_no}", f"{len(fields)} tab-separated fields", TSV_EXPECTED)
+            continue
+        title = fields[1] if len(fields) == 3 else ""
+        documents.append(Document(fields[0].strip(), title=title, sections=[Section("", fields[-1])]))
+    return documents
+
+
+def read_documents(path: str | Path, stats: Counter | None = None) -> list[Document]:
+    """The non-empty documents of a ``.jsonl``/``.tsv`` file (optionally ``.gz``/``.bz2``/``.xz``), in file order;
+    bad lines and empty documents are counted into ``stats``."""
+    from lit_docemb.data.jsonl import read_jsonl
+    from lit_docemb.data.reading import ReadContext
+
+    context = ReadContext(stats=Counter() if stats is None else stats)
+    suffixes = [s.lower() for s in Path(path).suffixes if s.lower() not in (".gz", ".bz2", ".xz")]
+    if suffixes[-1:] in ([".tsv"], [".tab"]):
+        documents = read_tsv(path, context)
+    elif suffixes[-1:] in ([".jsonl"], [".json"]):
+        documents = read_jsonl(path, context)
+    else:
+        raise ValueError(f"--input {path}: name it .jsonl (lit_docemb JSONL) or .tsv ({TSV_EXPECTED})")
+    kept = [d for d in documents if not d.is_empty()]
+    if len(kept) < len(documents):
+        context.stats["empty_document"] += len(documents) - len(kept)
+    return kept
+
+
+# --- the run's config -------------------------------------------------------------------------------------
+#: Keys of a run's saved config.yaml that only a subcommand takes.
+SUBCOMMAND_KEYS = {"ckpt_path", "weights_only"}
+
+
+def without_subcommand_keys(path: str) -> str:
+    """The config at ``path``, as YAML text without the keys only a subcommand takes (a run's saved config.yaml
+    holds ``ckpt_path`` and ``weights_only``); the path itself when it has none."""
+    config = load_yaml(path) or {}  # safe YAML, class paths checked (as DocEmbCLI checks them again)
+    if not isinstance(config, dict) or not SUBCOMMAND_KEYS & config.keys():
+        return path
+    return yaml.safe_dump({k: v for k, v in config.items() if k not in SUBCOMMAND_KEYS}, sort_keys=False)
+
+
+def run_cli(config: Sequence[str], overrides: Sequence[str] = ()):
+    """The run's :class:`~lit_docemb.commands.cli.DocEmbCLI` (method, DataModule, trainer and its callbacks) as
+    ``config`` and ``overrides`` build it, without running a subcommand."""
+    from lit_docemb.commands.cli import DocEmbCLI
+
+    configs = [arg for path in config for arg in ("--config", without_subcommand_keys(path))]
+    return DocEmbCLI(args=[*configs, *overrides], run=False)
+
+
+# --- the method -------------------------------------------------------------------------------------------
+def _merge(base: dict, update: dict) -> dict:
+    """``update`` over ``base``, dicts merged key by key; a new ``class_path`` replaces the old init_args."""
+    if "class_path" in update and update.get("class_path") != base.get("class_path"):
+        return dict(update)
+    merged = dict(base)
+    for key, value in update.items():
+        merged[key] = _merge(base[key], value) if isinstance(value, dict) and isinstance(base.get(key), dict) \
+            else value
+    return merged
+
+
+def config_overrides(overrides: Sequence[str], command: str) -> dict:
+    """The ``model`` section updates of dotted overrides (``--model.init_args.encoder X`` or ``--model.init_args.
+    encoder=X``; values read as YAML, as LightningCLI reads them). Only the model is read by ``command``, so an
+    override of another section is a :class:`ConfigError` rather than silently unused."""
+    update: dict = {}
+    args = list(overrides)
+    while args:
+        arg = args.pop(0)
+        key, eq, value = arg.partition("=")
+        if not eq:
+            if not args or args[0].startswith("--"):
+                raise ConfigError(f"{arg}: a config override needs a value (--model.init_args.<key> VALUE)")
+            value = args.pop(0)
+        path = key[2:].split(".") if key.startswith("--") else []
+        if path[:1] != ["model"]:
+            raise ConfigError(f"{key}: {command} reads only the config's model section; override "
+                              "--model.init_args.<key> (or --model.class_path)")
+        parsed = yaml.safe_load(value)
+        node = update
+        for part in path[1:-1]:
+            node = node.setdefault(part, {})
+        if len(path) == 1:
+            node["class_path"] = parsed
+        else:
+            node[path[-1]] = parsed
+    return update
+
+
+def build_method(configs: Sequence[str | Path], overrides: Sequence[str] = (), command: str = "embed"):
+    """The method of a run's config(s) (the ``model`` section; later files win, then ``overrides``), built without
+    its weights; a key the method's signature does not have is a one-line :class:`ConfigError`."""
+    from jsonargparse import ArgumentError
+    from lightning.pytorch.cli import LightningArgumentParser
+
+    import lit_docemb.methods  # noqa: F401  (registers the methods)
+    from lit_docemb.commands.cli import one_line_parse_error, refuse_untrusted_arguments
+    from lit_docemb.methods.base import EmbeddingMethod
+
+    model: dict = {}
+    for path in configs:
+        config = load_yaml(path) or {}  # safe YAML, class paths checked before jsonargparse imports any
+        if not isinstance(config, dict) or "model" not in config:
+            raise ValueError(f"{path} has no 'model' section: pass the run's config.yaml (or the fit config)")
+        model = _merge(model, config["model"])
+    refuse_untrusted_arguments(list(overrides))  # class paths of overrides, before jsonargparse imports them
+    model = _merge(model, config_overrides(overrides, command))
+    parser = LightningArgumentParser(exit_on_error=False)
+    parser.add_subclass_arguments(EmbeddingMethod, "model", required=True, fail_untyped=False)  # as LightningCLI
+    try:
+        parsed = parser.parse_object({"model": model})
+    except ArgumentError as err:
+        raise ConfigError(one_line_parse_error(str(err))) from None
+    refuse_untrusted(parsed)  # callables resolved from strings, before anything is built
+    seed_as_configured(configs)
+    instantiate = getattr(parser, "instantiate", None) or parser.instantiate_classes
+    return instantiate(parsed).model
+
+
+def seed_as_configured(configs: Sequence[str | Path]) -> None:
+    """Seeds the random generators with the configs' ``seed_everything`` (the last that sets an integer), as
+    ``fit`` did before building the method: weights a config initialises at random (Graph-RoBERTa's and CoLDE's
+    heads) are then the same draw every time the method is built."""
+    import lightning as L
+
+    seeds = [c["seed_everything"] for c in map(load_yaml, configs) if isinstance(c, dict)
+             and isinstance(c.get("seed_everything"), int) and not isinstance(c.get("seed_everything"), bool)]
+    if seeds:
+        L.seed_everything(seeds[-1], verbose=False)
+
+
+def encoder_name(method) -> str:
+    """The encoder a method was built from (its ``encoder`` argument), else the method's class name."""
+    hparams = getattr(method, "hparams", {}) or {}
+    return str(hparams.get("encoder") or type(method).__name__)
+
+
+def announce_baseline(method) -> None:
+    """The one line that says a command scores a method without a checkpoint."""
+    log.warning("no --ckpt_path: scoring %s as initialised (a baseline)", encoder_name(method))
+
+
+# --- a trained method -------------------------------------------------------------------------------------
+def model_overrides(overrides: Sequence[str]) -> list[str]:
+    """The ``--model...`` overrides among ``overrides`` (``--key value`` or ``--key=value``)."""
+    kept, args = [], list(overrides)
+    while args:
+        arg = args.pop(0)
+        value = [] if "=" in arg or not args or args[0].startswith("--") else [args.pop(0)]
+        if arg.startswith("--model"):
+            kept += [arg, *value]
+    return kept
+
+
+def interpolate_method(method, configs: Sequence[str | Path], overrides: Sequence[str], alpha: float) -> None:
+    """Gives ``method`` (its trained weights loaded) the weights ``(1 - alpha)·θ₀ + alpha·θ``, θ₀ those of the
+    method as ``configs`` and ``overrides`` build it (:mod:`lit_docemb.commands.interpolate`)."""
+    from lit_docemb.methods.retention import interpolated_state
+
+    require(0.0 <= alpha <= 1.0, "--interpolate_alpha", "in [0, 1] (0 the starting weights, 1 the trained ones)",
+            alpha)
+    starting = build_method(configs, model_overrides(overrides), "interpolate").state_dict()
+    method.load_state_dict(interpolated_state(method.state_dict(), starting, alpha))
+    log.warning("weights interpolated: %.2f x trained + %.2f x as the config builds them", alpha, 1.0 - alpha)
+
+
+def refuse_without_checkpoint(alpha: float | None, ckpt_path: str | None) -> None:
+    """``--interpolate_alpha`` mixes a checkpoint with the starting weights: it needs ``--ckpt_path``."""
+    if alpha is not None and ckpt_path is None:
+        raise ConfigError("--interpolate_alpha needs --ckpt_path (the trained weights to mix with the starting ones)")
+
+
+def load_method(configs: Sequence[str | Path], ckpt_path: str | None, overrides: Sequence[str] = (),
+                interpolate_alpha: float | None = None):
+    """The run's method with the checkpoint's weights (and its checkpoint state, e.g. a vocabulary), interpolated
+    with the starting weights by ``interpolate_alpha`` when given, in eval mode; without ``ckpt_path``, the method
+    as its config (and ``overrides``) builds it."""
+    from lit_docemb.methods.checkpoints import read_checkpoint
+
+    refuse_without_checkpoint(interpolate_alpha, ckpt_path)
+    method = build_method(configs, overrides, "export")
+    if ckpt_path is None:
+        announce_baseline(method)
+        return method.eval()
+    checkpoint = read_checkpoint(ckpt_path)
+    method.on_load_checkpoint(checkpoint)
+    method.load_state_dict(checkpoint["state_dict"])
+    if interpolate_alpha is not None:
+        interpolate_method(method, configs, overrides, interpolate_alpha)
+    return method.eval()
