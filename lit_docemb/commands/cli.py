@@ -41,7 +41,7 @@ import lit_docemb.data  # noqa: F401  (registers the DataModules as known subcla
 import lit_docemb.methods  # noqa: F401  (registers the methods)
 from lit_docemb.commands.console import tidy_loggers
 from lit_docemb.commands.loggers import configure_wandb_loggers
-from lit_docemb.commands.run_folder import check_fresh_fit, fill_run_folder, last_checkpoint
+from lit_docemb.commands.run_folder import apply_run_dir, check_fresh_fit, fill_run_folder, last_checkpoint
 from lit_docemb.commands.trust import load_yaml, parse_yaml, refuse_untrusted
 from lit_docemb.data.datamodule import DocumentDataModule
 from lit_docemb.errors import BadArgument, ConfigError
@@ -104,18 +104,27 @@ class DocEmbCLI(LightningCLI):
         super().__init__(EmbeddingMethod, DocumentDataModule, *args, subclass_mode_model=True,
                          subclass_mode_data=True, auto_configure_optimizers=False, **kwargs)
 
+    def add_arguments_to_parser(self, parser: LightningArgumentParser) -> None:
+        parser.add_argument("--run_dir", type=str | None, default=None,
+                            help="Run folder: checkpoints, config.yaml, the logger's save_dir and a wandb run's name "
+                                 "(the folder's last part) follow it; it replaces trainer.default_root_dir, "
+                                 "trainer.logger.init_args.save_dir and trainer.logger.init_args.name")
+
     def parse_arguments(self, parser: LightningArgumentParser, args) -> None:
         """Parses as LightningCLI does, between two checks of what the config may instantiate
         (:func:`~lit_docemb.commands.trust.refuse_untrusted`): the config files and ``class_path`` options before
         jsonargparse imports anything they name, and the whole parsed config (shorthands and callables resolved)
         before anything is built."""
-        refuse_untrusted_arguments(sys.argv[1:] if args is None else args)
+        argv = sys.argv[1:] if args is None else args
+        refuse_untrusted_arguments(argv)
         with warnings.catch_warnings():  # our commands build their args themselves; Lightning's warning about it
             warnings.filterwarnings("ignore", "LightningCLI's args parameter")  # would print the whole config
             super().parse_arguments(parser, args)
         subcommand = self.config.get("subcommand")
-        refuse_untrusted(self.config[subcommand] if subcommand else self.config)
-        fill_run_folder(self.config[subcommand] if subcommand else self.config)  # {data.init_args.test_fold}
+        config = self.config[subcommand] if subcommand else self.config
+        refuse_untrusted(config)
+        apply_run_dir(config, argv)  # --run_dir: checkpoints, logger folder and run name
+        fill_run_folder(config)  # {data.init_args.test_fold}
 
     def _add_instantiators(self) -> None:
         """Lightning's instantiators of the model and the DataModule, each naming a bad argument of the class it
