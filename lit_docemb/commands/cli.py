@@ -107,7 +107,7 @@ class DocEmbCLI(LightningCLI):
     def add_arguments_to_parser(self, parser: LightningArgumentParser) -> None:
         parser.add_argument("--run_dir", type=str | None, default=None,
                             help="Run folder: checkpoints, config.yaml, the logger's save_dir and a wandb run's name "
-                                 "(the folder's last part) follow it; it replaces trainer.default_root_dir, "
+                                 "(the folder's path below runs/, e.g. x) follow it; it replaces trainer.default_root_dir, "
                                  "trainer.logger.init_args.save_dir and trainer.logger.init_args.name")
 
     def parse_arguments(self, parser: LightningArgumentParser, args) -> None:
@@ -260,7 +260,7 @@ def refuse_untrusted_arguments(args: list[str]) -> None:
             value = args[i + 1] if i + 1 < len(args) else ""
         if name in ("--config", "-c"):
             if _is_file(value):
-                load_yaml(value)
+                refuse_untrusted_pieces(load_yaml(value), Path(value).parent)
             elif value:
                 refuse_untrusted(parse_yaml(value, "--config"))
         elif name.startswith("--") and name.endswith(("class_path", "class_path+")):
@@ -271,6 +271,21 @@ def refuse_untrusted_arguments(args: list[str]) -> None:
             except yaml.YAMLError:
                 continue  # not YAML: jsonargparse reports the value
             refuse_untrusted(parsed, name[2:].rstrip("+"))
+
+
+def refuse_untrusted_pieces(config, folder: Path, key: str = "") -> None:
+    """Checks the YAML files a config names as values (``logger: ../trainer/wandb_logger.yaml``, a callback given
+    as a path), which jsonargparse reads relative to the config's folder, before it imports what they name."""
+    if isinstance(config, dict):
+        for name, value in config.items():
+            refuse_untrusted_pieces(value, folder, f"{key}.{name}" if key else str(name))
+    elif isinstance(config, list):
+        for i, value in enumerate(config):
+            refuse_untrusted_pieces(value, folder, f"{key}[{i}]")
+    elif isinstance(config, str) and config.endswith((".yaml", ".yml")) and _is_file(str(folder / config)):
+        piece = folder / config
+        refuse_untrusted(parse_yaml(piece.read_text(encoding="utf-8"), str(piece)), f"{key} ({config})")
+        refuse_untrusted_pieces(parse_yaml(piece.read_text(encoding="utf-8"), str(piece)), piece.parent, key)
 
 
 def _is_file(value: str) -> bool:

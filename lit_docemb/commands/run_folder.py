@@ -20,7 +20,7 @@ A run folder may name config values: ``{<dotted config key>}`` in ``trainer.defa
 a cross-validation then runs, resumes and is evaluated in a folder of its own.
 
 One flag names the run folder: ``--run_dir runs/x`` sets ``trainer.default_root_dir``, each logger's ``save_dir``
-and a WandbLogger's run ``name`` (``x``) at once (:func:`apply_run_dir`); a config names its folder with
+and a WandbLogger's run ``name`` (``x``, :func:`run_name`) at once (:func:`apply_run_dir`); a config names its folder with
 ``trainer.default_root_dir`` alone, and its logger's ``save_dir`` and ``name``, left unset, follow that folder too.
 ``--run_dir`` together with a ``--trainer.default_root_dir`` or logger ``save_dir`` naming another folder on the
 same command line is a :class:`ConfigError` naming both keys.
@@ -94,8 +94,12 @@ UNSET_SAVE_DIRS = (None, ".", "")
 
 
 def run_name(folder: str) -> str:
-    """The run name a run folder gives a WandbLogger: its last component (``runs/deca_r8_dc_sc`` -> ``deca_r8_dc_sc``)."""
-    return os.path.basename(os.path.normpath(str(folder)))
+    """The run name a run folder gives a WandbLogger: its path below ``runs/``, parts joined by ``_``
+    (``runs/deca_r8_dc_sc`` -> ``deca_r8_dc_sc``, ``runs/graph_roberta_retrieval_robust04/fold3`` ->
+    ``graph_roberta_retrieval_robust04_fold3``); the last part of a folder outside a ``runs/`` folder."""
+    parts = os.path.normpath(str(folder)).split(os.sep)
+    below = parts[len(parts) - parts[::-1].index("runs"):] if "runs" in parts else []
+    return "_".join(below) if below else parts[-1]
 
 
 def command_line_keys(argv) -> set[str]:
