@@ -4,8 +4,9 @@ Every :class:`~lit_docemb.methods.base.EmbeddingMethod` is a ``--model`` and eve
 :class:`~lit_docemb.data.datamodule.DocumentDataModule` a ``--data``; ``--help`` lists the known ones.
 A config that cannot run (:class:`~lit_docemb.errors.ConfigError`: a missing data path, options that do not go
 together) ends the command before training with ``error: <message naming the key>`` and status 2, like an
-unknown key or a wrong type. A fit without ``--ckpt_path`` refuses a run folder that already holds a run
-(:mod:`lit_docemb.commands.run_folder`). A fit keeps one wandb run id per run folder
+unknown key or a wrong type. ``--run_dir runs/x`` names the run folder: checkpoints, ``config.yaml``, the logger's
+``save_dir`` and the wandb run's name follow it. A fit without ``--ckpt_path`` refuses a run folder that already holds a
+run (:mod:`lit_docemb.commands.run_folder`). A fit keeps one wandb run id per run folder
 (:mod:`lit_docemb.commands.loggers`) and writes
 checkpoints atomically (:class:`~lit_docemb.methods.callbacks.AtomicCheckpointIO`, unless the config names another
 CheckpointIO) and logs documents/s, tokens/s and peak memory

@@ -85,7 +85,7 @@ def check_run_config(config: dict) -> str:
     trainer = config["trainer"]
     if not trainer.get("default_root_dir"):
         raise SystemExit("slurm: the config sets no trainer.default_root_dir; a requeued job finds its "
-                         "checkpoints and wandb id in that folder, so set one (e.g. runs/<experiment>)")
+                         "checkpoints and wandb id in that folder, so give one (--run_dir runs/<experiment>)")
     callbacks = trainer.get("callbacks") or []
     if not any(isinstance(c, dict) and c.get("class_path") == "lit_docemb.methods.callbacks.RunCheckpoint"
                for c in callbacks):

@@ -13,7 +13,7 @@ import yaml
 from jsonargparse import ArgumentParser
 from jsonargparse._util import import_object
 
-from lit_docemb.commands.slurm import resolve_fit_config
+from lit_docemb.commands.slurm import check_run_config, resolve_fit_config
 
 ROOT = Path(__file__).resolve().parents[2]
 CONFIGS = ROOT / "configs"
@@ -106,6 +106,9 @@ def test_run_dir_moves_a_config_with_pieces_to_its_folder():
     assert trainer["logger"]["init_args"] == {"project": "lit_docemb", "offline": True, "save_dir": "runs/elsewhere",
                                               "name": "elsewhere"}
     assert trainer["callbacks"][0] == {"class_path": "lit_docemb.methods.callbacks.RunCheckpoint"}
+    # the folder a SLURM job resumes from is the one --run_dir names
+    fit_args = ["--config", str(CONFIGS / "quickstart.yaml"), "--run_dir", "runs/elsewhere"]
+    assert check_run_config(resolve_fit_config(fit_args)) == "runs/elsewhere"
 
 
 def test_a_piece_naming_an_untrusted_class_is_refused_before_it_is_imported(tmp_path, capsys):
