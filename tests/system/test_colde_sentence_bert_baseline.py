@@ -62,7 +62,7 @@ def test_sentence_bert_as_initialised_through_the_matching_evaluation(corpus_con
     combined = tmp_path / "combined.yaml"
     combined.write_text(yaml.safe_dump(merged(with_pieces(yaml.safe_load((ROOT / corpus_config).read_text()),
                                                           (ROOT / corpus_config).parent),
-                                              yaml.safe_load(PIECE.read_text()))))
+                                              with_pieces(yaml.safe_load(PIECE.read_text()), PIECE.parent))))
     prepared = journey_config(combined, tiny_encoder_dir, tmp_path)
     results = evaluate_main(["--config", str(prepared), "--evaluation", "matching", "--accelerator", "cpu",
                              "--output", str(tmp_path / "evaluation")])["matching"]

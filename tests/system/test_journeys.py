@@ -213,7 +213,8 @@ def test_model_piece_journey(piece, tiny_encoder_dir, tmp_path, capsys, caplog):
     documents = with_pieces(yaml.safe_load((ROOT / corpus_config).read_text(encoding="utf-8")),
                             (ROOT / corpus_config).parent)  # written elsewhere: its pieces' paths would not resolve
     combined = tmp_path / "combined.yaml"
-    combined.write_text(yaml.safe_dump(merged(documents, yaml.safe_load((ROOT / piece).read_text(encoding="utf-8")))))
+    model = with_pieces(yaml.safe_load((ROOT / piece).read_text(encoding="utf-8")), (ROOT / piece).parent)
+    combined.write_text(yaml.safe_dump(merged(documents, model)))
     prepared = journey_config(combined, tiny_encoder_dir, tmp_path)
     if command == "fit":
         journey(prepared, tmp_path, capsys)
