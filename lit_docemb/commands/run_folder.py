@@ -107,23 +107,26 @@ def command_line_keys(argv) -> set[str]:
     return {str(arg)[2:].partition("=")[0] for arg in argv or () if str(arg).startswith("--")}
 
 
-def _loggers(trainer) -> list[tuple[str, object]]:
-    """(key, init_args) of each logger of a parsed ``trainer`` section that has init_args."""
+def _loggers(trainer) -> list[tuple[str, str, object]]:
+    """(key, class path, init_args) of each logger of a parsed ``trainer`` section that has init_args."""
     loggers = trainer.get("logger")
     listed = isinstance(loggers, list)
     found = []
     for index, logger in enumerate(loggers if listed else [loggers]):
         init_args = logger.get("init_args") if hasattr(logger, "get") else None
         if init_args is not None:
-            found.append((f"trainer.logger{f'[{index}]' if listed else ''}", init_args))
+            found.append((f"trainer.logger{f'[{index}]' if listed else ''}", str(logger.get("class_path")), init_args))
     return found
 
 
-def _is_wandb(logger_key: str, trainer) -> bool:
-    logger = trainer.get("logger")
-    if isinstance(logger, list):
-        logger = logger[int(logger_key.rsplit("[", 1)[1].rstrip("]"))]
-    return str(logger.get("class_path", "")).endswith(".WandbLogger")
+def _refuse_two_folders(run_dir: str, trainer, given: set[str]) -> None:
+    """A :class:`ConfigError` when the command line gives ``--run_dir`` and another folder for a key it sets."""
+    named = [(ROOT_KEY, trainer.get("default_root_dir"))] + [
+        (f"{key}.init_args.save_dir", init_args.get("save_dir")) for key, _, init_args in _loggers(trainer)]
+    for key, value in named:
+        if key in given and value is not None and os.path.normpath(str(value)) != os.path.normpath(str(run_dir)):
+            raise ConfigError(f"--{RUN_DIR_KEY} {run_dir} and --{key} {value} name two run folders: give "
+                              f"--{RUN_DIR_KEY} alone (it sets {ROOT_KEY}, the logger's save_dir and name)")
 
 
 def apply_run_dir(config, argv) -> None:
@@ -131,32 +134,28 @@ def apply_run_dir(config, argv) -> None:
 
     The folder is ``--run_dir`` when given, else ``trainer.default_root_dir`` (from the command line before the
     config's ``run_dir``, then the config's). ``trainer.default_root_dir`` and ``run_dir`` are set to it; each
-    logger's ``save_dir`` and a WandbLogger's ``name`` follow it where the command line did not give them and, for
-    a folder the config names, where the config left them unset. ``--run_dir`` with a ``--trainer.default_root_dir``
-    or logger ``save_dir`` of another folder on the same command line is a :class:`ConfigError` naming both keys.
+    logger's ``save_dir`` and a WandbLogger's ``name`` (:func:`run_name`; the ``name`` of a CSV or TensorBoard
+    logger is a subfolder, kept) follow it where the command line did not give them and, for a folder the config
+    names, where the config left them unset. ``--run_dir`` with a ``--trainer.default_root_dir`` or logger
+    ``save_dir`` of another folder on the same command line is a :class:`ConfigError` naming both keys.
     """
     trainer = config.get("trainer")
     if trainer is None:
         return
     given = command_line_keys(argv)
     run_dir, root = config.get(RUN_DIR_KEY), trainer.get("default_root_dir")
-    loggers = _loggers(trainer)
     if RUN_DIR_KEY in given:
-        named = [(ROOT_KEY, root)] + [(f"{key}.init_args.save_dir", args.get("save_dir")) for key, args in loggers]
-        for key, value in named:
-            if key in given and value is not None and os.path.normpath(str(value)) != os.path.normpath(str(run_dir)):
-                raise ConfigError(f"--{RUN_DIR_KEY} {run_dir} and --{key} {value} name two run folders: give "
-                                  f"--{RUN_DIR_KEY} alone (it sets {ROOT_KEY}, the logger's save_dir and name)")
-    from_command_line = bool({RUN_DIR_KEY, ROOT_KEY} & given)
+        _refuse_two_folders(run_dir, trainer, given)
     folder = run_dir if RUN_DIR_KEY in given or (run_dir is not None and ROOT_KEY not in given) else root
     if folder is None:
         return
     config[RUN_DIR_KEY] = trainer["default_root_dir"] = folder
-    for key, init_args in loggers:
+    from_command_line = bool({RUN_DIR_KEY, ROOT_KEY} & given)
+    for key, class_path, init_args in _loggers(trainer):
         if "save_dir" in init_args and f"{key}.init_args.save_dir" not in given and (
                 from_command_line or init_args.get("save_dir") in UNSET_SAVE_DIRS):
             init_args["save_dir"] = folder
-        if _is_wandb(key, trainer) and f"{key}.init_args.name" not in given and (
+        if class_path.endswith(".WandbLogger") and f"{key}.init_args.name" not in given and (
                 from_command_line or init_args.get("name") is None):
             init_args["name"] = run_name(folder)
 
