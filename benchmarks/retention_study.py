@@ -178,8 +178,7 @@ def run_one(run: Run, config: Path, alphas: list[str], interpolate: bool, keep_c
             shutil.rmtree(run.folder)  # an unfinished earlier attempt: fit refuses a used run folder
         timings = {"fit_seconds": round(command(
             ["fit", "--config", str(config), "--seed_everything", str(run.seed), "--data.init_args.seed",
-             str(run.seed), "--trainer.default_root_dir", folder, "--trainer.logger.init_args.save_dir", folder,
-             *run.setting.overrides], log), 1)}
+             str(run.seed), "--run_dir", folder, *run.setting.overrides], log), 1)}
         timings["report_seconds"] = round(command(["evaluate", "--config", run_config, "--ckpt_path", checkpoint,
                                                    "--before_after", "--accelerator", "cpu"], log), 1)
         timings_file.write_text(json.dumps(timings) + "\n", encoding="utf-8")

@@ -354,9 +354,21 @@ def _trainer(trainer: dict, run: Path, corpus: Path) -> dict:
     return trainer
 
 
+def with_pieces(node, folder: Path):
+    """``node`` (a loaded config) with each YAML file it names as a value (``logger: ../trainer/wandb_logger.yaml``,
+    read by jsonargparse relative to the config's folder) replaced by that file's content."""
+    if isinstance(node, dict):
+        return {key: with_pieces(value, folder) for key, value in node.items()}
+    if isinstance(node, list):
+        return [with_pieces(value, folder) for value in node]
+    if isinstance(node, str) and node.endswith((".yaml", ".yml")) and (folder / node).is_file():
+        return with_pieces(yaml.safe_load((folder / node).read_text(encoding="utf-8")), (folder / node).parent)
+    return node
+
+
 def journey_config(config: Path, encoder: str, tmp_path: Path) -> Path:
     """``config`` made runnable here, written to ``tmp_path/config.yaml``; its run folder is ``tmp_path/run``."""
-    raw = yaml.safe_load(config.read_text(encoding="utf-8"))
+    raw = with_pieces(yaml.safe_load(config.read_text(encoding="utf-8")), config.parent)
     data, model = raw["data"], raw["model"]
     name = _short(data["class_path"])
     if name not in CORPORA:

@@ -4,8 +4,9 @@ Every :class:`~lit_docemb.methods.base.EmbeddingMethod` is a ``--model`` and eve
 :class:`~lit_docemb.data.datamodule.DocumentDataModule` a ``--data``; ``--help`` lists the known ones.
 A config that cannot run (:class:`~lit_docemb.errors.ConfigError`: a missing data path, options that do not go
 together) ends the command before training with ``error: <message naming the key>`` and status 2, like an
-unknown key or a wrong type. A fit without ``--ckpt_path`` refuses a run folder that already holds a run
-(:mod:`lit_docemb.commands.run_folder`). A fit keeps one wandb run id per run folder
+unknown key or a wrong type. ``--run_dir runs/x`` names the run folder: checkpoints, ``config.yaml``, the logger's
+``save_dir`` and the wandb run's name follow it. A fit without ``--ckpt_path`` refuses a run folder that already holds a
+run (:mod:`lit_docemb.commands.run_folder`). A fit keeps one wandb run id per run folder
 (:mod:`lit_docemb.commands.loggers`) and writes
 checkpoints atomically (:class:`~lit_docemb.methods.callbacks.AtomicCheckpointIO`, unless the config names another
 CheckpointIO) and logs documents/s, tokens/s and peak memory
@@ -41,7 +42,7 @@ import lit_docemb.data  # noqa: F401  (registers the DataModules as known subcla
 import lit_docemb.methods  # noqa: F401  (registers the methods)
 from lit_docemb.commands.console import tidy_loggers
 from lit_docemb.commands.loggers import configure_wandb_loggers
-from lit_docemb.commands.run_folder import check_fresh_fit, fill_run_folder, last_checkpoint
+from lit_docemb.commands.run_folder import apply_run_dir, check_fresh_fit, fill_run_folder, last_checkpoint
 from lit_docemb.commands.trust import load_yaml, parse_yaml, refuse_untrusted
 from lit_docemb.data.datamodule import DocumentDataModule
 from lit_docemb.errors import BadArgument, ConfigError
@@ -104,18 +105,27 @@ class DocEmbCLI(LightningCLI):
         super().__init__(EmbeddingMethod, DocumentDataModule, *args, subclass_mode_model=True,
                          subclass_mode_data=True, auto_configure_optimizers=False, **kwargs)
 
+    def add_arguments_to_parser(self, parser: LightningArgumentParser) -> None:
+        parser.add_argument("--run_dir", type=str | None, default=None,
+                            help="Run folder: checkpoints, config.yaml, the logger's save_dir and a wandb run's name "
+                                 "(the folder's path below runs/, e.g. x) follow it; it replaces trainer.default_root_dir, "
+                                 "trainer.logger.init_args.save_dir and trainer.logger.init_args.name")
+
     def parse_arguments(self, parser: LightningArgumentParser, args) -> None:
         """Parses as LightningCLI does, between two checks of what the config may instantiate
         (:func:`~lit_docemb.commands.trust.refuse_untrusted`): the config files and ``class_path`` options before
         jsonargparse imports anything they name, and the whole parsed config (shorthands and callables resolved)
         before anything is built."""
-        refuse_untrusted_arguments(sys.argv[1:] if args is None else args)
+        argv = sys.argv[1:] if args is None else args
+        refuse_untrusted_arguments(argv)
         with warnings.catch_warnings():  # our commands build their args themselves; Lightning's warning about it
             warnings.filterwarnings("ignore", "LightningCLI's args parameter")  # would print the whole config
             super().parse_arguments(parser, args)
         subcommand = self.config.get("subcommand")
-        refuse_untrusted(self.config[subcommand] if subcommand else self.config)
-        fill_run_folder(self.config[subcommand] if subcommand else self.config)  # {data.init_args.test_fold}
+        config = self.config[subcommand] if subcommand else self.config
+        refuse_untrusted(config)
+        apply_run_dir(config, argv)  # --run_dir: checkpoints, logger folder and run name
+        fill_run_folder(config)  # {data.init_args.test_fold}
 
     def _add_instantiators(self) -> None:
         """Lightning's instantiators of the model and the DataModule, each naming a bad argument of the class it
@@ -251,7 +261,7 @@ def refuse_untrusted_arguments(args: list[str]) -> None:
             value = args[i + 1] if i + 1 < len(args) else ""
         if name in ("--config", "-c"):
             if _is_file(value):
-                load_yaml(value)
+                refuse_untrusted_pieces(load_yaml(value), Path(value).parent)
             elif value:
                 refuse_untrusted(parse_yaml(value, "--config"))
         elif name.startswith("--") and name.endswith(("class_path", "class_path+")):
@@ -262,6 +272,21 @@ def refuse_untrusted_arguments(args: list[str]) -> None:
             except yaml.YAMLError:
                 continue  # not YAML: jsonargparse reports the value
             refuse_untrusted(parsed, name[2:].rstrip("+"))
+
+
+def refuse_untrusted_pieces(config, folder: Path, key: str = "") -> None:
+    """Checks the YAML files a config names as values (``logger: ../trainer/wandb_logger.yaml``, a callback given
+    as a path), which jsonargparse reads relative to the config's folder, before it imports what they name."""
+    if isinstance(config, dict):
+        for name, value in config.items():
+            refuse_untrusted_pieces(value, folder, f"{key}.{name}" if key else str(name))
+    elif isinstance(config, list):
+        for i, value in enumerate(config):
+            refuse_untrusted_pieces(value, folder, f"{key}[{i}]")
+    elif isinstance(config, str) and config.endswith((".yaml", ".yml")) and _is_file(str(folder / config)):
+        piece = folder / config
+        refuse_untrusted(parse_yaml(piece.read_text(encoding="utf-8"), str(piece)), f"{key} ({config})")
+        refuse_untrusted_pieces(parse_yaml(piece.read_text(encoding="utf-8"), str(piece)), piece.parent, key)
 
 
 def _is_file(value: str) -> bool:

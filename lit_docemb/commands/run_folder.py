@@ -18,6 +18,12 @@ A run folder may name config values: ``{<dotted config key>}`` in ``trainer.defa
 ``save_dir``, ``name`` or ``version`` is replaced by that key's value before anything is built
 (:func:`fill_run_folder`), e.g. ``runs/graph_roberta_retrieval_robust04/fold{data.init_args.test_fold}``: each fold of
 a cross-validation then runs, resumes and is evaluated in a folder of its own.
+
+One flag names the run folder: ``--run_dir runs/x`` sets ``trainer.default_root_dir``, each logger's ``save_dir``
+and a WandbLogger's run ``name`` (``x``, :func:`run_name`) at once (:func:`apply_run_dir`); a config names its folder with
+``trainer.default_root_dir`` alone, and its logger's ``save_dir`` and ``name``, left unset, follow that folder too.
+``--run_dir`` together with a ``--trainer.default_root_dir`` or logger ``save_dir`` naming another folder on the
+same command line is a :class:`ConfigError` naming both keys.
 """
 
 from __future__ import annotations
@@ -69,6 +75,8 @@ def fill_run_folder(config) -> None:
         return
     if isinstance(trainer.get("default_root_dir"), str):
         trainer.default_root_dir = fill_placeholders(trainer.default_root_dir, config, "trainer.default_root_dir")
+    if isinstance(config.get(RUN_DIR_KEY), str):
+        config[RUN_DIR_KEY] = fill_placeholders(config[RUN_DIR_KEY], config, RUN_DIR_KEY)
     loggers = trainer.get("logger")
     for index, logger in enumerate(loggers if isinstance(loggers, list) else [loggers]):
         init_args = logger.get("init_args") if hasattr(logger, "get") else None
@@ -76,6 +84,80 @@ def fill_run_folder(config) -> None:
             if isinstance(init_args.get(name), str):
                 key = f"trainer.logger{f'[{index}]' if isinstance(loggers, list) else ''}.init_args.{name}"
                 init_args[name] = fill_placeholders(init_args[name], config, key)
+
+
+#: The flag that names the run folder, and the keys it sets.
+RUN_DIR_KEY = "run_dir"
+ROOT_KEY = "trainer.default_root_dir"
+#: A logger's ``save_dir`` when the config leaves it unset (WandbLogger's default is the working folder).
+UNSET_SAVE_DIRS = (None, ".", "")
+
+
+def run_name(folder: str) -> str:
+    """The run name a run folder gives a WandbLogger: its path below ``runs/``, parts joined by ``_``
+    (``runs/deca_r8_dc_sc`` -> ``deca_r8_dc_sc``, ``runs/graph_roberta_retrieval_robust04/fold3`` ->
+    ``graph_roberta_retrieval_robust04_fold3``); the last part of a folder outside a ``runs/`` folder."""
+    parts = os.path.normpath(str(folder)).split(os.sep)
+    below = parts[len(parts) - parts[::-1].index("runs"):] if "runs" in parts else []
+    return "_".join(below) if below else parts[-1]
+
+
+def command_line_keys(argv) -> set[str]:
+    """The dotted keys given as ``--key value`` or ``--key=value`` in ``argv`` (config files not opened)."""
+    return {str(arg)[2:].partition("=")[0] for arg in argv or () if str(arg).startswith("--")}
+
+
+def _loggers(trainer) -> list[tuple[str, str, object]]:
+    """(key, class path, init_args) of each logger of a parsed ``trainer`` section that has init_args."""
+    loggers = trainer.get("logger")
+    listed = isinstance(loggers, list)
+    found = []
+    for index, logger in enumerate(loggers if listed else [loggers]):
+        init_args = logger.get("init_args") if hasattr(logger, "get") else None
+        if init_args is not None:
+            found.append((f"trainer.logger{f'[{index}]' if listed else ''}", str(logger.get("class_path")), init_args))
+    return found
+
+
+def _refuse_two_folders(run_dir: str, trainer, given: set[str]) -> None:
+    """A :class:`ConfigError` when the command line gives ``--run_dir`` and another folder for a key it sets."""
+    named = [(ROOT_KEY, trainer.get("default_root_dir"))] + [
+        (f"{key}.init_args.save_dir", init_args.get("save_dir")) for key, _, init_args in _loggers(trainer)]
+    for key, value in named:
+        if key in given and value is not None and os.path.normpath(str(value)) != os.path.normpath(str(run_dir)):
+            raise ConfigError(f"--{RUN_DIR_KEY} {run_dir} and --{key} {value} name two run folders: give "
+                              f"--{RUN_DIR_KEY} alone (it sets {ROOT_KEY}, the logger's save_dir and name)")
+
+
+def apply_run_dir(config, argv) -> None:
+    """Makes the run folder of ``config`` (one subcommand's Namespace) name checkpoints, logs and the run, in place.
+
+    The folder is ``--run_dir`` when given, else ``trainer.default_root_dir`` (from the command line before the
+    config's ``run_dir``, then the config's). ``trainer.default_root_dir`` and ``run_dir`` are set to it; each
+    logger's ``save_dir`` and a WandbLogger's ``name`` (:func:`run_name`; the ``name`` of a CSV or TensorBoard
+    logger is a subfolder, kept) follow it where the command line did not give them and, for a folder the config
+    names, where the config left them unset. ``--run_dir`` with a ``--trainer.default_root_dir`` or logger
+    ``save_dir`` of another folder on the same command line is a :class:`ConfigError` naming both keys.
+    """
+    trainer = config.get("trainer")
+    if trainer is None:
+        return
+    given = command_line_keys(argv)
+    run_dir, root = config.get(RUN_DIR_KEY), trainer.get("default_root_dir")
+    if RUN_DIR_KEY in given:
+        _refuse_two_folders(run_dir, trainer, given)
+    folder = run_dir if RUN_DIR_KEY in given or (run_dir is not None and ROOT_KEY not in given) else root
+    if folder is None:
+        return
+    config[RUN_DIR_KEY] = trainer["default_root_dir"] = folder
+    from_command_line = bool({RUN_DIR_KEY, ROOT_KEY} & given)
+    for key, class_path, init_args in _loggers(trainer):
+        if "save_dir" in init_args and f"{key}.init_args.save_dir" not in given and (
+                from_command_line or init_args.get("save_dir") in UNSET_SAVE_DIRS):
+            init_args["save_dir"] = folder
+        if class_path.endswith(".WandbLogger") and f"{key}.init_args.name" not in given and (
+                from_command_line or init_args.get("name") is None):
+            init_args["name"] = run_name(folder)
 
 
 def run_checkpoints(root: str) -> list[str]:

@@ -58,8 +58,12 @@ def parser() -> argparse.ArgumentParser:
 
 
 def resolve_fit_config(fit_args: list[str]) -> dict:
-    """The resolved fit config of ``fit_args`` (what ``fit ... --print_config`` prints); parse errors exit."""
+    """The resolved fit config of ``fit_args`` (what ``fit ... --print_config`` prints, with the run folder that
+    ``--run_dir`` names: :func:`~lit_docemb.commands.run_folder.apply_run_dir`); parse errors exit."""
+    from jsonargparse import dict_to_namespace
+
     from lit_docemb.commands.cli import main
+    from lit_docemb.commands.run_folder import apply_run_dir
 
     out = io.StringIO()
     with contextlib.redirect_stdout(out):  # DocEmbCLI silences Lightning's warning about args given in Python
@@ -71,7 +75,9 @@ def resolve_fit_config(fit_args: list[str]) -> dict:
     text = out.getvalue()
     # libraries imported while parsing may print first (DeepSpeed logs to stdout): start at LightningCLI's header
     header = text.find("# lightning.pytorch==")
-    return yaml.safe_load(text[max(header, 0):])
+    config = dict_to_namespace(yaml.safe_load(text[max(header, 0):]))
+    apply_run_dir(config, fit_args)  # --print_config prints before --run_dir is applied: as the fit will run
+    return config.as_dict()
 
 
 def check_run_config(config: dict) -> str:
@@ -79,7 +85,7 @@ def check_run_config(config: dict) -> str:
     trainer = config["trainer"]
     if not trainer.get("default_root_dir"):
         raise SystemExit("slurm: the config sets no trainer.default_root_dir; a requeued job finds its "
-                         "checkpoints and wandb id in that folder, so set one (e.g. runs/<experiment>)")
+                         "checkpoints and wandb id in that folder, so give one (--run_dir runs/<experiment>)")
     callbacks = trainer.get("callbacks") or []
     if not any(isinstance(c, dict) and c.get("class_path") == "lit_docemb.methods.callbacks.RunCheckpoint"
                for c in callbacks):

@@ -15,6 +15,8 @@ from runs import run_embed, tiny_args
 
 from lit_docemb.commands.cli import main
 from lit_docemb.commands.loggers import configure_wandb_loggers, persistent_run_id
+from lit_docemb.commands.run_folder import apply_run_dir
+from lit_docemb.errors import ConfigError
 from lit_docemb.methods.callbacks import AtomicCheckpointIO
 
 
@@ -272,3 +274,85 @@ def test_atomic_checkpoints_are_readable_as_the_umask_allows(tmp_path, umask):
     finally:
         os.umask(previous)
     assert (tmp_path / "last.ckpt").stat().st_mode & 0o777 == 0o666 & ~umask
+
+
+# --- one flag names the run folder: --run_dir ----------------------------------------------------------------
+def _parsed(root=None, save_dir=".", name=None, run_dir=None) -> Namespace:
+    """One subcommand's parsed config with a WandbLogger, as jsonargparse leaves it."""
+    logger = Namespace(class_path="lightning.pytorch.loggers.WandbLogger",
+                       init_args=Namespace(save_dir=save_dir, name=name, project="lit_docemb"))
+    return Namespace(run_dir=run_dir, trainer=Namespace(default_root_dir=root, logger=logger))
+
+
+def _folders(config) -> tuple:
+    return (config.run_dir, config.trainer.default_root_dir, config.trainer.logger.init_args.save_dir,
+            config.trainer.logger.init_args.name)
+
+
+def test_run_dir_names_checkpoints_logger_folder_and_run_name():
+    config = _parsed(root="runs/colde_aan", save_dir="runs/colde_aan", name="colde_aan", run_dir="runs/mine")
+    apply_run_dir(config, ["fit", "--config", "configs/colde/aan.yaml", "--run_dir", "runs/mine"])
+    assert _folders(config) == ("runs/mine", "runs/mine", "runs/mine", "mine")
+
+
+def test_a_config_folder_alone_names_the_logger_folder_and_run_name_it_leaves_unset():
+    config = _parsed(root="runs/quickstart")
+    apply_run_dir(config, ["fit", "--config", "q.yaml"])
+    assert _folders(config) == ("runs/quickstart", "runs/quickstart", "runs/quickstart", "quickstart")
+    kept = _parsed(root="runs/g/fold{data.init_args.test_fold}", save_dir="runs/g/fold{data.init_args.test_fold}",
+                   name="g_fold{data.init_args.test_fold}")
+    apply_run_dir(kept, [])  # a config's own save_dir and name are kept
+    assert _folders(kept)[2:] == ("runs/g/fold{data.init_args.test_fold}", "g_fold{data.init_args.test_fold}")
+
+
+def test_the_long_spelling_on_the_command_line_moves_the_whole_run_as_run_dir_does():
+    # a run's saved config.yaml names its folder twice; the command line's default_root_dir wins over both
+    config = _parsed(root="runs/other", save_dir="runs/colde_aan", name="colde_aan", run_dir="runs/colde_aan")
+    apply_run_dir(config, ["--config", "runs/colde_aan/config.yaml", "--trainer.default_root_dir=runs/other"])
+    assert _folders(config) == ("runs/other", "runs/other", "runs/other", "other")
+    named = _parsed(root="runs/other/", save_dir="runs/other", name="my name", run_dir="runs/other")
+    apply_run_dir(named, ["--run_dir", "runs/other", "--trainer.default_root_dir", "runs/other/",
+                          "--trainer.logger.init_args.name", "my name"])  # the same folder; a name of its own
+    assert _folders(named) == ("runs/other", "runs/other", "runs/other", "my name")
+
+
+def test_a_csv_logger_keeps_its_name_a_subfolder_of_the_run():
+    config = Namespace(run_dir="runs/x", trainer=Namespace(default_root_dir="runs/r", logger=[Namespace(
+        class_path="lightning.pytorch.loggers.CSVLogger", init_args=Namespace(save_dir="runs/r", name="lightning_logs"))]))
+    apply_run_dir(config, ["--run_dir=runs/x"])
+    assert config.trainer.logger[0].init_args.as_dict() == {"save_dir": "runs/x", "name": "lightning_logs"}
+
+
+@pytest.mark.parametrize("given, key", [
+    (["--trainer.default_root_dir", "runs/y"], "trainer.default_root_dir"),
+    (["--trainer.logger.init_args.save_dir=runs/y"], "trainer.logger.init_args.save_dir"),
+])
+def test_run_dir_with_another_folder_on_the_same_command_line_is_refused(given, key):
+    config = _parsed(root="runs/y", save_dir="runs/y", run_dir="runs/x")
+    with pytest.raises(ConfigError, match=rf"^--run_dir runs/x and --{key} runs/y name two run folders: give "
+                                          rf"--run_dir alone"):
+        apply_run_dir(config, ["--run_dir", "runs/x", *given])
+
+
+def test_run_dir_through_the_cli(tiny_encoder_dir, corpus_jsonl, tmp_path, capsys):
+    """A real fit: --run_dir is the folder of the checkpoints, config.yaml and the logger; a second folder on the
+    same command line stops before anything is written, in one line, status 2."""
+    run = tmp_path / "runs" / "mine"
+    args = [arg for arg in tiny_args(tiny_encoder_dir, corpus_jsonl, tmp_path)
+            if arg != "--trainer.logger=false" and not arg.startswith("--trainer.default_root_dir")]
+    cli = main(["fit", *args, "--trainer.limit_val_batches=0", "--trainer.max_steps=1",
+                "--trainer.logger=lightning.pytorch.loggers.CSVLogger", "--trainer.logger.save_dir=.",
+                "--trainer.callbacks+=lit_docemb.methods.callbacks.RunCheckpoint", f"--run_dir={run}"])
+    assert cli.trainer.default_root_dir == str(run) and cli.trainer.logger.save_dir == str(run)
+    assert (run / "checkpoints" / "last.ckpt").is_file() and (run / "config.yaml").is_file()
+    assert (run / "lightning_logs" / "version_0" / "hparams.yaml").is_file()  # CSVLogger: <save_dir>/<name>/
+    assert yaml.safe_load((run / "config.yaml").read_text())["run_dir"] == str(run)
+    capsys.readouterr()
+    with pytest.raises(SystemExit) as stopped:
+        main(["fit", *args, f"--run_dir={tmp_path / 'other'}", f"--trainer.default_root_dir={tmp_path / 'third'}"])
+    assert stopped.value.code == 2
+    [line] = capsys.readouterr().err.strip().splitlines()
+    assert line == (f"error: --run_dir {tmp_path / 'other'} and --trainer.default_root_dir {tmp_path / 'third'} "
+                    "name two run folders: give --run_dir alone (it sets trainer.default_root_dir, the logger's "
+                    "save_dir and name)")
+    assert not (tmp_path / "other").exists() and not (tmp_path / "third").exists()

@@ -10,6 +10,7 @@ import pytest
 import torch
 import yaml
 from corpus_files import labelled_docs, write_labelled_folder
+from journeys import with_pieces
 
 from lit_docemb.commands.cli import main
 from lit_docemb.data.document import Document, Section
@@ -84,7 +85,7 @@ def test_every_classification_config_runs_fast_dev_run(config, tiny_encoder_dir,
     size = ["--model.init_args.backbone.init_args.node_dim=16",
             "--model.init_args.backbone.init_args.max_passage_tokens=64"] if graph else [
             "--model.init_args.backbone.init_args.max_length=64"]
-    settings = yaml.safe_load((ROOT / config).read_text(encoding="utf-8"))
+    settings = with_pieces(yaml.safe_load((ROOT / config).read_text(encoding="utf-8")), (ROOT / config).parent)
     # the config's corpus replaced whole (its release's columns, splits and formats are not this fixture's)
     published = settings["data"]["init_args"].get("val_split")
     validation = {"val_split": "dev", "val_fraction": 0.0} if published else {"val_fraction": 0.25}

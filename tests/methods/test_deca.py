@@ -332,7 +332,7 @@ def test_predict_from_a_checkpoint_through_the_cli(tmp_path):
 def documented_doc2vecc_row(name: str) -> list[str]:
     """The argv (after ``python -m lit_docemb``) of docs/reproduce.md's fit of DECA's Doc2VecC row on ``name``."""
     lines = (ROOT / "docs" / "reproduce.md").read_text(encoding="utf-8").splitlines()
-    line = next(line for line in lines if f"--trainer.default_root_dir runs/deca_{name}_doc2vecc" in line)
+    line = next(line for line in lines if f"--run_dir runs/deca_{name}_doc2vecc" in line)
     return [str(ROOT / token) if token.startswith("configs/") else token for token in shlex.split(line)[3:]]
 
 

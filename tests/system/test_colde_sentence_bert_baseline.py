@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 import torch
 import yaml
-from journeys import journey_config
+from journeys import journey_config, with_pieces
 from test_journeys import merged
 
 from lit_docemb.commands.cli import DocEmbCLI, main
@@ -60,8 +60,9 @@ def naive_threshold_metrics(prepared: Path) -> dict[str, float]:
                                            "configs/colde/patents.yaml"])
 def test_sentence_bert_as_initialised_through_the_matching_evaluation(corpus_config, tiny_encoder_dir, tmp_path):
     combined = tmp_path / "combined.yaml"
-    combined.write_text(yaml.safe_dump(merged(yaml.safe_load((ROOT / corpus_config).read_text()),
-                                              yaml.safe_load(PIECE.read_text()))))
+    combined.write_text(yaml.safe_dump(merged(with_pieces(yaml.safe_load((ROOT / corpus_config).read_text()),
+                                                          (ROOT / corpus_config).parent),
+                                              with_pieces(yaml.safe_load(PIECE.read_text()), PIECE.parent))))
     prepared = journey_config(combined, tiny_encoder_dir, tmp_path)
     results = evaluate_main(["--config", str(prepared), "--evaluation", "matching", "--accelerator", "cpu",
                              "--output", str(tmp_path / "evaluation")])["matching"]

@@ -18,7 +18,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import yaml
-from journeys import ROOT, journey_config
+from journeys import ROOT, journey_config, with_pieces
 from runs import run_embed
 
 from lit_docemb.commands.cli import main
@@ -34,6 +34,8 @@ MODEL_PIECES = [str(path.relative_to(ROOT)) for path in PATHS
 header says; each runs that command's journey (``fit``: the whole journey; ``evaluate``: the plain-encoder one)."""
 TRAINER_PIECES = [str(path.relative_to(ROOT)) for path in PATHS if SECTIONS[path] == {"trainer"}]
 """Configs of trainer settings only, added after a method config (``--config configs/trainer/ddp.yaml``)."""
+VALUE_PIECES = [str(path.relative_to(ROOT)) for path in PATHS if "class_path" in SECTIONS[path]]
+"""The value of one trainer key that configs name by path (``logger: ../trainer/wandb_logger.yaml``)."""
 
 EXPORTABLE = {"DocSplit", "GraphRoBERTa", "DocumentClassifier", "DenseRetrieval", "CoLDE",
               "MaskedLanguageModelling"}  # + DECA on an encoder
@@ -44,9 +46,10 @@ it says so in one line per task (a real OpenWebText page is cut in two halves an
 
 
 def test_every_config_is_a_run_a_model_piece_or_a_trainer_piece():
-    assert len(CONFIGS) + len(MODEL_PIECES) + len(TRAINER_PIECES) == len(PATHS), \
-        sorted(set(map(str, PATHS)) - {str(ROOT / p) for p in CONFIGS + MODEL_PIECES + TRAINER_PIECES})
-    assert "configs/quickstart.yaml" in CONFIGS and TRAINER_PIECES and MODEL_PIECES
+    pieces = MODEL_PIECES + TRAINER_PIECES + VALUE_PIECES
+    assert len(CONFIGS) + len(pieces) == len(PATHS), \
+        sorted(set(map(str, PATHS)) - {str(ROOT / p) for p in CONFIGS + pieces})
+    assert "configs/quickstart.yaml" in CONFIGS and TRAINER_PIECES and MODEL_PIECES and VALUE_PIECES
 
 
 def documented_command(piece: str) -> tuple[str, str]:
@@ -207,9 +210,11 @@ def test_model_piece_journey(piece, tiny_encoder_dir, tmp_path, capsys, caplog):
     ``evaluate`` scores the encoder as initialised, then ``embed`` and ``export`` it without a checkpoint (the
     exported model encodes as ``embed`` does)."""
     command, corpus_config = documented_command(piece)
-    documents = yaml.safe_load((ROOT / corpus_config).read_text(encoding="utf-8"))
+    documents = with_pieces(yaml.safe_load((ROOT / corpus_config).read_text(encoding="utf-8")),
+                            (ROOT / corpus_config).parent)  # written elsewhere: its pieces' paths would not resolve
     combined = tmp_path / "combined.yaml"
-    combined.write_text(yaml.safe_dump(merged(documents, yaml.safe_load((ROOT / piece).read_text(encoding="utf-8")))))
+    model = with_pieces(yaml.safe_load((ROOT / piece).read_text(encoding="utf-8")), (ROOT / piece).parent)
+    combined.write_text(yaml.safe_dump(merged(documents, model)))
     prepared = journey_config(combined, tiny_encoder_dir, tmp_path)
     if command == "fit":
         journey(prepared, tmp_path, capsys)

@@ -189,3 +189,14 @@ def test_longformer_and_bigbird_rows_read_the_length_their_paper_gives(first_hea
             assert encoder["max_length"] == tokens, f"{shlex.join(argv)!r} reads {encoder['max_length']} tokens"
             checked += 1
     assert checked >= 10
+
+
+def test_documented_runs_name_their_folder_with_run_dir():
+    """A documented run that is not a config's default names its folder once, ``--run_dir runs/x``, never with the
+    long keys it sets (trainer.default_root_dir, the logger's save_dir and name)."""
+    long_keys = re.compile(r"--trainer\.(?:default_root_dir|logger\.init_args\.(?:save_dir|name))\b")
+    texts = [*sorted((ROOT / "docs").glob("*.md")), ROOT / "README.md", *sorted((ROOT / "configs").rglob("*.yaml"))]
+    found = [f"{path.relative_to(ROOT)}:{number}" for path in texts
+             for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1) if long_keys.search(line)]
+    assert not found, f"use --run_dir instead of the long keys: {found[:5]}"
+    assert any("--run_dir runs/" in argv for argv in (shlex.join(a) for a, _ in COMMANDS))
