@@ -151,14 +151,16 @@ def evaluate_row(spec: TextGCNSet, data: Path, model_config: str, folder: Path) 
     return (*scores(printed_metrics(text)), cpu)
 
 
-def reference_row(spec: TextGCNSet, data: Path, program: Path, folder: Path) -> tuple[float, float, float]:
-    """Chen's program on the set (as the module docstring says), its vectors scored like ours: (error %, NMI, CPU s)."""
+def reference_row(spec: TextGCNSet, data: Path, program: Path, seed: int, folder: Path) -> tuple[float, float, float]:
+    """Chen's program on the set (as the module docstring says), trained on the corpus shuffled by ``seed`` (the
+    program has no seed of its own: the order is its randomness), its vectors scored like ours:
+    (error %, NMI, CPU s)."""
     folder.mkdir(parents=True, exist_ok=True)
     lines = (data / spec.corpus).read_text(encoding="latin-1").lower().splitlines()
     ordered, shuffled = folder / "corpus.txt", folder / "corpus.shuffled.txt"
     ordered.write_text("\n".join(lines) + "\n")
     mixed = lines[:]
-    random.Random(0).shuffle(mixed)
+    random.Random(seed).shuffle(mixed)
     shuffled.write_text("\n".join(mixed) + "\n")
     _, cpu = run([str(program), "-train", str(shuffled), "-word", str(folder / "words.txt"),
                   "-output", str(folder / "vectors.txt"), "-cbow", "1", "-size", "100", "-window", str(spec.window),
@@ -222,16 +224,18 @@ def check_targets(results: dict) -> list[str]:
     lines = []
     for s, rows in results["sets"].items():
         ref, ours, contrastive = rows.get("reference"), rows.get("Doc2VecC"), rows.get("DC+SC")
+        if ref:
+            ref_error, ref_nmi, ref_cpu = (statistics.mean(r[i] for r in ref) for i in range(3))
         if ref and ours:
             error, nmi = statistics.mean(r[0] for r in ours), statistics.mean(r[1] for r in ours)
-            ratio = statistics.mean(r[2] for r in ours) / ref[0][2]
-            lines.append(f"{'PASS' if abs(error - ref[0][0]) <= 0.5 else 'FAIL'} {s} Doc2VecC error {error:.2f} vs "
-                         f"reference {ref[0][0]:.2f} (within 0.5)")
-            lines.append(f"{'PASS' if nmi >= ref[0][1] - 0.03 else 'FAIL'} {s} Doc2VecC NMI {nmi:.3f} vs reference "
-                         f"{ref[0][1]:.3f} (no more than 0.03 below)")
+            ratio = statistics.mean(r[2] for r in ours) / ref_cpu
+            lines.append(f"{'PASS' if abs(error - ref_error) <= 0.5 else 'FAIL'} {s} Doc2VecC error {error:.2f} vs "
+                         f"reference {ref_error:.2f} (within 0.5; means over the runs)")
+            lines.append(f"{'PASS' if nmi >= ref_nmi - 0.03 else 'FAIL'} {s} Doc2VecC NMI {nmi:.3f} vs reference "
+                         f"{ref_nmi:.3f} (no more than 0.03 below)")
             lines.append(f"{'PASS' if ratio <= 2 else 'FAIL'} {s} Doc2VecC CPU {ratio:.2f} x the reference's (<= 2)")
         if ref and contrastive:
-            ratio = statistics.mean(r[2] for r in contrastive) / ref[0][2]
+            ratio = statistics.mean(r[2] for r in contrastive) / ref_cpu
             lines.append(f"{'PASS' if ratio <= 3 else 'FAIL'} {s} DC+SC CPU {ratio:.2f} x the reference's (<= 3)")
         if ours and contrastive:
             a, b = statistics.mean(r[0] for r in contrastive), statistics.mean(r[0] for r in ours)
@@ -261,8 +265,9 @@ def main(argv: list[str] | None = None) -> None:
         spec, rows = SETS[s], {}
         results["sets"][s] = rows
         if args.reference is not None:
-            rows["reference"] = [reference_row(spec, args.data, args.reference, args.out / s / "reference")]
-            print(f"{s} reference: {rows['reference'][0]}", flush=True)
+            rows["reference"] = [reference_row(spec, args.data, args.reference, seed,
+                                               args.out / s / f"reference_seed{seed}") for seed in args.seeds]
+            print(f"{s} reference: {rows['reference']}", flush=True)
         for row in (r for r in args.rows if r in TRAINED):
             rows[row] = [fit_row(spec, args.data, spec.config, TRAINED[row], seed,
                                  args.out / s / f"{row.lower().replace('+', '_')}_seed{seed}") for seed in args.seeds]

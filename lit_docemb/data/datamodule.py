@@ -20,6 +20,7 @@ map-style datasets over memory-mapped Arrow tables are how this scales.
 
 from __future__ import annotations
 
+import bisect
 import hashlib
 import json
 import logging
@@ -32,7 +33,7 @@ from typing import Any, Literal
 import lightning as L
 import numpy as np
 import torch
-from torch.utils.data import DataLoader, Dataset
+from torch.utils.data import ConcatDataset, DataLoader, Dataset
 
 from lit_docemb.data.batch_buffer import to_device_in_one_copy
 from lit_docemb.data.document import Document
@@ -78,6 +79,25 @@ class DocumentDataset(Dataset):
         if hasattr(self.documents, "__getitems__"):
             return self.documents.__getitems__(indices.tolist())
         return [self.documents[int(i)] for i in indices]
+
+
+class ConcatDocuments(ConcatDataset):
+    """Splits served as one dataset (``fit_on: all``) whose batched read asks each split for its rows at once
+    (torch's ``ConcatDataset`` reads item by item, one Arrow row at a time)."""
+
+    def __getitems__(self, indices: Sequence[int]) -> list:
+        out: list = [None] * len(indices)
+        by_part: dict[int, list[tuple[int, int]]] = {}
+        for position, index in enumerate(indices):
+            part = bisect.bisect_right(self.cumulative_sizes, index)
+            by_part.setdefault(part, []).append((position, index - (self.cumulative_sizes[part - 1] if part else 0)))
+        for part, rows in by_part.items():
+            dataset = self.datasets[part]
+            read = getattr(dataset, "__getitems__", None)
+            items = read([row for _, row in rows]) if read is not None else [dataset[row] for _, row in rows]
+            for (position, _), item in zip(rows, items, strict=True):
+                out[position] = item
+        return out
 
 
 def documents_at(dataset, rows: Sequence[int], corpus: Sequence[Document] | None = None) -> list[Document]:

@@ -8,10 +8,9 @@ from pathlib import Path
 from typing import Literal
 
 import numpy as np
-from torch.utils.data import ConcatDataset
 
 from lit_docemb.data.arrow import ArrowDocuments
-from lit_docemb.data.datamodule import DocumentDataModule, DocumentDataset, stable_fraction
+from lit_docemb.data.datamodule import ConcatDocuments, DocumentDataModule, DocumentDataset, stable_fraction
 from lit_docemb.data.labelled_formats import (
     hyperpartisan_ground_truth_path,
     iter_class_folders,
@@ -461,7 +460,7 @@ class LabelledTextDataModule(DocumentDataModule):
         if self.fit_on == "train":
             return self.train_set
         parts = [self.train_set, self.val_set, self.test_set, self.unlabelled_set]
-        return ConcatDataset([part for part in parts if part is not None and len(part)])
+        return ConcatDocuments([part for part in parts if part is not None and len(part)])
 
     def train_dataloader(self):
         return self._loader(self.fit_set, "fit", shuffle=True)

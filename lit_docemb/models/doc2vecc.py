@@ -55,9 +55,11 @@ class Doc2VecC(nn.Module):
 
     def forward(self, words: Tensor) -> Tensor:
         """Eq. 1: (B, T) word ids, 0-padded → (B, D) mean word embeddings (zeros for an empty document)."""
-        weight = self.word_embeddings.weight
-        total = F.embedding_bag(words, weight, mode="sum", padding_idx=0)  # (B, D)
-        return total / (words != 0).sum(1, keepdim=True).clamp(min=1)
+        present = words != 0
+        lengths = present.sum(1)  # (B,)
+        offsets = torch.cumsum(lengths, 0) - lengths
+        # the words alone, not the (B, T) padded block: its backward sorts every index, padding included
+        return F.embedding_bag(words[present], self.word_embeddings.weight, offsets, mode="mean")  # (B, D)
 
     def train_on(self, words: Tensor, progress: tuple[float, float], seed: int, learn: bool = True) -> Tensor:
         """Chen's rule over the documents of ``words`` ((B, T) ids, 0-padded on the right), in place on ``U`` and
