@@ -138,9 +138,7 @@ def fit_row(spec: TextGCNSet, data: Path, config: str, extra: list[str], seed: i
             ) -> tuple[float, float, float]:
     """One ``fit`` of a trained row: (error %, NMI, CPU s)."""
     text, cpu = run(lit_docemb("fit", "--config", config, f"--data.init_args.source={data / spec.listing}",
-                               f"--seed_everything={seed}", *extra, f"--trainer.default_root_dir={folder}",
-                               f"--trainer.logger.init_args.save_dir={folder}",
-                               f"--trainer.logger.init_args.name={folder.name}"), folder / "fit.log")
+                               f"--seed_everything={seed}", *extra, f"--run_dir={folder}"), folder / "fit.log")
     return (*scores(printed_metrics(text)), cpu)
 
 
@@ -243,16 +241,41 @@ def check_targets(results: dict) -> list[str]:
     return lines
 
 
+def report(files: list[Path]) -> None:
+    """The tables and targets of several runs of this script, merged row by row."""
+    merged: dict = {"sets": {}, "table5": {}}
+    for file in files:
+        results = json.loads(file.read_text())
+        print(f"{file}: started {results['started']}, load before {results['load_before']}, after "
+              f"{results.get('load_after')}")
+        for s, rows in results["sets"].items():
+            merged["sets"].setdefault(s, {}).update(rows)
+        merged["table5"].update(results.get("table5", {}))
+    merged["sets"] = {s: merged["sets"][s] for s in SETS if s in merged["sets"]}
+    print_tables(merged)
+    if merged["table5"]:
+        print_table5(merged["table5"])
+    print("\n### Targets (issue 28)\n")
+    print("\n".join(check_targets(merged)))
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--data", type=Path, required=True, help="the text_gcn data folder (<name>.txt, corpus/)")
+    parser.add_argument("--data", type=Path, help="the text_gcn data folder (<name>.txt, corpus/)")
     parser.add_argument("--reference", type=Path, help="the built doc2vecc program (none: no reference row)")
     parser.add_argument("--sets", nargs="+", choices=list(SETS), default=list(SETS))
     parser.add_argument("--seeds", nargs="+", type=int, default=[1, 2, 3], help="seeds of the trained rows")
     parser.add_argument("--rows", nargs="+", default=[*TRAINED, *EVALUATED], choices=[*TRAINED, *EVALUATED])
     parser.add_argument("--table5", action="store_true", help="also Table 5 on R8 (first seed only)")
     parser.add_argument("--out", type=Path, default=Path("runs/reproduce_deca"))
+    parser.add_argument("--report", nargs="+", type=Path, metavar="RESULTS_JSON",
+                        help="run nothing: print the tables of these results.json files merged (later files win)")
     args = parser.parse_args(argv)
+    if args.report:
+        report(args.report)
+        return
+    if args.data is None:
+        parser.error("--data: the text_gcn folder is needed (or --report to print earlier results)")
     for s in args.sets:
         for part in (SETS[s].listing, SETS[s].corpus):
             if not (args.data / part).is_file():
