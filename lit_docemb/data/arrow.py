@@ -6,7 +6,7 @@ import json
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
-from lit_docemb.data.document import Document
+from lit_docemb.data.document import Document, Section
 
 
 class ArrowDocuments(Sequence):
@@ -73,10 +73,9 @@ def document_to_row(doc: Document) -> dict[str, Any]:
 
 
 def row_to_document(row: dict[str, Any]) -> Document:
-    return Document.from_dict({
-        "id": row["id"],
-        "title": row["title"],
-        "sections": [{"heading": h, "text": t} for h, t in zip(row["headings"], row["texts"], strict=True)],
-        "label": row["label"],
-        "metadata": json.loads(row["metadata"]),
-    })
+    """The document of a row that :func:`document_to_row` wrote (from a document already checked by
+    :meth:`Document.from_dict`, so not checked again: this runs for every document of every epoch)."""
+    metadata = row["metadata"]
+    return Document(id=row["id"], title=row["title"],
+                    sections=[Section(h, t) for h, t in zip(row["headings"], row["texts"], strict=True)],
+                    label=row["label"], metadata=json.loads(metadata) if metadata != "{}" else {})
