@@ -13,8 +13,8 @@ from pathlib import Path
 import torch
 from transformers import AutoTokenizer, BertConfig, BertForMaskedLM
 
-from lit_docemb.data.document import Document, Section
-from lit_docemb.data.installed_docs import iter_installed_docs
+from lit_docemb.data.core.document import Document, Section
+from lit_docemb.data.corpora.installed_docs import iter_installed_docs
 
 
 def write_bert(folder: str | Path, hidden: int, layers: int, heads: int | None = None, max_positions: int = 512,

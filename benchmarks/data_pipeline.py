@@ -7,16 +7,16 @@ Prints a Markdown table. Every stage runs in the same process, in interleaved re
 * **raw tokenizer**: the passages of every document, split beforehand, tokenized one document per call
   (``tokenizer(passages, truncation=True, max_length=512)``); the row beneath it times the Rust tokenizer
   alone (``backend_tokenizer.encode_batch``), to show what the ``transformers`` wrapper costs;
-* **pipeline**: :func:`~lit_docemb.data.jsonl.read_jsonl` → :func:`~lit_docemb.data.text.chunk_passages`
+* **pipeline**: :func:`~lit_docemb.data.corpora.jsonl.read_jsonl` → :func:`~lit_docemb.data.core.text.chunk_passages`
   → the same tokenizer call, from a JSONL file this script writes in lit_docemb's record format;
 * **cache, epoch 1**: what a first run does: the same JSONL read into a fresh ``datasets`` Arrow table of
-  documents (``Dataset.from_generator`` over :func:`~lit_docemb.data.arrow.document_to_row`, as the corpus
-  readers do), then :class:`~lit_docemb.data.passage_cache.PassageCache` splits and tokenizes every document
+  documents (``Dataset.from_generator`` over :func:`~lit_docemb.data.core.arrow.document_to_row`, as the corpus
+  readers do), then :class:`~lit_docemb.data.caches.passage_cache.PassageCache` splits and tokenizes every document
   into its own Arrow table (the same tokenizer call, ``max_length=512``), and every document's token ids are
   read back;
 * **cache, epoch 2**: what a second run does: both calls again (their fingerprints hit, the tables are
   memory-mapped, nothing is split or tokenized), and every document's token ids read
-  (:class:`~lit_docemb.data.passage_cache.TokenizedPassages`); the row beneath it times the document table
+  (:class:`~lit_docemb.data.caches.passage_cache.TokenizedPassages`); the row beneath it times the document table
   alone (rows → documents), what a run that caches documents but not tokens would still start from.
 
 Every stage counts the token ids it produced; the report checks that all stages produced the same number.
@@ -24,7 +24,7 @@ Every stage counts the token ids it produced; the report checks that all stages 
 Goals (issue 4): pipeline ≥ 0.8 × the raw tokenizer rate; epoch 2 ≥ 10× faster than epoch 1. Ratios are
 medians of the per-repetition ratios, on wall time and, in the last row, on the process's CPU time.
 Documents are ~``--words``-word resamples of text installed on the machine
-(:func:`~lit_docemb.data.installed_docs.iter_installed_docs`), so no corpus text is kept in the repo; all files
+(:func:`~lit_docemb.data.corpora.installed_docs.iter_installed_docs`), so no corpus text is kept in the repo; all files
 are written to a temporary folder (warm page cache) and deleted at the end.
 
 **Collation** (issue 23, item 1), with ``--methods``: each method's training collator at its paper config's
@@ -78,11 +78,11 @@ import tokenizers
 import torch
 from transformers import AutoTokenizer
 
-from lit_docemb.data.arrow import ArrowDocuments, document_to_row, row_to_document
-from lit_docemb.data.document import Document
-from lit_docemb.data.jsonl import read_jsonl
-from lit_docemb.data.passage_cache import PassageCache
-from lit_docemb.data.text import chunk_passages
+from lit_docemb.data.core.arrow import ArrowDocuments, document_to_row, row_to_document
+from lit_docemb.data.core.document import Document
+from lit_docemb.data.corpora.jsonl import read_jsonl
+from lit_docemb.data.caches.passage_cache import PassageCache
+from lit_docemb.data.core.text import chunk_passages
 
 from common import resampled_documents
 
@@ -258,7 +258,7 @@ def paper_method(name: str, encoder: str):
 def sequences(batch) -> tuple[int, int]:
     """The rows and padded tokens (rows x width) of every token batch inside ``batch`` (a dataclass of batches,
     tensors and lists)."""
-    from lit_docemb.data.batches import TokenBatch
+    from lit_docemb.data.core.batches import TokenBatch
 
     if isinstance(batch, TokenBatch):
         return int(batch.input_ids.shape[0]), int(batch.input_ids.numel())

@@ -44,7 +44,7 @@ def documents(n: int, seed: int = 0) -> list:
     """``n`` one-section documents of 40-400 words cut from Python's topic texts."""
     from pydoc_data.topics import topics
 
-    from lit_docemb.data.document import Document, Section
+    from lit_docemb.data.core.document import Document, Section
 
     words = [w for _, text in sorted(topics.items()) for w in text.split()]
     rng = random.Random(seed)

@@ -84,7 +84,7 @@ def build_encoder(folder: Path) -> None:
 
 def texts(count: int, seed: int) -> list[str]:
     """``count`` texts of well over 128 tokens, resampled from installed documentation."""
-    from lit_docemb.data.installed_docs import iter_installed_docs
+    from lit_docemb.data.corpora.installed_docs import iter_installed_docs
 
     words = [w for doc in iter_installed_docs() for w in doc.text.split()]
     rng = random.Random(seed)
@@ -92,7 +92,7 @@ def texts(count: int, seed: int) -> list[str]:
 
 
 def token_batch(tokenizer, count: int, seed: int):
-    from lit_docemb.data.tokens import tokenize
+    from lit_docemb.data.core.tokens import tokenize
 
     return tokenize(tokenizer, texts(count, seed), SEQUENCE_LENGTH)
 
@@ -105,7 +105,7 @@ def lit_docemb_steps(folder: str, batch_size: int) -> dict:
     """The plain and the GradCache step of one DocSplit model (InfoNCE, cosine, tau 0.05; MLM off), AdamW."""
     import torch
 
-    from lit_docemb.data.batches import ViewPairBatch
+    from lit_docemb.data.core.batches import ViewPairBatch
     from lit_docemb.methods.docsplit import DocSplit
 
     model = DocSplit(folder, pooling="mean", max_length=SEQUENCE_LENGTH, mlm_weight=0.0,

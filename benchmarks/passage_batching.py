@@ -45,8 +45,8 @@ import torch
 from transformers import AutoTokenizer
 
 from common import load_line, machine_line, median_ratio, resampled_documents, write_bert
-from lit_docemb.data.batches import PassageGraphBatch, TokenBatch
-from lit_docemb.data.tokens import split_token_batch, take_rows, token_lengths
+from lit_docemb.data.core.batches import PassageGraphBatch, TokenBatch
+from lit_docemb.data.core.tokens import split_token_batch, take_rows, token_lengths
 from lit_docemb.views.graph_roberta import PassageGraphBuilder
 from lit_docemb.models import HFEncoder
 from lit_docemb.models.graph_document import GraphDocumentEncoder

@@ -56,10 +56,10 @@ from lightning.pytorch.callbacks import Callback
 from torch.utils.data import DataLoader
 
 from common import load_line, machine_line, resampled_documents, write_bert
-from lit_docemb.data.batches import SubDocumentPairBatch, ViewPairBatch, count_tokens
-from lit_docemb.data.document import Document, Section
-from lit_docemb.data.installed_docs import iter_installed_docs
-from lit_docemb.data.tokens import split_token_batch
+from lit_docemb.data.core.batches import SubDocumentPairBatch, ViewPairBatch, count_tokens
+from lit_docemb.data.core.document import Document, Section
+from lit_docemb.data.corpora.installed_docs import iter_installed_docs
+from lit_docemb.data.core.tokens import split_token_batch
 from lit_docemb.methods import DocSplit, GraphRoBERTa
 from lit_docemb.models import HFEncoder, load_tokenizer
 from lit_docemb.views.graph_roberta import PassageGraphBuilder, SubDocumentCollator, concat_graphs

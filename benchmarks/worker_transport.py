@@ -5,7 +5,7 @@ as the collator returns it (``one_buffer=False``, what every method did before) 
 For each method (Graph-RoBERTa reading its tokenized-passage cache, DocSplit, DECA with Doc2VecC and WordNet and
 CTPE with word vectors, each reading its field cache (``deca_text``, ``ctpe_text``: from the text, as before issue
 23 item 1), CoLDE), the method's training collator runs in a
-:class:`~lit_docemb.data.sampling.ResumableLoader` over ``--documents`` documents of ``--words`` words (batch
+:class:`~lit_docemb.data.core.sampling.ResumableLoader` over ``--documents`` documents of ``--words`` words (batch
 ``--batch-size``); the rate is timed from the first batch on (worker start-up left out) over the whole epoch.
 Every configuration is measured once per repeat, the repeats interleaved, so that the load of a shared machine
 falls on all of them alike; the table shows medians and the median of the per-repeat ratios in-process / worker
@@ -13,10 +13,10 @@ falls on all of them alike; the table shows medians and the median of the per-re
 
 Encoders are random-init BERTs (``--hidden``, ``--layers``) with a WordPiece tokenizer trained on the documents
 (no hub, no download); documents are resampled from text installed with Python
-(:func:`~lit_docemb.data.installed_docs.iter_installed_docs`). Only the collators run: no model step.
+(:func:`~lit_docemb.data.corpora.installed_docs.iter_installed_docs`). Only the collators run: no model step.
 
 With ``--device cuda`` it also checks, per method, that a batch pinned by the DataLoader's pin-memory thread and
-moved to the GPU in one copy (:func:`~lit_docemb.data.batch_buffer.to_device_in_one_copy`) equals the collator's
+moved to the GPU in one copy (:func:`~lit_docemb.data.core.batch_buffer.to_device_in_one_copy`) equals the collator's
 batch, and times that copy against Lightning's field-by-field transfer (``move_data_to_device``).
 
 Usage::
@@ -46,12 +46,12 @@ import torch
 from lightning.pytorch.utilities import move_data_to_device
 
 from lit_docemb.augment import Vocabulary
-from lit_docemb.data.batch_buffer import BufferedBatch, tensors_of, to_device_in_one_copy
-from lit_docemb.data.document import Document, Section
-from lit_docemb.data.field_cache import FieldRows, FieldTokenCache
-from lit_docemb.data.installed_docs import iter_installed_docs
-from lit_docemb.data.sampling import DistributedBatchSampler, ResumableLoader
-from lit_docemb.data.tokens import document_text
+from lit_docemb.data.core.batch_buffer import BufferedBatch, tensors_of, to_device_in_one_copy
+from lit_docemb.data.core.document import Document, Section
+from lit_docemb.data.caches.field_cache import FieldRows, FieldTokenCache
+from lit_docemb.data.corpora.installed_docs import iter_installed_docs
+from lit_docemb.data.core.sampling import DistributedBatchSampler, ResumableLoader
+from lit_docemb.data.core.tokens import document_text
 from lit_docemb.methods import CTPE, DECA, CoLDE, DocSplit, GraphRoBERTa
 from lit_docemb.views.ctpe import FieldIds, WordEmbeddings
 

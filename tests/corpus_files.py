@@ -13,7 +13,7 @@ from xml.sax.saxutils import escape
 
 import pytest
 
-from lit_docemb.data.document import Document, Section
+from lit_docemb.data.core.document import Document, Section
 
 PEBBLES = "Counting pebbles with finite-state machines."
 
@@ -880,7 +880,7 @@ def with_edge_documents(documents: list[Document]) -> list[Document]:
 def record_cache_builds(monkeypatch) -> list:
     """The ``num_proc`` of every token-cache build from now on (``passage_cache.open_rows_table`` still builds):
     what a method handed its cache as the processes building it."""
-    from lit_docemb.data import passage_cache
+    from lit_docemb.data.caches import passage_cache
 
     built_with, build = [], passage_cache.open_rows_table
 

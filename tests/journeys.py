@@ -158,7 +158,7 @@ def _similarity_groups(data: dict, folder: Path) -> dict:
 def _wikir(data: dict, folder: Path) -> dict:
     """A WIKIR collection made as the paper's: built by build-wikir from a Wikipedia dump, sections kept (so the
     section-graph config runs too), title queries (WIKIR62K), a BM25 run per split for the hard negatives."""
-    from lit_docemb.data.wikir_builder import WikirBuilder
+    from lit_docemb.data.corpora.wikir_builder import WikirBuilder
 
     dump = write_wikir_dump(folder / "enwiki-20201220-pages-articles-multistream.xml")
     WikirBuilder(str(folder / "wikIR62k"), queries="title", min_document_words=40, validation_queries=2,

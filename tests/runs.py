@@ -9,7 +9,7 @@ import torch
 import yaml
 
 from lit_docemb.commands.cli import main
-from lit_docemb.data.document import Document
+from lit_docemb.data.core.document import Document
 from lit_docemb.methods.base import EmbeddingMethod
 
 

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import torch
 
-from lit_docemb.data.text import split_sentences
+from lit_docemb.data.core.text import split_sentences
 
 
 class TranslationCache:

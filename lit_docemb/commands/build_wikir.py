@@ -3,7 +3,7 @@ from a Wikipedia dump with wikIR's construction (queries: first sentences or tit
 the articles its first sentence links to 1), in the layout ``WIKIRDataModule`` reads: Graph-RoBERTa's Table 5 data.
 
 The construction, its defaults (wikIR's published settings) and where the papers are silent:
-:mod:`lit_docemb.data.wikir_builder`. Examples (the dump Graph-RoBERTa used)::
+:mod:`lit_docemb.data.corpora.wikir_builder`. Examples (the dump Graph-RoBERTa used)::
 
     python -m lit_docemb build-wikir --input enwiki-20201220-pages-articles-multistream.xml.bz2 \\
         --output data/wikIRS62k
@@ -43,7 +43,7 @@ def build_wikir(input: list[str], output: str, queries: Literal["first_sentence"
         bm25_b: BM25's length normalisation.
         seed: Seed of the validation and test draw (wikIR's default).
     """
-    from lit_docemb.data.wikir_builder import WikirBuilder
+    from lit_docemb.data.corpora.wikir_builder import WikirBuilder
 
     builder = WikirBuilder(output, queries, links, skip_first_sentence, min_document_words, min_relevant,
                            validation_queries, test_queries, bm25_depth, bm25_k1, bm25_b, seed)

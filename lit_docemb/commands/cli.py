@@ -1,7 +1,7 @@
 """``python -m lit_docemb fit|validate|test|predict --config <yaml> ...``: LightningCLI in subclass mode.
 
 Every :class:`~lit_docemb.methods.base.EmbeddingMethod` is a ``--model`` and every
-:class:`~lit_docemb.data.datamodule.DocumentDataModule` a ``--data``; ``--help`` lists the known ones.
+:class:`~lit_docemb.data.core.datamodule.DocumentDataModule` a ``--data``; ``--help`` lists the known ones.
 A config that cannot run (:class:`~lit_docemb.errors.ConfigError`: a missing data path, options that do not go
 together) ends the command before training with ``error: <message naming the key>`` and status 2, like an
 unknown key or a wrong type. ``--run_dir runs/x`` names the run folder: checkpoints, ``config.yaml``, the logger's
@@ -44,7 +44,7 @@ from lit_docemb.commands.console import tidy_loggers
 from lit_docemb.commands.loggers import configure_wandb_loggers
 from lit_docemb.commands.run_folder import apply_run_dir, check_fresh_fit, fill_run_folder, last_checkpoint
 from lit_docemb.commands.trust import load_yaml, parse_yaml, refuse_untrusted
-from lit_docemb.data.datamodule import DocumentDataModule
+from lit_docemb.data.core.datamodule import DocumentDataModule
 from lit_docemb.errors import BadArgument, ConfigError
 from lit_docemb.methods.base import EmbeddingMethod
 from lit_docemb.methods.callbacks import (

@@ -1,5 +1,5 @@
 """``python -m lit_docemb ctpe-release --input FILE --output FOLDER``: a CTPE released subset (github.com/opendata-ai/tr) as the task
-folder that ``fit --config configs/ctpe/*.yaml`` and ``candidates`` read (see :mod:`lit_docemb.data.ctpe_release`)."""
+folder that ``fit --config configs/ctpe/*.yaml`` and ``candidates`` read (see :mod:`lit_docemb.data.corpora.ctpe_release`)."""
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ def ctpe_release(input: str, output: str) -> dict[str, int]:
         input: The released file: a ground-truth dict line, then id<TAB>title<TAB>abstract lines.
         output: The task folder to write (e.g. data/ctpe/arxiv).
     """
-    from lit_docemb.data.ctpe_release import convert_ctpe_release
+    from lit_docemb.data.corpora.ctpe_release import convert_ctpe_release
 
     if not Path(input).expanduser().is_file():
         raise ConfigError(f"--input: no file at {input!r}; download a subset from github.com/opendata-ai/tr")

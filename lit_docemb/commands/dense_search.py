@@ -26,7 +26,7 @@ def dense_search(config: list[str], ckpt_path: str, output: str, split: Literal[
         overrides: Config overrides (``--data.init_args.root DIR``).
     """
     from lit_docemb.commands.cli import DocEmbCLI
-    from lit_docemb.data.trec import write_run
+    from lit_docemb.data.retrieval.trec import write_run
     from lit_docemb.eval.search import rank
     from lit_docemb.methods.checkpoints import load_method_checkpoint
 

@@ -5,7 +5,7 @@
     python -m lit_docemb embed --config runs/x/config.yaml --ckpt_path runs/x/checkpoints/last.ckpt \\
         --input docs.jsonl --output runs/x/embeddings [--format parquet|npy] [--batch_size 64] [--devices 2]
 
-* **Input**: lit_docemb JSONL (:mod:`lit_docemb.data.jsonl`) or TSV (``id<TAB>text`` or ``id<TAB>title<TAB>text``
+* **Input**: lit_docemb JSONL (:mod:`lit_docemb.data.corpora.jsonl`) or TSV (``id<TAB>text`` or ``id<TAB>title<TAB>text``
   per line, an optional header line ``id<TAB>text`` / ``id<TAB>title<TAB>text``). Bad lines and empty documents
   are skipped, counted and reported; they never stop the run.
 * **Method**: the ``model`` section of the run's config (``<default_root_dir>/config.yaml``, then any
@@ -55,7 +55,7 @@ def embed_documents(configs: Sequence[str | Path], ckpt_path: str | None, input_
     """Embeds ``input_path`` with the run's method (and checkpoint, when given; interpolated with the starting
     weights by ``interpolate_alpha``) into ``output_dir`` and writes ``embed_stats.json``; returns the stats on
     rank 0 (``None`` on the other ranks)."""
-    from lit_docemb.data.reading import reading_summary
+    from lit_docemb.data.core.reading import reading_summary
     from lit_docemb.eval.embedding_writers import write_embeddings
     from lit_docemb.methods.checkpoints import read_checkpoint, restore_method
 

@@ -102,8 +102,8 @@ def default_evaluations(data) -> list:
     as MSMARCO without the TREC DL topics); matching for one of labelled pairs; clustering and
     the linear probe for a labelled one; held-out retrieval on the validation split for an unlabelled corpus.
     A corpus with none of these is a :class:`ConfigError` naming what it lacks."""
-    from lit_docemb.data.retrieval import RetrievalDataModule
-    from lit_docemb.data.similarity_groups import SimilarityGroupDataModule
+    from lit_docemb.data.retrieval.datamodule import RetrievalDataModule
+    from lit_docemb.data.corpora.similarity_groups import SimilarityGroupDataModule
     from lit_docemb.eval.heldout import HeldOutRetrieval
     from lit_docemb.eval.labelled import Clustering, LinearProbe
     from lit_docemb.eval.matching import DocumentMatching
@@ -180,7 +180,7 @@ def evaluate(config: list[str], ckpt_path: str | None = None, evaluation: list[s
         resamples: Bootstrap resamples of the --before_after intervals.
         overrides: Config overrides (``--model.init_args.encoder X``, ``--data.init_args.root DIR``).
     """
-    from lit_docemb.data.retrieval import RetrievalDataModule
+    from lit_docemb.data.retrieval.datamodule import RetrievalDataModule
     from lit_docemb.eval.evaluation import Evaluation, EvaluationContext, markdown_table
     from lit_docemb.methods.checkpoints import read_checkpoint, restore_method
 
@@ -245,7 +245,7 @@ def compare_with_start(method, data, ckpt_path: str, output_dir: Path, batch_siz
     ``ckpt_path`` (after), also on the candidate tasks of the config's ``evaluations``; printed and written to
     ``output_dir``; returns ``{"before_after": {<metric>/<field>: value}}``."""
     from lit_docemb import distributed as dist
-    from lit_docemb.data.retrieval import RetrievalDataModule
+    from lit_docemb.data.retrieval.datamodule import RetrievalDataModule
     from lit_docemb.eval.before_after import candidate_tasks, compare, measure, write_report
     from lit_docemb.methods.checkpoints import restore_method
 

@@ -21,8 +21,8 @@ from lit_docemb.commands.trust import load_yaml, refuse_untrusted
 from lit_docemb.errors import ConfigError, require
 
 if TYPE_CHECKING:  # annotations only: the data package loads torch
-    from lit_docemb.data.document import Document
-    from lit_docemb.data.reading import ReadContext
+    from lit_docemb.data.core.document import Document
+    from lit_docemb.data.core.reading import ReadContext
 
 log = logging.getLogger(__name__)
 
@@ -34,8 +34,8 @@ TSV_HEADERS = (["id", "text"], ["id", "title", "text"])
 def read_tsv(path: str | Path, context: ReadContext | None = None) -> list[Document]:
     """Documents of a TSV file: ``id<TAB>text`` or ``id<TAB>title<TAB>text`` (one untitled section). A line with
     another number of fields or an empty id is skipped and counted as ``"malformed_record"``."""
-    from lit_docemb.data.document import Document, Section
-    from lit_docemb.data.reading import ReadContext, read_lines, require_path
+    from lit_docemb.data.core.document import Document, Section
+    from lit_docemb.data.core.reading import ReadContext, read_lines, require_path
 
     context = ReadContext() if context is None else context
     path = require_path(path, "TSV documents", TSV_EXPECTED)
@@ -58,8 +58,8 @@ def read_tsv(path: str | Path, context: ReadContext | None = None) -> list[Docum
 def read_documents(path: str | Path, stats: Counter | None = None) -> list[Document]:
     """The non-empty documents of a ``.jsonl``/``.tsv`` file (optionally ``.gz``/``.bz2``/``.xz``), in file order;
     bad lines and empty documents are counted into ``stats``."""
-    from lit_docemb.data.jsonl import read_jsonl
-    from lit_docemb.data.reading import ReadContext
+    from lit_docemb.data.corpora.jsonl import read_jsonl
+    from lit_docemb.data.core.reading import ReadContext
 
     context = ReadContext(stats=Counter() if stats is None else stats)
     suffixes = [s.lower() for s in Path(path).suffixes if s.lower() not in (".gz", ".bz2", ".xz")]

@@ -29,7 +29,7 @@ from lit_docemb.commands.arguments import run_command
 from lit_docemb.errors import ConfigError
 
 if TYPE_CHECKING:  # the data and eval floors import torch: loaded when the command runs, not for --help
-    from lit_docemb.data.trec import Qrels, Run
+    from lit_docemb.data.retrieval.trec import Qrels, Run
 
 #: Graph-RoBERTa's Table 3 measures.
 DEFAULT_MEASURES = ("ndcg@20", "P@20")
@@ -79,7 +79,7 @@ def pool_folds(runs: list[str], qrels: str, measures: Sequence[str] = DEFAULT_ME
         measures: mrr@k, ndcg@k, P@k, recall@k, map@k, map, ndcg, bpref (Graph-RoBERTa's Table 3: ndcg@20 P@20).
         output: Folder for pooled.run, pooled.md and pooled.json (default: print only).
     """
-    from lit_docemb.data.trec import read_qrels, read_run, write_run
+    from lit_docemb.data.retrieval.trec import read_qrels, read_run, write_run
     from lit_docemb.eval.evaluation import markdown_table
     from lit_docemb.eval.ranking import trec_measure
 

@@ -38,9 +38,9 @@ import torch
 from torch import Tensor
 
 from lit_docemb import distributed as dist
-from lit_docemb.data.datamodule import documents_at
-from lit_docemb.data.document import Document, Section
-from lit_docemb.data.retrieval import RetrievalDataModule
+from lit_docemb.data.core.datamodule import documents_at
+from lit_docemb.data.core.document import Document, Section
+from lit_docemb.data.retrieval.datamodule import RetrievalDataModule
 from lit_docemb.errors import ConfigError
 from lit_docemb.eval.bootstrap import ItemScores, paired_bootstrap
 from lit_docemb.eval.candidates import CandidateRanking, CandidateTask, read_candidate_task

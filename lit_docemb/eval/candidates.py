@@ -27,10 +27,10 @@ from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
-from lit_docemb.data.document import Document
-from lit_docemb.data.jsonl import read_jsonl
-from lit_docemb.data.reading import ReadContext, require_path
-from lit_docemb.data.trec import Qrels, read_qrels
+from lit_docemb.data.core.document import Document
+from lit_docemb.data.corpora.jsonl import read_jsonl
+from lit_docemb.data.core.reading import ReadContext, require_path
+from lit_docemb.data.retrieval.trec import Qrels, read_qrels
 from lit_docemb.distributed import rank
 from lit_docemb.eval.embedding import embed_with_ids
 from lit_docemb.eval.evaluation import Evaluation, EvaluationContext

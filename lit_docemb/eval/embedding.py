@@ -18,7 +18,7 @@ import torch
 from torch import Tensor
 
 from lit_docemb import distributed as dist
-from lit_docemb.data.document import Document
+from lit_docemb.data.core.document import Document
 from lit_docemb.methods.base import EmbeddingMethod
 
 log = logging.getLogger(__name__)

@@ -22,8 +22,8 @@ import torch
 from torch import Tensor
 from torch.utils.data import DataLoader, Dataset, Sampler
 
-from lit_docemb.data.document import Document
-from lit_docemb.data.passage_cache import PassageCache
+from lit_docemb.data.core.document import Document
+from lit_docemb.data.caches.passage_cache import PassageCache
 from lit_docemb.errors import ConfigError
 from lit_docemb.methods.base import EmbeddingMethod
 from lit_docemb.methods.progress import rate_progress_bars

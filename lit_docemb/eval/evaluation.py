@@ -24,7 +24,7 @@ from pathlib import Path
 import lightning as L
 from torch import Tensor
 
-from lit_docemb.data.document import Document
+from lit_docemb.data.core.document import Document
 from lit_docemb.eval.embedding import embed_sharded
 from lit_docemb import distributed as dist
 

@@ -32,9 +32,9 @@ import matplotlib.pyplot as plt
 import torch
 from torch import Tensor
 
-from lit_docemb.data.datamodule import documents_at
-from lit_docemb.data.document import Document
-from lit_docemb.data.jsonl import read_jsonl
+from lit_docemb.data.core.datamodule import documents_at
+from lit_docemb.data.core.document import Document
+from lit_docemb.data.corpora.jsonl import read_jsonl
 from lit_docemb.eval.embedding import embed_documents
 from lit_docemb.methods import CoLDE, GraphRoBERTa
 from lit_docemb.methods.base import EmbeddingMethod

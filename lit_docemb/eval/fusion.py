@@ -14,8 +14,8 @@ import statistics
 from collections.abc import Sequence
 from typing import Literal
 
-from lit_docemb.data.datamodule import stable_fraction
-from lit_docemb.data.trec import Qrels, Run, ranked
+from lit_docemb.data.core.datamodule import stable_fraction
+from lit_docemb.data.retrieval.trec import Qrels, Run, ranked
 from lit_docemb.eval.ranking import per_query_metrics
 
 Normalisation = Literal["min_max", "z_score"]

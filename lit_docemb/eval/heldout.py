@@ -35,8 +35,8 @@ from torch import Tensor
 from tqdm.auto import tqdm
 
 from lit_docemb import distributed as dist
-from lit_docemb.data.datamodule import documents_at, stable_fraction
-from lit_docemb.data.document import Document, Section
+from lit_docemb.data.core.datamodule import documents_at, stable_fraction
+from lit_docemb.data.core.document import Document, Section
 from lit_docemb.errors import ConfigError
 from lit_docemb.eval.embedding import embed_documents
 from lit_docemb.eval.evaluation import Evaluation, EvaluationContext

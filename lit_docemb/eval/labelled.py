@@ -13,7 +13,7 @@ from typing import Literal
 
 import lightning as L
 
-from lit_docemb.data.document import Document
+from lit_docemb.data.core.document import Document
 from lit_docemb.eval.classification import (
     few_shot_probe,
     kmeans_clustering,

@@ -145,7 +145,7 @@ def embeddings_by_id(ids: Sequence[str], vectors: Tensor | np.ndarray) -> dict[s
 
 
 def dataset_pairs(dataset) -> list[Pair]:
-    """``(id1, id2, label)`` of a :class:`~lit_docemb.data.aan.PairDataset`."""
+    """``(id1, id2, label)`` of a :class:`~lit_docemb.data.corpora.aan.PairDataset`."""
     docs = dataset.documents
     return [(docs[a].id, docs[b].id, label) for a, b, label in dataset.pairs]
 

@@ -44,7 +44,7 @@ import pytrec_eval
 import torch
 from torch import Tensor
 
-from lit_docemb.data.trec import Qrels, Run, ranked
+from lit_docemb.data.retrieval.trec import Qrels, Run, ranked
 
 
 def top_k_run(scores: Tensor, query_ids: Sequence[str], candidate_ids: Sequence[str], k: int = 20,

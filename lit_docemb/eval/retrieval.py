@@ -17,10 +17,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Literal
 
-from lit_docemb.data.document import Document, Section
-from lit_docemb.data.retrieval import QuerySplit, RetrievalDataModule, _corpus_ids
-from lit_docemb.data.trec import Qrels, Run, read_folds, write_run
-from lit_docemb.data.bm25 import BM25Index
+from lit_docemb.data.core.document import Document, Section
+from lit_docemb.data.retrieval.datamodule import QuerySplit, RetrievalDataModule, _corpus_ids
+from lit_docemb.data.retrieval.trec import Qrels, Run, read_folds, write_run
+from lit_docemb.data.retrieval.bm25 import BM25Index
 from lit_docemb.eval.evaluation import Evaluation, EvaluationContext
 from lit_docemb.eval.fusion import choose_weight, cross_validated_fusion, hashed_folds, interpolate
 from lit_docemb.eval.ranking import RETRIEVAL_MEASURES, retrieval_metrics, trec_measure
@@ -52,7 +52,7 @@ class RetrievalEvaluation(Evaluation):
         depth: Documents retrieved per query (and fused per query for the hybrid).
         measures: Measure names (``mrr@10``, ``ndcg@20``, ``P@5``, ``recall@100``, ``map``, ``bpref``...); None: the
             default set (MRR@10/@100, nDCG@10/@20, P@5/10/20, MAP, Recall@100, bpref).
-        bm25: Also rank with BM25 (:class:`~lit_docemb.data.bm25.BM25Index`) and report it.
+        bm25: Also rank with BM25 (:class:`~lit_docemb.data.retrieval.bm25.BM25Index`) and report it.
         hybrid: Fuse dense and BM25 (:mod:`lit_docemb.eval.fusion`): ``"none"``; ``"dev"``: the weight that
             maximises ``fusion_measure`` on the validation split (Robust04 with ``val_fold: next``: the next fold,
             so five runs over ``test_fold`` 1-5 are the paper's cross-validation; with ``split: val`` the weight is
@@ -62,7 +62,7 @@ class RetrievalEvaluation(Evaluation):
         weights: Grid of dense weights; None: 0, 0.05, ..., 1.
         normalisation: Per-query score normalisation before fusing: ``"min_max"`` or ``"z_score"``.
         folds: Folds of ``"cross_validation"`` (by a hash of the query ids) when ``folds_file`` is None.
-        folds_file: Folds of query ids (JSON or text, :func:`~lit_docemb.data.trec.read_folds`), e.g. Robust04's.
+        folds_file: Folds of query ids (JSON or text, :func:`~lit_docemb.data.retrieval.trec.read_folds`), e.g. Robust04's.
         bm25_k1: BM25 ``k1``.
         bm25_b: BM25 ``b``.
         write_runs: Write the TREC run files into the output folder.

@@ -17,7 +17,7 @@ folder or a sentence-transformers model.
   ``SentenceTransformer(folder, trust_remote_code=True)``.
 
 A text given to ``encode`` is one document: DocSplit and DECA embed ``title + "\\n\\n" + body`` when the method
-embeds with titles (:func:`~lit_docemb.data.tokens.document_text`), so pass that string; Graph-RoBERTa reads
+embeds with titles (:func:`~lit_docemb.data.core.tokens.document_text`), so pass that string; Graph-RoBERTa reads
 it as one untitled section (a multi-section document has passages cut at its section boundaries: embed it with
 ``embed`` from JSONL to keep them). CoLDE reads it as the document's text (it embeds no title; a multi-section
 document is its sections' tokens in order, each section tokenized on its own, so ``embed`` from JSONL can differ

@@ -15,8 +15,8 @@ from typing import Any, ClassVar
 from safetensors.torch import load_file, save_file
 from torch import Tensor, nn
 
-from lit_docemb.data.batches import PassageGraphBatch, SectionChunks, TokenBatch
-from lit_docemb.data.document import Document, Section
+from lit_docemb.data.core.batches import PassageGraphBatch, SectionChunks, TokenBatch
+from lit_docemb.data.core.document import Document, Section
 from lit_docemb.models.colde import CoLDEEncoder
 from lit_docemb.models.encoder import tokenizer_and_encoder
 from lit_docemb.models.graph_document import GraphDocumentEncoder
@@ -74,7 +74,7 @@ class AggregatingModule(InputModule):
 # --- Graph-RoBERTa: passages -> graph ------------------------------------------------------------------------
 class GraphDocumentModule(AggregatingModule):
     """A sentence-transformers input module running Graph-RoBERTa's document model on a whole text: the text is
-    split into passages (:func:`~lit_docemb.data.text.chunk_passages`), each passage is tokenized and encoded,
+    split into passages (:func:`~lit_docemb.data.core.text.chunk_passages`), each passage is tokenized and encoded,
     and the graph attention layers give the document node (:class:`~lit_docemb.models.graph_document.
     GraphDocumentEncoder`). Saved as ``config.json``, ``graph.safetensors`` (projection and graph layers) and
     ``passage_encoder/`` (a Hugging Face folder with its tokenizer).

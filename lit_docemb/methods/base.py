@@ -26,9 +26,9 @@ from lightning.pytorch.strategies import DeepSpeedStrategy
 from torch import Tensor
 from torch.nn.parallel import DistributedDataParallel
 
-from lit_docemb.data.batches import DocumentBatch
-from lit_docemb.data.passage_cache import PassageCache
-from lit_docemb.data.tokens import split_rows_by_token_budget
+from lit_docemb.data.core.batches import DocumentBatch
+from lit_docemb.data.caches.passage_cache import PassageCache
+from lit_docemb.data.core.tokens import split_rows_by_token_budget
 from lit_docemb.errors import ConfigError, require
 from lit_docemb.methods import schedulers
 from lit_docemb.methods.callbacks import RandomStateCheckpoint, logging_step
@@ -77,7 +77,7 @@ class EmbeddingMethod(L.LightningModule, ABC):
     loss_weights: dict[str, float]
 
     #: Set by a method that reads each document as tokenized passages: the DataModule then hands its collators
-    #: the cached :class:`~lit_docemb.data.passage_cache.TokenizedPassages` (see :meth:`setup`).
+    #: the cached :class:`~lit_docemb.data.caches.passage_cache.TokenizedPassages` (see :meth:`setup`).
     passage_cache: PassageCache | None = None
 
     def __init__(self, optimizer: OptimizerCallable | None = None,
@@ -223,7 +223,7 @@ class EmbeddingMethod(L.LightningModule, ABC):
 
     def setup(self, stage: str) -> None:
         """Checks the configuration against the trainer and the corpus, and connects the trainer's DataModule
-        (:meth:`~lit_docemb.data.datamodule.DocumentDataModule.connect`: this method's collators and passage
+        (:meth:`~lit_docemb.data.core.datamodule.DocumentDataModule.connect`: this method's collators and passage
         cache). A subclass that overrides it calls it."""
         if stage == "fit" and self.grad_cache_token_budget is not None:
             self._check_grad_cache()

@@ -31,7 +31,7 @@ from lightning.pytorch.plugins.io import TorchCheckpointIO
 from lightning.pytorch.trainer.states import TrainerFn
 
 from lit_docemb import distributed
-from lit_docemb.data.batches import added_counts, token_counts
+from lit_docemb.data.core.batches import added_counts, token_counts
 from lit_docemb.errors import ConfigError
 
 log = logging.getLogger(__name__)
@@ -276,7 +276,7 @@ class RandomStateCheckpoint(Callback):
     The states of all ranks are gathered when a checkpoint is written (every rank calls ``state_dict``) and
     each rank restores its own just before the first training batch after the resume, after everything
     Lightning does at start-up (model construction, sanity check) has drawn from the generators. The batches'
-    own randomness does not depend on these states (``lit_docemb.data.sampling``: seeded per batch). A
+    own randomness does not depend on these states (``lit_docemb.data.core.sampling``: seeded per batch). A
     checkpoint from another number of processes, or one without these states, is resumed with the seeded
     start-up state and a warning. Added to every method's fit by
     :meth:`~lit_docemb.methods.base.EmbeddingMethod.configure_callbacks`.
@@ -416,7 +416,7 @@ class Throughput(Callback):
     Rates are per process (one device), over the wall time since the previous logged step: the step itself,
     waiting for the next batch, logging and callbacks, everything a training run spends. Documents are
     ``len(batch)`` (the documents trained on, after a collator's skips); tokens are the real, non-padding
-    tokens the encoder reads (:func:`~lit_docemb.data.batches.count_tokens`; a batch without tokens logs no
+    tokens the encoder reads (:func:`~lit_docemb.data.core.batches.count_tokens`; a batch without tokens logs no
     ``tokens_per_s``). Each step only keeps its batch's token counts, which stay on the device; they are added
     at a logged step, so counting adds no synchronisation and no addition per step; on CUDA the logged step waits
     for the device, so the window ends when its work does. Without a logger nothing is counted.

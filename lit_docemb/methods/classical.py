@@ -19,8 +19,8 @@ from collections.abc import Sequence
 import torch
 from torch import Tensor
 
-from lit_docemb.data.batches import WordListBatch
-from lit_docemb.data.document import Document
+from lit_docemb.data.core.batches import WordListBatch
+from lit_docemb.data.core.document import Document
 from lit_docemb.errors import ConfigError
 from lit_docemb.methods.base import EmbeddingMethod
 from lit_docemb.models.classical import DocumentRepresentation, TfIdf

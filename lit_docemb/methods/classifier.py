@@ -17,8 +17,8 @@ from torch import Tensor, nn
 from torchmetrics import Metric
 from torchmetrics.classification import MulticlassF1Score
 
-from lit_docemb.data.batches import LabelledBatch
-from lit_docemb.data.document import Document
+from lit_docemb.data.core.batches import LabelledBatch
+from lit_docemb.data.core.document import Document
 from lit_docemb.errors import BadArgument
 from lit_docemb.methods.base import EmbeddingMethod
 from lit_docemb.methods.checkpoints import load_method_checkpoint

@@ -23,9 +23,9 @@ import torch.nn.functional as F
 from lightning.pytorch.cli import LRSchedulerCallable, OptimizerCallable
 from torch import Tensor
 
-from lit_docemb.data.batches import DocumentSectionsBatch, SectionChunkBatch
-from lit_docemb.data.document import Document
-from lit_docemb.data.section_cache import SectionCache
+from lit_docemb.data.core.batches import DocumentSectionsBatch, SectionChunkBatch
+from lit_docemb.data.core.document import Document
+from lit_docemb.data.caches.section_cache import SectionCache
 from lit_docemb.errors import BadArgument, require
 from lit_docemb.losses import CosineSimilarityLoss, SupConLoss
 from lit_docemb.methods.base import EmbeddingMethod
@@ -82,7 +82,7 @@ class CoLDE(EmbeddingMethod):
             ``docs/retention.md``).
         retention: Options that keep what the pretrained encoder knew (:class:`~lit_docemb.methods.retention.
             Retention`: anchoring, layer-wise learning-rate decay, frozen layers); ``None``: none.
-        section_cache_dir: Folder of the tokenized-section cache (:class:`~lit_docemb.data.section_cache.SectionCache`:
+        section_cache_dir: Folder of the tokenized-section cache (:class:`~lit_docemb.data.caches.section_cache.SectionCache`:
             every section tokenized on the first run, chunks cut from its ids on every pass; ``None``: the
             ``datasets`` cache folder).
     """

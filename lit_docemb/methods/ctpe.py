@@ -26,9 +26,9 @@ import torch
 from lightning.pytorch.cli import LRSchedulerCallable, OptimizerCallable
 from torch import Tensor
 
-from lit_docemb.data.batches import CoupledDocumentBatch, CoupledPairBatch
-from lit_docemb.data.field_cache import FieldRows, FieldTokenCache
-from lit_docemb.data.document import Document
+from lit_docemb.data.core.batches import CoupledDocumentBatch, CoupledPairBatch
+from lit_docemb.data.caches.field_cache import FieldRows, FieldTokenCache
+from lit_docemb.data.core.document import Document
 from lit_docemb.errors import BadArgument, ConfigError, require
 from lit_docemb.losses import CoupledMarginLoss
 from lit_docemb.methods.base import EmbeddingMethod

@@ -40,9 +40,9 @@ from torch import Tensor, nn
 
 from lit_docemb.augment import DocumentAugmenter, Vocabulary
 from lit_docemb.augment.specs import Augmentation, WordNet
-from lit_docemb.data.batches import Doc2VecCBatch, Doc2VecCPairBatch, ViewPairBatch
-from lit_docemb.data.field_cache import FieldRows, FieldTokenCache
-from lit_docemb.data.tokens import document_text
+from lit_docemb.data.core.batches import Doc2VecCBatch, Doc2VecCPairBatch, ViewPairBatch
+from lit_docemb.data.caches.field_cache import FieldRows, FieldTokenCache
+from lit_docemb.data.core.tokens import document_text
 from lit_docemb.errors import ConfigError
 from lit_docemb.losses import NTXentLoss, SimSiamLoss
 from lit_docemb.methods.base import EmbeddingMethod

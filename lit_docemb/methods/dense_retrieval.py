@@ -5,7 +5,7 @@ its initial node representation -- and scored against documents by the dot produ
 contrastive loss of pretraining over the actual query-document pairs, with in-batch negatives plus sampled
 ones (uniform for Robust04, from BM25's top 100 for MSMARCO and WIKIR, then from a run of the 5-epoch
 checkpoint for MSMARCO's second phase). The examples and their negatives come from the ranking DataModules in
-``mode: retrieval`` (:mod:`lit_docemb.data.retrieval`).
+``mode: retrieval`` (:mod:`lit_docemb.data.retrieval.datamodule`).
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from typing import Literal
 from lightning.pytorch.cli import LRSchedulerCallable, OptimizerCallable
 from torch import Tensor
 
-from lit_docemb.data.batches import QueryDocumentBatch
+from lit_docemb.data.core.batches import QueryDocumentBatch
 from lit_docemb.losses import InfoNCELoss
 from lit_docemb.methods.base import EmbeddingMethod
 from lit_docemb.methods.checkpoints import load_method_checkpoint

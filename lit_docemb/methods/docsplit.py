@@ -20,15 +20,15 @@ import torch
 from lightning.pytorch.cli import LRSchedulerCallable, OptimizerCallable
 from torch import Tensor
 
-from lit_docemb.data.batches import (
+from lit_docemb.data.core.batches import (
     DocumentBatch,
     DocumentSentencesBatch,
     MaskedTokenBatch,
     TokenBatch,
     ViewPairBatch,
 )
-from lit_docemb.data.sentence_cache import SentenceCache
-from lit_docemb.data.tokens import (
+from lit_docemb.data.caches.sentence_cache import SentenceCache
+from lit_docemb.data.core.tokens import (
     take_rows,
     token_lengths,
 )
@@ -69,7 +69,7 @@ class DocSplit(EmbeddingMethod):
         retention: Options that keep what the pretrained encoder knew (:class:`~lit_docemb.methods.retention.
             Retention`: anchoring, layer-wise learning-rate decay, frozen layers); ``None``: none.
         sentence_cache_dir: Folder of the tokenized-sentence cache
-            (:class:`~lit_docemb.data.sentence_cache.SentenceCache`: the corpus split into sentences and tokenized
+            (:class:`~lit_docemb.data.caches.sentence_cache.SentenceCache`: the corpus split into sentences and tokenized
             on the first run, views assembled from its ids on every pass; ``None``: the ``datasets`` cache folder).
         sentence_cache_num_proc: Processes building that cache on its first run, each over a contiguous range of
             the corpus (``None``: one); the cache is the same for any number.

@@ -23,13 +23,13 @@ import torch
 from lightning.pytorch.cli import LRSchedulerCallable, OptimizerCallable
 from torch import Tensor
 
-from lit_docemb.data.batches import (
+from lit_docemb.data.core.batches import (
     GraphDocumentBatch,
     SubDocumentPairBatch,
 )
-from lit_docemb.data.document import Document
-from lit_docemb.data.passage_cache import PassageCache
-from lit_docemb.data.tokens import token_lengths
+from lit_docemb.data.core.document import Document
+from lit_docemb.data.caches.passage_cache import PassageCache
+from lit_docemb.data.core.tokens import token_lengths
 from lit_docemb.errors import ConfigError, require
 from lit_docemb.losses import InfoNCELoss
 from lit_docemb.methods.base import EmbeddingMethod
@@ -87,7 +87,7 @@ class GraphRoBERTa(EmbeddingMethod):
         packed_encoding: Encode the passages without padding (see ``HFEncoder``'s ``packed``): the same embeddings
             and gradients, less compute on a GPU; BERT-family encoders only, no dropout on attention probabilities.
         cache_passages: Have the DataModule split and tokenize the corpus's passages once into an on-disk
-            cache (:class:`~lit_docemb.data.passage_cache.PassageCache`), read by every later epoch and run.
+            cache (:class:`~lit_docemb.data.caches.passage_cache.PassageCache`), read by every later epoch and run.
         passage_cache_dir: Folder of that cache (``None``: the ``datasets`` cache folder).
         passage_cache_num_proc: Processes building that cache on its first run, each over a contiguous range of the
             corpus (``None``: one); the cache is the same for any number.

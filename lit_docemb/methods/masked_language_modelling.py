@@ -19,7 +19,7 @@ from typing import Literal
 from lightning.pytorch.cli import LRSchedulerCallable, OptimizerCallable
 from torch import Tensor
 
-from lit_docemb.data.batches import DocumentBatch, MaskedTokenBatch
+from lit_docemb.data.core.batches import DocumentBatch, MaskedTokenBatch
 from lit_docemb.errors import require
 from lit_docemb.losses import MaskedLMLoss
 from lit_docemb.methods.base import EmbeddingMethod

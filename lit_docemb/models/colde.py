@@ -23,8 +23,8 @@ import torch
 from torch import Tensor, nn
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence, pad_sequence
 
-from lit_docemb.data.batches import SectionChunks, TokenBatch
-from lit_docemb.data.tokens import split_rows_by_token_budget, take_rows, token_lengths
+from lit_docemb.data.core.batches import SectionChunks, TokenBatch
+from lit_docemb.data.core.tokens import split_rows_by_token_budget, take_rows, token_lengths
 from lit_docemb.models.encoder import HFEncoder, pool
 
 Aggregation = Literal["lstm", "mean"]

@@ -22,7 +22,7 @@ from transformers import (
     PreTrainedTokenizerBase,
 )
 
-from lit_docemb.data.tokens import special_tokens
+from lit_docemb.data.core.tokens import special_tokens
 from lit_docemb.errors import BadArgument, require
 from lit_docemb.models.packing import PACKED_ATTENTION, PACKED_MODEL_TYPES, PackedLayout, position_offset
 from lit_docemb.models.sentence_transformers_folder import (

@@ -19,8 +19,8 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from lit_docemb.data.batches import PassageGraphBatch, TokenBatch
-from lit_docemb.data.tokens import split_token_batch
+from lit_docemb.data.core.batches import PassageGraphBatch, TokenBatch
+from lit_docemb.data.core.tokens import split_token_batch
 from lit_docemb.models.encoder import HFEncoder
 
 HeadInit = Literal["random", "identity"]

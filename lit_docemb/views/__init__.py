@@ -1,3 +1,3 @@
 """Floor 2: collators and view builders, one module per method (``docsplit``, ``graph_roberta``, ``deca``, ``colde``,
-``ctpe``, ``classifier``, ``dense_retrieval``) and ``common``. Documents in, a typed batch (``lit_docemb.data.batches``)
+``ctpe``, ``classifier``, ``dense_retrieval``) and ``common``. Documents in, a typed batch (``lit_docemb.data.core.batches``)
 out; CPU-only and picklable, so they run in dataloader workers."""

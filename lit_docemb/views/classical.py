@@ -12,9 +12,9 @@ import hashlib
 from collections.abc import Sequence
 from typing import Literal
 
-from lit_docemb.data.batches import WordListBatch
-from lit_docemb.data.document import Document
-from lit_docemb.data.tokens import document_text
+from lit_docemb.data.core.batches import WordListBatch
+from lit_docemb.data.core.document import Document
+from lit_docemb.data.core.tokens import document_text
 from lit_docemb.views.ctpe import preprocess_sentences, preprocess_words
 
 
@@ -37,7 +37,7 @@ def document_key(document_id: str, words: Sequence[str]) -> str:
 
 
 class WordListCollator:
-    """Documents -> :class:`~lit_docemb.data.batches.WordListBatch` of their words or sentences (``unit``)."""
+    """Documents -> :class:`~lit_docemb.data.core.batches.WordListBatch` of their words or sentences (``unit``)."""
 
     def __init__(self, unit: Literal["words", "sentences"] = "words") -> None:
         self.unit = unit

@@ -6,8 +6,8 @@ from collections.abc import Callable
 
 import torch
 
-from lit_docemb.data.batches import LabelledBatch
-from lit_docemb.data.document import Document
+from lit_docemb.data.core.batches import LabelledBatch
+from lit_docemb.data.core.document import Document
 
 
 class LabelledCollator:

@@ -3,8 +3,8 @@
 Sections follow the document's real section boundaries when it has at least n non-empty sections (consecutive
 real sections are merged into n groups of about equal token counts, never cutting a real section); otherwise
 the document's tokens are split into n equal parts. Each section is cut into chunks as
-:func:`~lit_docemb.data.text.token_windows` cuts it (no overlap) and wrapped in the tokenizer's special tokens. The
-token ids come from the method's :class:`~lit_docemb.data.section_cache.SectionCache` (tokenized once per corpus and
+:func:`~lit_docemb.data.core.text.token_windows` cuts it (no overlap) and wrapped in the tokenizer's special tokens. The
+token ids come from the method's :class:`~lit_docemb.data.caches.section_cache.SectionCache` (tokenized once per corpus and
 tokenizer; a pass only computes positions), or, for documents handed over as they are, from the same cache's
 ``tokenize``. A document with
 fewer tokens than sections is dropped from the batch and counted (``skipped``); a configured
@@ -12,7 +12,7 @@ fewer tokens than sections is dropped from the batch and counted (``skipped``); 
 first chunks of a section and count the others (``truncated_chunks``, logged as ``train/truncated_chunks``), so
 that a document of any length reaches the model with chunk ids inside its table. Labels are similarity groups (``Document.label``): two documents share
 one when their labels are equal; a document without a label is its own group. Items that are
-:class:`~lit_docemb.data.aan.DocumentPair` (AAN's LRA pairs) become groups by their matching links within the
+:class:`~lit_docemb.data.corpora.aan.DocumentPair` (AAN's LRA pairs) become groups by their matching links within the
 batch (connected components of the pairs labelled 1), each document once.
 """
 
@@ -27,11 +27,11 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from lit_docemb.data.aan import DocumentPair
-from lit_docemb.data.batches import DocumentSectionsBatch, SectionChunkBatch, SectionChunks
-from lit_docemb.data.document import Document, doc_index
-from lit_docemb.data.section_cache import SectionCache, TokenizedSections
-from lit_docemb.data.tokens import pad_ids, special_tokens, take_rows
+from lit_docemb.data.corpora.aan import DocumentPair
+from lit_docemb.data.core.batches import DocumentSectionsBatch, SectionChunkBatch, SectionChunks
+from lit_docemb.data.core.document import Document, doc_index
+from lit_docemb.data.caches.section_cache import SectionCache, TokenizedSections
+from lit_docemb.data.core.tokens import pad_ids, special_tokens, take_rows
 
 log = logging.getLogger(__name__)
 
@@ -82,7 +82,7 @@ class SectionChunkCollator:
         max_chunks_per_section: Keep at most this many chunks of a section (counted); None keeps all.
         chunk_positions: Chunk ids the model embeds (its chunk-embedding table): the chunks of a section beyond
             it are dropped and counted too; None when the model embeds no chunk id (−Aug).
-        cache: The method's section cache, whose :meth:`~lit_docemb.data.section_cache.SectionCache.tokenize` turns
+        cache: The method's section cache, whose :meth:`~lit_docemb.data.caches.section_cache.SectionCache.tokenize` turns
             documents into rows (None: one over ``tokenizer``); cached rows are used as they are.
         max_section_tokens: Keep only the first this many tokens of each section (special tokens not counted)
             before it is cut into chunks; None keeps all (the method passes it to its training collator only).

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from lit_docemb.data.batches import (
+from lit_docemb.data.core.batches import (
     DocumentBatch,
 )
-from lit_docemb.data.document import Document
-from lit_docemb.data.tokens import (
+from lit_docemb.data.core.document import Document
+from lit_docemb.data.core.tokens import (
     document_text,
     tokenize,
 )

@@ -15,12 +15,12 @@ from typing import Literal
 import numpy as np
 import torch
 
-from lit_docemb.data.batches import CoupledDocumentBatch, CoupledPairBatch
-from lit_docemb.data.document import Document, doc_index
-from lit_docemb.data.field_cache import FieldRows
-from lit_docemb.data.passage_cache import tokenizer_fingerprint
+from lit_docemb.data.core.batches import CoupledDocumentBatch, CoupledPairBatch
+from lit_docemb.data.core.document import Document, doc_index
+from lit_docemb.data.caches.field_cache import FieldRows
+from lit_docemb.data.caches.passage_cache import tokenizer_fingerprint
 from lit_docemb.errors import BadArgument
-from lit_docemb.data.tokens import pad_ids
+from lit_docemb.data.core.tokens import pad_ids
 from lit_docemb.models.ctpe import FrozenTransformerStates, WordVectors
 from lit_docemb.models.elmo import ElmoBiLM, FrozenElmoStates, LayerMix
 from lit_docemb.models.skip_thoughts import FrozenSkipThoughtStates, SkipThoughtsEncoder, dictionary_rows
@@ -52,7 +52,7 @@ class PairSplitter:
 
 
 class FieldIds:
-    """The encoding that CTPE's field cache stores (:class:`~lit_docemb.data.field_cache.FieldTokenCache`): a
+    """The encoding that CTPE's field cache stores (:class:`~lit_docemb.data.caches.field_cache.FieldTokenCache`): a
     document → (heading, ids) of each of its :func:`document_fields`, encoded by ``tokenizer``.
 
     Args:
@@ -73,7 +73,7 @@ class FieldIds:
 class CoupledPairCollator:
     """Documents → :class:`CoupledPairBatch` (runs in dataloader workers). In training the partners and the
     side of each uncoupled pair come from torch's RNG, which the training loader seeds per batch from (seed, epoch,
-    position: new pairs every epoch, the same after a resume, see ``lit_docemb/data/sampling.py``); with
+    position: new pairs every epoch, the same after a resume, see ``lit_docemb/data/core/sampling.py``); with
     ``deterministic`` they are a function of the document id."""
 
     max_partner_draws = 10

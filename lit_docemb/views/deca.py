@@ -3,7 +3,7 @@ document's own word ids alone (plain Doc2VecC, :class:`Doc2VecCCollator`).
 
 Augmentations run here, in dataloader workers. In training each document's augmentation seed is drawn from
 torch's RNG (seeded per batch by the training loader from seed, epoch and position, see
-``lit_docemb/data/sampling.py``) joined with its id, so every pass sees a new augmentation, the same in a resumed
+``lit_docemb/data/core/sampling.py``) joined with its id, so every pass sees a new augmentation, the same in a resumed
 run; in validation the seed is the document id, so validation losses are comparable across epochs.
 """
 
@@ -20,16 +20,16 @@ from torch import Tensor
 
 from lit_docemb.augment import DocumentAugmenter, Vocabulary, words_of
 from lit_docemb.augment.thesaurus import WORD, Draws
-from lit_docemb.data.batches import (
+from lit_docemb.data.core.batches import (
     Doc2VecCBatch,
     Doc2VecCPairBatch,
     TokenBatch,
     ViewPairBatch,
     WordDocumentBatch,
 )
-from lit_docemb.data.document import Document, doc_index
-from lit_docemb.data.field_cache import FieldRows
-from lit_docemb.data.tokens import document_text, tokenize
+from lit_docemb.data.core.document import Document, doc_index
+from lit_docemb.data.caches.field_cache import FieldRows
+from lit_docemb.data.core.tokens import document_text, tokenize
 
 #: Characters read per word of budget before splitting a document into words.
 CHARS_PER_WORD = 12
@@ -139,7 +139,7 @@ def seeded_generator(seed: str, generator: np.random.Generator) -> np.random.Gen
 
 
 class WordTypes:
-    """The encoding that DECA's word cache stores (:class:`~lit_docemb.data.field_cache.FieldTokenCache`): a
+    """The encoding that DECA's word cache stores (:class:`~lit_docemb.data.caches.field_cache.FieldTokenCache`): a
     document → one field, the :meth:`IdReplacement.type_ids` of the words the Doc2VecC collators read from it
     (its title and text cut at ``max_words * CHARS_PER_WORD`` characters, :func:`~lit_docemb.augment.words_of`).
 

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import torch
 
-from lit_docemb.data.batches import QueryDocumentBatch
-from lit_docemb.data.document import Document, Section, doc_index
-from lit_docemb.data.retrieval import RetrievalExample
+from lit_docemb.data.core.batches import QueryDocumentBatch
+from lit_docemb.data.core.document import Document, Section, doc_index
+from lit_docemb.data.retrieval.datamodule import RetrievalExample
 
 
 def query_document(query_id: str, text: str) -> Document:

@@ -1,9 +1,9 @@
 """DocSplit's views (seed paper 001): two random sentence halves of a document, assembled from token ids in
 dataloader workers.
 
-The collators read :class:`~lit_docemb.data.sentence_cache.TokenizedSentences` (the DataModule's sentence cache,
-:class:`~lit_docemb.data.sentence_cache.SentenceCache`); given documents, they make those rows themselves with the
-same cache's :meth:`~lit_docemb.data.sentence_cache.SentenceCache.tokenize`, so both give the same batches.
+The collators read :class:`~lit_docemb.data.caches.sentence_cache.TokenizedSentences` (the DataModule's sentence cache,
+:class:`~lit_docemb.data.caches.sentence_cache.SentenceCache`); given documents, they make those rows themselves with the
+same cache's :meth:`~lit_docemb.data.caches.sentence_cache.SentenceCache.tokenize`, so both give the same batches.
 """
 
 from __future__ import annotations
@@ -13,17 +13,17 @@ import random
 import numpy as np
 import torch
 
-from lit_docemb.data.batches import DocumentBatch, DocumentSentencesBatch, TokenBatch, ViewPairBatch
-from lit_docemb.data.document import Document, doc_index
-from lit_docemb.data.sentence_cache import SentenceCache, TokenizedSentences, embedding_ids
-from lit_docemb.data.text import split_views
-from lit_docemb.data.tokens import has_content, mask_tokens, pad_ids, special_tokens
+from lit_docemb.data.core.batches import DocumentBatch, DocumentSentencesBatch, TokenBatch, ViewPairBatch
+from lit_docemb.data.core.document import Document, doc_index
+from lit_docemb.data.caches.sentence_cache import SentenceCache, TokenizedSentences, embedding_ids
+from lit_docemb.data.core.text import split_views
+from lit_docemb.data.core.tokens import has_content, mask_tokens, pad_ids, special_tokens
 
 
 def draw_views(row: TokenizedSentences, rng: random.Random, max_tokens: int) -> list[list[int]] | None:
     """The sentence indices of a document's two views, or ``None`` when it has fewer than two sentences.
 
-    The draw is :func:`~lit_docemb.data.text.split_views`'s (one ``rng.randrange(2)`` per sentence, in order), but it
+    The draw is :func:`~lit_docemb.data.core.text.split_views`'s (one ``rng.randrange(2)`` per sentence, in order), but it
     stops once both views hold ``max_tokens`` ids: later sentences could only land past the end of a view, and with
     both views non-empty ``split_views`` moves no sentence, so the views are those of the whole draw. A draw that
     reaches the last sentence is replayed by ``split_views`` itself. A one-sentence document's word halves
@@ -52,7 +52,7 @@ class SentenceSplitCollator:
     """Documents or their cached sentences → :class:`ViewPairBatch` of DocSplit views (runs in dataloader workers).
 
     In training a fresh split is drawn from torch's RNG, which the training loader seeds per batch from (seed,
-    epoch, position) (``lit_docemb/data/sampling.py``), so every pass sees new pairs and a resumed run the
+    epoch, position) (``lit_docemb/data/core/sampling.py``), so every pass sees new pairs and a resumed run the
     interrupted run's; in validation the split is a function of the document id, so validation losses are
     comparable across epochs. Each view is ``[CLS]`` + its sentences' ids cut to fit + ``[SEP]``: the ids the
     tokenizer gives the sentences joined by spaces, truncated to ``max_length``.

@@ -10,15 +10,15 @@ from typing import Literal
 import torch
 from torch import Tensor
 
-from lit_docemb.data.batches import (
+from lit_docemb.data.core.batches import (
     GraphDocumentBatch,
     PassageGraphBatch,
     SubDocumentPairBatch,
     TokenBatch,
 )
-from lit_docemb.data.document import Document, doc_index
-from lit_docemb.data.passage_cache import tokenize_passages
-from lit_docemb.data.tokens import frame_token_ids, pad_ids, take_rows
+from lit_docemb.data.core.document import Document, doc_index
+from lit_docemb.data.caches.passage_cache import tokenize_passages
+from lit_docemb.data.core.tokens import frame_token_ids, pad_ids, take_rows
 from lit_docemb.models.graph_document import (
     fully_connected_edges,
     section_edges,
@@ -52,10 +52,10 @@ class TokenPassage:
 class PassageGraphBuilder:
     """Documents -> passages as token ids -> :class:`PassageGraphBatch` with the configured graph's edges.
 
-    Items are :class:`~lit_docemb.data.document.Document` (split and tokenized here) or
-    :class:`~lit_docemb.data.passage_cache.TokenizedPassages` (the DataModule's passage cache: split and
+    Items are :class:`~lit_docemb.data.core.document.Document` (split and tokenized here) or
+    :class:`~lit_docemb.data.caches.passage_cache.TokenizedPassages` (the DataModule's passage cache: split and
     tokenized once, with the same parameters); both go through
-    :func:`~lit_docemb.data.passage_cache.tokenize_passages`, so both give the same ids. A passage left without a
+    :func:`~lit_docemb.data.caches.passage_cache.tokenize_passages`, so both give the same ids. A passage left without a
     token besides the special ones (its words were control characters that the tokenizer drops) is left out; a
     document without any other passage keeps one (possibly empty: a document's title, a cached row's nothing),
     so it still has a node to embed, and training skips it with the documents of fewer than two passages.
@@ -102,7 +102,7 @@ class PassageGraphBuilder:
 class SubDocumentCollator:
     """Documents (or their cached passages) -> :class:`SubDocumentPairBatch` (runs in dataloader workers). In
     training a fresh split is drawn from torch's RNG (seeded per batch by the training loader, see
-    ``lit_docemb/data/sampling.py``); in validation it follows the id."""
+    ``lit_docemb/data/core/sampling.py``); in validation it follows the id."""
 
     def __init__(self, builder: PassageGraphBuilder, max_passages: int, objective: Objective,
                  deterministic: bool) -> None:

@@ -4,15 +4,15 @@ from __future__ import annotations
 
 import torch
 
-from lit_docemb.data.batches import MaskedTokenBatch
-from lit_docemb.data.document import Document, doc_index
-from lit_docemb.data.tokens import document_text, mask_tokens, tokenize
+from lit_docemb.data.core.batches import MaskedTokenBatch
+from lit_docemb.data.core.document import Document, doc_index
+from lit_docemb.data.core.tokens import document_text, mask_tokens, tokenize
 
 
 class MaskedDocumentCollator:
     """Documents → :class:`MaskedTokenBatch`: each document's text (title and body, as it is embedded) cut to
     ``max_length`` tokens, ``mlm_probability`` of its real tokens chosen by BERT's 80/10/10 rule
-    (:func:`~lit_docemb.data.tokens.mask_tokens`).
+    (:func:`~lit_docemb.data.core.tokens.mask_tokens`).
 
     In training the mask is drawn from torch's RNG, which the training loader seeds per batch (every pass masks anew,
     a resumed run as the interrupted one); in validation it is a function of the batch's first document id, so

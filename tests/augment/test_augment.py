@@ -202,8 +202,8 @@ def test_back_translation_needs_checkpoints(tmp_path):
 def test_deca_trains_on_back_translated_views(tiny_translation_models, tiny_encoder_dir, tmp_path):
     from types import SimpleNamespace
 
-    from lit_docemb.data.document import Document, Section
-    from lit_docemb.data.tokens import tokenize
+    from lit_docemb.data.core.document import Document, Section
+    from lit_docemb.data.core.tokens import tokenize
     from lit_docemb.augment.specs import BackTranslation
     from lit_docemb.methods import DECA
     from lit_docemb.methods.deca_components import EncoderBackbone

@@ -70,7 +70,7 @@ def test_figures_of_a_run_without_logs_is_one_line(scheduled_run, capsys):
 def test_export_of_a_method_without_a_hugging_face_form_is_one_line(tmp_path, capsys):
     corpus_words = ["alpha beta gamma delta", "beta gamma delta alpha"]
     method = CTPE(WordEmbeddings(init="random", dim=8, min_count=1))
-    from lit_docemb.data.document import Document, Section
+    from lit_docemb.data.core.document import Document, Section
 
     method.prepare([Document(str(i), title=t, sections=[Section("", t)]) for i, t in enumerate(corpus_words)])
     config, ckpt = save_run(method, tmp_path / "run", {"embeddings": {

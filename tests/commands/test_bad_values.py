@@ -225,7 +225,7 @@ def test_a_missing_file_inside_the_corpus_root_is_one_line(tiny_encoder_dir, tmp
     root = tmp_path / "wikir"
     (root / "training").mkdir(parents=True)  # the root exists, its documents.csv does not
     argv = ["fit", "--model=lit_docemb.methods.DocSplit", f"--model.encoder={tiny_encoder_dir}",
-            "--model.max_length=64", "--data=lit_docemb.data.wikir.WIKIRDataModule", f"--data.root={root}",
+            "--model.max_length=64", "--data=lit_docemb.data.corpora.wikir.WIKIRDataModule", f"--data.root={root}",
             f"--data.cache_dir={tmp_path / 'cache'}", "--data.num_workers=0", "--trainer.accelerator=cpu",
             "--trainer.devices=1", "--trainer.logger=false", "--trainer.max_steps=1",
             f"--trainer.default_root_dir={tmp_path / 'run'}"]

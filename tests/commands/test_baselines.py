@@ -15,7 +15,7 @@ from corpus_files import labelled_docs, write_labelled_folder
 from runs import write_tsv
 
 from lit_docemb.commands import main
-from lit_docemb.data.tokens import document_text
+from lit_docemb.data.core.tokens import document_text
 from lit_docemb.eval.embedding import embed_documents
 from lit_docemb.methods import DocSplit
 

@@ -19,7 +19,7 @@ from lit_docemb.data import (
     Robust04DataModule,
     WikipediaDataModule,
 )
-from lit_docemb.data.wikir import WIKIRDataModule
+from lit_docemb.data.corpora.wikir import WIKIRDataModule
 from lit_docemb.errors import ConfigError
 from lit_docemb.methods import DocSplit
 

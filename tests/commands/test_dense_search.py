@@ -8,9 +8,9 @@ import torch
 from corpus_files import _write_wikir
 
 from lit_docemb.commands.dense_search import main
-from lit_docemb.data.document import Document, Section
-from lit_docemb.data.trec import read_run, write_run
-from lit_docemb.data.wikir import WIKIRDataModule
+from lit_docemb.data.core.document import Document, Section
+from lit_docemb.data.retrieval.trec import read_run, write_run
+from lit_docemb.data.corpora.wikir import WIKIRDataModule
 from lit_docemb.eval.embedding import embed_documents
 from lit_docemb.eval.search import rank, top_k
 from lit_docemb.methods import DenseRetrieval, DocSplit

@@ -20,8 +20,8 @@ from runs import run_embed, save_run, write_tsv
 from lit_docemb.augment import Vocabulary
 from lit_docemb.commands.loading import read_documents
 from lit_docemb.eval.embedding_writers import LengthBuckets
-from lit_docemb.data.document import Document, Section
-from lit_docemb.data.tokens import document_text
+from lit_docemb.data.core.document import Document, Section
+from lit_docemb.data.core.tokens import document_text
 from lit_docemb.eval.embedding import embed_documents
 from lit_docemb.methods import CTPE, DECA, DocSplit, GraphRoBERTa
 from lit_docemb.methods.deca_components import Doc2VecCBackbone

@@ -17,11 +17,11 @@ from corpus_files import (
 from runs import Letters
 
 from lit_docemb.commands.evaluate import build_evaluation, run_evaluations
-from lit_docemb.data.aan import AANDataModule
-from lit_docemb.data.bm25 import BM25Index
-from lit_docemb.data.document import Document, Section
-from lit_docemb.data.trec import read_run
-from lit_docemb.data.wikir import WIKIRDataModule
+from lit_docemb.data.corpora.aan import AANDataModule
+from lit_docemb.data.retrieval.bm25 import BM25Index
+from lit_docemb.data.core.document import Document, Section
+from lit_docemb.data.retrieval.trec import read_run
+from lit_docemb.data.corpora.wikir import WIKIRDataModule
 from lit_docemb.eval.evaluation import EvaluationContext, markdown_table
 from lit_docemb.eval.labelled import (
     Clustering,
@@ -183,7 +183,7 @@ data:
     main(["evaluate", "--config", str(run / "config.yaml"), "--ckpt_path", str(checkpoint), "--output", str(out),
           "--evaluation", "{class_path: retrieval, init_args: {split: test, search: faiss, depth: 5}}",
           "--accelerator", "cpu"])
-    assert [r.getMessage().split(";")[0] for r in caplog.records if r.name == "lit_docemb.data.datamodule"] == [
+    assert [r.getMessage().split(";")[0] for r in caplog.records if r.name == "lit_docemb.data.core.datamodule"] == [
         f"WIKIRDataModule corpus: read {fit_stats_read(run)} documents"]
     record = json.loads((out / "evaluation.json").read_text())
     configured, given = record["results"]["retrieval"], record["results"]["retrieval_2"]
@@ -217,8 +217,8 @@ def test_default_evaluations_rank_validation_queries_without_a_test_split_or_say
     from corpus_files import write_msmarco
 
     from lit_docemb.commands.evaluate import default_evaluations
-    from lit_docemb.data.jsonl import JSONLDataModule
-    from lit_docemb.data.msmarco import MSMARCODataModule
+    from lit_docemb.data.corpora.jsonl import JSONLDataModule
+    from lit_docemb.data.corpora.msmarco import MSMARCODataModule
     from lit_docemb.errors import ConfigError
 
     root = str(write_msmarco(tmp_path / "msmarco"))

@@ -12,8 +12,8 @@ from conftest import _topic_texts
 from runs import run_embed, save_run, write_tsv
 
 from lit_docemb.commands.cli import main
-from lit_docemb.data.document import Document, Section
-from lit_docemb.data.tokens import document_text
+from lit_docemb.data.core.document import Document, Section
+from lit_docemb.data.core.tokens import document_text
 from lit_docemb.eval.embedding import embed_documents
 from lit_docemb.export.forms import ExportError, export_method
 from lit_docemb.methods import CTPE, DECA, CoLDE, DocSplit, GraphRoBERTa

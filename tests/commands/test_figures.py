@@ -23,7 +23,7 @@ from lit_docemb.eval.figures import (
 )
 from lit_docemb.commands.figures import main as figures_main
 from lit_docemb.data import JSONLDataModule
-from lit_docemb.data.document import Document, Section
+from lit_docemb.data.core.document import Document, Section
 from lit_docemb.methods import CoLDE, DocSplit, GraphRoBERTa
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"

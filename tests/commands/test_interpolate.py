@@ -14,7 +14,7 @@ from runs import run_embed, save_run, tiny_args, write_tsv
 
 from lit_docemb.commands.cli import main
 from lit_docemb.commands.loading import model_overrides
-from lit_docemb.data.tokens import document_text
+from lit_docemb.data.core.tokens import document_text
 from lit_docemb.methods import DocSplit, GraphRoBERTa
 from test_export import long_documents
 

@@ -8,7 +8,7 @@ import json
 import pytest
 
 from lit_docemb.commands import main
-from lit_docemb.data.trec import read_run, write_run
+from lit_docemb.data.retrieval.trec import read_run, write_run
 
 QRELS = "\n".join(f"{q} 0 {d} {r}" for q, d, r in [
     ("q1", "a", 1), ("q1", "b", 1), ("q1", "c", 0), ("q2", "a", 1), ("q2", "d", 2),

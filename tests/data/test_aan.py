@@ -11,13 +11,13 @@ from collections import Counter
 import pytest
 from corpus_files import FERNS, OWLS, PEBBLES
 
-from lit_docemb.data.aan import AANDataModule, DocumentPair
-from lit_docemb.data.aan_formats import (
+from lit_docemb.data.corpora.aan import AANDataModule, DocumentPair
+from lit_docemb.data.corpora.aan_formats import (
     coupled_pairs,
     iter_aan_network,
     iter_lra_documents,
 )
-from lit_docemb.data.reading import MalformedInputError, ReadContext
+from lit_docemb.data.core.reading import MalformedInputError, ReadContext
 from lit_docemb.errors import ConfigError
 
 

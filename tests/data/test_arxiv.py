@@ -10,16 +10,16 @@ from collections import Counter
 import pytest
 from corpus_files import ARXIV_SNAPSHOT_CATEGORIES, labelled_docs, write_arxiv_snapshot
 
-from lit_docemb.data.arxiv import ArxivDataModule
-from lit_docemb.data.arxiv_formats import (
+from lit_docemb.data.corpora.arxiv import ArxivDataModule
+from lit_docemb.data.corpora.arxiv_formats import (
     CURRENT_ARCHIVES,
     RETIRED_ARCHIVES,
     category_archive,
     iter_arxiv_classification,
     iter_arxiv_metadata,
 )
-from lit_docemb.data.document import Section
-from lit_docemb.data.reading import MalformedInputError, ReadContext
+from lit_docemb.data.core.document import Section
+from lit_docemb.data.core.reading import MalformedInputError, ReadContext
 from lit_docemb.errors import ConfigError
 
 

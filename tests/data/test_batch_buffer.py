@@ -17,12 +17,12 @@ from lightning.pytorch.callbacks import Callback
 
 from lit_docemb.augment import Vocabulary
 from lit_docemb.data import JSONLDataModule
-from lit_docemb.data.batch_buffer import BufferedBatch, BufferedCollate, tensors_of, to_device_in_one_copy
-from lit_docemb.data.batches import MaskedTokenBatch, PassageGraphBatch, TokenBatch, ViewPairBatch
-from lit_docemb.data.document import Document, Section
-from lit_docemb.data.retrieval import RetrievalExample
-from lit_docemb.data.sampling import DistributedBatchSampler, ResumableLoader
-from lit_docemb.data.tokens import document_text
+from lit_docemb.data.core.batch_buffer import BufferedBatch, BufferedCollate, tensors_of, to_device_in_one_copy
+from lit_docemb.data.core.batches import MaskedTokenBatch, PassageGraphBatch, TokenBatch, ViewPairBatch
+from lit_docemb.data.core.document import Document, Section
+from lit_docemb.data.retrieval.datamodule import RetrievalExample
+from lit_docemb.data.core.sampling import DistributedBatchSampler, ResumableLoader
+from lit_docemb.data.core.tokens import document_text
 from lit_docemb.methods import CTPE, DECA, CoLDE, DocSplit, GraphRoBERTa
 from lit_docemb.methods.deca_components import Append, Doc2VecCBackbone, EncoderBackbone
 from lit_docemb.views.classifier import LabelledCollator

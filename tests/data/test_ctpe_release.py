@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from lit_docemb.data.ctpe_release import convert_ctpe_release, read_ctpe_release
+from lit_docemb.data.corpora.ctpe_release import convert_ctpe_release, read_ctpe_release
 from lit_docemb.eval.candidates import read_candidate_task
 
 RELEASE = ("{'q1': {'c1', 'c2'}, 'q2': {'c3'}}\n"

@@ -11,7 +11,7 @@ import yaml
 from runs import tiny_args
 
 from lit_docemb.commands.cli import main
-from lit_docemb.data.arxiv import ArxivDataModule
+from lit_docemb.data.corpora.arxiv import ArxivDataModule
 
 
 def arxiv_record(arxiv_id: str, title: str, abstract: str) -> str:
@@ -30,7 +30,7 @@ SNAPSHOT = [
 
 def summaries(caplog) -> list[str]:
     return [r.getMessage() for r in caplog.records
-            if r.levelno == logging.WARNING and r.name == "lit_docemb.data.datamodule"]
+            if r.levelno == logging.WARNING and r.name == "lit_docemb.data.core.datamodule"]
 
 
 def test_reading_and_cached_reading_print_the_same_warning_line(tmp_path, caplog):

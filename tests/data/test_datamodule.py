@@ -23,9 +23,9 @@ from lightning.pytorch.trainer.states import RunningStage, TrainerFn
 from torch import nn
 from torch.utils.data import DataLoader
 
-from lit_docemb.data.datamodule import DocumentDataModule
-from lit_docemb.data.document import Document, Section
-from lit_docemb.data.sampling import DistributedBatchSampler, ResumableLoader
+from lit_docemb.data.core.datamodule import DocumentDataModule
+from lit_docemb.data.core.document import Document, Section
+from lit_docemb.data.core.sampling import DistributedBatchSampler, ResumableLoader
 
 N_DOCUMENTS = 55  # 8 of them empty; seed 3 holds out 6: 41 train documents, 5 global steps of 8, then 1
 

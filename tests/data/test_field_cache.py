@@ -7,8 +7,8 @@ import pickle
 
 import numpy as np
 
-from lit_docemb.data.document import Document, Section
-from lit_docemb.data.field_cache import FieldTokenCache, TokenizedFields, tokenize_fields
+from lit_docemb.data.core.document import Document, Section
+from lit_docemb.data.caches.field_cache import FieldTokenCache, TokenizedFields, tokenize_fields
 
 
 class LetterCodes:

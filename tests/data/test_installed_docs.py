@@ -8,9 +8,9 @@ from collections import Counter
 import pytest
 import torch
 
-from lit_docemb.data.document import Document, Section
+from lit_docemb.data.core.document import Document, Section
 from lit_docemb.errors import BadArgument
-from lit_docemb.data.installed_docs import (
+from lit_docemb.data.corpora.installed_docs import (
     InstalledDocsDataModule,
     document_label,
     NearDuplicateFilter,

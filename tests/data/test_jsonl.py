@@ -12,9 +12,9 @@ from collections import Counter
 
 import pytest
 
-from lit_docemb.data.document import Section
-from lit_docemb.data.jsonl import JSONLDataModule, read_jsonl
-from lit_docemb.data.reading import MalformedInputError, ReadContext
+from lit_docemb.data.core.document import Section
+from lit_docemb.data.corpora.jsonl import JSONLDataModule, read_jsonl
+from lit_docemb.data.core.reading import MalformedInputError, ReadContext
 
 RECORDS = [
     {"id": "a", "title": "Clocks", "sections": [{"heading": "", "text": "The tower clock ran backwards."},

@@ -10,10 +10,10 @@ from collections import Counter
 import pytest
 from corpus_files import FAKENEWS_HEADER, write_fakenews, write_hyperpartisan, write_labelled_folder
 
-from lit_docemb.data.document import Section
-from lit_docemb.data.labelled import LabelledTextDataModule
-from lit_docemb.data.labelled_formats import iter_class_folders, iter_labelled_table
-from lit_docemb.data.reading import MalformedInputError, ReadContext
+from lit_docemb.data.core.document import Section
+from lit_docemb.data.corpora.labelled import LabelledTextDataModule
+from lit_docemb.data.corpora.labelled_formats import iter_class_folders, iter_labelled_table
+from lit_docemb.data.core.reading import MalformedInputError, ReadContext
 from lit_docemb.errors import ConfigError
 
 LONG_TEXT = "The tortoise entered the marathon again. " * 4000  # 164,000 characters: over csv's default field limit

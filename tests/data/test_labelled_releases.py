@@ -12,9 +12,9 @@ import pytest
 import yaml
 from corpus_files import labelled_docs, write_semeval_hyperpartisan, write_text_gcn
 
-from lit_docemb.data.labelled import LabelledTextDataModule
-from lit_docemb.data.labelled_formats import iter_semeval_hyperpartisan, iter_text_gcn, text_gcn_corpus
-from lit_docemb.data.reading import MalformedInputError, ReadContext
+from lit_docemb.data.corpora.labelled import LabelledTextDataModule
+from lit_docemb.data.corpora.labelled_formats import iter_semeval_hyperpartisan, iter_text_gcn, text_gcn_corpus
+from lit_docemb.data.core.reading import MalformedInputError, ReadContext
 from lit_docemb.errors import ConfigError
 
 ROOT = Path(__file__).resolve().parents[2]

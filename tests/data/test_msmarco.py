@@ -10,10 +10,10 @@ from pathlib import Path
 import pytest
 from corpus_files import MSMARCO_TOPICS, write_msmarco
 
-from lit_docemb.data.document import Document
-from lit_docemb.data.msmarco import MSMARCODataModule, iter_msmarco_documents
-from lit_docemb.data.reading import MalformedInputError
-from lit_docemb.data.retrieval import RetrievalExample
+from lit_docemb.data.core.document import Document
+from lit_docemb.data.corpora.msmarco import MSMARCODataModule, iter_msmarco_documents
+from lit_docemb.data.core.reading import MalformedInputError
+from lit_docemb.data.retrieval.datamodule import RetrievalExample
 
 
 @pytest.fixture(scope="module")
@@ -116,7 +116,7 @@ def test_negatives_are_deterministic_and_change_with_epoch(root, tmp_path):
 
 
 def test_checkpoint_run_overrides_the_official_run(root, tmp_path):
-    from lit_docemb.data.trec import write_run
+    from lit_docemb.data.retrieval.trec import write_run
 
     checkpoint_run = tmp_path / "epoch5.run"
     # an "earlier checkpoint" ranked a relevant document first, then exactly two others
@@ -151,7 +151,7 @@ def test_plain_documents_file_and_missing_paths(tmp_path):
 
 
 def test_run_candidates_are_cached_for_the_next_start(root, tmp_path, monkeypatch):
-    import lit_docemb.data.retrieval as retrieval
+    import lit_docemb.data.retrieval.datamodule as retrieval
 
     def negatives(dm: MSMARCODataModule) -> list[list[str]]:
         dm.setup()

@@ -7,7 +7,7 @@ from collections import Counter
 
 from corpus_files import write_20news_bydate, write_bbc_release
 
-from lit_docemb.data.labelled import LabelledTextDataModule
+from lit_docemb.data.corpora.labelled import LabelledTextDataModule
 
 
 def test_bbc_fulltext_release_topics_text_and_held_out_splits(tmp_path):

@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 from corpus_files import labelled_docs, nitf_article, write_nyt_annotated
 
-from lit_docemb.data.labelled import LabelledTextDataModule
-from lit_docemb.data.nyt_annotated import iter_nyt_annotated, nyt_topic
-from lit_docemb.data.reading import MalformedInputError, MissingPathError, ReadContext
+from lit_docemb.data.corpora.labelled import LabelledTextDataModule
+from lit_docemb.data.corpora.nyt_annotated import iter_nyt_annotated, nyt_topic
+from lit_docemb.data.core.reading import MalformedInputError, MissingPathError, ReadContext
 from lit_docemb.errors import ConfigError
 
 

@@ -15,9 +15,9 @@ import pyarrow.parquet as pq
 import pytest
 from corpus_files import BRIDGE, GULLS, KETTLE, tar_bytes, texts, write_release
 
-from lit_docemb.data.openwebtext import OpenWebTextDataModule
-from lit_docemb.data.openwebtext_formats import iter_openwebtext
-from lit_docemb.data.reading import MalformedInputError, ReadContext
+from lit_docemb.data.corpora.openwebtext import OpenWebTextDataModule
+from lit_docemb.data.corpora.openwebtext_formats import iter_openwebtext
+from lit_docemb.data.core.reading import MalformedInputError, ReadContext
 
 ORCHARD = "An orchard of glass pears stood behind the museum.\n\nVisitors were asked not to touch them."
 

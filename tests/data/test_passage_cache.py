@@ -15,18 +15,18 @@ from conftest import write_corpus_jsonl
 from corpus_files import record_cache_builds, with_edge_documents
 from transformers import AutoTokenizer
 
-from lit_docemb.data import passage_cache
-from lit_docemb.data.document import Document
-from lit_docemb.data.jsonl import JSONLDataModule, read_jsonl
-from lit_docemb.data.openwebtext_formats import iter_openwebtext
-from lit_docemb.data.passage_cache import (
+from lit_docemb.data.caches import passage_cache
+from lit_docemb.data.core.document import Document
+from lit_docemb.data.corpora.jsonl import JSONLDataModule, read_jsonl
+from lit_docemb.data.corpora.openwebtext_formats import iter_openwebtext
+from lit_docemb.data.caches.passage_cache import (
     PassageCache,
     TokenizedPassages,
     corpus_fingerprint,
     tokenizer_fingerprint,
 )
-from lit_docemb.data.reading import ReadContext, cached_documents
-from lit_docemb.data.text import chunk_passages
+from lit_docemb.data.core.reading import ReadContext, cached_documents
+from lit_docemb.data.core.text import chunk_passages
 
 datasets.disable_progress_bars()
 

@@ -8,7 +8,7 @@ import pytest
 from corpus_files import write_google_patents
 
 from lit_docemb.data import PatentDataModule, SimilarityGroupDataModule
-from lit_docemb.data.similarity_groups import cpc_prefix
+from lit_docemb.data.corpora.similarity_groups import cpc_prefix
 from lit_docemb.errors import ConfigError
 
 

@@ -6,8 +6,8 @@ from __future__ import annotations
 from corpus_files import write_aan_network, write_google_patents
 
 from lit_docemb.data import AANDataModule, PatentDataModule, SimilarityGroupDataModule
-from lit_docemb.data.document import Document, Section
-from lit_docemb.data.perturbation import ShuffledSections, shuffle_sections, split_at_headings
+from lit_docemb.data.core.document import Document, Section
+from lit_docemb.data.core.perturbation import ShuffledSections, shuffle_sections, split_at_headings
 
 PAPER = """Segmenting Invented Meetings
 Ada Quill

@@ -13,8 +13,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from lit_docemb.data.document import Document, Section
-from lit_docemb.data.reading import (
+from lit_docemb.data.core.document import Document, Section
+from lit_docemb.data.core.reading import (
     MalformedInputError,
     ReadContext,
     Utf8Repair,

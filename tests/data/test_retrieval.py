@@ -12,11 +12,11 @@ from collections import Counter
 import numpy as np
 import pytest
 
-from lit_docemb.data.bm25 import bm25_run
-from lit_docemb.data.document import Document, Section
-from lit_docemb.data.reading import MalformedInputError, ReadContext
-from lit_docemb.data.retrieval import NegativeSampler, read_run_pools
-from lit_docemb.data.trec import (
+from lit_docemb.data.retrieval.bm25 import bm25_run
+from lit_docemb.data.core.document import Document, Section
+from lit_docemb.data.core.reading import MalformedInputError, ReadContext
+from lit_docemb.data.retrieval.datamodule import NegativeSampler, read_run_pools
+from lit_docemb.data.retrieval.trec import (
     Query,
     ranked,
     read_folds,

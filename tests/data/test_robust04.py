@@ -14,18 +14,18 @@ from pathlib import Path
 import pytest
 from corpus_files import lzw_compress, write_robust04
 
-from lit_docemb.data.bm25 import bm25_run
-from lit_docemb.data.document import Document
-from lit_docemb.data.reading import MalformedInputError
-from lit_docemb.data.retrieval import RetrievalExample
-from lit_docemb.data.robust04 import (
+from lit_docemb.data.retrieval.bm25 import bm25_run
+from lit_docemb.data.core.document import Document
+from lit_docemb.data.core.reading import MalformedInputError
+from lit_docemb.data.retrieval.datamodule import RetrievalExample
+from lit_docemb.data.corpora.robust04 import (
     Robust04DataModule,
     iter_trec_documents,
     parse_trec_document,
     read_trec_topics,
     unlzw,
 )
-from lit_docemb.data.trec import write_run
+from lit_docemb.data.retrieval.trec import write_run
 from lit_docemb.errors import ConfigError
 
 

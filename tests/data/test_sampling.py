@@ -12,8 +12,8 @@ from lightning.fabric.utilities.data import _set_sampler_epoch
 from lightning.fabric.utilities.types import _Stateful
 from torch.utils.data import Dataset, get_worker_info
 
-from lit_docemb.data import sampling
-from lit_docemb.data.sampling import DistributedBatchSampler, ResumableLoader
+from lit_docemb.data.core import sampling
+from lit_docemb.data.core.sampling import DistributedBatchSampler, ResumableLoader
 
 
 class IdDataset(Dataset):

@@ -14,10 +14,10 @@ from conftest import write_corpus_jsonl
 from corpus_files import byte_level_bpe, record_cache_builds, with_edge_documents
 from transformers import AutoTokenizer
 
-from lit_docemb.data import sentence_cache
-from lit_docemb.data.document import Document
-from lit_docemb.data.jsonl import JSONLDataModule, read_jsonl
-from lit_docemb.data.sentence_cache import SentenceCache, TokenizedSentences
+from lit_docemb.data.caches import sentence_cache
+from lit_docemb.data.core.document import Document
+from lit_docemb.data.corpora.jsonl import JSONLDataModule, read_jsonl
+from lit_docemb.data.caches.sentence_cache import SentenceCache, TokenizedSentences
 from lit_docemb.errors import ConfigError
 from lit_docemb.methods.docsplit import DocSplit
 
@@ -121,7 +121,7 @@ def test_docsplit_builds_its_sentence_cache_with_the_processes_it_is_given(tmp_p
 
 
 def test_wordpiece_ignores_a_leading_space_and_byte_level_bpe_does_not(tokenizer, documents):
-    from lit_docemb.data.sentence_cache import document_sentences, ignores_leading_space
+    from lit_docemb.data.caches.sentence_cache import document_sentences, ignores_leading_space
 
     sentences = [s for d in documents for s in document_sentences(d, 10_000)[0]]
     assert ignores_leading_space(tokenizer)

@@ -20,10 +20,10 @@ from corpus_files import tar_bytes, write_release
 from torch.utils.data import get_worker_info
 
 from lit_docemb import distributed
-from lit_docemb.data.jsonl import JSONLDataModule
-from lit_docemb.data.openwebtext import OpenWebTextDataModule
-from lit_docemb.data.openwebtext_formats import iter_openwebtext
-from lit_docemb.data.reading import ReadContext
+from lit_docemb.data.corpora.jsonl import JSONLDataModule
+from lit_docemb.data.corpora.openwebtext import OpenWebTextDataModule
+from lit_docemb.data.corpora.openwebtext_formats import iter_openwebtext
+from lit_docemb.data.core.reading import ReadContext
 
 N_PAGES = 37
 

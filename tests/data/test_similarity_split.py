@@ -10,8 +10,8 @@ import pytest
 from corpus_files import write_aan_network, write_wikipedia_dump
 
 from lit_docemb.data import AANDataModule, SimilarityGroupDataModule, WikipediaDataModule
-from lit_docemb.data.aan_formats import remove_abstract_and_references
-from lit_docemb.data.similarity_groups import matching_pairs, split_groups
+from lit_docemb.data.corpora.aan_formats import remove_abstract_and_references
+from lit_docemb.data.corpora.similarity_groups import matching_pairs, split_groups
 from lit_docemb.errors import ConfigError
 
 PAPER = """Segmenting Invented Meetings

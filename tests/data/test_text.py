@@ -1,4 +1,4 @@
-"""Tests for lit_docemb.data.text: sentence splitting, passages, token windows and DocSplit views."""
+"""Tests for lit_docemb.data.core.text: sentence splitting, passages, token windows and DocSplit views."""
 
 from __future__ import annotations
 
@@ -10,9 +10,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from lit_docemb.data import text as text_module
-from lit_docemb.data.document import Document, Section
-from lit_docemb.data.text import (
+from lit_docemb.data.core import text as text_module
+from lit_docemb.data.core.document import Document, Section
+from lit_docemb.data.core.text import (
     Passage,
     chunk_passages,
     split_sentences,

@@ -7,8 +7,8 @@ import json
 import logging
 from pathlib import Path
 
-from lit_docemb.data.jsonl import read_jsonl
-from lit_docemb.data.reading import ReadContext, cached_documents
+from lit_docemb.data.corpora.jsonl import read_jsonl
+from lit_docemb.data.core.reading import ReadContext, cached_documents
 
 
 def load(corpus: Path, cache: Path):
@@ -26,7 +26,7 @@ def test_a_truncated_cache_is_rebuilt(tmp_path, caplog):
     assert len(documents) == 50 and context.stats["empty_document"] == 1
     [arrow] = (tmp_path / "cache").rglob("*.arrow")
     arrow.write_bytes(arrow.read_bytes()[: arrow.stat().st_size // 2])
-    with caplog.at_level(logging.WARNING, logger="lit_docemb.data.reading"):
+    with caplog.at_level(logging.WARNING, logger="lit_docemb.data.core.reading"):
         documents, context = load(corpus, tmp_path / "cache")
     assert [d.id for d in documents] == [str(i) for i in range(50)]
     assert documents[49].text == "document 49 " * 40 and context.stats["empty_document"] == 1

@@ -17,8 +17,8 @@ import pyarrow.parquet as pq
 import pytest
 from corpus_files import export_xml, page_xml
 
-from lit_docemb.data.document import Section
-from lit_docemb.data.wikipedia_formats import (
+from lit_docemb.data.core.document import Section
+from lit_docemb.data.corpora.wikipedia_formats import (
     _remove_templates,
     iter_wikipedia_parquet,
     iter_wikipedia_xml,
@@ -155,7 +155,7 @@ def test_xml_dump_namespaces_and_redirects_on_request(dump_path):
 
 
 def test_datamodule_counts_the_skips_of_every_dump_file(dump_path, tmp_path, caplog):
-    from lit_docemb.data.wikipedia import WikipediaDataModule
+    from lit_docemb.data.corpora.wikipedia import WikipediaDataModule
 
     folder = tmp_path / "dumps"
     folder.mkdir()
@@ -167,7 +167,7 @@ def test_datamodule_counts_the_skips_of_every_dump_file(dump_path, tmp_path, cap
     for _ in ("built", "cached"):
         dm = WikipediaDataModule(str(folder), cache_dir=str(tmp_path / "cache"), val_fraction=0.0)
         caplog.clear()
-        with caplog.at_level("INFO", logger="lit_docemb.data.datamodule"):
+        with caplog.at_level("INFO", logger="lit_docemb.data.core.datamodule"):
             dm.setup()
         assert sorted(dm.all_set.documents.ids) == ["wiki:101", "wiki:104", "wiki:201"]
         assert dm.stats == Counter(document=3, redirect=2, non_article_namespace=2, empty=1)
@@ -353,7 +353,7 @@ def test_parquet_random_access_through_datasets(parquet_path, tmp_path):
 
 
 def test_missing_source_describes_the_layouts(tmp_path):
-    from lit_docemb.data.wikipedia import WikipediaDataModule
+    from lit_docemb.data.corpora.wikipedia import WikipediaDataModule
 
     for source in (str(tmp_path / "dumps" / "enwiki"), str(tmp_path)):  # missing local path; folder without files
         with pytest.raises(FileNotFoundError, match=r"(?s)Wikipedia.*parquet.*pages-articles\[N\]\.xml\.bz2"):
@@ -361,8 +361,8 @@ def test_missing_source_describes_the_layouts(tmp_path):
 
 
 def test_truncated_or_malformed_dump_is_counted_or_raises_when_strict(dump_path, tmp_path):
-    from lit_docemb.data.reading import MalformedInputError
-    from lit_docemb.data.wikipedia import WikipediaDataModule
+    from lit_docemb.data.core.reading import MalformedInputError
+    from lit_docemb.data.corpora.wikipedia import WikipediaDataModule
 
     folder = tmp_path / "dumps"
     folder.mkdir()

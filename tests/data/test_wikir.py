@@ -9,10 +9,10 @@ from pathlib import Path
 import pytest
 from corpus_files import _write_wikir
 
-from lit_docemb.data.document import Document, Section
-from lit_docemb.data.reading import MalformedInputError
-from lit_docemb.data.retrieval import RetrievalExample
-from lit_docemb.data.wikir import WIKIRDataModule, iter_wikir_documents, wikir_sections
+from lit_docemb.data.core.document import Document, Section
+from lit_docemb.data.core.reading import MalformedInputError
+from lit_docemb.data.retrieval.datamodule import RetrievalExample
+from lit_docemb.data.corpora.wikir import WIKIRDataModule, iter_wikir_documents, wikir_sections
 
 
 @pytest.fixture(scope="module")

@@ -11,10 +11,10 @@ from pathlib import Path
 import pytest
 from corpus_files import WIKIR_TOPICS, export_xml, page_xml, wikir_title, write_wikir_dump
 
-from lit_docemb.data.document import Section
-from lit_docemb.data.trec import read_qrels, read_queries, read_run
-from lit_docemb.data.wikir import WIKIRDataModule, iter_wikir_documents
-from lit_docemb.data.wikir_builder import WikirBuilder, first_sentence_links, structured_text
+from lit_docemb.data.core.document import Section
+from lit_docemb.data.retrieval.trec import read_qrels, read_queries, read_run
+from lit_docemb.data.corpora.wikir import WIKIRDataModule, iter_wikir_documents
+from lit_docemb.data.corpora.wikir_builder import WikirBuilder, first_sentence_links, structured_text
 from lit_docemb.errors import ConfigError
 
 SMALL = {"min_document_words": 40, "validation_queries": 2, "test_queries": 2}
@@ -134,7 +134,7 @@ def test_first_sentence_links_skip_templates_and_later_sentences():
 
 
 def test_structured_text_reads_back_as_its_sections():
-    from lit_docemb.data.wikir import wikir_sections
+    from lit_docemb.data.corpora.wikir import wikir_sections
 
     sections = [Section("", "Lead one.\n\nLead two."), Section("History", "Old times.\n\nMore of them.")]
     assert structured_text(sections) == "Lead one.\nLead two.\n\nHistory\nOld times.\nMore of them."

@@ -13,8 +13,8 @@ import torch
 from journeys import write_ctpe_task
 from runs import Letters
 
-from lit_docemb.data.aan import AANDataModule
-from lit_docemb.data.document import Document, Section
+from lit_docemb.data.corpora.aan import AANDataModule
+from lit_docemb.data.core.document import Document, Section
 from lit_docemb.eval.before_after import (
     BeforeAfterReport,
     Measurement,

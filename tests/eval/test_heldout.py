@@ -8,7 +8,7 @@ import pytest
 import torch
 from runs import Letters, collate_letters
 
-from lit_docemb.data.document import Document, Section
+from lit_docemb.data.core.document import Document, Section
 from lit_docemb.eval.evaluation import EvaluationContext
 from lit_docemb.eval.heldout import HeldOutRetrieval, evaluate_heldout, target_rank_metrics
 from lit_docemb.eval.ranking import retrieval_metrics

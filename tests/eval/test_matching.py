@@ -103,8 +103,8 @@ def letters_vector(text: str) -> np.ndarray:
 def test_validation_matching_chooses_on_validation_keeps_it_and_tests_with_it():
     from runs import Letters
 
-    from lit_docemb.data.aan import PairDataset
-    from lit_docemb.data.document import Document, Section
+    from lit_docemb.data.corpora.aan import PairDataset
+    from lit_docemb.data.core.document import Document, Section
     from lit_docemb.errors import ConfigError
     from lit_docemb.eval.evaluation import EvaluationContext
     from lit_docemb.eval.matching import ValidationMatching

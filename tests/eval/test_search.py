@@ -8,7 +8,7 @@ import torch
 import torch.nn.functional as F
 from runs import Letters, collate_letters
 
-from lit_docemb.data.document import Document, Section
+from lit_docemb.data.core.document import Document, Section
 from lit_docemb.eval.embedding import embed_documents, embed_sharded, embed_with_ids
 from lit_docemb.eval.search import ExactSearch, FaissSearch, inner_product_space
 

@@ -15,10 +15,10 @@ from corpus_files import write_aan_network, write_google_patents, write_lra, wri
 
 from lit_docemb.commands.cli import main
 from lit_docemb.eval.figures import similarity_heatmaps
-from lit_docemb.data.aan import DocumentPair
-from lit_docemb.data.batches import SectionChunks, TokenBatch
-from lit_docemb.data.document import Document, Section
-from lit_docemb.data.similarity_groups import citation_groups, link_jaccard_groups
+from lit_docemb.data.corpora.aan import DocumentPair
+from lit_docemb.data.core.batches import SectionChunks, TokenBatch
+from lit_docemb.data.core.document import Document, Section
+from lit_docemb.data.corpora.similarity_groups import citation_groups, link_jaccard_groups
 from lit_docemb.losses import CosineSimilarityLoss
 from lit_docemb.methods import CoLDE
 from lit_docemb.methods.colde import similarity_matrices

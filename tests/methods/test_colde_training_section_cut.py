@@ -7,8 +7,8 @@ import pytest
 import torch
 from conftest import _topic_texts
 
-from lit_docemb.data.batches import SectionChunkBatch
-from lit_docemb.data.document import Document, Section
+from lit_docemb.data.core.batches import SectionChunkBatch
+from lit_docemb.data.core.document import Document, Section
 from lit_docemb.errors import BadArgument
 from lit_docemb.methods import CoLDE
 

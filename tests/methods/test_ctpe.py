@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 import torch
 
-from lit_docemb.data.batches import CoupledPairBatch
-from lit_docemb.data.document import Document, Section
+from lit_docemb.data.core.batches import CoupledPairBatch
+from lit_docemb.data.core.document import Document, Section
 from lit_docemb.losses import CoupledMarginLoss
 from lit_docemb.methods import CTPE, TransformerTokens, WordEmbeddings
 from lit_docemb.models.ctpe import ConvTextEncoder, coupled_pair_similarity
@@ -289,7 +289,7 @@ def test_views_from_cached_field_ids_are_the_views_from_text(pos, words, tiny_en
     """Issue 23 item 1: the fields are tokenised once into the Arrow cache; the same seeds give the same batches
     (pairs, partners, sides, skipped counts) from the cached ids as from the documents' text, a document the cache
     lacks read from its text."""
-    from lit_docemb.data.field_cache import FieldRows, FieldTokenCache
+    from lit_docemb.data.caches.field_cache import FieldRows, FieldTokenCache
     from lit_docemb.views.ctpe import CoupledPairCollator, FieldIds, HFTokenIds, PairSplitter
 
     docs = mixed_documents()

@@ -22,8 +22,8 @@ from lit_docemb.augment import DocumentAugmenter, Vocabulary, words_of
 from lit_docemb.augment.specs import PPDB, Antonym, BackTranslation, Uninformative, WordNet
 from lit_docemb.augment.thesaurus import draws_of
 from lit_docemb.commands.cli import main
-from lit_docemb.data.document import Document, Section
-from lit_docemb.data.tokens import document_text
+from lit_docemb.data.core.document import Document, Section
+from lit_docemb.data.core.tokens import document_text
 from lit_docemb.errors import ConfigError
 from lit_docemb.methods import DECA
 from lit_docemb.methods.deca_components import (
@@ -638,7 +638,7 @@ def test_views_from_cached_word_types_are_the_views_from_text(augmentation, tmp_
     from corpus_files import write_ppdb
 
     from lit_docemb.augment.specs import Antonym
-    from lit_docemb.data.field_cache import FieldRows
+    from lit_docemb.data.caches.field_cache import FieldRows
     from lit_docemb.views.deca import WordTypes
 
     docs = topic_documents(20) + [Document("film", sections=[Section("", "A big film, a big car. Not good!")])]

@@ -10,8 +10,8 @@ import torch
 from corpus_files import _write_wikir
 
 from lit_docemb.commands.cli import main
-from lit_docemb.data.document import Document, Section
-from lit_docemb.data.retrieval import RetrievalExample
+from lit_docemb.data.core.document import Document, Section
+from lit_docemb.data.retrieval.datamodule import RetrievalExample
 from lit_docemb.methods import DenseRetrieval, GraphRoBERTa
 
 ROOT = Path(__file__).resolve().parents[2]

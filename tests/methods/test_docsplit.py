@@ -7,10 +7,10 @@ import random
 import pytest
 import torch
 
-from lit_docemb.data.batches import DocumentBatch, ViewPairBatch
-from lit_docemb.data.document import Document, Section, doc_index
-from lit_docemb.data.sentence_cache import SentenceCache
-from lit_docemb.data.text import split_sentences
+from lit_docemb.data.core.batches import DocumentBatch, ViewPairBatch
+from lit_docemb.data.core.document import Document, Section, doc_index
+from lit_docemb.data.caches.sentence_cache import SentenceCache
+from lit_docemb.data.core.text import split_sentences
 from lit_docemb.methods.docsplit import DocSplit
 from lit_docemb.views.docsplit import draw_views
 

@@ -8,9 +8,9 @@ import pytest
 import torch
 
 from lit_docemb.export.forms import ExportError, exporter
-from lit_docemb.data.batches import DocumentSentencesBatch
-from lit_docemb.data.document import Document, Section
-from lit_docemb.data.text import split_sentences
+from lit_docemb.data.core.batches import DocumentSentencesBatch
+from lit_docemb.data.core.document import Document, Section
+from lit_docemb.data.core.text import split_sentences
 from lit_docemb.errors import BadArgument
 from lit_docemb.eval.embedding import embed_documents
 from lit_docemb.methods.docsplit import DocSplit

@@ -23,8 +23,8 @@ from torch import Tensor, nn
 from torch.distributed.algorithms.ddp_comm_hooks.default_hooks import allreduce_hook
 from torch.nn.parallel import DistributedDataParallel
 
-from lit_docemb.data.batches import TokenBatch
-from lit_docemb.data.tokens import split_rows_by_token_budget, split_token_batch
+from lit_docemb.data.core.batches import TokenBatch
+from lit_docemb.data.core.tokens import split_rows_by_token_budget, split_token_batch
 from lit_docemb.losses import InfoNCELoss
 from lit_docemb.methods import grad_cache
 from lit_docemb.methods.grad_cache import grad_cache_step

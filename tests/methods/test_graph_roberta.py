@@ -12,10 +12,10 @@ import torch
 
 from lit_docemb.commands.cli import main
 from lit_docemb.eval.figures import attention_heatmap
-from lit_docemb.data.batches import PassageGraphBatch, TokenBatch
-from lit_docemb.data.document import Document, Section
-from lit_docemb.data.passage_cache import TokenizedPassages
-from lit_docemb.data.text import chunk_passages
+from lit_docemb.data.core.batches import PassageGraphBatch, TokenBatch
+from lit_docemb.data.core.document import Document, Section
+from lit_docemb.data.caches.passage_cache import TokenizedPassages
+from lit_docemb.data.core.text import chunk_passages
 from lit_docemb.methods import GraphRoBERTa, LinearWarmupDecay
 from lit_docemb.models.graph_document import (
     GraphDocumentEncoder,

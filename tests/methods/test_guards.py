@@ -9,7 +9,7 @@ import pytest
 import torch
 from lightning.pytorch.callbacks import Callback
 
-from lit_docemb.data.jsonl import JSONLDataModule
+from lit_docemb.data.corpora.jsonl import JSONLDataModule
 from lit_docemb.methods import guards
 from lit_docemb.methods.docsplit import DocSplit
 from lit_docemb.methods.guards import NonFiniteGuard

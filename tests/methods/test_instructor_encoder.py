@@ -18,7 +18,7 @@ import torch
 import torch.nn.functional as F
 from corpus_files import write_instructor_folder
 
-from lit_docemb.data.document import Document, Section
+from lit_docemb.data.core.document import Document, Section
 from lit_docemb.errors import BadArgument, ConfigError
 from lit_docemb.methods import DocSplit
 from lit_docemb.models.encoder import HFEncoder

@@ -8,8 +8,8 @@ import pytest
 import torch
 from transformers import AutoModelForMaskedLM
 
-from lit_docemb.data.batches import MaskedTokenBatch
-from lit_docemb.data.document import Document, Section
+from lit_docemb.data.core.batches import MaskedTokenBatch
+from lit_docemb.data.core.document import Document, Section
 from lit_docemb.errors import BadArgument
 from lit_docemb.eval.embedding import embed_documents
 from lit_docemb.methods import MaskedLanguageModelling

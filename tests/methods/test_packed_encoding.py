@@ -24,7 +24,7 @@ from transformers import (
 )
 
 from lit_docemb.commands.cli import main
-from lit_docemb.data.document import Document, Section
+from lit_docemb.data.core.document import Document, Section
 from lit_docemb.errors import BadArgument
 from lit_docemb.models import HFEncoder, tokenizer_and_encoder
 from lit_docemb.models.packing import PackedLayout, use_varlen_kernel

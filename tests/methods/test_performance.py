@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from lit_docemb.data.batches import TokenBatch
+from lit_docemb.data.core.batches import TokenBatch
 from lit_docemb.methods.guards import all_finite, finite_by_max_norm, finite_on_device
 
 
@@ -33,7 +33,7 @@ def test_all_finite_agrees_with_an_elementwise_check(dtype):
 
 
 def test_length_bucketed_passages_give_the_same_document_embeddings_and_gradients(no_dropout_encoder_dir):
-    from lit_docemb.data.document import Document, Section
+    from lit_docemb.data.core.document import Document, Section
     from lit_docemb.methods import GraphRoBERTa
 
     torch.manual_seed(0)
@@ -60,7 +60,7 @@ def test_length_bucketed_passages_give_the_same_document_embeddings_and_gradient
 
 
 def test_bucketed_sub_batches_pad_less():
-    from lit_docemb.data.tokens import split_token_batch
+    from lit_docemb.data.core.tokens import split_token_batch
 
     mask = torch.zeros(12, 40, dtype=torch.long)
     for row, length in enumerate([40, 3, 5, 38, 4, 6, 39, 2, 5, 37, 4, 3]):

@@ -10,7 +10,7 @@ from conftest import _topic_texts
 
 from lit_docemb.commands.cli import main
 from lit_docemb.data import JSONLDataModule
-from lit_docemb.data.document import Document, Section
+from lit_docemb.data.core.document import Document, Section
 from lit_docemb.errors import ConfigError
 from lit_docemb.methods import DECA, CoLDE, DocSplit, GraphRoBERTa
 from lit_docemb.methods.retention import Retention, choose_alpha, interpolated_state, parameter_groups

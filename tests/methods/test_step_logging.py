@@ -13,7 +13,7 @@ import torch
 from lightning.pytorch.callbacks import TQDMProgressBar
 from lightning.pytorch.loggers import CSVLogger
 
-from lit_docemb.data.jsonl import JSONLDataModule
+from lit_docemb.data.corpora.jsonl import JSONLDataModule
 from lit_docemb.methods.docsplit import DocSplit
 from lit_docemb.methods.progress import RateProgressBar
 

@@ -10,7 +10,7 @@ import torch
 from lightning.pytorch.callbacks import Callback
 
 from lit_docemb.commands.cli import DocEmbCLI
-from lit_docemb.data.batches import (
+from lit_docemb.data.core.batches import (
     Doc2VecCPairBatch,
     MaskedTokenBatch,
     PassageGraphBatch,

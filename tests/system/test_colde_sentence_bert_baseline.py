@@ -19,7 +19,7 @@ from test_journeys import merged
 
 from lit_docemb.commands.cli import DocEmbCLI, main
 from lit_docemb.commands.evaluate import main as evaluate_main
-from lit_docemb.data.tokens import document_text
+from lit_docemb.data.core.tokens import document_text
 from lit_docemb.eval.matching import best_threshold, binary_metrics, dataset_pairs
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -26,8 +26,8 @@ import numpy as np
 import pytest
 import torch
 
-from lit_docemb.data.document import Document, Section
-from lit_docemb.data.sampling import (
+from lit_docemb.data.core.document import Document, Section
+from lit_docemb.data.core.sampling import (
     DistributedBatchSampler,
     ResumableLoader,
     seeded_random_state,

@@ -20,7 +20,7 @@ import torch
 from lightning.pytorch.strategies import DeepSpeedStrategy
 
 from lit_docemb.commands.cli import main
-from lit_docemb.data.document import Document, Section
+from lit_docemb.data.core.document import Document, Section
 from lit_docemb.methods.docsplit import DocSplit
 
 TOLERANCE = 1e-5

@@ -2,7 +2,7 @@
 the section cache follows the corpus (labels included) and the tokenizer.
 
 The reference below is the collator CoLDE shipped before its section cache: tokenize every section of the batch's
-documents, group the section token lists, cut windows with :func:`~lit_docemb.data.text.token_windows` and pad.
+documents, group the section token lists, cut windows with :func:`~lit_docemb.data.core.text.token_windows` and pad.
 """
 
 from __future__ import annotations
@@ -16,14 +16,14 @@ import pytest
 import torch
 from transformers import AutoTokenizer
 
-from lit_docemb.data import section_cache
-from lit_docemb.data.aan import DocumentPair
-from lit_docemb.data.batches import SectionChunkBatch
-from lit_docemb.data.document import Document, Section, doc_index
-from lit_docemb.data.passage_cache import corpus_fingerprint
-from lit_docemb.data.section_cache import SectionCache
-from lit_docemb.data.text import token_windows
-from lit_docemb.data.tokens import pad_ids, special_tokens
+from lit_docemb.data.caches import section_cache
+from lit_docemb.data.corpora.aan import DocumentPair
+from lit_docemb.data.core.batches import SectionChunkBatch
+from lit_docemb.data.core.document import Document, Section, doc_index
+from lit_docemb.data.caches.passage_cache import corpus_fingerprint
+from lit_docemb.data.caches.section_cache import SectionCache
+from lit_docemb.data.core.text import token_windows
+from lit_docemb.data.core.tokens import pad_ids, special_tokens
 from lit_docemb.views.colde import PredictCollator, SectionChunkCollator, group_sections
 
 datasets.disable_progress_bars()
@@ -162,7 +162,7 @@ def test_section_cache_reopens_without_tokenizing_and_follows_corpus_labels_and_
 
 
 def test_grouped_documents_key_the_cache_by_their_corpus_rows_and_labels(documents):
-    from lit_docemb.data.similarity_groups import GroupedDocuments
+    from lit_docemb.data.corpora.similarity_groups import GroupedDocuments
 
     class Fingerprinted(list):
         fingerprint = "corpus-table"

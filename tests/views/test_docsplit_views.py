@@ -19,11 +19,11 @@ import torch
 from corpus_files import byte_level_bpe
 from transformers import AutoTokenizer
 
-from lit_docemb.data.batches import TokenBatch, ViewPairBatch
-from lit_docemb.data.document import Document, Section, doc_index
-from lit_docemb.data.sentence_cache import SECTION_CHARS_PER_TOKEN, SentenceCache
-from lit_docemb.data.text import split_sentences, split_views
-from lit_docemb.data.tokens import CHARS_PER_TOKEN, has_content, mask_tokens, tokenize
+from lit_docemb.data.core.batches import TokenBatch, ViewPairBatch
+from lit_docemb.data.core.document import Document, Section, doc_index
+from lit_docemb.data.caches.sentence_cache import SECTION_CHARS_PER_TOKEN, SentenceCache
+from lit_docemb.data.core.text import split_sentences, split_views
+from lit_docemb.data.core.tokens import CHARS_PER_TOKEN, has_content, mask_tokens, tokenize
 from lit_docemb.views.docsplit import SentenceSplitCollator, WholeDocumentCollator
 from lit_docemb.views.common import DocumentCollator
 

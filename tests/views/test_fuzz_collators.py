@@ -28,12 +28,12 @@ import torch
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from lit_docemb.data.document import Document, Section
-from lit_docemb.data.passage_cache import PassageCache, TokenizedPassages
-from lit_docemb.data.reading import ReadContext
-from lit_docemb.data.text import chunk_passages, split_sentences
-from lit_docemb.data.wikipedia_formats import split_plain_text_sections
-from lit_docemb.data.wikir import wikir_sections
+from lit_docemb.data.core.document import Document, Section
+from lit_docemb.data.caches.passage_cache import PassageCache, TokenizedPassages
+from lit_docemb.data.core.reading import ReadContext
+from lit_docemb.data.core.text import chunk_passages, split_sentences
+from lit_docemb.data.corpora.wikipedia_formats import split_plain_text_sections
+from lit_docemb.data.corpora.wikir import wikir_sections
 
 EXAMPLES = int(os.environ.get("LIT_DOCEMB_FUZZ_EXAMPLES", "40"))
 settings.register_profile("fuzz", max_examples=EXAMPLES, deadline=None,
@@ -172,7 +172,7 @@ def test_wikir_sections_are_never_empty(text: str) -> None:
 @given(with_surrogates)
 @example("Title\n=====\n\n.. image:: x\n   :alt: y\n\nBody::\n\n   code\n\n# Not md\n")
 def test_markdown_and_rst_sections_never_raise(text: str) -> None:
-    from lit_docemb.data.installed_docs import (
+    from lit_docemb.data.corpora.installed_docs import (
         build_sections,
         markdown_sections,
         rst_sections,
@@ -190,7 +190,7 @@ def test_markdown_and_rst_sections_never_raise(text: str) -> None:
 @example(huge_batch(HUGE[3]), True).via("million characters of short sentences")
 @example([Document("ctl", "", [Section("", "\x01\x02 \x03\x04")])], True).via("words the tokenizer removes")
 def test_docsplit_views(tokenizer, docs: list[Document], deterministic: bool) -> None:
-    from lit_docemb.data.sentence_cache import SentenceCache
+    from lit_docemb.data.caches.sentence_cache import SentenceCache
     from lit_docemb.views.docsplit import SentenceSplitCollator, WholeDocumentCollator
 
     cache = SentenceCache(tokenizer, 32)
@@ -374,7 +374,7 @@ def test_colde_section_chunks(tokenizer, docs, num_sections, max_chunks, chunk_p
 
 
 def test_colde_a_million_characters_keep_the_chunks_its_table_embeds(tokenizer) -> None:
-    from lit_docemb.data.text import token_windows
+    from lit_docemb.data.core.text import token_windows
     from lit_docemb.views.colde import SectionChunkCollator, split_sections
 
     docs = huge_batch(HUGE[1])
@@ -452,8 +452,8 @@ def test_classifier_batches(tokenizer, docs, labels) -> None:
 @example([("q", "strong car")], huge_batch(HUGE[3]), 1).via("million-character positive")
 def test_dense_retrieval_batches_from_the_queries_file(tmp_path_factory, tokenizer, lines, docs, k) -> None:
     """Query lines as a TSV file through the reader, then (query, positive, negatives) through the collator."""
-    from lit_docemb.data.retrieval import RetrievalExample
-    from lit_docemb.data.trec import read_queries
+    from lit_docemb.data.retrieval.datamodule import RetrievalExample
+    from lit_docemb.data.retrieval.trec import read_queries
     from lit_docemb.views.common import DocumentCollator
     from lit_docemb.views.dense_retrieval import QueryDocumentCollator
 
@@ -494,7 +494,7 @@ records = st.one_of(
 def test_jsonl_reader_keeps_or_counts_every_line(tmp_path_factory, tokenizer, lines) -> None:
     """Any line of a JSONL corpus is a document whose fields are strings, or a counted malformed record; the
     documents then go through a DocSplit batch."""
-    from lit_docemb.data.jsonl import read_jsonl
+    from lit_docemb.data.corpora.jsonl import read_jsonl
     from lit_docemb.views.docsplit import SentenceSplitCollator
 
     path = tmp_path_factory.mktemp("jsonl") / "docs.jsonl"
@@ -518,7 +518,7 @@ def test_jsonl_reader_keeps_or_counts_every_line(tmp_path_factory, tokenizer, li
         assert doc.label is None or isinstance(doc.label, str)
         assert isinstance(doc.metadata, dict)
         doc.text.encode("utf-8")  # no lone surrogate from a "\ud800" escape reaches the pipeline
-    from lit_docemb.data.sentence_cache import SentenceCache
+    from lit_docemb.data.caches.sentence_cache import SentenceCache
 
     batch = SentenceSplitCollator(SentenceCache(tokenizer, 32), 0.0, True)(_distinct_ids(docs))
     assert len(batch) + batch.skipped == len(docs)

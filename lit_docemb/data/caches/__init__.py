@@ -1,0 +1,1 @@
+"""Per-method caches on disk: passages, sentences, sections and fields tokenized once per corpus × tokenizer."""

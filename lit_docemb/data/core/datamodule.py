@@ -1,0 +1,305 @@
+"""Shared LightningDataModule for document corpora.
+
+A corpus DataModule only says how to read its documents (:meth:`DocumentDataModule.load_documents`); this
+base splits them into train/validation by a stable hash of the document id (independent of order and size,
+so the same document is always held out), drops empty documents with a count, and builds the dataloaders.
+The *method* decides what a batch is, and says so with one explicit call, :meth:`DocumentDataModule.connect`:
+its collator factory (``collator(stage)``), and, for a method that reads tokenized passages rather than documents
+(hierarchical encoders), a :class:`~lit_docemb.data.caches.passage_cache.PassageCache` built with its tokenizer. Every
+lit_docemb method makes that call in its ``setup`` (Lightning runs it after the DataModule's ``setup``); code
+that uses a DataModule's loaders without a Trainer calls it itself. With a passage cache, the cache is opened
+over the corpus (splitting and tokenizing once, on the first run) and the collator receives
+:class:`~lit_docemb.data.caches.passage_cache.TokenizedPassages`, in the same splits and order.
+
+Training, validation and test batches come from a :class:`~lit_docemb.data.core.sampling.ResumableLoader`: under
+DDP every rank gets as many batches as the others (no hang on an uneven tail), every document is seen once per
+epoch (no padding duplicates), the training order is reshuffled every epoch from (seed, epoch), and a run
+resumed from a mid-epoch checkpoint continues with the next unseen batch. See ``sampling.py`` for why
+map-style datasets over memory-mapped Arrow tables are how this scales.
+"""
+
+from __future__ import annotations
+
+import bisect
+import hashlib
+import json
+import logging
+import os
+from abc import ABC, abstractmethod
+from collections import Counter
+from collections.abc import Callable, Sequence
+from typing import Any, Literal
+
+import lightning as L
+import numpy as np
+import torch
+from torch.utils.data import ConcatDataset, DataLoader, Dataset
+
+from lit_docemb.data.core.batch_buffer import to_device_in_one_copy
+from lit_docemb.data.core.document import Document
+from lit_docemb.data.caches.passage_cache import PassageCache
+from lit_docemb.data.core.reading import READ_COUNT_KEYS, reading_summary
+from lit_docemb.data.core.sampling import DistributedBatchSampler, ResumableLoader
+from lit_docemb.errors import ConfigError, require
+
+log = logging.getLogger(__name__)
+
+Collator = Callable[[list[Document]], Any]
+
+STATS_FILE = "data_stats.json"  # what a run read and skipped, in its run folder
+
+
+def stable_fraction(doc_id: str, seed: int = 0) -> float:
+    """Maps a document id to [0, 1) deterministically across processes, machines and Python versions."""
+    digest = hashlib.blake2b(f"{seed}:{doc_id}".encode(), digest_size=8).digest()
+    return int.from_bytes(digest, "big") / 2**64
+
+
+class DocumentDataset(Dataset):
+    """A map-style dataset over a sequence of documents (a list, or a lazily indexed corpus), or of any items
+    aligned with them (their cached tokenized passages).
+
+    The indices are one numpy array (8 bytes a document), not a list of Python ints: forked dataloader
+    workers would copy a list page by page as they touch its reference counts.
+    """
+
+    def __init__(self, documents: Sequence[Document], indices: Sequence[int] | np.ndarray | None = None) -> None:
+        self.documents = documents
+        self.indices = np.arange(len(documents)) if indices is None else np.asarray(indices, dtype=np.int64)
+
+    def __len__(self) -> int:
+        return len(self.indices)
+
+    def __getitem__(self, i: int) -> Document:
+        return self.documents[int(self.indices[i])]
+
+    def __getitems__(self, rows: Sequence[int]) -> list:
+        """The items at ``rows``, in one read where the documents support it (an Arrow-backed corpus)."""
+        indices = self.indices[np.asarray(rows, dtype=np.int64)]
+        if hasattr(self.documents, "__getitems__"):
+            return self.documents.__getitems__(indices.tolist())
+        return [self.documents[int(i)] for i in indices]
+
+
+class ConcatDocuments(ConcatDataset):
+    """Splits served as one dataset (``fit_on: all``) whose batched read asks each split for its rows at once
+    (torch's ``ConcatDataset`` reads item by item, one Arrow row at a time)."""
+
+    def __getitems__(self, indices: Sequence[int]) -> list:
+        out: list = [None] * len(indices)
+        by_part: dict[int, list[tuple[int, int]]] = {}
+        for position, index in enumerate(indices):
+            part = bisect.bisect_right(self.cumulative_sizes, index)
+            by_part.setdefault(part, []).append((position, index - (self.cumulative_sizes[part - 1] if part else 0)))
+        for part, rows in by_part.items():
+            dataset = self.datasets[part]
+            read = getattr(dataset, "__getitems__", None)
+            items = read([row for _, row in rows]) if read is not None else [dataset[row] for _, row in rows]
+            for (position, _), item in zip(rows, items, strict=True):
+                out[position] = item
+        return out
+
+
+def documents_at(dataset, rows: Sequence[int], corpus: Sequence[Document] | None = None) -> list[Document]:
+    """The documents at ``rows`` of a split: its items, or, where a method's cache has replaced them by cached rows
+    (Graph-RoBERTa's passages, DocSplit's sentences, CoLDE's sections), the documents of ``corpus`` (the
+    DataModule's ``documents``, which the split's indices index) behind them."""
+    rows = list(rows)
+    if rows and corpus is not None and hasattr(dataset, "indices") and not isinstance(dataset[rows[0]], Document):
+        return [corpus[int(dataset.indices[i])] for i in rows]
+    return [dataset[i] for i in rows]
+
+
+class DocumentDataModule(L.LightningDataModule, ABC):
+    """Base class of every corpus DataModule.
+
+    Args:
+        batch_size: Documents per batch and per device.
+        num_workers: Dataloader worker processes (view building and tokenisation run there).
+        val_fraction: Share of documents held out for validation, chosen by a hash of the id.
+        max_val_documents: Upper bound on held-out documents (evaluation cost stays bounded on huge corpora).
+        seed: Seed of the train/validation split and of the training order (a new permutation every epoch,
+            a function of seed and epoch; a resumed run keeps the seed its checkpoint was trained with).
+        max_documents: Read at most this many documents (quick experiments); ``None`` reads all.
+        predict_split: Documents that ``predict`` embeds: the held-out ``"val"`` set or ``"all"``.
+        drop_last: Drop an epoch's last global step when it holds fewer than ``batch_size`` documents per
+            device. By default every training document is seen once per epoch, and the last batch may be
+            smaller, even empty on some devices (collators and losses must accept an empty batch).
+    """
+
+    def __init__(
+        self,
+        batch_size: int = 16,
+        num_workers: int = 2,
+        val_fraction: float = 0.01,
+        max_val_documents: int | None = 10_000,
+        seed: int = 0,
+        max_documents: int | None = None,
+        predict_split: Literal["val", "all"] = "all",
+        drop_last: bool = False,
+    ) -> None:
+        super().__init__()
+        require(batch_size >= 1, "batch_size", ">= 1 (documents per batch and device)", batch_size)
+        require(num_workers >= 0, "num_workers", ">= 0 (0 reads in the main process)", num_workers)
+        require(0.0 <= val_fraction < 1.0, "val_fraction", "in [0, 1)", val_fraction)
+        require(max_val_documents is None or max_val_documents >= 0, "max_val_documents", ">= 0 or null",
+                max_val_documents)
+        require(max_documents is None or max_documents >= 1, "max_documents", ">= 1 or null", max_documents)
+        self.batch_size = batch_size
+        self.num_workers = num_workers
+        self.val_fraction = val_fraction
+        self.max_val_documents = max_val_documents
+        self.seed = seed
+        self.max_documents = max_documents
+        self.predict_split = predict_split
+        self.drop_last = drop_last
+        self.all_set: DocumentDataset | None = None
+        self.collate_fn: Collator | dict[str, Collator] | None = None  # set directly: wins over connect's
+        self.collator_factory: Callable[[str], Collator] | None = None
+        self.passage_cache: PassageCache | None = None
+        self.documents: Sequence[Document] | None = None  # the corpus the datasets index (after setup)
+        self.stats: Counter = Counter()
+        self.data_stats: dict[str, Any] = {}
+        #: The run folder that ``data_stats.json`` goes to; the CLI sets it to ``trainer.default_root_dir``.
+        self.stats_dir: str | None = None
+        self.train_set: DocumentDataset | None = None
+        self.val_set: DocumentDataset | None = None
+
+    def config_paths(self) -> dict[str, tuple[str | list[str] | None, str]]:
+        """The init arguments that name local files or folders which must exist: argument name → (its value, what
+        it should point at). A subclass adds its own; an argument that may also be a hub name is listed only when
+        it looks like a local path."""
+        return {}
+
+    def prepare_data(self) -> None:
+        """Checks :meth:`config_paths` before anything is read, so that a missing path fails the run before its
+        first step with one message naming the config key."""
+        for key, (value, what) in self.config_paths().items():
+            paths = [] if value is None else [value] if isinstance(value, str | os.PathLike) else value
+            for path in paths:
+                if not os.path.exists(os.path.expanduser(path)):
+                    raise ConfigError(f"data.init_args.{key}: {str(path)!r} does not exist; set it to {what} "
+                                      f"(layout: python -m lit_docemb fit --data.help {type(self).__name__})")
+
+    @abstractmethod
+    def load_documents(self) -> Sequence[Document]:
+        """Returns the corpus as an indexable sequence of documents (a list or a lazily indexed corpus)."""
+
+    def setup(self, stage: str | None = None) -> None:
+        if self.train_set is not None:
+            return
+        documents = self.load_documents()
+        if self.max_documents is not None:
+            documents = documents[: self.max_documents]
+        ids = self._usable_ids(documents)
+        usable = np.fromiter((doc_id is not None for doc_id in ids), dtype=bool, count=len(ids))
+        held_out = np.fromiter((doc_id is not None and stable_fraction(doc_id, self.seed) < self.val_fraction
+                                for doc_id in ids), dtype=bool, count=len(ids))
+        train, val = np.flatnonzero(usable & ~held_out), np.flatnonzero(held_out)
+        if self.max_val_documents is not None:
+            val = val[: self.max_val_documents]
+        if not len(train):
+            raise ValueError(f"{type(self).__name__}: no non-empty training documents (read {len(documents)})")
+        self.documents = documents
+        self.train_set, self.val_set = DocumentDataset(documents, train), DocumentDataset(documents, val)
+        self.all_set = DocumentDataset(documents, np.sort(np.concatenate([train, val])))
+        self._open_passages()
+        splits = {"train": len(train), "validation": len(val)}
+        self.report_reading("documents", int(usable.sum()), splits, self.stats)
+
+    def report_reading(self, part: str, documents_read: int, splits: dict[str, int], skipped: Counter) -> None:
+        """Makes a read visible, cached or not: one WARNING line (documents read and kept, per split, skipped by
+        reason: a skipped record is in no count but its reason's), and, when the DataModule runs in a trainer,
+        ``<stats_dir>/data_stats.json`` (rank 0, when a run folder was set as ``stats_dir``, as the CLI does; every
+        part read so far, under ``part``) and a
+        ``data_stats`` hyper-parameter of each of the trainer's loggers."""
+        skipped = {reason: int(n) for reason, n in sorted(skipped.items()) if n and reason not in READ_COUNT_KEYS}
+        self.data_stats[part] = {"documents_read": int(documents_read), **{k: int(v) for k, v in splits.items()},
+                                 "skipped": skipped}
+        log.warning(reading_summary(f"{type(self).__name__} {part}", documents_read, splits, skipped))
+        trainer = self.trainer
+        if trainer is None:
+            return
+        report = {"corpus": type(self).__name__, **self.data_stats}
+        for logger in trainer.loggers:
+            logger.log_hyperparams({"data_stats": report})
+        root = self.stats_dir
+        if trainer.is_global_zero and root and "://" not in str(root):
+            os.makedirs(root, exist_ok=True)
+            with open(os.path.join(root, STATS_FILE), "w", encoding="utf-8") as f:
+                f.write(json.dumps(report, indent=2) + "\n")
+
+    def connect(self, collator: Callable[[str], Collator], passage_cache: PassageCache | None = None) -> None:
+        """Wires the method in: its collators, and where it reads passages, its passage cache.
+
+        Args:
+            collator: The method's collator factory: stage (``"fit"``, ``"validate"``, ``"predict"``) → the
+                function turning a list of dataset items into a batch (run in dataloader workers).
+            passage_cache: The method's passage cache: the datasets then hold each document's
+                :class:`~lit_docemb.data.caches.passage_cache.TokenizedPassages` (opened now if ``setup`` already ran,
+                else by ``setup``); ``None``: the datasets hold the documents.
+        """
+        self.collator_factory = collator
+        if passage_cache is not self.passage_cache:
+            self.passage_cache = passage_cache
+            self._open_passages()
+
+    def _open_passages(self) -> None:
+        """Points the datasets of ``setup`` at the documents, or at their cached passages (same rows)."""
+        if self.documents is None:
+            return
+        items = self.documents if self.passage_cache is None else self.passage_cache.open(self.documents)
+        for dataset in (self.train_set, self.val_set, self.all_set):
+            dataset.documents = items
+
+    def _usable_ids(self, documents: Sequence[Document]) -> list[str | None]:
+        """Ids of the documents, ``None`` for empty ones (counted). Lazy corpora expose an ``ids`` column, read
+        without converting every row; their empty documents are counted later, by the method's collator."""
+        ids = getattr(documents, "ids", None)
+        if ids is not None:
+            return ids
+        usable = []
+        for doc in documents:
+            if doc.is_empty():
+                self.stats["empty_document"] += 1
+            usable.append(None if doc.is_empty() else doc.id)
+        return usable
+
+    def _collator(self, stage: str) -> Collator:
+        if self.collate_fn is not None:
+            return self.collate_fn[stage] if isinstance(self.collate_fn, dict) else self.collate_fn
+        if self.collator_factory is None:
+            raise RuntimeError(f"{type(self).__name__} needs a collator: call datamodule.connect(method.collator) "
+                               "before asking for a dataloader (a lit_docemb method does it in its setup when a "
+                               "Trainer runs it), or set datamodule.collate_fn")
+        return self.collator_factory(stage)
+
+    def _loader(self, dataset: DocumentDataset, stage: str, shuffle: bool) -> ResumableLoader:
+        """Every document of ``dataset`` once, the same number of batches on every rank."""
+        sampler = DistributedBatchSampler(len(dataset), self.batch_size, shuffle=shuffle, seed=self.seed,
+                                          drop_last=self.drop_last and stage == "fit")
+        return ResumableLoader(dataset, sampler, collate_fn=self._collator(stage), num_workers=self.num_workers,
+                               persistent_workers=stage == "fit")
+
+    def transfer_batch_to_device(self, batch: Any, device: torch.device, dataloader_idx: int) -> Any:
+        """A batch whose tensors view one buffer (a worker's, :mod:`lit_docemb.data.core.batch_buffer`) reaches the
+        device in one copy; any other batch moves as Lightning moves it. (Here rather than in the methods: Lightning
+        warns when a module overrides this hook and a DataModule is passed.)"""
+        moved = to_device_in_one_copy(batch, device, non_blocking=device.type == "cuda")
+        return super().transfer_batch_to_device(batch, device, dataloader_idx) if moved is None else moved
+
+    def train_dataloader(self) -> ResumableLoader:
+        return self._loader(self.train_set, "fit", shuffle=True)
+
+    def val_dataloader(self) -> ResumableLoader:
+        return self._loader(self.val_set, "validate", shuffle=False)
+
+    def test_dataloader(self) -> ResumableLoader:
+        return self._loader(self.val_set, "validate", shuffle=False)
+
+    def predict_dataloader(self) -> DataLoader:
+        """A plain DataLoader: under DDP Lightning shards it without repeats (``UnrepeatedDistributedSampler``)
+        and keeps track of each prediction's index."""
+        dataset = self.all_set if self.predict_split == "all" else self.val_set
+        return DataLoader(dataset, batch_size=self.batch_size, num_workers=self.num_workers,
+                          collate_fn=self._collator("predict"))

@@ -1,0 +1,487 @@
+"""Any labelled text-classification set: Hugging Face datasets, CSV/TSV/JSON-lines files or one folder per class."""
+
+from __future__ import annotations
+
+import logging
+from collections import Counter
+from pathlib import Path
+from typing import Literal
+
+import numpy as np
+
+from lit_docemb.data.core.arrow import ArrowDocuments
+from lit_docemb.data.core.datamodule import ConcatDocuments, DocumentDataModule, DocumentDataset, stable_fraction
+from lit_docemb.data.corpora.labelled_formats import (
+    hyperpartisan_ground_truth_path,
+    iter_class_folders,
+    iter_hf_labelled,
+    iter_labelled_table,
+    iter_rt_polarity,
+    iter_semeval_hyperpartisan,
+    iter_text_gcn,
+    read_hyperpartisan_splits,
+    table_format_of,
+    text_gcn_corpus,
+)
+from lit_docemb.data.corpora.nyt_annotated import LABEL_FIELDS, iter_nyt_annotated
+from lit_docemb.data.core.reading import (ReadContext, cached_documents, load_hf_splits,
+                                          looks_like_local_path, require_path)
+from lit_docemb.errors import ConfigError, require
+
+log = logging.getLogger(__name__)
+
+LAYOUT = """\
+  a Hugging Face dataset name (e.g. SetFit/20_newsgroups, stanfordnlp/imdb, ccdv/arxiv-classification), a
+  save_to_disk folder, or a folder of parquet files; or
+  <file>.csv | .tsv | .jsonl (optionally .gz/.bz2/.xz): one document per record; or
+  <folder>/{train,test}.csv|.tsv|.jsonl, or <folder>/{train,test}/<label>/<document file>; or
+  <folder>/<label>/<document file> (no test split); or
+  source_format text_gcn: Yao et al.'s <data>/<name>.txt (<document name><TAB><train|test><TAB><label> a line) with
+  <data>/corpus/<name>.clean.txt (or <name>.txt, text_gcn_corpus: raw), line for line; or
+  source_format rt_polarity: a folder holding rt-polarity.pos and rt-polarity.neg (no test split); or
+  source_format semeval_hyperpartisan: SemEval-2019 task 4's articles-<part>.xml, its ground-truth-<part>.xml beside
+  it, and optionally Longformer's hp-splits.json (splits_file); or
+  source_format nyt_annotated: LDC2008T19's nyt_corpus folder, data/<year>/<month>.tgz archives of
+  <month>/<day>/<id>.xml NITF articles (no test split)"""
+
+
+class LabelledTextDataModule(DocumentDataModule):
+    """Documents with string labels for classification probes and supervised training.
+
+    Where users get the sets: the Hugging Face hub (20 Newsgroups ``SetFit/20_newsgroups``, IMDB
+    ``stanfordnlp/imdb``, BBC News ``SetFit/bbc-news``, arXiv-11 ``ccdv/arxiv-classification``, R8/R52/Ohsumed/MR
+    in several community conversions) or the original archives, which are folder-per-class
+    (``20news-bydate-train/<newsgroup>/<n>``, ``aclImdb/train/{neg,pos}/*.txt``, ``bbc/<topic>/*.txt``).
+    ``source`` is one of:
+
+    * a Hugging Face dataset name, a ``save_to_disk`` folder, or a folder of parquet/arrow files;
+    * a ``.csv`` / ``.tsv`` / ``.jsonl`` file (optionally ``.gz``/``.bz2``/``.xz``), one document per record;
+    * a folder holding ``train.<ext>`` and ``test.<ext>`` tables, or ``train/`` and ``test/`` class-folder trees
+      (the names are ``train_split`` / ``test_split``);
+    * a folder ``<label>/<document file>`` (no test split);
+    * with ``source_format: text_gcn``, the list file ``<data>/<name>.txt`` of Yao et al.'s text_gcn repository
+      (R8, R52, mr, ohsumed, 20ng: ``<document name>\t<train|test>\t<label>`` a line), its text read line for line
+      from ``<data>/corpus/<name>.clean.txt`` (``text_gcn_corpus``); the splits are the list's (a split field
+      containing ``train_split`` / ``test_split``, as text_gcn reads it);
+    * with ``source_format: rt_polarity``, the folder of ``rt-polarity.pos`` / ``rt-polarity.neg`` (Pang and Lee's
+      sentence polarity release, Latin-1: ``encoding: latin-1``; no test split);
+    * with ``source_format: semeval_hyperpartisan``, the articles file of the SemEval-2019 task 4 release
+      (Hyperpartisan News Detection, Zenodo record 1489920: ``articles-training-byarticle-20181122.xml``), read with
+      the ground-truth file beside it (:func:`~lit_docemb.data.corpora.labelled_formats.iter_semeval_hyperpartisan`). With
+      ``splits_file`` (Longformer's ``hp-splits.json``: ``train`` / ``dev`` / ``test``, 516 / 64 / 65 articles),
+      ``train_split``, ``val_split`` and ``test_split`` name its splits; without, the file is the training split
+      and ``test_source`` may name the release's test articles (``articles-test-byarticle-20181207.xml``);
+    * with ``source_format: nyt_annotated``, the New York Times Annotated Corpus as LDC ships it (LDC2008T19's
+      ``nyt_corpus`` folder: ``data/<year>/<month>.tgz`` archives of NITF articles), each article labelled by the
+      topic its ``label_column`` field gives (``topics``;
+      :func:`~lit_docemb.data.corpora.nyt_annotated.iter_nyt_annotated`); no test split (``test_fraction``).
+
+    A test split is read when the source has one (``test_split``; a hub split, a ``test`` file or folder beside
+    ``train``, or ``test_source``); it is served by ``test_dataloader``, and validation documents are held out
+    of the training split by id hash. Ids: ``id_column`` if given, else ``"<split>:<row>"`` (hub),
+    ``"<file name>:<line>"`` (tables) or ``"<split>/<label>/<file>"`` (folders). Bad records are skipped and
+    counted (see :mod:`lit_docemb.data.core.reading`).
+
+    Args:
+        source: One of the sources listed above.
+        source_format: ``"auto"`` (by what ``source`` is), ``"hf"``, ``"csv"``, ``"tsv"``, ``"jsonl"``,
+            ``"folders"``, ``"text_gcn"``, ``"rt_polarity"``, ``"semeval_hyperpartisan"`` or ``"nyt_annotated"``.
+        subset: Configuration name of a hub dataset.
+        train_split: Split (hub) or file / folder name (local) of the training documents.
+        test_split: Same for the test documents; ``None`` reads no test split.
+        val_split: Same for published validation documents (Hyperpartisan's ``dev``, from Longformer's
+            ``hp-splits.json``); ``None`` holds validation out of the training split by id hash
+            (``val_fraction``), which must then be 0.
+        test_source: A local test file or folder elsewhere (overrides ``test_split`` for local sources).
+        text_column: Column of the text, or several columns, each becoming a section headed by its name.
+        label_column: Column of the label; ``None`` reads unlabelled text. ``source_format: nyt_annotated``: the
+            article field the topics are read from, ``"online_sections"``, ``"taxonomic_classifier"`` or
+            ``"desk"`` (:data:`~lit_docemb.data.corpora.nyt_annotated.LABEL_FIELDS`).
+        id_column: Column of unique document ids; ``None`` derives ids from the position.
+        title_column: Column of the title, if any.
+        column_names: Column names of a CSV/TSV file without header line.
+        delimiter: Field separator of a delimited file (``None``: by extension).
+        csv_quoting: Honour ``"``-quoted fields (``None``: for ``.csv``, not for ``.tsv``).
+        classes: Folder layout: read only these class folders (e.g. ``["neg", "pos"]`` for aclImdb).
+        encoding: Encoding of local files (``"latin-1"`` for the original 20 Newsgroups).
+        strict: Raise on a malformed record instead of skipping and counting it.
+        cache_dir: Cache of ``datasets`` (converted Arrow tables); ``None`` uses its default.
+        text_gcn_corpus: ``source_format: text_gcn``: ``"clean"`` (``corpus/<name>.clean.txt``, text_gcn's cleaned
+            text) or ``"raw"`` (``corpus/<name>.txt``).
+        fit_on: Documents an unsupervised method trains on: ``"train"`` (the training split, validation held
+            out) or ``"all"`` (the training, validation and test documents and the ``unlabelled_class`` ones;
+            DECA §4.1 "we first use all documents to learn an embedding for each one", IMDB's 50,000 unlabelled
+            reviews included). The labels are never read in training; the probes still fit on the training
+            split's labels and score the test split's.
+        unlabelled_class: A class folder of the training split holding unlabelled documents, read only with
+            ``fit_on: all`` (aclImdb's ``unsup``; folder layout only).
+        splits_file: ``source_format: semeval_hyperpartisan``: Longformer's ``hp-splits.json`` (split name → 0-based
+            positions of the articles in the file; they must cover every article once), ``None``: no split file.
+        ground_truth: ``source_format: semeval_hyperpartisan``: the ground-truth file (``None``: the
+            ``ground-truth-<part>.xml`` beside ``articles-<part>.xml``).
+        test_fraction: For a source without a test split (FakeNews, a class-folder tree): share of the training
+            split's documents held out as the test split, disjoint from validation (``test_split`` must then find
+            nothing: ``null``); ``0`` holds none out.
+        stratified: Hold validation (``val_fraction``) and test (``test_fraction``) out per label: in each class
+            the documents are ordered by their seeded id hash (``seed``), the first ``round(test_fraction * n)``
+            become test, the next ``round(val_fraction * n)`` validation, so every split keeps the class
+            proportions exactly (the default id-hash split keeps them on average only). Deterministic for a given
+            ``seed`` and set of ids, whatever the file order.
+        topics: ``source_format: nyt_annotated``: topic → the ``label_column`` values that give it (a value
+            gives a topic when equal to one of them or below it, ``Top/News/Business/Markets`` below
+            ``Top/News/Business``); ``None``: DocSplit's five NYT classes
+            (:data:`~lit_docemb.data.corpora.nyt_annotated.PAPER_TOPICS`).
+        sample_size: ``source_format: nyt_annotated``: keep this many labelled articles, a uniform draw by a
+            hash of their id seeded with ``seed`` (DocSplit's NYT set has 13,081); ``None`` keeps all.
+        **kwargs: See :class:`~lit_docemb.data.core.datamodule.DocumentDataModule`.
+    """
+
+    def __init__(
+        self,
+        source: str,
+        source_format: Literal["auto", "hf", "csv", "tsv", "jsonl", "folders", "text_gcn", "rt_polarity",
+                               "semeval_hyperpartisan", "nyt_annotated"] = "auto",
+        subset: str | None = None,
+        train_split: str = "train",
+        test_split: str | None = "test",
+        test_source: str | None = None,
+        val_split: str | None = None,
+        text_column: str | list[str] = "text",
+        label_column: str | None = "label",
+        id_column: str | None = None,
+        title_column: str | None = None,
+        column_names: list[str] | None = None,
+        delimiter: str | None = None,
+        csv_quoting: bool | None = None,
+        classes: list[str] | None = None,
+        encoding: str = "utf-8",
+        strict: bool = False,
+        cache_dir: str | None = None,
+        text_gcn_corpus: Literal["clean", "raw"] = "clean",
+        fit_on: Literal["train", "all"] = "train",
+        unlabelled_class: str | None = None,
+        splits_file: str | None = None,
+        ground_truth: str | None = None,
+        test_fraction: float = 0.0,
+        stratified: bool = False,
+        topics: dict[str, list[str]] | None = None,
+        sample_size: int | None = None,
+        **kwargs,
+    ) -> None:
+        super().__init__(**kwargs)
+        self.source, self.source_format, self.subset = source, source_format, subset
+        self.train_split, self.test_split, self.test_source = train_split, test_split, test_source
+        self.columns = {"text_column": text_column, "label_column": label_column, "id_column": id_column,
+                        "title_column": title_column}
+        self.table_options = {"column_names": column_names, "delimiter": delimiter, "quoting": csv_quoting}
+        self.classes, self.encoding, self.strict, self.cache_dir = classes, encoding, strict, cache_dir
+        self.test_set: DocumentDataset | None = None
+        self.val_split = val_split
+        if val_split is not None and self.val_fraction:
+            raise ConfigError(f"data.init_args.val_split is {val_split!r} (published validation documents) but "
+                              f"data.init_args.val_fraction is {self.val_fraction}: set val_fraction to 0, or "
+                              f"val_split to null to hold validation out of the training split")
+        require(fit_on in ("train", "all"), "fit_on", "'train' or 'all'", fit_on)
+        if unlabelled_class is not None and fit_on != "all":
+            raise ConfigError("data.init_args.unlabelled_class: the unlabelled documents are read only to train on "
+                              "them: set fit_on: all, or remove unlabelled_class")
+        if unlabelled_class is not None and (classes is None or unlabelled_class in classes):
+            raise ConfigError(f"data.init_args.classes: name the labelled class folders (aclImdb: [neg, pos]) so that "
+                              f"{unlabelled_class!r} is read once, unlabelled, got {classes}")
+        require(text_gcn_corpus in ("clean", "raw"), "text_gcn_corpus", "'clean' or 'raw'", text_gcn_corpus)
+        self.fit_on, self.unlabelled_class, self.text_gcn_corpus = fit_on, unlabelled_class, text_gcn_corpus
+        require(0.0 <= test_fraction and self.val_fraction + test_fraction < 1.0, "test_fraction",
+                "in [0, 1 - val_fraction)", test_fraction)
+        if stratified and not (self.val_fraction or test_fraction):
+            raise ConfigError("data.init_args.stratified holds validation and test documents out per label, but "
+                              "val_fraction and test_fraction are both 0: set one of them, or stratified: false")
+        self.test_fraction, self.stratified = test_fraction, stratified
+        if (splits_file is not None or ground_truth is not None) and source_format != "semeval_hyperpartisan":
+            raise ConfigError("data.init_args.splits_file and ground_truth belong to source_format: "
+                              f"semeval_hyperpartisan (source_format is {source_format!r}): remove them")
+        self.splits_file, self.ground_truth = splits_file, ground_truth
+        if (topics is not None or sample_size is not None) and source_format != "nyt_annotated":
+            raise ConfigError("data.init_args.topics and sample_size belong to source_format: nyt_annotated "
+                              f"(source_format is {source_format!r}): remove them")
+        if source_format == "nyt_annotated":
+            require(label_column in LABEL_FIELDS, "label_column", f"one of {list(LABEL_FIELDS)} (the NITF field "
+                    "the topics are read from) with source_format nyt_annotated", label_column)
+            require(sample_size is None or sample_size >= 1, "sample_size", ">= 1 or null", sample_size)
+            require(topics is None or (bool(topics) and all(isinstance(v, list) and v for v in topics.values())),
+                    "topics", "a mapping of topic -> non-empty list of field values", topics)
+        self.topics, self.sample_size = topics, sample_size
+        self.unlabelled_set: DocumentDataset | None = None
+
+    # ------------------------------------------------------------------------------------------------- sources
+    def _local_split(self, split: str) -> Path | None:
+        """The file or class-folder tree of a split of a local ``source``, None when there is none."""
+        if split == self.test_split and self.test_source is not None:
+            return Path(self.test_source).expanduser()
+        root = Path(self.source).expanduser()
+        if root.is_file():
+            return root if split == self.train_split else None
+        found = self._split_entry(root, split)
+        if found is None and split == self.train_split:
+            if self.test_split is not None and self._split_entry(root, self.test_split) is not None:
+                raise FileNotFoundError(f"{self.source!r} has a {self.test_split!r} split but no "
+                                        f"{self.train_split!r}. Expected:\n{LAYOUT}")
+            return root  # <folder>/<label>/<file>
+        return found
+
+    @staticmethod
+    def _split_entry(root: Path, split: str) -> Path | None:
+        candidates = [root / split, *sorted(p for p in root.glob(f"{split}.*") if table_format_of(p))]
+        return next((p for p in candidates if p.exists()), None)
+
+    def config_paths(self) -> dict[str, tuple[str | None, str]]:
+        local = looks_like_local_path(self.source)
+        return {"source": (self.source if local else None, "a labelled-text file or folder, or a hub name"),
+                "test_source": (self.test_source, "a local test file or folder"),
+                "splits_file": (self.splits_file, "Longformer's hp-splits.json"),
+                "ground_truth": (self.ground_truth, "SemEval-2019 task 4's ground-truth-<part>.xml")}
+
+    def _is_hf(self) -> bool:
+        if self.source_format != "auto":
+            return self.source_format == "hf"
+        path = Path(self.source).expanduser()
+        if not path.exists():
+            if looks_like_local_path(self.source):
+                raise FileNotFoundError(f"labelled-text source not found at {self.source!r}. Expected:\n{LAYOUT}")
+            return True  # a hub name
+        if path.is_file():
+            return path.suffix in (".parquet", ".arrow")
+        hf_files = [*path.glob("*.parquet"), *path.glob("*.arrow"), *path.glob("data/*.parquet")]
+        return bool(hf_files) or (path / "state.json").exists() or (path / "dataset_dict.json").exists()
+
+    def _read_split(self, split: str) -> ArrowDocuments | None:
+        context = ReadContext(strict=self.strict, encoding=self.encoding)
+        if self.source_format == "semeval_hyperpartisan":
+            documents = self._read_semeval(split, context)
+        elif self.source_format in ("text_gcn", "rt_polarity", "nyt_annotated"):
+            documents = self._read_release(split, context)
+        elif self._is_hf():
+            splits = load_hf_splits(self.source, self.subset, self.cache_dir)
+            if split not in splits:
+                if split == self.train_split:
+                    raise ValueError(f"{self.source!r} has no split {split!r} (splits: {sorted(splits)})")
+                return None
+            kwargs = {"source": self.source, "subset": self.subset, "split": split, "cache_dir": self.cache_dir}
+            documents = cached_documents(iter_hf_labelled, {**kwargs, **self.columns}, inputs=[], context=context,
+                                         cache_dir=self.cache_dir, identity=[splits[split]._fingerprint],
+                                         description=f"{self.source}[{split}]")
+        else:
+            path = self._local_split(split)
+            if path is None:
+                return None
+            path = Path(path)
+            if not path.exists():
+                raise FileNotFoundError(f"{split} split not found at {str(path)!r}. Expected:\n{LAYOUT}")
+            documents = self._read_local(path, split, context)
+        self.stats.update(context.stats)
+        return documents
+
+    def _read_semeval(self, split: str, context: ReadContext) -> ArrowDocuments | None:
+        """A split of the SemEval-2019 task 4 release: the split file's positions, the whole file (training) or
+        ``test_source`` (test), each with its ground truth."""
+        articles = Path(self.source).expanduser()
+        positions = None
+        if self.splits_file is not None:
+            splits_file = require_path(Path(self.splits_file).expanduser(), "Hyperpartisan splits file", LAYOUT)
+            try:
+                splits = read_hyperpartisan_splits(splits_file, sum(1 for _ in _article_positions(articles)))
+            except ValueError as err:
+                raise ConfigError(f"data.init_args.splits_file: {err}") from None
+            if split not in splits:
+                if split == self.train_split:
+                    raise ConfigError(f"data.init_args.train_split {split!r} is not in {str(splits_file)!r} "
+                                      f"(splits: {sorted(splits)})")
+                return None
+            positions = splits[split]
+        elif split == self.test_split and self.test_source is not None:
+            articles = Path(self.test_source).expanduser()
+        elif split != self.train_split:
+            return None
+        if self.ground_truth is not None and articles == Path(self.source).expanduser():
+            truth = Path(self.ground_truth).expanduser()
+        else:
+            try:
+                truth = hyperpartisan_ground_truth_path(articles)
+            except ValueError as err:
+                raise ConfigError(f"data.init_args.ground_truth: {err}") from None
+        kwargs = {"articles_path": str(articles), "ground_truth_path": str(truth), "positions": positions}
+        inputs = [articles, truth] + ([Path(self.splits_file)] if self.splits_file is not None else [])
+        return cached_documents(iter_semeval_hyperpartisan, kwargs, inputs=inputs, context=context,
+                                cache_dir=self.cache_dir)
+
+    def _read_release(self, split: str, context: ReadContext) -> ArrowDocuments | None:
+        """A split of a text_gcn list, of the rt-polarity folder or of the NYT corpus (``source_format``)."""
+        path = Path(self.source).expanduser()
+        if self.source_format == "nyt_annotated":
+            if split != self.train_split:
+                return None
+            require_path(path, "NYT Annotated Corpus folder (LDC2008T19's nyt_corpus)", LAYOUT)
+            kwargs = {"root": str(path), "label_field": self.columns["label_column"], "topics": self.topics,
+                      "sample_size": self.sample_size, "seed": self.seed}
+            return cached_documents(iter_nyt_annotated, kwargs, inputs=[path], context=context,
+                                    cache_dir=self.cache_dir, description=f"NYT Annotated Corpus at {path}")
+        if self.source_format == "rt_polarity":
+            if split != self.train_split:
+                return None
+            return cached_documents(iter_rt_polarity, {"root": str(path)}, inputs=[path], context=context,
+                                    cache_dir=self.cache_dir)
+        if not path.is_file():
+            raise FileNotFoundError(f"text_gcn list file not found at {str(path)!r}: source is text_gcn's "
+                                    f"data/<name>.txt (e.g. data/R8.txt). Expected:\n{LAYOUT}")
+        corpus = text_gcn_corpus(path, self.text_gcn_corpus)
+        kwargs = {"list_path": str(path), "corpus_path": str(corpus), "split": split}
+        return cached_documents(iter_text_gcn, kwargs, inputs=[path, corpus], context=context,
+                                cache_dir=self.cache_dir)
+
+    def _read_local(self, path: Path, split: str, context: ReadContext) -> ArrowDocuments:
+        fmt = self.source_format if self.source_format not in ("auto", "hf") else None
+        if path.is_dir() and fmt in (None, "folders"):
+            prefix = f"{split}/" if path != Path(self.source).expanduser() else ""
+            kwargs = {"root": str(path), "classes": self.classes, "id_prefix": prefix}
+            return cached_documents(iter_class_folders, kwargs, inputs=[path], context=context,
+                                    cache_dir=self.cache_dir)
+        fmt = fmt or table_format_of(path)
+        if fmt is None or path.is_dir():
+            raise ValueError(f"cannot tell the format of {str(path)!r}; set source_format. Expected:\n{LAYOUT}")
+        kwargs = {"path": str(path), "table_format": fmt, **self.columns, **self.table_options}
+        return cached_documents(iter_labelled_table, kwargs, inputs=[path], context=context, cache_dir=self.cache_dir)
+
+    # ------------------------------------------------------------------------------------------------- splits
+    def load_documents(self) -> ArrowDocuments:
+        return self._read_split(self.train_split)
+
+    def setup(self, stage: str | None = None) -> None:
+        if self.train_set is not None:
+            return
+        super().setup(stage)  # reads the training split
+        before = Counter(self.stats)
+        test = self._read_split(self.test_split) if self.test_split is not None else None
+        self.test_set = DocumentDataset(test) if test is not None else None
+        if test is not None:
+            self.report_reading("test", len(test), {"test": len(test)}, self.stats - before)
+        if self.val_split is not None:
+            before = Counter(self.stats)
+            val = self._read_split(self.val_split)
+            if val is None:
+                raise ConfigError(f"data.init_args.val_split: {self.source!r} has no {self.val_split!r} split; "
+                                  f"name its validation split, or set val_split to null")
+            self.val_set = DocumentDataset(val)
+            self.report_reading("validation", len(val), {"validation": len(val)}, self.stats - before)
+        if self.test_fraction or self.stratified:
+            self._hold_out()
+        if self.unlabelled_class is not None:
+            before = Counter(self.stats)
+            unlabelled = self._read_unlabelled()
+            self.unlabelled_set = DocumentDataset(unlabelled)
+            self.report_reading("unlabelled", len(unlabelled), {"unlabelled": len(unlabelled)}, self.stats - before)
+
+    def _hold_out(self) -> None:
+        """Re-splits the training split's documents (those the base split held out for validation included) into
+        training, validation and test: per label when ``stratified``, else by id hash as the base split does (test
+        = hash in ``[val_fraction, val_fraction + test_fraction)``)."""
+        if self.test_fraction and self.test_set is not None:
+            raise ConfigError(f"data.init_args.test_fraction {self.test_fraction} holds a test split out of the "
+                              f"training documents, but {self.source!r} has its own test split "
+                              f"({self.test_split!r}): set test_fraction to 0, or test_split to null")
+        held_val = self.val_split is None  # a published validation split stays as read
+        pool = np.sort(np.concatenate([self.train_set.indices, self.val_set.indices])) if held_val \
+            else self.train_set.indices
+        all_ids = getattr(self.documents, "ids", None)
+        ids = [all_ids[i] for i in pool] if all_ids is not None else [self.documents[int(i)].id for i in pool]
+        hashes = np.fromiter((stable_fraction(doc_id, self.seed) for doc_id in ids), dtype=np.float64,
+                             count=len(ids))
+        val_fraction = self.val_fraction if held_val else 0.0
+        part = np.zeros(len(pool), dtype=np.int8)  # 0 train, 1 validation, 2 test
+        if self.stratified:
+            table = getattr(self.documents, "table", None)  # an Arrow cache: the label column alone
+            labels = table.with_format("arrow")["label"].take(pool).to_pylist() if table is not None \
+                else [self.documents[int(i)].label for i in pool]
+            by_label: dict[str | None, list[int]] = {}
+            for position, label in enumerate(labels):
+                by_label.setdefault(label, []).append(position)
+            for positions in by_label.values():
+                order = np.asarray(positions)[np.argsort(hashes[positions], kind="stable")]
+                n_test, n_val = round(self.test_fraction * len(order)), round(val_fraction * len(order))
+                part[order[:n_test]] = 2
+                part[order[n_test:n_test + n_val]] = 1
+        else:
+            part[hashes < val_fraction] = 1
+            part[(hashes >= val_fraction) & (hashes < val_fraction + self.test_fraction)] = 2
+        if not (part == 0).any():
+            raise ConfigError(f"data.init_args.test_fraction {self.test_fraction} and val_fraction "
+                              f"{self.val_fraction} leave no training document (of {len(pool)}): lower them")
+        self.train_set = DocumentDataset(self.documents, pool[part == 0])
+        if held_val:
+            val = pool[part == 1]
+            if self.max_val_documents is not None:
+                val = val[: self.max_val_documents]
+            self.val_set = DocumentDataset(self.documents, val)
+            self.all_set = DocumentDataset(self.documents, np.sort(np.concatenate([pool[part == 0], val])))
+        if self.test_fraction:
+            self.test_set = DocumentDataset(self.documents, pool[part == 2])
+        self._open_passages()
+        if self.test_fraction:
+            self.test_set.documents = self.train_set.documents
+        splits = {"train": len(self.train_set), "validation": len(self.val_set),
+                  "test": len(self.test_set) if self.test_set is not None else 0}
+        self.report_reading("stratified split" if self.stratified else "test split", len(pool), splits, Counter())
+
+    def _open_passages(self) -> None:
+        """The training split's cached passages for the training documents; a published validation split, like
+        the test split, stays documents (their own passages are made by the collator)."""
+        if self.val_split is None:
+            return super()._open_passages()
+        if self.documents is None:
+            return
+        items = self.documents if self.passage_cache is None else self.passage_cache.open(self.documents)
+        for dataset in (self.train_set, self.all_set):
+            dataset.documents = items
+
+    def _read_unlabelled(self) -> ArrowDocuments:
+        path = self._local_split(self.train_split) if not self._is_hf() else None
+        if path is None or not Path(path).is_dir() or not (Path(path) / self.unlabelled_class).is_dir():
+            raise ConfigError(f"data.init_args.unlabelled_class: no folder {self.unlabelled_class!r} in the training "
+                              f"split of {self.source!r} (aclImdb: source aclImdb, unlabelled_class unsup, classes "
+                              f"[neg, pos])")
+        context = ReadContext(strict=self.strict, encoding=self.encoding)
+        kwargs = {"root": str(path), "classes": [self.unlabelled_class], "unlabelled": True,
+                  "id_prefix": f"{self.train_split}/" if Path(path) != Path(self.source).expanduser() else ""}
+        documents = cached_documents(iter_class_folders, kwargs, inputs=[path], context=context,
+                                     cache_dir=self.cache_dir)
+        self.stats.update(context.stats)
+        return documents
+
+    @property
+    def fit_set(self):
+        """What ``train_dataloader`` serves: the training split, or with ``fit_on: all`` every document read."""
+        if self.fit_on == "train":
+            return self.train_set
+        parts = [self.train_set, self.val_set, self.test_set, self.unlabelled_set]
+        return ConcatDocuments([part for part in parts if part is not None and len(part)])
+
+    def train_dataloader(self):
+        return self._loader(self.fit_set, "fit", shuffle=True)
+
+    @property
+    def labels(self) -> list[str]:
+        """Sorted label names of the training split (after ``setup``)."""
+        return sorted(label for label in self.train_set.documents.table.unique("label") if label is not None)
+
+    def test_dataloader(self):
+        """The source's test split when it has one, else the held-out validation documents."""
+        return self._loader(self.test_set if self.test_set is not None else self.val_set, "validate", shuffle=False)
+
+
+def _article_positions(articles: Path):
+    """One item per ``<article>`` of a SemEval-2019 task 4 articles file, in file order (elements cleared)."""
+    import xml.etree.ElementTree as ElementTree
+
+    require_path(articles, "SemEval-2019 task 4 articles file", LAYOUT)
+    for _, element in ElementTree.iterparse(articles):
+        if element.tag == "article":
+            element.clear()
+            yield element

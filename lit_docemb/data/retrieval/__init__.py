@@ -1,0 +1,1 @@
+"""Retrieval on the ranking corpora: training examples and negatives, TREC queries, qrels, runs and folds, BM25."""
