@@ -19,6 +19,9 @@ class Augmentation(ABC):
     """What the augmentation components share: their name in :class:`DocumentAugmenter` and their checks."""
 
     name: str
+    #: Words the augmentation writes whatever the corpus holds (the antonyms' negation): a model with its own
+    #: vocabulary (DECA's Doc2VecC) adds them, or they would vanish from every augmented document.
+    added_words: tuple[str, ...] = ()
 
     def problems(self) -> dict[str, str]:
         """Argument name -> what is wrong with its value (empty when every value is in range)."""
@@ -60,7 +63,8 @@ class WordNet(_Replacement):
     """Synonym replacement from WordNet (§3.3; the augmentation of most Table 2 rows).
 
     Args:
-        replacement_min_count: Corpus count a synonym needs (``None``: 5; with the dictionary constraint only).
+        replacement_min_count: Corpus count a synonym needs (``None``: 5, or the Doc2VecC vocabulary's
+            ``min_word_count`` in DECA; with the dictionary constraint only).
         replacement_probability: Chance that a word with synonyms is resampled (paper 1.0, its original among the
             candidates).
         dictionary_constraint: Synonyms must be corpus words (§4.5); ``False`` is Table 5's last row.
@@ -79,16 +83,20 @@ class WordNet(_Replacement):
 
 
 class Antonym(WordNet):
-    """Negated antonyms of adjectives and verbs from WordNet (§3.3; Table 2's r8 and r52).
+    """Negated antonyms of adjectives and verbs from WordNet (§3.3; Table 2's r8 and r52): "strong" becomes
+    "not impotent". The antonym must pass the dictionary constraint; the negation "not" is written whatever the
+    corpus holds (text_gcn's cleaned corpora have no stop words, "not" included).
 
     Args:
-        replacement_min_count: Corpus count an antonym needs (``None``: 5; with the dictionary constraint only).
+        replacement_min_count: Corpus count an antonym needs (``None``: 5, or the Doc2VecC vocabulary's
+            ``min_word_count`` in DECA; with the dictionary constraint only).
         replacement_probability: Chance that a word with antonyms is resampled (paper 1.0).
         dictionary_constraint: Antonyms must be corpus words (§4.5); ``False`` is Table 5's last row.
         wordnet_dir: WordNet database folder (``None``: ``$LIT_DOCEMB_WORDNET`` or ``/usr/share/wordnet``).
     """
 
     name = "antonym"
+    added_words = ("not",)  # antonym_table's negation
 
 
 class Uninformative(_Replacement):
@@ -96,7 +104,8 @@ class Uninformative(_Replacement):
     frequencies". Its candidates are corpus words by construction: it has no dictionary constraint to lift.
 
     Args:
-        replacement_min_count: Corpus count a synonym needs (default 5).
+        replacement_min_count: Corpus count a synonym needs (``None``: 5, or the Doc2VecC vocabulary's
+            ``min_word_count`` in DECA).
         replacement_probability: ``selection: rare``: the chance that a rare word with frequent synonyms is
             replaced (``None``: 1.0, every one, by a uniform draw among its frequent synonyms, so each epoch's
             augmentation differs); ``selection: tf_idf``: UDA's mean replacement rate (``None``: 0.3).
@@ -110,7 +119,7 @@ class Uninformative(_Replacement):
 
     name = "uninformative"
 
-    def __init__(self, replacement_min_count: int = 5, replacement_probability: float | None = None,
+    def __init__(self, replacement_min_count: int | None = None, replacement_probability: float | None = None,
                  selection: Literal["rare", "tf_idf"] = "rare", rare_count: int = 10,
                  wordnet_dir: str | None = None) -> None:
         if replacement_probability is None:

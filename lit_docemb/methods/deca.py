@@ -32,6 +32,7 @@ epsilon (and through a plain optimizer such as SGD): consistent with Fig. 3, whe
 
 from __future__ import annotations
 
+import copy
 import logging
 
 import torch
@@ -162,6 +163,13 @@ class DECA(EmbeddingMethod):
                                   f"{type(component).__name__}")
             for name, problem in component.problems().items():
                 raise ConfigError(f"model.init_args.{part}.init_args.{name}: {problem}")
+        least = getattr(augmentation, "replacement_min_count", None)
+        if (isinstance(self.backbone_spec, Doc2VecCBackbone) and least is not None
+                and getattr(augmentation, "dictionary_constraint", False) and least < self.backbone_spec.min_word_count):
+            raise ConfigError(f"model.init_args.augmentation.init_args.replacement_min_count: {least} admits "
+                              f"replacements that the Doc2VecC vocabulary (backbone min_word_count "
+                              f"{self.backbone_spec.min_word_count}) does not hold, which would become deletions: "
+                              f"leave it unset (it follows min_word_count) or give >= {self.backbone_spec.min_word_count}")
         if augmentation is not None and not self.framework.draws_augmentation:
             raise ConfigError(f"model.init_args.augmentation: {type(self.framework).__name__} draws no augmentation "
                               f"(Doc2VecC's loss on the documents themselves), got {type(augmentation).__name__}: "
@@ -224,6 +232,8 @@ class DECA(EmbeddingMethod):
         s = self.backbone_spec
         if isinstance(s, Doc2VecCBackbone):
             self.index = word_index(vocabulary, s.min_word_count, s.max_vocabulary)
+            for word in getattr(self.augmentation, "added_words", ()):  # antonyms' "not": never dropped
+                self.index.setdefault(word, len(self.index) + 1)
             if not getattr(self.augmentation, "dictionary_constraint", True):
                 for words in self.augmenter().draws.values():
                     for word in (w for candidate in words[2] for w in candidate):
@@ -259,8 +269,18 @@ class DECA(EmbeddingMethod):
         if self.augmentation is None:
             raise RuntimeError(f"DECA's framework {type(self.framework).__name__} draws no augmentation")
         if self._augmenter is None:
-            self._augmenter = self.augmentation.build(self.vocabulary)
+            self._augmenter = self._vocabulary_bound(self.augmentation).build(self.vocabulary)
         return self._augmenter
+
+    def _vocabulary_bound(self, augmentation: Augmentation) -> Augmentation:
+        """With the Doc2VecC backbone and the dictionary constraint, the replacements' corpus count is the
+        vocabulary's ``min_word_count`` unless the config sets it (§4.4: "only words inside the vocabulary are
+        considered as replacement candidates"; a candidate outside it would have no id and become a deletion)."""
+        if (isinstance(self.backbone_spec, Doc2VecCBackbone) and getattr(augmentation, "dictionary_constraint", False)
+                and getattr(augmentation, "replacement_min_count", 0) is None):
+            augmentation = copy.copy(augmentation)
+            augmentation.replacement_min_count = self.backbone_spec.min_word_count
+        return augmentation
 
     # --- the method -------------------------------------------------------------------------------------
     def collator(self, stage: str):

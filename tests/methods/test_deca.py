@@ -668,3 +668,34 @@ def test_views_from_cached_word_types_are_the_views_from_text(augmentation, tmp_
     with pytest.raises(ValueError, match="thesaurus augmentation"):
         AppendedAugmentationCollator({"a": 1}, reversed_words, 10, True, cached=model.word_rows)
     assert WordTypes(cached.replacement, 60).key() != WordTypes(cached.replacement, 61).key()
+
+
+@needs_wordnet
+def test_negated_antonyms_keep_their_not_on_a_corpus_without_it():
+    """§3.3: "strong" becomes "not weak", not "weak": the negation is in the Doc2VecC vocabulary even where the corpus
+    (text_gcn's cleaned ones: no stop words) never has it."""
+    docs = [Document(f"d{i}", sections=[Section("", "the strong engine and the weak motor run")]) for i in range(12)]
+    model = DECA(Doc2VecCBackbone(min_word_count=1), SimCLR(), Antonym())
+    model._trainer = fake_trainer(docs)
+    model.setup("fit")
+    assert "not" in model.index
+    batch = model.collator("fit")(docs)
+    pairs = {tuple(row[i:i + 2]) for row in batch.augmented.tolist() for i in range(len(row) - 1)}
+    assert (model.index["not"], model.index["weak"]) in pairs  # "strong" → "not weak", both words kept
+
+
+@needs_wordnet
+def test_replacements_are_words_of_the_doc2vecc_vocabulary():
+    """§4.4: only vocabulary words are replacement candidates. A synonym seen 6 times is not in a vocabulary of
+    words seen 10 times, so it is no candidate (it had no id and became a deletion); asking for fewer is refused."""
+    text = " ".join(["car"] * 4 + ["automobile"] * 2 + ["machine"] * 4 + ["road"] * 4)  # x 3 documents
+    docs = [Document(f"d{i}", sections=[Section("", text)]) for i in range(3)]
+    model = DECA(Doc2VecCBackbone(min_word_count=10), SimCLR(), WordNet())
+    model._trainer = fake_trainer(docs)
+    model.setup("fit")
+    table = model.augmenter().table
+    assert "automobile" not in model.index and table["car"] and "automobile" not in table["car"]
+    assert all(w in model.index for word, candidates in table.items() for c in candidates if c != word
+               for w in c.split())  # every replacement (a word's own entry keeps the word itself)
+    with pytest.raises(ConfigError, match="^model.init_args.augmentation.init_args.replacement_min_count: 5 admits"):
+        DECA(Doc2VecCBackbone(min_word_count=10), SimCLR(), WordNet(replacement_min_count=5))
