@@ -1,6 +1,8 @@
 """Back-translation (DECA §3.3) through two local seq2seq checkpoints, translations cached on disk.
 
-A document is split into sentences; each sentence goes source → pivot language with the forward model and
+A document is split into sentences, and a sentence too long for the models into pieces of at most ``max_length // 2``
+words (so that no piece is cut: a cleaned corpus without full stops is one long "sentence" per document, and the
+paper translates the document, §3.3); each piece goes source → pivot language with the forward model and
 back with the backward model (beam search, deterministic), e.g. Marian's ``opus-mt-en-de`` and
 ``opus-mt-de-en`` saved with ``save_pretrained``. Every round trip is stored in a SQLite file keyed by the two
 checkpoints and the sentence, so a corpus is translated once and later epochs, runs and dataloader workers
@@ -56,7 +58,8 @@ class BackTranslator:
         forward_model: Local folder of the source → pivot seq2seq model and its tokenizer.
         backward_model: Local folder of the pivot → source model and its tokenizer.
         cache_path: SQLite file of the cached round trips.
-        max_length: Token limit of a sentence and of a generated translation.
+        max_length: Token limit of a piece and of a generated translation; sentences are cut into pieces of at most
+            ``max_length // 2`` words (about 1.3 subword tokens a word in English, so a piece fits with room).
         num_beams: Beam width of generation.
         batch_size: Sentences translated per forward pass.
     """
@@ -115,7 +118,16 @@ class BackTranslator:
             cached.update(new)
         return [cached[k] for k in keys]
 
+    def pieces(self, text: str) -> list[str]:
+        """The document's sentences, each longer than ``max_length // 2`` words cut into pieces of that many."""
+        size, out = max(1, self.max_length // 2), []
+        for sentence in split_sentences(text):
+            words = sentence.split()
+            out += [sentence] if len(words) <= size else [" ".join(words[i:i + size])
+                                                           for i in range(0, len(words), size)]
+        return out
+
     def __call__(self, text: str) -> str:
-        """The back-translation of a document: its sentences translated and joined by spaces."""
-        sentences = split_sentences(text)
-        return " ".join(self.round_trip(sentences)) if sentences else ""
+        """The back-translation of a whole document: its pieces translated and joined by spaces."""
+        pieces = self.pieces(text)
+        return " ".join(self.round_trip(pieces)) if pieces else ""

@@ -169,7 +169,8 @@ class BackTranslation(Augmentation):
     Args:
         models: Folders of the forward and the backward seq2seq models.
         cache: SQLite file caching the translations.
-        max_length: Tokens of a sentence and of its translations.
+        max_length: Tokens of a translated piece and of its translations (a longer sentence is cut into pieces of
+            max_length // 2 words, so the whole document is translated).
     """
 
     name = "back_translation"

@@ -194,6 +194,18 @@ def test_back_translation_round_trip_is_cached_on_disk(tiny_translation_models, 
     assert augment(text, 0) == words_of(translated)
 
 
+def test_back_translation_translates_the_whole_document(tiny_translation_models, tmp_path):
+    """§3.3 translates the document: a cleaned corpus's document is one 300-word "sentence" (no full stops), which a
+    model reading 12 tokens would cut to its first words; it is translated in pieces that fit and comes back whole.
+    The models are stood in for by one that keeps at most ``max_length`` words of each input, as truncation does."""
+    translator = BackTranslator(*tiny_translation_models, cache_path=str(tmp_path / "c.sqlite"), max_length=12)
+    translator._load = lambda: ((None, None), (None, None))
+    translator._translate = lambda texts, tokenizer, model: [" ".join(t.split()[:12]) for t in texts]
+    document = " ".join(f"word{i}" for i in range(300))
+    assert translator(document) == document
+    assert all(len(piece.split()) <= 6 for piece in translator.pieces(document))
+
+
 def test_back_translation_needs_checkpoints(tmp_path):
     with pytest.raises(FileNotFoundError, match="forward_model: no seq2seq checkpoint"):
         BackTranslator(str(tmp_path), str(tmp_path), str(tmp_path / "c.sqlite"))
