@@ -14,6 +14,7 @@ fewer than two words cannot make two non-empty views and is dropped from the bat
 
 from __future__ import annotations
 
+import logging
 from typing import Literal
 
 import torch
@@ -39,6 +40,8 @@ from lit_docemb.methods.grad_cache import CacheableBatch
 from lit_docemb.methods.retention import Retention
 from lit_docemb.models import tokenizer_and_encoder
 from lit_docemb.views.docsplit import SentenceSplitCollator, SentencesCollator, WholeDocumentCollator
+
+log = logging.getLogger(__name__)
 
 
 class DocSplit(EmbeddingMethod):
@@ -198,6 +201,7 @@ class DocSplit(EmbeddingMethod):
     def embed(self, batch: DocumentBatch | DocumentSentencesBatch) -> Tensor:
         if isinstance(batch, DocumentBatch):
             return self.encoder(batch.tokens.input_ids, batch.tokens.attention_mask)
+        self._warn_if_one_cut_sentence(batch)
         sentences = self.encoder(batch.sentences.input_ids, batch.sentences.attention_mask)  # (S, D)
         owner = torch.repeat_interleave(torch.arange(len(batch), device=sentences.device),
                                         batch.sentence_counts)  # (S,)
@@ -205,3 +209,17 @@ class DocSplit(EmbeddingMethod):
         if self.hparams.sentence_pooling == "mean":
             documents = documents / batch.sentence_counts.unsqueeze(1).to(documents.dtype)
         return documents
+
+    def _warn_if_one_cut_sentence(self, batch: DocumentSentencesBatch) -> None:
+        """One line, once, when every document of a batch of several is a single sentence cut at the encoder's
+        length: a text without sentence ends (text_gcn's cleaned corpora), where the sum of sentences is the
+        encoder cut at its length and the row is not the sentence-sum baseline it claims to be."""
+        lengths = batch.sentences.attention_mask.sum(1)  # (S,)
+        if (getattr(self, "_warned_one_sentence", False) or len(batch) < 2
+                or not bool((batch.sentence_counts == 1).all()) or int(lengths.min()) < self.hparams.max_length):
+            return
+        self._warned_one_sentence = True
+        log.warning("sentence_pooling: every document of a batch is one sentence cut at max_length=%d tokens, so "
+                    "the sum of sentences is the encoder on each document's first %d tokens: the text has no "
+                    "sentence ends (text_gcn's cleaned corpora: read the raw one, data.init_args.text_gcn_corpus: "
+                    "raw)", self.hparams.max_length, self.hparams.max_length)

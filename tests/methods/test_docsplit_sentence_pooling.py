@@ -81,3 +81,20 @@ def test_a_title_cannot_be_pooled_and_no_export_pretends_to(methods, no_dropout_
     with pytest.raises(ExportError, match="lit_docemb embed"):
         exporter(methods["sum"])
     exporter(methods["none"])
+
+
+def test_a_batch_of_single_cut_sentences_is_named_in_one_warning(no_dropout_encoder_dir, caplog):
+    """DECA's BERT-ST on a cleaned corpus (no full stops): each document one "sentence" cut at max_length, so the
+    row would be the encoder cut at max_length; one warning names it, documents with sentence ends raise none."""
+    method = DocSplit(no_dropout_encoder_dir, max_length=16, mlm_weight=0.0, embed_with_title=False,
+                      sentence_pooling="sum").eval()
+    cleaned = [Document(id=f"c{i}", sections=[Section("", " ".join(["river bank water"] * 20))]) for i in range(3)]
+    def warnings() -> list[str]:
+        return [r.getMessage() for r in caplog.records if r.name == "lit_docemb.methods.docsplit"]
+
+    with caplog.at_level("WARNING", logger="lit_docemb.methods.docsplit"):
+        embed_documents(method, DOCUMENTS, batch_size=3)
+        assert not warnings()
+        embed_documents(method, cleaned, batch_size=3)
+        embed_documents(method, cleaned, batch_size=3)
+    assert len(warnings()) == 1 and "text_gcn_corpus: raw" in warnings()[0]
