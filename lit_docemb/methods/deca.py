@@ -255,8 +255,11 @@ class DECA(EmbeddingMethod):
 
     def on_load_checkpoint(self, checkpoint: dict) -> None:
         if "deca_vocabulary" not in checkpoint:
-            raise ValueError("not a DECA checkpoint: it has no 'deca_vocabulary'")
+            raise ConfigError("--ckpt_path: not a DECA checkpoint: it has no 'deca_vocabulary'")
         saved = checkpoint["deca_vocabulary"]
+        if "words" not in saved:
+            raise ConfigError("--ckpt_path: a DECA checkpoint from before Doc2VecC was trained as Chen's program "
+                              "trains it (its vocabulary kept as dictionaries): fit it again")
         words = saved["words"].split("\n") if saved["words"] else []
         self._set_vocabulary(Vocabulary(
             counts=dict(zip(words, saved["counts"].tolist(), strict=True)),
