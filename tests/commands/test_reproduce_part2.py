@@ -27,6 +27,7 @@ def commands() -> list[list[str]]:
     text = part_two()
     blocks = re.findall(r"```bash\n(.*?)```", text, flags=re.S)
     lines = [line.strip() for block in blocks for line in block.splitlines() if line.strip()]
+    lines = [line for line in lines if not line.startswith("python benchmarks/")]  # test_benchmark_commands
     assert all(line.startswith("python -m lit_docemb ") for line in lines), "one lit_docemb command per line"
     return [shlex.split(line)[3:] for line in lines]
 
@@ -54,3 +55,16 @@ def test_every_command_parses(argv, monkeypatch):
             args = args[:at] + args[at + 2:]
         printed = resolve_fit_config(args)
         assert printed["model"]["class_path"].startswith("lit_docemb.methods.")
+
+
+def test_benchmark_commands_name_scripts_that_exist_and_their_options():
+    """The benchmark lines of the DECA section (``python benchmarks/<script>.py ...``): the script exists and names
+    each flag the line gives."""
+    lines = [line.strip() for block in re.findall(r"```bash\n(.*?)```", part_two(), flags=re.S)
+             for line in block.splitlines() if line.strip().startswith("python benchmarks/")]
+    assert lines
+    for line in lines:
+        script = ROOT / shlex.split(line)[1]
+        source = script.read_text(encoding="utf-8")
+        for flag in (a for a in shlex.split(line)[2:] if a.startswith("--")):
+            assert f'"{flag}"' in source, (line, flag)
