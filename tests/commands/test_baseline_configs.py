@@ -32,6 +32,8 @@ def test_an_embedding_baseline_replaces_the_model_of_a_dataset_config(baseline, 
     relative = baseline.relative_to(BASELINES)
     summed = relative.parts[0] == "sentence_sum"  # a document as the sum of its sentences' vectors (DECA's BERT-ST)
     name = str((relative.relative_to("sentence_sum") if summed else relative).with_suffix(""))
+    if relative.parts[0] == "packaged":  # an encoder installed as a package (no hub): named as the package
+        name = f"package:{relative.stem}"
     config = printed_config(capsys, ROOT / "configs/graph_roberta/cluster_arxiv.yaml", baseline)
     assert config["model"]["class_path"] == "lit_docemb.methods.DocSplit"
     assert config["model"]["init_args"]["encoder"] == name  # the file is named as the hub names the checkpoint
