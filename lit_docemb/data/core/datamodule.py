@@ -39,7 +39,7 @@ from lit_docemb.data.core.batch_buffer import to_device_in_one_copy
 from lit_docemb.data.core.document import Document
 from lit_docemb.data.caches.passage_cache import PassageCache
 from lit_docemb.data.core.reading import READ_COUNT_KEYS, reading_summary
-from lit_docemb.data.core.sampling import DistributedBatchSampler, ResumableLoader
+from lit_docemb.data.core.sampling import DistributedBatchSampler, ResumableLoader, read_items
 from lit_docemb.errors import ConfigError, require
 
 log = logging.getLogger(__name__)
@@ -75,10 +75,7 @@ class DocumentDataset(Dataset):
 
     def __getitems__(self, rows: Sequence[int]) -> list:
         """The items at ``rows``, in one read where the documents support it (an Arrow-backed corpus)."""
-        indices = self.indices[np.asarray(rows, dtype=np.int64)]
-        if hasattr(self.documents, "__getitems__"):
-            return self.documents.__getitems__(indices.tolist())
-        return [self.documents[int(i)] for i in indices]
+        return read_items(self.documents, self.indices[np.asarray(rows, dtype=np.int64)].tolist())
 
 
 class ConcatDocuments(ConcatDataset):
@@ -92,9 +89,7 @@ class ConcatDocuments(ConcatDataset):
             part = bisect.bisect_right(self.cumulative_sizes, index)
             by_part.setdefault(part, []).append((position, index - (self.cumulative_sizes[part - 1] if part else 0)))
         for part, rows in by_part.items():
-            dataset = self.datasets[part]
-            read = getattr(dataset, "__getitems__", None)
-            items = read([row for _, row in rows]) if read is not None else [dataset[row] for _, row in rows]
+            items = read_items(self.datasets[part], [row for _, row in rows])
             for (position, _), item in zip(rows, items, strict=True):
                 out[position] = item
         return out

@@ -203,9 +203,14 @@ class _SeededDataset(Dataset):
         if not isinstance(indices, SeededBatch):
             raise TypeError(f"a ResumableLoader's batch sampler must yield SeededBatch, got {type(indices).__name__}"
                             f": keep the seed of DistributedBatchSampler's batches in a subclass")
-        read = getattr(self.dataset, "__getitems__", None)  # one read per batch where the dataset has it
-        items = read(list(indices)) if read is not None else [self.dataset[i] for i in indices]
-        return _SeededItems(items, indices.seed)
+        return _SeededItems(read_items(self.dataset, list(indices)), indices.seed)
+
+
+def read_items(dataset, indices: list[int]) -> list:
+    """The items of ``dataset`` at ``indices``: in one read where it has ``__getitems__`` (the DataLoader's batched
+    read; an Arrow-backed corpus then formats a batch at once, not a row at a time), else one by one."""
+    read = getattr(dataset, "__getitems__", None)
+    return read(indices) if read is not None else [dataset[i] for i in indices]
 
 
 class _SeededCollate:
