@@ -19,8 +19,7 @@ the whole training (word2vec's schedule).
 
 The rule is Hogwild SGD on one thread, one target at a time, as the program runs with ``-threads 1``: what its
 figures were measured with. Differences from the program: the random numbers are numba's (seeded per call), the
-sigmoid is exact (the program reads a 1,000-entry table and skips the update where |f| > 6 only in hierarchical
-softmax), and an out-of-vocabulary word is never in ``words`` (the program skips it the same way).
+sigmoid is exact (the program reads it from a 1,000-entry table), and an out-of-vocabulary word is never in ``words`` (the program skips it the same way).
 """
 
 from __future__ import annotations
@@ -94,17 +93,17 @@ def train_documents(U, V, words, lengths, table, window, negative, keep, alpha, 
         learn: update ``U`` and ``V``; ``False`` only scores (the same draws, nothing written).
 
     Returns:
-        (sum of the negative-sampling losses, number of targets trained).
+        (sum of the negative-sampling losses, number of targets: every word of the batch).
     """
     np.random.seed(seed)
     dim = U.shape[1]
     hidden = np.zeros(dim, dtype=np.float32)
     error = np.zeros(dim, dtype=np.float32)
+    context = np.zeros(2 * window, dtype=np.int64)
     sampled = np.zeros(MAX_SAMPLED_WORDS, dtype=np.int64)
     total_words = max(lengths.sum(), 1)
     done = 0
     loss = 0.0
-    targets = 0
     for d in range(words.shape[0]):
         for start in range(0, lengths[d], CHUNK_WORDS):
             chunk = words[d, start:min(lengths[d], start + CHUNK_WORDS)]
@@ -117,13 +116,14 @@ def train_documents(U, V, words, lengths, table, window, negative, keep, alpha, 
                 hidden[:] = 0.0
                 error[:] = 0.0
                 shrink = np.random.randint(0, window)
-                count = 0
+                n_context = 0
                 for a in range(shrink, window + 1 - shrink):
                     c = position - window + a
                     if a == window or c < 0 or c >= length:
                         continue
+                    context[n_context] = chunk[c]
+                    n_context += 1
                     _add(hidden, U[chunk[c]], 1.0)
-                    count += 1
                 n_sampled = 0
                 for t in range(length):
                     if np.random.random() > keep:
@@ -134,7 +134,7 @@ def train_documents(U, V, words, lengths, table, window, negative, keep, alpha, 
                         break
                 for s in range(n_sampled):
                     _add(hidden, U[sampled[s]], weight)
-                count += 1
+                count = n_context + 1  # the context words and the document
                 _scale(hidden, 1.0 / count)
                 for k in range(negative + 1):
                     if k == 0:
@@ -152,18 +152,12 @@ def train_documents(U, V, words, lengths, table, window, negative, keep, alpha, 
                     else:
                         g = (label - _sigmoid(f)) * rate
                     loss -= math.log(max(_sigmoid(f if label == 1.0 else -f), 1e-12))
-                    _add(error, V[word], g)
                     if learn:
+                        _add(error, V[word], g)
                         _add(V[word], hidden, g)
-                if not learn:
-                    targets += 1
-                    continue
-                for a in range(shrink, window + 1 - shrink):
-                    c = position - window + a
-                    if a == window or c < 0 or c >= length:
-                        continue
-                    _add(U[chunk[c]], error, 1.0 / count)
-                for s in range(n_sampled):
-                    _add(U[sampled[s]], error, weight / count)
-                targets += 1
-    return loss, targets
+                if learn:
+                    for c in range(n_context):
+                        _add(U[context[c]], error, 1.0 / count)
+                    for s in range(n_sampled):
+                        _add(U[sampled[s]], error, weight / count)
+    return loss, done
