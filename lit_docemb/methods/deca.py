@@ -232,12 +232,11 @@ class DECA(EmbeddingMethod):
         s = self.backbone_spec
         if isinstance(s, Doc2VecCBackbone):
             self.index = word_index(vocabulary, s.min_word_count, s.max_vocabulary)
-            for word in getattr(self.augmentation, "added_words", ()):  # antonyms' "not": never dropped
+            added = list(getattr(self.augmentation, "added_words", ()))  # antonyms' "not": never dropped
+            if not getattr(self.augmentation, "dictionary_constraint", True):  # thesaurus words outside the corpus
+                added += [w for words in self.augmenter().draws.values() for candidate in words[2] for w in candidate]
+            for word in added:
                 self.index.setdefault(word, len(self.index) + 1)
-            if not getattr(self.augmentation, "dictionary_constraint", True):
-                for words in self.augmenter().draws.values():
-                    for word in (w for candidate in words[2] for w in candidate):
-                        self.index.setdefault(word, len(self.index) + 1)
             counts = torch.tensor([vocabulary.counts.get(w, 0) for w in self.index], dtype=torch.float64)
             device = next(self.parameters(), torch.empty(0)).device
             self.backbone = Doc2VecC(len(self.index), s.embedding_dim, counts, s.negative_samples, s.corruption,
