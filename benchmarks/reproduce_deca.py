@@ -174,22 +174,15 @@ def reference_row(spec: TextGCNSet, data: Path, program: Path, seed: int, folder
     return 100 * probe["error_rate"], cluster["nmi"], cpu
 
 
-def mean_sd(values: list[float]) -> str:
+def mean_sd(values: list[float], digits: int = 2) -> str:
     if len(values) == 1:
-        return f"{values[0]:.2f}"
-    return f"{statistics.mean(values):.2f} ± {statistics.stdev(values):.2f}"
-
-
-def mean_sd3(values: list[float]) -> str:
-    if len(values) == 1:
-        return f"{values[0]:.3f}"
-    return f"{statistics.mean(values):.3f} ± {statistics.stdev(values):.3f}"
+        return f"{values[0]:.{digits}f}"
+    return f"{statistics.mean(values):.{digits}f} ± {statistics.stdev(values):.{digits}f}"
 
 
 def print_tables(results: dict) -> None:
-    for table, index, paper_index, fmt in (("Table 3: test error %", 0, 0, mean_sd), ("Table 4: k-means NMI", 1, 1,
-                                                                                         mean_sd3)):
-        names = [s for s in results["sets"]]
+    for table, index, digits in (("Table 3: test error %", 0, 2), ("Table 4: k-means NMI", 1, 3)):
+        names = list(results["sets"])
         print(f"\n### {table} (ours: mean ± sd over the runs; paper; CPU s per run)\n")
         print("| row | " + " | ".join(f"{SETS[s].name} ours | paper | CPU s" for s in names) + " |")
         print("|---|" + "---:|---:|---:|" * len(names))
@@ -198,9 +191,9 @@ def print_tables(results: dict) -> None:
             cells = []
             for s in names:
                 runs = results["sets"][s].get(row)
-                paper = SETS[s].paper.get(row, (None, None))[paper_index]
+                paper = SETS[s].paper.get(row, (None, None))[index]
                 values = [r[index] for r in runs] if runs else []
-                cells += [fmt(values) if values else "—", "—" if paper is None else f"{paper}",
+                cells += [mean_sd(values, digits) if values else "—", "—" if paper is None else f"{paper}",
                           f"{statistics.mean(r[2] for r in runs):.0f}" if runs else "—"]
             print(f"| {row} | " + " | ".join(cells) + " |")
 
