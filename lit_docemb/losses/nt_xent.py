@@ -106,20 +106,11 @@ class NTXentLoss(nn.Module):
 
     def _paper(self, h: Tensor, all_aug: Tensor, ids: Tensor | None, all_ids: Tensor | None, offset: int):
         """DECA eq. 4: h (B, D) against the N augmentations, positive at ``offset + i``, not in the denominator.
-        Returns the terms of the B' <= B anchors that have a negative, and the negatives of all B."""
+        Returns the terms of the B' <= B anchors that have a negative, and the negatives of all B.
+        Computed by :class:`_PaperTerms` a block of anchors at a time."""
         positive = offset + torch.arange(h.shape[0], device=h.device)  # (B,)
-        logits = h @ all_aug.T / self.temperature  # (B, N)
-        negative = torch.ones_like(logits, dtype=torch.bool)
-        negative[torch.arange(len(positive), device=h.device), positive] = False
-        if ids is not None:
-            negative &= ids[:, None] != all_ids[None, :]  # other views of the same document
-        keep = negative.any(1)  # (B,) anchors with a negative
-        positive_logit = logits.gather(1, positive[:, None]).squeeze(1)  # (B,)
-        # masked entries take the most negative half of the dtype's range, not -inf: an anchor without negatives
-        # then has a finite log-sum-exp (and gradient), dropped below, and no (B', N) copy of the kept rows is made
-        lse = logits.masked_fill(~negative, torch.finfo(logits.dtype).min / 2).logsumexp(1)  # (B,)
-        terms = (lse - positive_logit)[keep]
-        return terms, negative.sum(1)
+        terms, negatives = _PaperTerms.apply(h, all_aug, positive, ids, all_ids, self.temperature)
+        return terms[negatives > 0], negatives
 
     def _simclr(self, h, h_aug, all_h, all_aug, ids, all_ids, offset: int, total: int):
         """SimCLR: the 2B local views against all 2N views; view ``a``'s positive is the other view of its document."""
@@ -135,6 +126,66 @@ class NTXentLoss(nn.Module):
         masked[rows, self_index] = True
         terms = F.cross_entropy(logits.masked_fill(masked, float("-inf")), positive, reduction="none")
         return terms, (~masked).sum(1) - 1
+
+
+#: Logits held at once by :class:`_PaperTerms` (a block of anchor rows × N): 8 MB in fp32.
+BLOCK_LOGITS = 2**21
+
+
+def _anchor_blocks(num_anchors: int, num_candidates: int) -> list[slice]:
+    rows = max(1, BLOCK_LOGITS // max(1, num_candidates))
+    return [slice(start, start + rows) for start in range(0, num_anchors, rows)]
+
+
+def _block_logits(h: Tensor, all_aug: Tensor, positive: Tensor, ids: Tensor | None, all_ids: Tensor | None,
+                  temperature: float, rows: slice) -> tuple[Tensor, Tensor]:
+    """Logits (b, N) of the anchors ``rows`` and their negatives (b, N): every augmentation but the positive and
+    (with ids) other views of the same document."""
+    logits = h[rows] @ all_aug.T / temperature
+    negative = torch.ones_like(logits, dtype=torch.bool)
+    negative[torch.arange(logits.shape[0], device=h.device), positive[rows]] = False
+    if ids is not None:
+        negative &= ids[rows, None] != all_ids[None, :]
+    return logits, negative
+
+
+class _PaperTerms(torch.autograd.Function):
+    """Per-anchor terms ``logsumexp_{k negative} s_ik - s_i,pos(i)`` of DECA eq. 4 and the negatives of each anchor,
+    computed over blocks of anchor rows (:data:`BLOCK_LOGITS` logits at a time) and recomputed the same way in
+    backward. The same values and gradients as the (B, N) expression, without its (B, N) logits, masks and softmax
+    held for backward: at DECA's batch of 4,096 these were a few hundred MB a step, freshly mapped and page-faulted
+    every step on CPU. An anchor without negatives gets a finite term (its logsumexp over the dtype's most negative
+    half) and no gradient; the caller leaves it out."""
+
+    @staticmethod
+    def forward(ctx, h, all_aug, positive, ids, all_ids, temperature):
+        terms = h.new_empty(h.shape[0])
+        negatives = torch.empty(h.shape[0], dtype=torch.long, device=h.device)
+        lse = h.new_empty(h.shape[0])
+        floor = torch.finfo(h.dtype).min / 2
+        for rows in _anchor_blocks(h.shape[0], all_aug.shape[0]):
+            logits, negative = _block_logits(h, all_aug, positive, ids, all_ids, temperature, rows)
+            lse[rows] = logits.masked_fill_(~negative, floor).logsumexp(1)
+            terms[rows] = lse[rows] - (h[rows] * all_aug[positive[rows]]).sum(1) / temperature
+            negatives[rows] = negative.sum(1)
+        ctx.save_for_backward(h, all_aug, positive, ids, all_ids, lse, negatives)
+        ctx.temperature = temperature
+        ctx.mark_non_differentiable(negatives)
+        return terms, negatives
+
+    @staticmethod
+    def backward(ctx, grad_terms, _grad_negatives):
+        h, all_aug, positive, ids, all_ids, lse, negatives = ctx.saved_tensors
+        tau = ctx.temperature
+        grad_h, grad_aug = torch.zeros_like(h), torch.zeros_like(all_aug)
+        for rows in _anchor_blocks(h.shape[0], all_aug.shape[0]):
+            logits, negative = _block_logits(h, all_aug, positive, ids, all_ids, tau, rows)
+            # d term_i / d s_ik = softmax over the negatives (0 elsewhere), minus 1 at the positive
+            weights = (logits - lse[rows, None]).exp_().mul_(negative).mul_(grad_terms[rows, None] / tau)
+            weights[torch.arange(weights.shape[0], device=h.device), positive[rows]] -= grad_terms[rows] / tau
+            grad_h[rows] = weights @ all_aug
+            grad_aug.addmm_(weights.T, h[rows])
+        return grad_h, grad_aug, None, None, None, None
 
 
 def _same(x: Tensor) -> Tensor:

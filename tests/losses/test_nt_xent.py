@@ -10,7 +10,7 @@ import torch.distributed as dist
 from torch import Tensor, nn
 from two_process import init_gloo, save_result, spawn
 
-from lit_docemb.losses import NTXentLoss
+from lit_docemb.losses import NTXentLoss, nt_xent
 
 # ---------------------------------------------------------------- per-sample reference
 
@@ -46,7 +46,11 @@ def naive_ntxent(h, h_aug, ids, temperature, denominator) -> tuple[Tensor, float
 @pytest.mark.parametrize("denominator", ["paper", "simclr"])
 @pytest.mark.parametrize("temperature", [1.0, 0.1])
 @pytest.mark.parametrize("with_ids", [False, True])
-def test_matches_per_sample_reference(denominator, temperature, with_ids):
+@pytest.mark.parametrize("block_logits", [None, 7])
+def test_matches_per_sample_reference(denominator, temperature, with_ids, block_logits, monkeypatch):
+    """``block_logits`` 7: the paper form's anchors one at a time (6 candidates each), in forward and backward."""
+    if block_logits is not None:
+        monkeypatch.setattr(nt_xent, "BLOCK_LOGITS", block_logits)
     gen = torch.Generator().manual_seed(0)
     h = torch.randn(6, 5, generator=gen, dtype=torch.float64, requires_grad=True)
     h_aug = torch.randn(6, 5, generator=gen, dtype=torch.float64, requires_grad=True)
