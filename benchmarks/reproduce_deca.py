@@ -11,7 +11,8 @@ FAIL; writes every figure to ``<out>/results.json``.
 The reference is ``doc2vecc.c`` of github.com/mchen24/iclr2017, built by the user
 (``gcc doc2vecc.c -o doc2vecc -lm -pthread -O3 -march=native -funroll-loops``) and run as its ``go.sh`` runs it with
 DECA Table 2's window: ``-cbow 1 -size 100 -negative 5 -hs 0 -sample 0 -threads 1 -binary 0 -iter 20 -min-count 10
--sentence-sample 0.1``, trained on the lower-cased corpus shuffled, vectors written for the unshuffled one.
+-sentence-sample 0.1``, trained on the corpus in lit_docemb's words (lower-cased, see :func:`reference_row`)
+shuffled, vectors written for the unshuffled one. Every command runs on one thread (:data:`ONE_THREAD`).
 
     python benchmarks/reproduce_deca.py --data ../shared/data/text_gcn --reference path/to/doc2vecc \\
         --sets r8 mr 20news --seeds 1 2 3 --out runs/reproduce_deca
@@ -36,6 +37,7 @@ from pathlib import Path
 
 import numpy as np
 
+from lit_docemb.augment.thesaurus import words_of
 from lit_docemb.eval.classification import kmeans_clustering, linear_probe
 
 
@@ -93,14 +95,18 @@ TABLE5_NOT_OFFLINE = "PPDB (the PPDB 2.0 lexical pack) and Back Trans. (two Mari
                      "that are not offline here: not run"
 
 
+#: Every command runs on one thread, as the reference does (``-threads 1``): torch's intra-op threads would add
+#: their waiting to the CPU seconds compared (wandb logs offline).
+ONE_THREAD = {"OMP_NUM_THREADS": "1", "WANDB_MODE": "offline"}
+
+
 def run(command: list[str], log: Path) -> tuple[str, float]:
     """Runs ``command`` (output to ``log``), returns its output and CPU seconds (user + system of the child and
     the processes it waited for). A failure stops the benchmark with the log's tail."""
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     log.parent.mkdir(parents=True, exist_ok=True)
     with open(log, "w") as out:
-        code = subprocess.run(command, stdout=out, stderr=subprocess.STDOUT, env=os.environ | {"WANDB_MODE": "offline"}
-                              ).returncode
+        code = subprocess.run(command, stdout=out, stderr=subprocess.STDOUT, env=os.environ | ONE_THREAD).returncode
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     text = log.read_text(errors="replace")
     if code != 0:
@@ -152,9 +158,11 @@ def evaluate_row(spec: TextGCNSet, data: Path, model_config: str, folder: Path) 
 def reference_row(spec: TextGCNSet, data: Path, program: Path, seed: int, folder: Path) -> tuple[float, float, float]:
     """Chen's program on the set (as the module docstring says), trained on the corpus shuffled by ``seed`` (the
     program has no seed of its own: the order is its randomness), its vectors scored like ours:
-    (error %, NMI, CPU s)."""
+    (error %, NMI, CPU s). It reads the words lit_docemb reads (:func:`~lit_docemb.augment.thesaurus.words_of`,
+    one document a line): on its own whitespace tokens it would also train on text_gcn's punctuation tokens
+    (",", "(", "?": 15 % of 20 Newsgroups' tokens), which lit_docemb's words leave out."""
     folder.mkdir(parents=True, exist_ok=True)
-    lines = (data / spec.corpus).read_text(encoding="latin-1").lower().splitlines()
+    lines = [" ".join(words_of(line)) for line in (data / spec.corpus).read_text(encoding="latin-1").splitlines()]
     ordered, shuffled = folder / "corpus.txt", folder / "corpus.shuffled.txt"
     ordered.write_text("\n".join(lines) + "\n")
     mixed = lines[:]
@@ -235,14 +243,15 @@ def check_targets(results: dict) -> list[str]:
 
 
 def report(files: list[Path]) -> None:
-    """The tables and targets of several runs of this script, merged row by row."""
+    """The tables and targets of several runs of this script (e.g. seeds run apart), a row's runs pooled."""
     merged: dict = {"sets": {}, "table5": {}}
     for file in files:
         results = json.loads(file.read_text())
         print(f"{file}: started {results['started']}, load before {results['load_before']}, after "
               f"{results.get('load_after')}")
         for s, rows in results["sets"].items():
-            merged["sets"].setdefault(s, {}).update(rows)
+            for row, runs in rows.items():  # the runs of one row in several files are pooled
+                merged["sets"].setdefault(s, {}).setdefault(row, []).extend(runs)
         merged["table5"].update(results.get("table5", {}))
     merged["sets"] = {s: merged["sets"][s] for s in SETS if s in merged["sets"]}
     print_tables(merged)
@@ -262,7 +271,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--table5", action="store_true", help="also Table 5 on R8 (first seed only)")
     parser.add_argument("--out", type=Path, default=Path("runs/reproduce_deca"))
     parser.add_argument("--report", nargs="+", type=Path, metavar="RESULTS_JSON",
-                        help="run nothing: print the tables of these results.json files merged (later files win)")
+                        help="run nothing: print the tables of these results.json files merged (a row's runs in several "
+                             "files are pooled: give each seed once)")
     args = parser.parse_args(argv)
     if args.report:
         report(args.report)
