@@ -14,6 +14,7 @@ from typing import Literal
 import lightning as L
 
 from lit_docemb.data.core.document import Document
+from lit_docemb.data.core.sampling import iter_items
 from lit_docemb.eval.classification import (
     few_shot_probe,
     kmeans_clustering,
@@ -47,7 +48,7 @@ def _check_labelled(train: list[Document], test: list[Document]) -> None:
 
 
 def _documents(datasets, max_documents: int | None) -> list[Document]:
-    docs = [d[i] for d in datasets if d is not None for i in range(len(d))]
+    docs = [doc for d in datasets if d is not None for doc in iter_items(d)]
     return docs[:max_documents] if max_documents is not None else docs
 
 

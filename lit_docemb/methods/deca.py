@@ -42,6 +42,7 @@ from torch import Tensor, nn
 from lit_docemb.augment import DocumentAugmenter, Vocabulary
 from lit_docemb.augment.specs import Augmentation, WordNet
 from lit_docemb.data.core.batches import Doc2VecCBatch, Doc2VecCPairBatch, ViewPairBatch
+from lit_docemb.data.core.sampling import iter_items
 from lit_docemb.data.caches.field_cache import FieldRows, FieldTokenCache
 from lit_docemb.data.core.tokens import document_text
 from lit_docemb.errors import ConfigError
@@ -202,8 +203,7 @@ class DECA(EmbeddingMethod):
             data = self.trainer.datamodule  # the documents it trains on: fit_set (fit_on: all) or the training split
             documents = getattr(data, "fit_set", None) or data.train_set
             self._set_vocabulary(Vocabulary.from_texts(
-                document_text(documents[i], True)[:self.backbone_spec.vocabulary_words * 12]
-                for i in range(len(documents))))
+                document_text(doc, True)[:self.backbone_spec.vocabulary_words * 12] for doc in iter_items(documents)))
         if self.trainer.world_size > 1 and hasattr(self, "predictor"):
             if self.trainer.strategy.root_device.type == "cuda":  # BatchNorm statistics over the global batch
                 self.predictor = nn.SyncBatchNorm.convert_sync_batchnorm(self.predictor)

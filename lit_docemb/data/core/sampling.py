@@ -213,6 +213,13 @@ def read_items(dataset, indices: list[int]) -> list:
     return read(indices) if read is not None else [dataset[i] for i in indices]
 
 
+def iter_items(dataset, chunk_size: int = 4096) -> Iterator:
+    """Every item of ``dataset`` in order, read ``chunk_size`` at a time by :func:`read_items` (a pass over an
+    Arrow-backed corpus row by row costs a formatter call per row)."""
+    for start in range(0, len(dataset), chunk_size):
+        yield from read_items(dataset, list(range(start, min(len(dataset), start + chunk_size))))
+
+
 class _SeededCollate:
     """Runs the collator on a batch's items under :func:`seeded_random_state` with the batch's seed."""
 
