@@ -12,6 +12,13 @@ levels of similarity (document, section, chunk) from ``predict`` and :func:`simi
 ablations are switches: −Aug ``augmentation: false`` (one section, no section/chunk embeddings), −LSTM
 ``aggregation: mean`` (mean of chunk vectors, no chunkwise attention), −CL ``objective: cosine`` (no split,
 no projection, cosine similarity regressed onto "same group"; implies −Aug). AdamW 5e-5, weight decay 0.01.
+
+Readings where §4.1.2 is loose (the configs' headers repeat them): "an Adam optimizer with a weight decay of
+0.01" is AdamW (decoupled decay; ``torch.optim.Adam(weight_decay=0.01)`` would be the L2 form); batch 50 is the
+smallest of the sizes the paper tried (50, 75, 100, 200), none of which it names for its tables; a chunk's vector
+is the chunk encoder's [CLS] (``pooling: cls``). At evaluation a document is one section whose chunks are
+numbered 0 .. n_c - 1 (up to ``max_chunks_per_section``), further than the chunks of a training section (a
+half of a document) reach: those chunk embeddings are trained less or not at all.
 """
 
 from __future__ import annotations

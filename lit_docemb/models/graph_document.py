@@ -7,8 +7,9 @@ final document node is the document embedding. A graph of a single passage is a 
 query representation ("the initial node representation", §3.3) -- and is not passed through the layers.
 
 Readings where the paper is silent: each layer is ``v <- v + ELU(GAT(v))`` (the skip connection; no ELU
-after the last layer), heads are concatenated (2 heads of 256 give 512), and every node attends to itself
-(GATConv's self-loops).
+after the last layer) and heads are concatenated (2 heads of 256 give 512). A node attends to its neighbours
+only, as the paper's graph library does (DGL, its footnote 2: DGL's ``GATConv`` adds no self-loops; PyG's would
+by default): the skip connection carries the node's own vector.
 """
 
 from __future__ import annotations
@@ -93,7 +94,8 @@ class GraphDocumentEncoder(nn.Module):
         self.encoder = encoder
         self.project = nn.Linear(encoder.hidden_size, node_dim)
         self.layers = nn.ModuleList(GATConv(node_dim, node_dim // num_heads, heads=num_heads,
-                                            dropout=attention_dropout) for _ in range(num_layers))
+                                            dropout=attention_dropout, add_self_loops=False)
+                                    for _ in range(num_layers))
         self.passage_token_budget = passage_token_budget
         self.bucket_by_length = bucket_by_length
         self.node_dim = node_dim
