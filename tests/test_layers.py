@@ -3,7 +3,8 @@
 A module may import its own floor and the floors below it, never a higher one; only ``lit_docemb/distributed.py``
 imports ``torch.distributed``; ``models/`` and ``losses/`` import no Lightning; no two modules import each other
 (directly or through others) at import time. Imports inside functions count as much as those at the top.
-``commands/`` (entry points only) defines no ``nn.Module`` and no Lightning ``Callback``.
+``commands/`` (entry points only) defines no ``nn.Module`` and no Lightning ``Callback``. Above the data floor no
+code tests whether a DataModule is a ``RetrievalDataModule``: it asks the DataModule instead.
 """
 
 from __future__ import annotations
@@ -184,6 +185,41 @@ def test_no_import_cycles_among_commands_even_inside_functions():
 
 def test_commands_define_no_module_and_no_callback():
     assert library_classes_in_commands() == []
+
+
+def type_tests_above_data(root: Path = PACKAGE, name: str = "RetrievalDataModule") -> list[str]:
+    """The ``isinstance``/``issubclass`` calls outside ``data/`` whose class argument names ``name``: a command or an
+    evaluation asks the DataModule (``setup_evaluation``, ``report_evaluation_reading``, ``ranked_split``), and
+    each kind of DataModule answers for itself."""
+    found = []
+    for path in sorted(root.rglob("*.py")):
+        if path.relative_to(root).parts[0] == "data":
+            continue
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Name)
+                    and node.func.id in ("isinstance", "issubclass") and len(node.args) == 2):
+                continue
+            named = {n.id if isinstance(n, ast.Name) else n.attr for n in ast.walk(node.args[1])
+                     if isinstance(n, ast.Name | ast.Attribute)}
+            if name in named:
+                found.append(f"{path.relative_to(root.parent)}:{node.lineno}")
+    return found
+
+
+def test_no_type_test_of_retrieval_datamodules_above_the_data_floor():
+    assert type_tests_above_data() == []
+
+
+def test_the_type_test_checker_finds_every_form(tmp_path):
+    root = _package(tmp_path, {
+        "data/retrieval.py": "def f(d):\n    return isinstance(d, RetrievalDataModule)\n",  # its own floor: allowed
+        "eval/a.py": "def f(d):\n    return isinstance(d, RetrievalDataModule)\n",
+        "commands/b.py": "def f(d):\n    x = 1\n    return not isinstance(d, (int, datamodule.RetrievalDataModule))\n",
+        "commands/c.py": "def f(t):\n    return issubclass(t, RetrievalDataModule)\n",
+        "commands/d.py": "def f(d):\n    return isinstance(d, DocumentDataModule)\n",  # another class: allowed
+    })
+    assert type_tests_above_data(root) == ["lit_docemb/commands/b.py:3", "lit_docemb/commands/c.py:2",
+                                           "lit_docemb/eval/a.py:2"]
 
 
 def test_every_folder_has_a_floor():

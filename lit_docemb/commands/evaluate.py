@@ -102,16 +102,16 @@ def default_evaluations(data) -> list:
     as MSMARCO without the TREC DL topics); matching for one of labelled pairs; clustering and
     the linear probe for a labelled one; held-out retrieval on the validation split for an unlabelled corpus.
     A corpus with none of these is a :class:`ConfigError` naming what it lacks."""
-    from lit_docemb.data.retrieval.datamodule import RetrievalDataModule
     from lit_docemb.data.corpora.similarity_groups import SimilarityGroupDataModule
     from lit_docemb.eval.heldout import HeldOutRetrieval
     from lit_docemb.eval.labelled import Clustering, LinearProbe
     from lit_docemb.eval.matching import DocumentMatching
     from lit_docemb.eval.retrieval import RetrievalEvaluation
 
-    if isinstance(data, RetrievalDataModule):
-        if data.test_split:
-            return [RetrievalEvaluation(split="test")]
+    split = data.ranked_split()
+    if split == "test":
+        return [RetrievalEvaluation(split="test")]
+    if split == "val":  # a ranking DataModule without test queries
         if data.val_split or data.val_queries_from_train:  # the splits query_split("val") reads, not read here
             log.info("%s has no test queries: ranking its validation queries", type(data).__name__)
             return [RetrievalEvaluation(split="val")]
@@ -180,7 +180,6 @@ def evaluate(config: list[str], ckpt_path: str | None = None, evaluation: list[s
         resamples: Bootstrap resamples of the --before_after intervals.
         overrides: Config overrides (``--model.init_args.encoder X``, ``--data.init_args.root DIR``).
     """
-    from lit_docemb.data.retrieval.datamodule import RetrievalDataModule
     from lit_docemb.eval.evaluation import Evaluation, EvaluationContext, markdown_table
     from lit_docemb.methods.checkpoints import read_checkpoint, restore_method
 
@@ -210,18 +209,17 @@ def evaluate(config: list[str], ckpt_path: str | None = None, evaluation: list[s
     if interpolate_alpha is not None:
         interpolate_method(method, config, overrides or (), interpolate_alpha)
     method.to(torch_device(accelerator)).eval()
-    if not isinstance(data, RetrievalDataModule):  # retrieval reads its corpus and query splits itself
-        data.setup("fit")
-        if ckpt_path is None and callable(getattr(method, "prepare", None)):
-            # a method whose vocabulary and word vectors come from the training documents (CTPE) builds them as
-            # fit would, and is scored untrained (CTPE's Table 4 column CTPE0); a classical baseline is fitted on
-            # the documents fit serves (fit_set: with a labelled corpus's fit_on: all, every document read)
-            method.prepare(getattr(data, "fit_set", None) or data.train_set, data.val_set or ())
+    data.setup_evaluation()
+    if ckpt_path is None and callable(getattr(method, "prepare", None)) and data.train_set is not None:
+        # a method whose vocabulary and word vectors come from the training documents (CTPE) builds them as
+        # fit would, and is scored untrained (CTPE's Table 4 column CTPE0); a classical baseline is fitted on
+        # the documents fit serves (fit_set: with a labelled corpus's fit_on: all, every document read); a ranking
+        # DataModule sets up no training documents for evaluation, so there is nothing to prepare from
+        method.prepare(getattr(data, "fit_set", None) or data.train_set, data.val_set or ())
     evaluations = evaluations or default_evaluations(data)
     context = EvaluationContext(method, data, output_dir, batch_size)
     results = run_evaluations(evaluations, context)
-    if isinstance(data, RetrievalDataModule) and not data.data_stats and data.corpus is not None:
-        data.report_reading("corpus", len(data.corpus), {}, data.stats)  # read by the evaluations, not by setup
+    data.report_evaluation_reading()
     table = markdown_table(results)
     if context.writes():
         scored = f"`{ckpt_path}`" if ckpt_path else f"`{encoder_name(method)} as initialised (no checkpoint)`"
@@ -245,12 +243,10 @@ def compare_with_start(method, data, ckpt_path: str, output_dir: Path, batch_siz
     ``ckpt_path`` (after), also on the candidate tasks of the config's ``evaluations``; printed and written to
     ``output_dir``; returns ``{"before_after": {<metric>/<field>: value}}``."""
     from lit_docemb import distributed as dist
-    from lit_docemb.data.retrieval.datamodule import RetrievalDataModule
     from lit_docemb.eval.before_after import candidate_tasks, compare, measure, write_report
     from lit_docemb.methods.checkpoints import restore_method
 
-    if not isinstance(data, RetrievalDataModule):
-        data.setup("fit")
+    data.setup_evaluation()
     device, tasks = torch_device(accelerator), candidate_tasks(evaluations or [])
     load_checkpoint_vocabulary(method, ckpt_path)
     before = measure(method.to(device).eval(), data, batch_size, tasks=tasks)

@@ -37,12 +37,11 @@ from lit_docemb.errors import ConfigError, require
 def validation_evaluations(data) -> list:
     """What ``data`` supports on its validation split: retrieval of its validation queries, clustering and the
     linear probe on validation documents, or held-out retrieval; a :class:`ConfigError` otherwise."""
-    from lit_docemb.data.retrieval.datamodule import RetrievalDataModule
     from lit_docemb.eval.heldout import HeldOutRetrieval
     from lit_docemb.eval.labelled import Clustering, LinearProbe
     from lit_docemb.eval.retrieval import RetrievalEvaluation
 
-    if isinstance(data, RetrievalDataModule):
+    if data.ranked_split() is not None:  # a ranking DataModule: its validation queries
         return [RetrievalEvaluation(split="val")]
     if hasattr(data, "labels") or getattr(data, "test_set", None) is not None:
         return [Clustering(evaluate_on="val"), LinearProbe(evaluate_on="val")]
@@ -104,7 +103,6 @@ def interpolate(config: list[str], ckpt_path: str, evaluation: list[str] | None 
         accelerator: ``auto``, ``cpu``, ``cuda`` (or ``gpu``), or a torch device such as ``cuda:1``.
         overrides: Config overrides (``--data.init_args.root DIR``).
     """
-    from lit_docemb.data.retrieval.datamodule import RetrievalDataModule
     from lit_docemb.eval.evaluation import Evaluation, EvaluationContext
     from lit_docemb.methods.checkpoints import read_checkpoint, restore_method
     from lit_docemb.methods.retention import ALPHA_GRID, choose_alpha, interpolated_state
@@ -120,8 +118,7 @@ def interpolate(config: list[str], ckpt_path: str, evaluation: list[str] | None 
     restore_method(method, ckpt_path)
     trained = {k: v.detach().clone() for k, v in method.state_dict().items()}
     method.to(torch_device(accelerator)).eval()
-    if not isinstance(data, RetrievalDataModule):
-        data.setup("fit")
+    data.setup_evaluation()
     refuse_test_splits(specs)
     evaluations = specs or [c for c in cli.trainer.callbacks if isinstance(c, Evaluation) and not reads_test(c)] \
         or validation_evaluations(data)

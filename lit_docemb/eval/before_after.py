@@ -38,7 +38,7 @@ import torch
 from torch import Tensor
 
 from lit_docemb import distributed as dist
-from lit_docemb.data.core.datamodule import documents_at
+from lit_docemb.data.core.datamodule import DocumentDataModule, documents_at
 from lit_docemb.data.core.document import Document, Section
 from lit_docemb.data.retrieval.datamodule import RetrievalDataModule
 from lit_docemb.errors import ConfigError
@@ -133,7 +133,7 @@ def heldout_retrieval(method: L.LightningModule, documents: Sequence[Document], 
 def judged_retrieval(method: L.LightningModule, data: RetrievalDataModule, batch_size: int = 64,
                      k: int = 10) -> dict[str, ItemScores]:
     """Per-query MRR@k and nDCG@10 of dense retrieval on the test queries (the validation ones without)."""
-    split = "test" if data.test_split else "val"
+    split = data.ranked_split()
     qrels = split_qrels(data.query_split(split))
     run = RetrievalEvaluation(split=split).dense_run(EvaluationContext(method, data, None, batch_size), split)
     values = per_query_metrics(run, qrels, [f"mrr@{k}", "ndcg@10"])
@@ -204,7 +204,7 @@ def candidate_tasks(evaluations: Sequence) -> list[CandidateTask]:
             if isinstance(evaluation, CandidateRanking)]
 
 
-def measure(method: L.LightningModule, data: L.LightningDataModule, batch_size: int = 64,
+def measure(method: L.LightningModule, data: DocumentDataModule, batch_size: int = 64,
             max_documents: int | None = 2_000, k: int = 10, seed: int = 0,
             tasks: Sequence[CandidateTask] = ()) -> Measurement:
     """Every task ``data`` (set up, or a ranking DataModule) supports, scored per item with ``method``.
@@ -225,13 +225,14 @@ def measure(method: L.LightningModule, data: L.LightningDataModule, batch_size: 
     return measured
 
 
-def _measure_tasks(measured: Measurement, method: L.LightningModule, data: L.LightningDataModule, batch_size: int,
+def _measure_tasks(measured: Measurement, method: L.LightningModule, data: DocumentDataModule, batch_size: int,
                    max_documents: int | None, k: int, seed: int, tasks: Sequence[CandidateTask]) -> None:
     """Fills ``measured`` (see :func:`measure`)."""
     for task in tasks:
         measured.metrics |= candidate_ranking(method, task, 20, batch_size)
-    if isinstance(data, RetrievalDataModule):
-        if data.query_split("test" if data.test_split else "val") is None:
+    split = data.ranked_split()
+    if split is not None:  # judged queries: ranked against the corpus, which has no document labels
+        if data.query_split(split) is None:
             measured.notes.append("retrieval: the ranking corpus has neither test nor validation queries")
         else:
             measured.metrics |= judged_retrieval(method, data, batch_size, k)
@@ -330,7 +331,7 @@ class BeforeAfterReport(Evaluation):
         self.before: Measurement | None = None
         self.rows: list[dict] | None = None
 
-    def measure(self, method: L.LightningModule, data: L.LightningDataModule,
+    def measure(self, method: L.LightningModule, data: DocumentDataModule,
                 tasks: Sequence[CandidateTask] = ()) -> Measurement:
         return measure(method, data, self.batch_size, self.max_documents, self.k, self.seed, tasks)
 

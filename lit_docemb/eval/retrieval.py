@@ -29,7 +29,7 @@ from lit_docemb.eval.search import ExactSearch, FaissSearch
 
 def retrieval_corpus(data: RetrievalDataModule) -> Sequence[Document]:
     """The DataModule's corpus (read once, cut to its ``max_documents``), in either mode."""
-    if not isinstance(data, RetrievalDataModule):
+    if data.ranked_split() is None:
         raise TypeError(f"retrieval needs a ranking DataModule (MSMARCO, Robust04, WIKIR), got {type(data).__name__}")
     if data.corpus is None:
         documents = data.load_documents()

@@ -93,6 +93,27 @@ def test_model_overrides_keeps_only_the_model_section():
                                                                "1"]
 
 
+def test_validation_evaluations_rank_a_ranking_corpus_validation_queries_and_score_documents_otherwise(tmp_path):
+    """A ranking corpus gets retrieval of its validation queries (even without them: the evaluation then says so);
+    a corpus of documents, set up, held-out retrieval."""
+    from corpus_files import write_msmarco
+
+    from lit_docemb.commands.interpolate import validation_evaluations
+    from lit_docemb.data.corpora.jsonl import JSONLDataModule
+    from lit_docemb.data.corpora.msmarco import MSMARCODataModule
+    from lit_docemb.eval.heldout import HeldOutRetrieval
+    from lit_docemb.eval.retrieval import RetrievalEvaluation
+
+    root = str(write_msmarco(tmp_path / "msmarco"))
+    for data in (MSMARCODataModule(root), MSMARCODataModule(root, val_split=None)):
+        assert [(type(e), e.split) for e in validation_evaluations(data)] == [(RetrievalEvaluation, "val")]
+    (tmp_path / "docs.jsonl").write_text("".join(json.dumps({"id": f"d{i}", "text": f"text {i}"}) + "\n"
+                                                 for i in range(8)))
+    documents = JSONLDataModule([str(tmp_path / "docs.jsonl")], val_fraction=0.5, num_workers=0)
+    documents.setup_evaluation()
+    assert [type(e) for e in validation_evaluations(documents)] == [HeldOutRetrieval]
+
+
 def scores(results: dict) -> dict[str, float]:
     """Held-out retrieval's metrics without its timing."""
     return {k: v for k, v in results["heldout"].items() if not k.endswith("seconds")}

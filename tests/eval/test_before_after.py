@@ -77,7 +77,7 @@ def corpus(labelled: bool = True) -> SimpleNamespace:
         docs = [document(i, v, o) for i in range(start, start + n) for v in "aeiou" for o in ("x", "yy")]
         return docs if labelled else [Document(d.id, d.title, d.sections) for d in docs]
 
-    return SimpleNamespace(train_set=split(0, 3), val_set=split(10, 2))
+    return SimpleNamespace(train_set=split(0, 3), val_set=split(10, 2), ranked_split=lambda: None)  # no queries
 
 
 class Shifted(Letters):
@@ -185,3 +185,21 @@ def test_callback_prints_logs_and_writes_the_report_and_a_resume_keeps_before(tm
     resumed.on_train_end(trainer, Shifted())
     assert [row["before"] for row in resumed.rows] == pytest.approx([row["before"] for row in callback.rows])
     assert isinstance(resumed.before, Measurement)
+
+
+def test_a_ranking_corpus_gets_its_judged_queries_ranked_or_one_line_without_them(tmp_path):
+    from corpus_files import write_msmarco
+
+    from lit_docemb.data.corpora.msmarco import MSMARCODataModule
+
+    root, cache = str(write_msmarco(tmp_path / "msmarco")), str(tmp_path / "cache")
+    data = MSMARCODataModule(root, test_queries="msmarco-test2019-queries.tsv.gz", test_qrels="2019qrels-docs.txt",
+                             cache_dir=cache, num_workers=0)
+    measured = measure(Letters(), data, batch_size=4)
+    assert set(measured.metrics) == {"retrieval/qrels/mrr@10", "retrieval/qrels/ndcg@10"}
+    assert len(measured.metrics["retrieval/qrels/mrr@10"].values) == 3  # the three test queries, not the dev ones
+    assert measured.notes == ["clustering, probe: a ranking corpus has no document labels"]
+    unjudged = measure(Letters(), MSMARCODataModule(root, val_split=None, cache_dir=cache), batch_size=4)
+    assert unjudged.metrics == {} and unjudged.notes == [
+        "retrieval: the ranking corpus has neither test nor validation queries",
+        "clustering, probe: a ranking corpus has no document labels"]

@@ -224,6 +224,20 @@ class DocumentDataModule(L.LightningDataModule, ABC):
             with open(os.path.join(root, STATS_FILE), "w", encoding="utf-8") as f:
                 f.write(json.dumps(report, indent=2) + "\n")
 
+    def setup_evaluation(self) -> None:
+        """Readies the DataModule for ``evaluate`` and ``interpolate``: the splits of ``fit`` (``setup("fit")``), which
+        the evaluations score and a method without a checkpoint prepares from (its ``train_set``)."""
+        self.setup("fit")
+
+    def report_evaluation_reading(self) -> None:
+        """Reports, after the evaluations, what they read themselves: nothing here, ``setup`` read the documents and
+        reported them."""
+
+    def ranked_split(self) -> Literal["test", "val"] | None:
+        """The query split evaluations rank by default; None: these documents come with no queries, and evaluations
+        score the documents themselves (held out, labelled, paired)."""
+        return None
+
     def connect(self, collator: Callable[[str], Collator], passage_cache: PassageCache | None = None) -> None:
         """Wires the method in: its collators, and where it reads passages, its passage cache.
 

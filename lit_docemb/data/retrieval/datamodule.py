@@ -335,6 +335,21 @@ class RetrievalDataModule(DocumentDataModule):
         queries held out of training when ``val_queries_from_train`` is set); None when there is no such split."""
         return self._query_splits()[name]
 
+    def setup_evaluation(self) -> None:
+        """Nothing, in either mode: the evaluations read the corpus and the query splits themselves (no examples,
+        no negatives); :meth:`report_evaluation_reading` reports the corpus once they have read it."""
+
+    def report_evaluation_reading(self) -> None:
+        """Reports the corpus as ``corpus`` when the evaluations read it and no reading was reported before (a
+        ``setup``'s)."""
+        if not self.data_stats and self.corpus is not None:
+            self.report_reading("corpus", len(self.corpus), {}, self.stats)
+
+    def ranked_split(self) -> Literal["test", "val"]:
+        """``"test"`` when the corpus has test queries, else ``"val"`` (MSMARCO without the TREC DL topics), whether
+        or not it has those: :meth:`query_split` says."""
+        return "test" if self.test_split else "val"
+
     def _query_splits(self) -> dict[str, QuerySplit | None]:
         train = self.load_split(self.train_split)
         if self.val_queries_from_train:
