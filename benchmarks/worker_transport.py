@@ -53,7 +53,8 @@ from lit_docemb.data.corpora.installed_docs import iter_installed_docs
 from lit_docemb.data.core.sampling import DistributedBatchSampler, ResumableLoader
 from lit_docemb.data.core.tokens import document_text
 from lit_docemb.methods import CTPE, DECA, CoLDE, DocSplit, GraphRoBERTa
-from lit_docemb.views.ctpe import FieldIds, WordEmbeddings
+from lit_docemb.models.ctpe import WordEmbeddings
+from lit_docemb.views.ctpe import FieldIds
 
 METHODS = ["graph_roberta", "docsplit", "deca", "deca_text", "ctpe", "ctpe_text", "colde"]
 

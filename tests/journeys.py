@@ -38,7 +38,7 @@ from corpus_files import (
     write_wikir_dump,
 )
 
-from lit_docemb.views.ctpe import preprocess_words
+from lit_docemb.models.ctpe_tokenizers import preprocess_words
 
 ROOT = Path(__file__).resolve().parents[1]
 

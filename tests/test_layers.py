@@ -3,8 +3,9 @@
 A module may import its own floor and the floors below it, never a higher one; only ``lit_docemb/distributed.py``
 imports ``torch.distributed``; ``models/`` and ``losses/`` import no Lightning; no two modules import each other
 (directly or through others) at import time. Imports inside functions count as much as those at the top.
-``commands/`` (entry points only) defines no ``nn.Module`` and no Lightning ``Callback``. Above the data floor no
-code tests whether a DataModule is a ``RetrievalDataModule``: it asks the DataModule instead.
+``commands/`` (entry points only) defines no ``nn.Module`` and no Lightning ``Callback``; ``views/`` (CPU-only
+collators) neither defines nor imports an ``nn.Module``. Above the data floor no code tests whether a DataModule is
+a ``RetrievalDataModule``: it asks the DataModule instead.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from __future__ import annotations
 import ast
 import importlib
 import inspect
+import sys
 from collections import defaultdict
 from pathlib import Path
 
@@ -165,6 +167,22 @@ def library_classes_in_commands(root: Path = PACKAGE) -> list[str]:
     return found
 
 
+def model_classes_in_views(root: Path = PACKAGE) -> list[str]:
+    """The ``nn.Module``s that a module of ``views/`` defines or imports, as ``module.name (from where)`` (imported to
+    see each class's bases, inherited ones too). A view runs in dataloader workers, CPU-only: documents in, a batch
+    out, through tokenizers and plain functions. A model class there, defined or imported to be built (a token-vector
+    table, a frozen encoder), is model-side code on the wrong floor: it belongs in ``models/``."""
+    from torch import nn
+
+    found = []
+    for path in sorted((root / "views").rglob("*.py")):
+        module = importlib.import_module(module_name(path, root))
+        for name, value in vars(module).items():
+            if inspect.isclass(value) and issubclass(value, nn.Module):
+                found.append(f"{module.__name__}.{name} (from {value.__module__})")
+    return found
+
+
 def command_cycles(root: Path = PACKAGE) -> list[list[str]]:
     """Import cycles among the modules of ``commands/``, counting the imports inside functions too: a command's
     module imports the modules it builds on, never one that imports it back."""
@@ -185,6 +203,10 @@ def test_no_import_cycles_among_commands_even_inside_functions():
 
 def test_commands_define_no_module_and_no_callback():
     assert library_classes_in_commands() == []
+
+
+def test_views_define_and_import_no_module():
+    assert model_classes_in_views() == []
 
 
 def type_tests_above_data(root: Path = PACKAGE, name: str = "RetrievalDataModule") -> list[str]:
@@ -234,8 +256,8 @@ def test_test_files_have_unique_names():
     assert sorted({n for n in names if names.count(n) > 1}) == []
 
 
-def _package(tmp_path: Path, files: dict[str, str]) -> Path:
-    root = tmp_path / "lit_docemb"
+def _package(tmp_path: Path, files: dict[str, str], name: str = "lit_docemb") -> Path:
+    root = tmp_path / name
     for relative, text in files.items():
         (root / relative).parent.mkdir(parents=True, exist_ok=True)
         (root / relative).write_text(text)
@@ -266,6 +288,25 @@ def test_the_checker_finds_each_kind_of_violation(tmp_path):
     assert found["lightning"] == ["lit_docemb/models/__init__.py:1 imports lightning"]
     assert sorted(found["cycles"]) == [["lit_docemb.data.b", "lit_docemb.data.c"],
                                      ["lit_docemb.eval.e", "lit_docemb.methods.m"]]
+
+
+def test_the_views_check_finds_a_module_defined_or_imported(tmp_path, monkeypatch):
+    root = _package(tmp_path, {
+        "__init__.py": "",
+        "models/__init__.py": "",
+        "models/m.py": "from torch import nn\n\n\nclass Table(nn.Embedding):\n    pass\n",
+        "views/__init__.py": "",
+        "views/builder.py": "from floors_probe.models.m import Table\n",
+        "views/defined.py": "from torch import nn\n\n\nclass Local(nn.Module):\n    pass\n",
+        "views/collator.py": "import torch\nfrom torch import Tensor, nn\n\n\nclass Collator:\n    pass\n",
+    }, name="floors_probe")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    try:
+        assert model_classes_in_views(root) == ["floors_probe.views.builder.Table (from floors_probe.models.m)",
+                                                "floors_probe.views.defined.Local (from floors_probe.views.defined)"]
+    finally:
+        for module in [m for m in sys.modules if m == "floors_probe" or m.startswith("floors_probe.")]:
+            del sys.modules[module]
 
 
 def test_every_folder_is_a_package_that_an_install_ships():

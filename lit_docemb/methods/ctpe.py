@@ -32,18 +32,21 @@ from lit_docemb.data.core.document import Document
 from lit_docemb.errors import BadArgument, ConfigError, require
 from lit_docemb.losses import CoupledMarginLoss
 from lit_docemb.methods.base import EmbeddingMethod
-from lit_docemb.models.ctpe import CoupledPairEncoder, coupled_pair_similarity
-from lit_docemb.views.ctpe import (
-    CoupledDocumentCollator,
-    CoupledPairCollator,
+from lit_docemb.models.ctpe import (
+    CoupledPairEncoder,
     ElmoTokens,
-    FieldIds,
-    PairSplitter,
-    PartnerSampler,
     SkipThoughtSentences,
     TransformerTokens,
     WordEmbeddings,
-    WordTokenizer,
+    coupled_pair_similarity,
+)
+from lit_docemb.models.ctpe_tokenizers import WordTokenizer
+from lit_docemb.views.ctpe import (
+    CoupledDocumentCollator,
+    CoupledPairCollator,
+    FieldIds,
+    PairSplitter,
+    PartnerSampler,
     check_pos,
     document_fields,
     tfidf_neighbours,
@@ -63,11 +66,11 @@ class CTPE(EmbeddingMethod):
     """Coupled text pair embedding.
 
     Args:
-        embeddings: Token vectors: :class:`~lit_docemb.views.ctpe.WordEmbeddings` (default: word2vec
+        embeddings: Token vectors: :class:`~lit_docemb.models.ctpe.WordEmbeddings` (default: word2vec
             on the training corpus, 100 dimensions, trainable) or
-            :class:`~lit_docemb.views.ctpe.TransformerTokens` (a frozen pretrained encoder) or
-            :class:`~lit_docemb.views.ctpe.ElmoTokens` (frozen ELMo, from allennlp's released files) or
-            :class:`~lit_docemb.views.ctpe.SkipThoughtSentences` (frozen Skip-thoughts sentence vectors: the parts'
+            :class:`~lit_docemb.models.ctpe.TransformerTokens` (a frozen pretrained encoder) or
+            :class:`~lit_docemb.models.ctpe.ElmoTokens` (frozen ELMo, from allennlp's released files) or
+            :class:`~lit_docemb.models.ctpe.SkipThoughtSentences` (frozen Skip-thoughts sentence vectors: the parts'
             tokens are then sentences).
         pos: Split position: ``"title"``, ``"before:<Section heading>"`` or a token ratio in (0, 1).
         max_length: l_max, tokens kept per part (paper: 200; words with ElmoTokens; sentences with

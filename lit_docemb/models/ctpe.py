@@ -1,19 +1,28 @@
 """CTPE's encoders (seed paper 004, §3.2): token vectors → four parallel 1-D convolutions → a text vector,
-one CNN for former parts and one for latter parts, and the coupled-pair similarity of eq. 2.
+one CNN for former parts and one for latter parts, and the coupled-pair similarity of eq. 2; and the input models
+that make the token vectors (CTPE's ``embeddings`` argument: :class:`WordEmbeddings`, :class:`TransformerTokens`,
+:class:`ElmoTokens`, :class:`SkipThoughtSentences`), each building a tokenizer of
+:mod:`lit_docemb.models.ctpe_tokenizers` together with the module its ids feed.
 
-Plain ``nn.Module``s: no Lightning, no ``torch.distributed``, no corpus names.
+Plain ``nn.Module``s and their builders: no Lightning, no ``torch.distributed``, no corpus names.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
+from typing import Literal
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 from transformers import AutoModel
 
+from lit_docemb.errors import BadArgument
+from lit_docemb.models.ctpe_tokenizers import CharacterIds, HFTokenIds, SentenceWordIds, WordTokenizer, preprocess_words
+from lit_docemb.models.elmo import ElmoBiLM, FrozenElmoStates, LayerMix
 from lit_docemb.models.encoder import resolve_model_path
+from lit_docemb.models.skip_thoughts import FrozenSkipThoughtStates, SkipThoughtsEncoder
+from lit_docemb.models.word_vectors import VectorsFormat, lowered_keys, read_word_vectors, stable_hash
 
 
 class ConvTextEncoder(nn.Module):
@@ -159,3 +168,169 @@ def coupled_pair_similarity(former_a: Tensor, latter_a: Tensor, former_b: Tensor
     """
     fa, la, fb, lb = (F.normalize(x.float(), dim=-1) for x in (former_a, latter_a, former_b, latter_b))
     return fa @ lb.T + la @ fb.T  # (Q, N)
+
+
+# --- the input models (CTPE's ``embeddings`` argument): ``build(texts)`` gives a tokenizer and the token vectors its
+# ids feed; ``restore(words)`` (WordEmbeddings) rebuilds them from a checkpoint's vocabulary
+
+
+def train_word2vec(texts: Iterable[str], tokenizer: WordTokenizer, dim: int, window: int, epochs: int,
+                   workers: int, seed: int) -> torch.Tensor:
+    """Skip-gram word2vec (gensim) on the preprocessed ``texts``; returns (len(tokenizer), dim) vectors in
+    the tokenizer's order: the padding row is 0, words word2vec did not keep (and [UNK]) get small random
+    vectors as in word2vec's own initialisation."""
+    try:
+        from gensim.models import Word2Vec
+    except ImportError as err:
+        raise ImportError("word2vec initialisation needs gensim, a base requirement of lit_docemb: "
+                          "pip install -e . (or pip install 'gensim>=4.3')") from err
+    sentences = [[w for w in preprocess_words(t) if w in tokenizer.index] for t in texts]
+    sentences = [s for s in sentences if s]
+    if not sentences:
+        raise ValueError("no word of the vocabulary occurs in the training texts: cannot train word2vec")
+    model = Word2Vec(sentences=sentences, vector_size=dim, window=window, min_count=1, sg=1, epochs=epochs,
+                     workers=workers, seed=seed, hashfxn=stable_hash)
+    generator = torch.Generator().manual_seed(seed)
+    vectors = (torch.rand(len(tokenizer), dim, generator=generator) - 0.5) / dim
+    vectors[0] = 0.0
+    for word, row in model.wv.key_to_index.items():
+        vectors[tokenizer.index[word]] = torch.from_numpy(model.wv.vectors[row].copy())
+    return vectors
+
+
+def load_pretrained_vectors(path: str, vectors_format: VectorsFormat, tokenizer: WordTokenizer, dim: int,
+                            seed: int) -> torch.Tensor:
+    """(len(tokenizer), dim) vectors from a pretrained file: word2vec's binary (``GoogleNews-vectors-negative300.bin``
+    and what ``gensim``'s ``save_word2vec_format(binary=True)`` writes), word2vec's text format (a ``<count> <dim>``
+    header line) or GloVe's text (``glove.6B.100d.txt``: no header). A vocabulary word is looked up as is, then
+    lower-cased; the padding row is 0 and the words the file lacks (and [UNK]) get small random vectors, as in
+    :func:`train_word2vec`. The file's dimension must be ``dim``."""
+    vectors = read_word_vectors(path, vectors_format)
+    if vectors.vector_size != dim:
+        raise BadArgument("dim", f"must be the {vectors.vector_size} dimensions of {path!r}, got {dim}")
+    generator = torch.Generator().manual_seed(seed)
+    out = (torch.rand(len(tokenizer), dim, generator=generator) - 0.5) / dim
+    out[0] = 0.0
+    lowered = lowered_keys(vectors)
+    for word, row in tokenizer.index.items():
+        key = word if word in vectors.key_to_index else lowered.get(word)
+        if row > 1 and key is not None:
+            out[row] = torch.from_numpy(vectors[key].copy())
+    return out
+
+
+class WordEmbeddings:
+    """Trainable word vectors over the training corpus's vocabulary (paper: word2vec, 100 dimensions).
+
+    Args:
+        init: ``"word2vec"``: skip-gram word2vec trained on the training documents with gensim (window 10,
+            §4.2's word2vec settings); ``"random"``: random vectors; ``"pretrained"``: the vectors of a file
+            (``vectors``): the paper's word2vec(full) and GloVe(full), trained on the whole arXiv / DBLP / USPTO
+            corpus, or GloVe on the task's documents, all trained outside lit_docemb.
+        dim: Vector dimension (paper: 100).
+        min_count: Words seen fewer times are [UNK] (gensim's default, 5).
+        max_vocabulary: Keep at most this many words, the most frequent (``None``: all).
+        window: word2vec window.
+        epochs: word2vec epochs (§4.2: 100 iterations).
+        workers: word2vec threads; 1 makes the vectors repeatable.
+        seed: word2vec seed (and that of the random rows).
+        vectors: ``init: pretrained``: the vectors file.
+        vectors_format: ``"word2vec_binary"`` (word2vec's ``.bin``), ``"word2vec_text"`` (with a ``<count> <dim>``
+            header) or ``"glove_text"`` (GloVe's ``.txt``, no header).
+    """
+
+    def __init__(self, init: Literal["word2vec", "random", "pretrained"] = "word2vec", dim: int = 100,
+                 min_count: int = 5, max_vocabulary: int | None = None, window: int = 10, epochs: int = 100,
+                 workers: int = 1, seed: int = 1, vectors: str | None = None,
+                 vectors_format: VectorsFormat = "word2vec_binary") -> None:
+        if init not in ("word2vec", "random", "pretrained"):
+            raise BadArgument("init", f"must be 'word2vec', 'random' or 'pretrained', got {init!r}")
+        if (init == "pretrained") != (vectors is not None):
+            raise BadArgument("vectors", "is the file of init: pretrained, and only of it: set both or neither")
+        if vectors_format not in ("word2vec_binary", "word2vec_text", "glove_text"):
+            raise BadArgument("vectors_format", f"must be 'word2vec_binary', 'word2vec_text' or 'glove_text', got "
+                              f"{vectors_format!r}")
+        self.vectors, self.vectors_format = vectors, vectors_format
+        self.init, self.dim, self.min_count, self.max_vocabulary = init, dim, min_count, max_vocabulary
+        self.window, self.epochs, self.workers, self.seed = window, epochs, workers, seed
+
+    def build(self, texts: Sequence[str]) -> tuple[WordTokenizer, WordVectors]:
+        tokenizer = WordTokenizer.from_texts(texts, self.min_count, self.max_vocabulary)
+        initial = None
+        if self.init == "word2vec":
+            initial = train_word2vec(texts, tokenizer, self.dim, self.window, self.epochs, self.workers, self.seed)
+        elif self.init == "pretrained":
+            initial = load_pretrained_vectors(self.vectors, self.vectors_format, tokenizer, self.dim, self.seed)
+        return tokenizer, WordVectors(len(tokenizer), self.dim, initial)
+
+    def restore(self, words: Sequence[str]) -> tuple[WordTokenizer, WordVectors]:
+        """The tokenizer and (untrained) vectors of a saved vocabulary; the weights come from the checkpoint."""
+        tokenizer = WordTokenizer(words)
+        return tokenizer, WordVectors(len(tokenizer), self.dim)
+
+
+class TransformerTokens:
+    """A pretrained Hugging Face encoder's contextual token states, frozen (§4.5's deep language models).
+
+    Args:
+        encoder: Local folder, hub name or ``package:<module>`` of the encoder.
+    """
+
+    def __init__(self, encoder: str) -> None:
+        self.encoder = encoder
+
+    def build(self, texts: Sequence[str] = ()) -> tuple[HFTokenIds, FrozenTransformerStates]:
+        return HFTokenIds(self.encoder), FrozenTransformerStates(self.encoder)
+
+
+class ElmoTokens:
+    """ELMo's contextual word vectors, frozen (Table 4's ELMo row: "Original (5.5B)" from allennlp.org/elmo, read by
+    :mod:`lit_docemb.models.elmo`). The words are those of :func:`preprocess_words` (the paper preprocesses every
+    model's input the same way), given to ELMo as characters (:class:`CharacterIds`); each former and latter part is
+    one ELMo sentence of at most ``max_length`` words.
+
+    Args:
+        options_file: ``elmo_2x4096_512_2048cnn_2xhighway_5.5B_options.json``.
+        weights_file: ``elmo_2x4096_512_2048cnn_2xhighway_5.5B_weights.hdf5``.
+        layer_mix: The token vector: ``"mean"``, the mean of ELMo's three layers (the paper does not say which
+            layers; a scalar mix at its start, the release having no task weights) or ``"top"``, the top biLSTM layer.
+    """
+
+    def __init__(self, options_file: str, weights_file: str, layer_mix: LayerMix = "mean") -> None:
+        if layer_mix not in ("mean", "top"):
+            raise BadArgument("embeddings.init_args.layer_mix", f"must be 'mean' or 'top', got {layer_mix!r}")
+        self.options_file, self.weights_file, self.layer_mix = options_file, weights_file, layer_mix
+
+    def build(self, texts: Sequence[str] = ()) -> tuple[CharacterIds, FrozenElmoStates]:
+        """Reads the files (when CTPE is built: a missing or mismatched file stops there in one line)."""
+        try:
+            bilm = ElmoBiLM.from_files(self.options_file, self.weights_file)
+        except BadArgument as err:
+            raise BadArgument(f"embeddings.init_args.{err.argument}", err.problem) from err
+        tokenizer = CharacterIds()
+        return tokenizer, FrozenElmoStates(bilm, self.layer_mix, tokenizer.unit_end_id, tokenizer.first_byte_id)
+
+
+class SkipThoughtSentences:
+    """Skip-thoughts' sentence vectors, frozen (Table 4's Skip-thoughts row: the generic combine-skip model, 4,800
+    dimensions, uni-skip then bi-skip, with the EOS token; read by :mod:`lit_docemb.models.skip_thoughts`). CTPE's
+    parts are then sequences of sentence vectors (:class:`SentenceWordIds`; the paper's l = 20 sentences per part is
+    ``max_length: 20``); the avg column (``document_vector: average``) is the mean of the document's sentence
+    vectors, the paper's avg-Skip-thoughts.
+
+    Args:
+        folder: The folder holding ``uni_skip.npz``, ``uni_skip.npz.pkl``, ``bi_skip.npz``, ``bi_skip.npz.pkl``,
+            ``utable.npy``, ``btable.npy`` and ``dictionary.txt`` as released.
+    """
+
+    def __init__(self, folder: str) -> None:
+        self.folder = folder
+
+    def build(self, texts: Sequence[str] = ()) -> tuple[SentenceWordIds, FrozenSkipThoughtStates]:
+        """Reads the files (when CTPE is built: a missing or mismatched file stops there in one line)."""
+        try:
+            encoder, dictionary = SkipThoughtsEncoder.from_folder(self.folder)
+        except BadArgument as err:
+            raise BadArgument(f"embeddings.init_args.{err.argument}", err.problem) from err
+        tokenizer = SentenceWordIds(dictionary)
+        return tokenizer, FrozenSkipThoughtStates(encoder, tokenizer.unit_end_id, tokenizer.first_word_id)

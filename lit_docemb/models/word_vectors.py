@@ -1,5 +1,5 @@
 """Word vectors from the usual files (word2vec's binary and text formats, GloVe's text) and the stable hash that makes
-gensim's training repeatable: shared by CTPE's pretrained token vectors (:mod:`lit_docemb.views.ctpe`) and the
+gensim's training repeatable: shared by CTPE's pretrained token vectors (:mod:`lit_docemb.models.ctpe`) and the
 classical word-vector average (:mod:`lit_docemb.models.classical`).
 
 Plain functions: no Lightning, no ``torch.distributed``, no corpus names.

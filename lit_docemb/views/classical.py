@@ -2,8 +2,8 @@
 preprocessing (§4.1, which CTPE applies to every compared method alike: lower case, HTML tags removed and escapes
 restored, split at punctuation and white space, tokens without a letter dropped; DECA does not say), or, for a
 sentence representation (Skip-thoughts), their sentences (cut at sentence-ending punctuation and line breaks first,
-then the same preprocessing: :func:`~lit_docemb.views.ctpe.preprocess_sentences`), and a key per document. Runs in
-dataloader workers: picklable.
+then the same preprocessing: :func:`~lit_docemb.models.ctpe_tokenizers.preprocess_sentences`), and a key per
+document. Runs in dataloader workers: picklable.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from typing import Literal
 from lit_docemb.data.core.batches import WordListBatch
 from lit_docemb.data.core.document import Document
 from lit_docemb.data.core.tokens import document_text
-from lit_docemb.views.ctpe import preprocess_sentences, preprocess_words
+from lit_docemb.models.ctpe_tokenizers import preprocess_sentences, preprocess_words
 
 
 def document_words(document: Document) -> list[str]:

@@ -25,7 +25,7 @@ from lit_docemb.data.core.tokens import document_text
 from lit_docemb.eval.embedding import embed_documents
 from lit_docemb.methods import CTPE, DECA, DocSplit, GraphRoBERTa
 from lit_docemb.methods.deca_components import Doc2VecCBackbone
-from lit_docemb.views.ctpe import WordEmbeddings
+from lit_docemb.models.ctpe import WordEmbeddings
 
 
 def topic_documents(n: int) -> list[Document]:

@@ -18,7 +18,7 @@ from lit_docemb.eval.embedding import embed_documents
 from lit_docemb.export.forms import ExportError, export_method
 from lit_docemb.methods import CTPE, DECA, CoLDE, DocSplit, GraphRoBERTa
 from lit_docemb.methods.deca_components import EncoderBackbone
-from lit_docemb.views.ctpe import WordEmbeddings
+from lit_docemb.models.ctpe import WordEmbeddings
 
 SentenceTransformer = pytest.importorskip("sentence_transformers").SentenceTransformer
 

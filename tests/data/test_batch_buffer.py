@@ -26,7 +26,7 @@ from lit_docemb.data.core.tokens import document_text
 from lit_docemb.methods import CTPE, DECA, CoLDE, DocSplit, GraphRoBERTa
 from lit_docemb.methods.deca_components import Append, Doc2VecCBackbone, EncoderBackbone
 from lit_docemb.views.classifier import LabelledCollator
-from lit_docemb.views.ctpe import WordEmbeddings
+from lit_docemb.models.ctpe import WordEmbeddings
 from lit_docemb.views.dense_retrieval import QueryDocumentCollator
 
 

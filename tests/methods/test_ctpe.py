@@ -13,14 +13,8 @@ from lit_docemb.data.core.document import Document, Section
 from lit_docemb.losses import CoupledMarginLoss
 from lit_docemb.methods import CTPE, TransformerTokens, WordEmbeddings
 from lit_docemb.models.ctpe import ConvTextEncoder, coupled_pair_similarity
-from lit_docemb.views.ctpe import (
-    PartnerSampler,
-    WordTokenizer,
-    check_pos,
-    preprocess_words,
-    split_ids,
-    tfidf_neighbours,
-)
+from lit_docemb.models.ctpe_tokenizers import WordTokenizer, preprocess_words
+from lit_docemb.views.ctpe import PartnerSampler, check_pos, split_ids, tfidf_neighbours
 
 PATENT = Document("p1", title="Tidal pump", sections=[
     Section("Abstract", "A pump driven by tides moves water."),
@@ -290,7 +284,8 @@ def test_views_from_cached_field_ids_are_the_views_from_text(pos, words, tiny_en
     (pairs, partners, sides, skipped counts) from the cached ids as from the documents' text, a document the cache
     lacks read from its text."""
     from lit_docemb.data.caches.field_cache import FieldRows, FieldTokenCache
-    from lit_docemb.views.ctpe import CoupledPairCollator, FieldIds, HFTokenIds, PairSplitter
+    from lit_docemb.models.ctpe_tokenizers import HFTokenIds
+    from lit_docemb.views.ctpe import CoupledPairCollator, FieldIds, PairSplitter
 
     docs = mixed_documents()
     tokenizer = WordTokenizer.from_texts([d.title + " " + d.text for d in docs]) if words else \

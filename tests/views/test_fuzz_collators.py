@@ -403,14 +403,8 @@ def ctpe_documents(draw) -> list[Document]:
 @example([Document("a", "T", [Section("Abstract", "x " * 500_000)]), Document("b", "U", [Section("", "y z")])],
          "title", False, False).via("million characters")
 def test_ctpe_pairs(tiny_encoder_dir, docs, pos, deterministic, transformer) -> None:
-    from lit_docemb.views.ctpe import (
-        CoupledDocumentCollator,
-        CoupledPairCollator,
-        HFTokenIds,
-        PairSplitter,
-        PartnerSampler,
-        WordTokenizer,
-    )
+    from lit_docemb.models.ctpe_tokenizers import HFTokenIds, WordTokenizer
+    from lit_docemb.views.ctpe import CoupledDocumentCollator, CoupledPairCollator, PairSplitter, PartnerSampler
 
     if transformer:
         tokenizer = HFTokenIds(tiny_encoder_dir)

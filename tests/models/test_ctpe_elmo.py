@@ -16,8 +16,10 @@ from journeys import write_ctpe_task
 
 from lit_docemb.commands.cli import main
 from lit_docemb.errors import ConfigError
+from lit_docemb.models.ctpe import ElmoTokens
+from lit_docemb.models.ctpe_tokenizers import CharacterIds
 from lit_docemb.models.elmo import ElmoBiLM, character_ids
-from lit_docemb.views.ctpe import CharacterIds, ElmoTokens, split_fields
+from lit_docemb.views.ctpe import split_fields
 
 
 def sigmoid(x):

@@ -17,12 +17,9 @@ from skip_thoughts_reference import reference_vector
 
 from lit_docemb.commands.cli import main
 from lit_docemb.errors import ConfigError
-from lit_docemb.views.ctpe import (
-    SentenceWordIds,
-    SkipThoughtSentences,
-    preprocess_sentences,
-    split_fields,
-)
+from lit_docemb.models.ctpe import SkipThoughtSentences
+from lit_docemb.models.ctpe_tokenizers import SentenceWordIds, preprocess_sentences
+from lit_docemb.views.ctpe import split_fields
 
 WORDS = ["the", "keeper", "counted", "gulls", "storm", "came", "late"]  # "left" is not in the dictionary
 TEXTS = ["The keeper counted gulls.\nThe storm came late! The gulls left.", "Storm gulls came"]

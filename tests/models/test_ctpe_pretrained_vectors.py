@@ -8,7 +8,7 @@ import torch
 from gensim.models import KeyedVectors
 
 from lit_docemb.errors import ConfigError
-from lit_docemb.views.ctpe import WordEmbeddings
+from lit_docemb.models.ctpe import WordEmbeddings
 
 TEXTS = ["graph networks learn graph structure", "protein structure prediction with networks"] * 3
 VECTORS = {"graph": [0.5, -1.0, 2.0], "networks": [1.5, 0.25, -0.5], "Protein": [3.0, 1.0, 0.0]}
