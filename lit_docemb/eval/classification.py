@@ -81,7 +81,8 @@ def few_shot_probe(train, train_labels: Sequence, test, test_labels: Sequence, s
     classes = np.unique(labels)
     short = [str(c) for c in classes if (labels == c).sum() < shots]
     if short:
-        raise ValueError(f"{shots}-shot needs {shots} training examples of every class; too few for {short[:5]}")
+        raise ValueError(f"{shots}-shot needs {shots} training examples of every class; too few for {short[:5]}: "
+                         f"keep the classes that have them with data.init_args.classes")
     runs = []
     for _ in range(repetitions):
         rows = np.concatenate([rng.choice(np.flatnonzero(labels == c), shots, replace=False) for c in classes])

@@ -285,6 +285,18 @@ def test_stratified_split_keeps_class_proportions_whatever_the_file_order(tmp_pa
     assert {document.id for batch in datamodule.test_dataloader() for document in batch} == test
 
 
+def test_classes_keep_the_same_class_set_in_a_table_source(tmp_path):
+    """FakeNews keeps the release's documented types: ``classes`` filters a table's rows as it does class folders,
+    so a classifier's labels, the probe and the few-shot sampler all see the same classes; the rest are counted."""
+    path = write_fakenews(tmp_path / "news_cleaned_2018_02_13.csv", {"fake": 12, "stray": 3})
+    everything = _fakenews_module(path, val_fraction=0.0)
+    assert {d.label for d in everything.train_set} >= {"fake", "stray"}
+    kept = _fakenews_module(path, val_fraction=0.1, test_fraction=0.2, stratified=True, classes=["fake"])
+    assert {d.label for split in (kept.train_set, kept.val_set, kept.test_set) for d in split} == {"fake"}
+    assert kept.labels == ["fake"] and len(kept.train_set) + len(kept.val_set) + len(kept.test_set) == 12
+    assert kept.data_stats["documents"]["skipped"]["other_class"] == 3
+
+
 def test_test_fraction_by_id_hash_and_its_refusals(tmp_path):
     path = write_fakenews(tmp_path / "news_cleaned_2018_02_13.csv")
     datamodule = _fakenews_module(path, val_fraction=0.2, test_fraction=0.3)

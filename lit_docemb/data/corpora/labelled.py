@@ -102,7 +102,10 @@ class LabelledTextDataModule(DocumentDataModule):
         column_names: Column names of a CSV/TSV file without header line.
         delimiter: Field separator of a delimited file (``None``: by extension).
         csv_quoting: Honour ``"``-quoted fields (``None``: for ``.csv``, not for ``.tsv``).
-        classes: Folder layout: read only these class folders (e.g. ``["neg", "pos"]`` for aclImdb).
+        classes: Read only documents of these classes: the folder layout's class folders (e.g. ``["neg", "pos"]``
+            for aclImdb); in any other source, the rows whose label is one of them (the others skipped and counted
+            as ``other_class``), so that every model and evaluation of a config sees the same class set (FakeNews:
+            the release's 11 documented types, not its stray ones).
         encoding: Encoding of local files (``"latin-1"`` for the original 20 Newsgroups).
         strict: Raise on a malformed record instead of skipping and counting it.
         cache_dir: Cache of ``datasets`` (converted Arrow tables); ``None`` uses its default.
@@ -278,7 +281,16 @@ class LabelledTextDataModule(DocumentDataModule):
                 raise FileNotFoundError(f"{split} split not found at {str(path)!r}. Expected:\n{LAYOUT}")
             documents = self._read_local(path, split, context)
         self.stats.update(context.stats)
-        return documents
+        return self._of_classes(documents) if documents is not None and self.classes is not None else documents
+
+    def _of_classes(self, documents: ArrowDocuments) -> ArrowDocuments:
+        """The documents whose label is one of ``classes``; the others are counted as ``other_class``."""
+        keep = set(self.classes)
+        table = documents.table.filter(lambda labels: [label in keep for label in labels], input_columns="label",
+                                       batched=True, batch_size=10_000, keep_in_memory=True,
+                                       desc="keeping data.init_args.classes")
+        self.stats["other_class"] += len(documents) - len(table)
+        return ArrowDocuments(table, documents.to_document, documents.id_column)
 
     def _read_semeval(self, split: str, context: ReadContext) -> ArrowDocuments | None:
         """A split of the SemEval-2019 task 4 release: the split file's positions, the whole file (training) or
