@@ -19,12 +19,8 @@ from lit_docemb.data.caches import passage_cache
 from lit_docemb.data.core.document import Document
 from lit_docemb.data.corpora.jsonl import JSONLDataModule, read_jsonl
 from lit_docemb.data.corpora.openwebtext_formats import iter_openwebtext
-from lit_docemb.data.caches.passage_cache import (
-    PassageCache,
-    TokenizedPassages,
-    corpus_fingerprint,
-    tokenizer_fingerprint,
-)
+from lit_docemb.data.caches.passage_cache import PassageCache, TokenizedPassages
+from lit_docemb.data.caches.row_cache import corpus_fingerprint, tokenizer_fingerprint
 from lit_docemb.data.core.reading import ReadContext, cached_documents
 from lit_docemb.data.core.text import chunk_passages
 
