@@ -25,8 +25,8 @@ later runs (:class:`~lit_docemb.data.caches.row_cache.RowCache` writes and reads
 Splitting and tokenizing is written once, :func:`tokenize_passages`: the cache stores its output, and a collator
 given documents rather than cached rows calls it itself, so both give the same ids.
 
-A method that wants passages instead of documents sets a ``passage_cache`` attribute (a :class:`PassageCache`
-built with its own tokenizer) and hands it to
+A method that wants passages instead of documents sets its ``token_cache`` attribute to a :class:`PassageCache`
+built with its own tokenizer and hands it to
 :meth:`DocumentDataModule.connect <lit_docemb.data.core.datamodule.DocumentDataModule.connect>`, which opens it over
 the corpus; its collator then receives :class:`TokenizedPassages`.
 """
