@@ -35,7 +35,7 @@ tokens, batch 32) on documents of each ``--words`` length, timed in CPU seconds 
 
 * **documents**: the collator handed the documents themselves (what every pass did before the token caches: split
   and tokenize every document, every pass);
-* **cache**: the collator handed its method's cached rows (``method.passage_cache.open``, built before the timing;
+* **cache**: the collator handed its method's cached rows (``method.token_cache.open``, built before the timing;
   reading the rows from the memory-mapped table is timed), where the method has a token cache.
 
 Sequences are the rows of every token batch the collator returns (DocSplit: 2 views + the MLM copy per document;
@@ -289,7 +289,7 @@ def collation_rates(methods: list[str], words: list[int], count: int, repeats: i
     results = []
     for name in methods:
         method = paper_method(name, encoder)
-        cache = getattr(method, "passage_cache", None)
+        cache = getattr(method, "token_cache", None)
         if cache is not None:
             cache.cache_dir = str(cache_dir / name)
         collate = method.collator("fit")

@@ -94,7 +94,7 @@ def training_items(method: str, encoder: str, documents: list[Document], cache: 
     the same collators reading the text, as before issue 23 item 1."""
     if method == "graph_roberta":
         model = GraphRoBERTa(encoder, passage_cache_dir=str(cache))
-        return model.collator("fit"), model.passage_cache.open(documents)
+        return model.collator("fit"), model.token_cache.open(documents)
     if method == "docsplit":
         return DocSplit(encoder).collator("fit"), documents
     if method.startswith("deca"):

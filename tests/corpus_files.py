@@ -878,17 +878,17 @@ def with_edge_documents(documents: list[Document]) -> list[Document]:
 
 
 def record_cache_builds(monkeypatch) -> list:
-    """The ``num_proc`` of every token-cache build from now on (``passage_cache.open_rows_table`` still builds):
-    what a method handed its cache as the processes building it."""
-    from lit_docemb.data.caches import passage_cache
+    """The ``num_proc`` of every token-cache build from now on (``None`` for one process; the table is still
+    written): what a method handed its cache as the processes building it."""
+    from lit_docemb.data.caches import row_cache
 
-    built_with, build = [], passage_cache.open_rows_table
+    built_with, build = [], row_cache.table_from_generator
 
-    def recorded(cache, documents, features, fingerprint, cache_dir, num_proc):
-        built_with.append(num_proc)
-        return build(cache, documents, features, fingerprint, cache_dir, num_proc)
+    def recorded(generator, **kwargs):
+        built_with.append(kwargs["num_proc"])
+        return build(generator, **kwargs)
 
-    monkeypatch.setattr(passage_cache, "open_rows_table", recorded)
+    monkeypatch.setattr(row_cache, "table_from_generator", recorded)
     return built_with
 
 

@@ -23,7 +23,7 @@ from torch import Tensor
 from torch.utils.data import DataLoader, Dataset, Sampler
 
 from lit_docemb.data.core.document import Document
-from lit_docemb.data.caches.passage_cache import PassageCache
+from lit_docemb.data.caches.token_cache import TokenCache
 from lit_docemb.errors import ConfigError
 from lit_docemb.methods.base import EmbeddingMethod
 from lit_docemb.methods.progress import rate_progress_bars
@@ -84,12 +84,12 @@ class EmbedDataModule(L.LightningDataModule):
         self.num_workers = num_workers
         self.collator_factory: Callable[[str], Callable] | None = None
 
-    def connect(self, collator: Callable[[str], Callable], passage_cache: PassageCache | None = None) -> None:
+    def connect(self, collator: Callable[[str], Callable], token_cache: TokenCache | None = None) -> None:
         """Takes the method's collator factory (called by the method's ``setup``, as for a corpus DataModule).
 
         Args:
             collator: The method's ``collator(stage)``; its ``"predict"`` collator batches the documents.
-            passage_cache: A passage-reading method's cache, deliberately not opened: ``embed`` reads each
+            token_cache: A token-reading method's cache, deliberately not opened: ``embed`` reads each
                 document once, so its collator splits and tokenizes the documents itself (same ids as the cache
                 gives) rather than writing a cache that nothing would read again.
         """

@@ -27,7 +27,7 @@ from torch import Tensor
 from torch.nn.parallel import DistributedDataParallel
 
 from lit_docemb.data.core.batches import DocumentBatch
-from lit_docemb.data.caches.passage_cache import PassageCache
+from lit_docemb.data.caches.token_cache import TokenCache
 from lit_docemb.data.core.tokens import split_rows_by_token_budget
 from lit_docemb.errors import ConfigError, require
 from lit_docemb.methods import schedulers
@@ -76,9 +76,9 @@ class EmbeddingMethod(L.LightningModule, ABC):
     #: Multipliers of the ``*_loss`` terms in the total; a method sets these from its own arguments.
     loss_weights: dict[str, float]
 
-    #: Set by a method that reads each document as tokenized passages: the DataModule then hands its collators
-    #: the cached :class:`~lit_docemb.data.caches.passage_cache.TokenizedPassages` (see :meth:`setup`).
-    passage_cache: PassageCache | None = None
+    #: Set by a method that reads each document as token ids cached on disk (Graph-RoBERTa's passages, DocSplit's
+    #: sentences, CoLDE's sections): the DataModule then hands its collators that cache's rows (see :meth:`setup`).
+    token_cache: TokenCache | None = None
 
     def __init__(self, optimizer: OptimizerCallable | None = None,
                  scheduler: LRSchedulerCallable | None = None, grad_cache_token_budget: int | None = None,
@@ -223,7 +223,7 @@ class EmbeddingMethod(L.LightningModule, ABC):
 
     def setup(self, stage: str) -> None:
         """Checks the configuration against the trainer and the corpus, and connects the trainer's DataModule
-        (:meth:`~lit_docemb.data.core.datamodule.DocumentDataModule.connect`: this method's collators and passage
+        (:meth:`~lit_docemb.data.core.datamodule.DocumentDataModule.connect`: this method's collators and token
         cache). A subclass that overrides it calls it."""
         if stage == "fit" and self.grad_cache_token_budget is not None:
             self._check_grad_cache()
@@ -233,7 +233,7 @@ class EmbeddingMethod(L.LightningModule, ABC):
         if stage == "fit" and datamodule is not None:
             self.check_corpus(datamodule)
         if hasattr(datamodule, "connect"):  # a lit_docemb DataModule; another one brings its own collate_fn
-            datamodule.connect(self.collator, self.passage_cache)
+            datamodule.connect(self.collator, self.token_cache)
 
     def check_corpus(self, datamodule) -> None:
         """Refuses, before training starts (the DataModule is set up), a corpus this method's configuration cannot

@@ -146,12 +146,12 @@ class CoLDE(EmbeddingMethod):
                                   chunk_token_budget, head_init)
         self.contrastive = SupConLoss(temperature, gather_across_devices=gather_across_devices)
         self.cosine = CosineSimilarityLoss(gather_across_devices)
-        self.passage_cache = SectionCache(self.tokenizer, cache_dir=section_cache_dir)
+        self.token_cache = SectionCache(self.tokenizer, cache_dir=section_cache_dir)
 
     def _collator(self, num_sections: int, max_section_tokens: int | None = None) -> SectionChunkCollator:
         hp = self.hparams
         return SectionChunkCollator(self.tokenizer, num_sections, hp.chunk_tokens, hp.max_chunks_per_section,
-                                    hp.chunk_embeddings if hp.augmentation else None, self.passage_cache,
+                                    hp.chunk_embeddings if hp.augmentation else None, self.token_cache,
                                     max_section_tokens)
 
     def collator(self, stage: str):

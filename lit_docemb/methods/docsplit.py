@@ -141,17 +141,17 @@ class DocSplit(EmbeddingMethod):
         self.mlm = MaskedLMLoss()
         self.loss_weights = {"mlm_loss": mlm_weight}
         text_tokens = self.encoder.text_tokens(max_length)  # the instruction's tokens come out of max_length
-        self.passage_cache = SentenceCache(self.tokenizer, text_tokens, embed_with_title, cache_dir=sentence_cache_dir,
-                                           num_proc=sentence_cache_num_proc)
+        self.token_cache = SentenceCache(self.tokenizer, text_tokens, embed_with_title, cache_dir=sentence_cache_dir,
+                                         num_proc=sentence_cache_num_proc)
 
     def collator(self, stage: str):
         hp = self.hparams
         if stage == "predict":
             if hp.sentence_pooling != "none":
-                return SentencesCollator(self.passage_cache)
-            return WholeDocumentCollator(self.passage_cache)
+                return SentencesCollator(self.token_cache)
+            return WholeDocumentCollator(self.token_cache)
         mlm_probability = hp.mlm_probability if hp.mlm_weight > 0 else 0.0
-        return SentenceSplitCollator(self.passage_cache, mlm_probability, deterministic=stage != "fit")
+        return SentenceSplitCollator(self.token_cache, mlm_probability, deterministic=stage != "fit")
 
     def losses(self, batch: ViewPairBatch) -> dict[str, Tensor]:
         input_ids = torch.cat([batch.view_a.input_ids, batch.view_b.input_ids])  # (2B, T)

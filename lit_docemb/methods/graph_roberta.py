@@ -155,9 +155,9 @@ class GraphRoBERTa(EmbeddingMethod):
         self.contrastive = InfoNCELoss(temperature, similarity="dot", symmetric=objective == "halves",
                                        gather_across_devices=gather_across_devices)
         # the DataModule splits and tokenizes the corpus's passages once, on disk, and hands us those
-        self.passage_cache = PassageCache(self.tokenizer, words_per_passage, max(max_passages, max_passages_inference),
-                                          max_passage_tokens, cache_dir=passage_cache_dir,
-                                          num_proc=passage_cache_num_proc, with_title=title_passage) if cache_passages else None
+        self.token_cache = PassageCache(self.tokenizer, words_per_passage, max(max_passages, max_passages_inference),
+                                        max_passage_tokens, cache_dir=passage_cache_dir,
+                                        num_proc=passage_cache_num_proc, with_title=title_passage) if cache_passages else None
 
     #: Documents of the corpus looked at to tell whether it has sections.
     sections_sample = 1000

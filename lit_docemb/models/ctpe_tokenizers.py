@@ -14,7 +14,7 @@ import re
 from collections import Counter
 from collections.abc import Iterable, Sequence
 
-from lit_docemb.data.caches.passage_cache import tokenizer_fingerprint
+from lit_docemb.data.caches.row_cache import tokenizer_fingerprint
 from lit_docemb.models.encoder import load_tokenizer
 from lit_docemb.models.skip_thoughts import dictionary_rows
 

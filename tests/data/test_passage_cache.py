@@ -19,12 +19,8 @@ from lit_docemb.data.caches import passage_cache
 from lit_docemb.data.core.document import Document
 from lit_docemb.data.corpora.jsonl import JSONLDataModule, read_jsonl
 from lit_docemb.data.corpora.openwebtext_formats import iter_openwebtext
-from lit_docemb.data.caches.passage_cache import (
-    PassageCache,
-    TokenizedPassages,
-    corpus_fingerprint,
-    tokenizer_fingerprint,
-)
+from lit_docemb.data.caches.passage_cache import PassageCache, TokenizedPassages
+from lit_docemb.data.caches.row_cache import corpus_fingerprint, tokenizer_fingerprint
 from lit_docemb.data.core.reading import ReadContext, cached_documents
 from lit_docemb.data.core.text import chunk_passages
 
@@ -215,9 +211,9 @@ def test_graph_roberta_builds_its_passage_cache_with_the_processes_it_is_given(t
     documents = read_jsonl(write_corpus_jsonl(tmp_path / "docs.jsonl", n_documents=12))
     built_with = record_cache_builds(monkeypatch)
     parallel = GraphRoBERTa(tiny_encoder_dir, max_passage_tokens=32, passage_cache_dir=str(tmp_path / "parallel"),
-                            passage_cache_num_proc=2).passage_cache.open(documents)
+                            passage_cache_num_proc=2).token_cache.open(documents)
     serial = GraphRoBERTa(tiny_encoder_dir, max_passage_tokens=32, passage_cache_dir=str(tmp_path / "serial")
-                          ).passage_cache.open(documents)
+                          ).token_cache.open(documents)
     assert built_with == [2, None]
     assert [(r.id, r.passage_ids(), r.section_index.tolist()) for r in parallel] == \
            [(r.id, r.passage_ids(), r.section_index.tolist()) for r in serial]

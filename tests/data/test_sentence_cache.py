@@ -94,7 +94,7 @@ def test_docsplit_reads_the_sentence_cache_through_its_datamodule(tmp_path, tiny
     method = DocSplit(tiny_encoder_dir, max_length=32, sentence_cache_dir=str(tmp_path / "hf"))
     datamodule = JSONLDataModule(paths=[corpus], batch_size=4, num_workers=2, val_fraction=0.2, seed=1)
     datamodule.setup("fit")
-    datamodule.connect(method.collator, method.passage_cache)
+    datamodule.connect(method.collator, method.token_cache)
     assert isinstance(datamodule.train_set[0], TokenizedSentences)
     by_id = {d.id: d for d in read_jsonl(corpus)}
     torch.manual_seed(0)
@@ -111,9 +111,9 @@ def test_docsplit_builds_its_sentence_cache_with_the_processes_it_is_given(tmp_p
     documents = read_jsonl(write_corpus_jsonl(tmp_path / "docs.jsonl", n_documents=12))
     built_with = record_cache_builds(monkeypatch)
     parallel = DocSplit(tiny_encoder_dir, max_length=32, sentence_cache_dir=str(tmp_path / "parallel"),
-                        sentence_cache_num_proc=2).passage_cache.open(documents)
+                        sentence_cache_num_proc=2).token_cache.open(documents)
     serial = DocSplit(tiny_encoder_dir, max_length=32, sentence_cache_dir=str(tmp_path / "serial")
-                      ).passage_cache.open(documents)
+                      ).token_cache.open(documents)
     assert built_with == [2, None]
     assert [row_values(row) for row in parallel] == [row_values(row) for row in serial]
     with pytest.raises(ConfigError, match="sentence_cache_num_proc"):

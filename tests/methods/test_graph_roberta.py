@@ -203,7 +203,7 @@ def test_every_pretraining_config_runs_fast_dev_run(config, tiny_encoder_dir, co
     assert cli.trainer.global_step == 2
     assert cli.trainer.callback_metrics["train/grad_cache_sub_batches"].item() > 1
     # the method connected the DataModule in its setup (after the DataModule's): batches came from its cache
-    assert cli.datamodule.passage_cache is cli.model.passage_cache is not None
+    assert cli.datamodule.token_cache is cli.model.token_cache is not None
     assert isinstance(cli.datamodule.train_set[0], TokenizedPassages)
 
 
@@ -235,7 +235,7 @@ def test_cached_passages_collate_exactly_like_documents(model, stage, tmp_path):
         Section("", "Too short.")])]
     for i, d in enumerate(docs[:4]):
         d.id = f"d{i}"
-    cached = model.passage_cache
+    cached = model.token_cache
     cached.cache_dir = str(tmp_path)
     items = list(cached.open(docs))
     torch.manual_seed(3)
@@ -267,6 +267,6 @@ def test_title_passage_makes_the_title_the_first_passage(tiny_encoder_dir, tmp_p
                                   title_passage=title, passage_cache_dir=str(tmp_path)) for title in (False, True))
     assert titled.collator("predict")([document]).graphs.passage_counts.tolist() == [4]
     assert plain.collator("predict")([document]).graphs.passage_counts.tolist() == [3]
-    cached = titled.passage_cache.open([document])[0]  # the cache splits as the collator does, under its own key
-    assert len(cached) == 4 and titled.passage_cache.fingerprint([document]) != plain.passage_cache.fingerprint(
+    cached = titled.token_cache.open([document])[0]  # the cache splits as the collator does, under its own key
+    assert len(cached) == 4 and titled.token_cache.fingerprint([document]) != plain.token_cache.fingerprint(
         [document])

@@ -130,9 +130,9 @@ def test_max_length_cuts_the_text_and_keeps_the_instruction(instructor_dir):
     method = DocSplit(instructor_dir, pooling="mean", max_length=30, mlm_weight=0.0, instruction=INSTRUCTION,
                       instruction_in_pooling=False, sentence_transformers_head=True, embed_with_title=False)
     encoder, count = method.encoder, method.encoder.instruction_tokens
-    assert method.passage_cache.max_length == 30 - count
+    assert method.token_cache.max_length == 30 - count
     long_text = " ".join(TEXTS * 5)
-    batch = WholeDocumentCollator(method.passage_cache)([Document("long", sections=[Section("", long_text)])])
+    batch = WholeDocumentCollator(method.token_cache)([Document("long", sections=[Section("", long_text)])])
     ids, mask = batch.tokens.input_ids, batch.tokens.attention_mask
     alone = method.tokenizer(long_text)["input_ids"]
     assert ids[0].tolist() == alone[:30 - count - 1] + [1]  # the text cut, its </s> kept
@@ -186,7 +186,7 @@ def test_the_sentence_transformers_export_encodes_as_embed_does(instructor_dir, 
                       instruction_in_pooling=False, sentence_transformers_head=True, embed_with_title=False)
     documents = [Document(f"d{i}", sections=[Section("", text)]) for i, text in enumerate(TEXTS + [" ".join(TEXTS)])]
     with torch.no_grad():
-        embedded = method.eval().embed(WholeDocumentCollator(method.passage_cache)(documents))
+        embedded = method.eval().embed(WholeDocumentCollator(method.token_cache)(documents))
     export_method(method, tmp_path / "st")
     model = SentenceTransformer(str(tmp_path / "st"), device="cpu", local_files_only=True)
     encoded = model.encode([document.text for document in documents], convert_to_tensor=True)

@@ -20,7 +20,7 @@ from lit_docemb.data.caches import section_cache
 from lit_docemb.data.corpora.aan import DocumentPair
 from lit_docemb.data.core.batches import SectionChunkBatch
 from lit_docemb.data.core.document import Document, Section, doc_index
-from lit_docemb.data.caches.passage_cache import corpus_fingerprint
+from lit_docemb.data.caches.row_cache import corpus_fingerprint
 from lit_docemb.data.caches.section_cache import SectionCache
 from lit_docemb.data.core.text import token_windows
 from lit_docemb.data.core.tokens import pad_ids, special_tokens

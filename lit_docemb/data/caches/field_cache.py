@@ -5,12 +5,12 @@ tokenising the text again.
 A method supplies the encoding, a picklable callable ``document → [(label, ids), ...]`` (CTPE: each field's
 lower-cased heading and its ids), and the key that names it (:meth:`FieldEncoding.key`: the tokenizer's state and
 the rules of the encoding). :class:`FieldTokenCache` runs it once per (corpus, key) and reopens the table on later
-runs, exactly as :class:`~lit_docemb.data.caches.passage_cache.PassageCache` does for Graph-RoBERTa's passages:
+runs (:class:`~lit_docemb.data.caches.row_cache.RowCache` writes and reads it, as for the other token caches):
 
 * **Layout**, one row per document in the corpus's order: ``id``; ``labels`` (F strings); ``input_ids``, the ids of
   every field one after the other (``list<int32>``, N ids); ``field_offsets``, where each field starts, then N
   (``list<int32>``, F + 1).
-* **Key**: :func:`~lit_docemb.data.caches.passage_cache.corpus_fingerprint` of the corpus, the encoding's key and
+* **Key**: :func:`~lit_docemb.data.caches.row_cache.corpus_fingerprint` of the corpus, the encoding's key and
   :data:`CACHE_VERSION`.
 
 A method opens its cache over its DataModule's corpus in ``setup`` and hands its collators the rows by document id
@@ -21,21 +21,15 @@ gives the same ids as encoding the document (tested per method).
 
 from __future__ import annotations
 
-import hashlib
-import json
-import logging
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from itertools import accumulate, chain, pairwise
 from typing import Any, Protocol
 
 import numpy as np
 
+from lit_docemb.data.caches.row_cache import CachedRows, RowCache
 from lit_docemb.data.core.document import Document
-from lit_docemb.data.caches.passage_cache import CachedPassages, corpus_fingerprint
-from lit_docemb.data.core.reading import table_from_generator
-
-log = logging.getLogger(__name__)
 
 CACHE_VERSION = "1"  # bump when the layout of the rows changes
 
@@ -79,7 +73,7 @@ def tokenize_fields(document: Document, encoding: FieldEncoding) -> TokenizedFie
         field_offsets=np.asarray([0, *accumulate(len(ids) for _, ids in fields)], dtype=np.int32))  # (F + 1,)
 
 
-class CachedFields(CachedPassages):
+class CachedFields(CachedRows):
     """The rows of a field cache as :class:`TokenizedFields`, read on access from the memory-mapped table; pickles
     as the table's file paths (each dataloader worker opens its own column views).
 
@@ -90,59 +84,47 @@ class CachedFields(CachedPassages):
 
     _COLUMNS = ("id", "labels", "input_ids", "field_offsets")
 
-    def __getitem__(self, index: int) -> TokenizedFields:
-        if not -len(self) <= index < len(self):
-            raise IndexError(f"field cache index {index} out of range for {len(self)} documents")
-        index = int(index) % len(self)
+    def row(self, index: int) -> TokenizedFields:
         return TokenizedFields(self._column("id")[index].as_py(), self._column("labels")[index].as_py(),
                                self._ids_of("input_ids", index), self._ids_of("field_offsets", index))
 
-    def __iter__(self) -> Iterator[TokenizedFields]:
-        return (self[index] for index in range(len(self)))
 
-
-def _features():
-    import datasets
-
-    ids = datasets.List(datasets.Value("int32"))
-    return datasets.Features({"id": datasets.Value("string"), "labels": datasets.List(datasets.Value("string")),
-                              "input_ids": ids, "field_offsets": ids})
-
-
-class FieldTokenCache:
+class FieldTokenCache(RowCache):
     """Builds or reopens the tokenized fields of a corpus (see the module docstring).
 
     Args:
         encoding: Document → [(label, ids), ...], picklable, with a ``key()``.
-        cache_dir: Folder of the ``datasets`` cache; ``None`` uses its default.
+        cache_dir, batch_documents, num_proc: Those of :class:`~lit_docemb.data.caches.row_cache.RowCache`
+            (the encoding takes one document at a time: ``batch_documents`` only sizes the writer's steps).
     """
 
-    def __init__(self, encoding: FieldEncoding, cache_dir: str | None = None) -> None:
+    name = "field"
+    cached = CachedFields
+
+    def __init__(self, encoding: FieldEncoding, cache_dir: str | None = None, batch_documents: int = 64,
+                 num_proc: int | None = None) -> None:
+        super().__init__(cache_dir, batch_documents, num_proc)
         self.encoding = encoding
-        self.cache_dir = cache_dir
 
-    def fingerprint(self, documents: Sequence[Document]) -> str:
-        key = json.dumps({"corpus": corpus_fingerprint(documents), "encoding": self.encoding.key(),
-                          "version": CACHE_VERSION}, sort_keys=True)
-        return hashlib.blake2b(key.encode(), digest_size=16).hexdigest()
+    def key(self, documents: Sequence[Document]) -> dict[str, Any]:
+        return {"encoding": self.encoding.key(), "version": CACHE_VERSION}
 
-    def open(self, documents: Sequence[Document]) -> CachedFields:
-        """The fields of ``documents`` (same order), encoded now if no cache matches, read from disk otherwise."""
-        fingerprint = self.fingerprint(documents)
-        table = table_from_generator(_field_rows, features=_features(), cache_dir=self.cache_dir,
-                                     fingerprint=fingerprint, gen_kwargs={"job": {"cache": self,
-                                                                                  "documents": documents}})
-        log.info("field cache %s: %d documents", fingerprint, len(table))
-        return CachedFields(table, fingerprint)
+    @staticmethod
+    def features():
+        import datasets
 
+        ids = datasets.List(datasets.Value("int32"))
+        return datasets.Features({"id": datasets.Value("string"), "labels": datasets.List(datasets.Value("string")),
+                                  "input_ids": ids, "field_offsets": ids})
 
-def _field_rows(job: dict[str, Any]) -> Iterator[dict[str, Any]]:
-    """``datasets`` generator: one row per document (the corpus and the cache travel in ``job``)."""
-    encoding = job["cache"].encoding
-    for document in job["documents"]:
-        row = tokenize_fields(document, encoding)
-        yield {"id": row.id, "labels": row.labels, "input_ids": row.input_ids.tolist(),
-               "field_offsets": row.field_offsets.tolist()}
+    def tokenize(self, documents: Sequence[Document]) -> list[TokenizedFields]:
+        """The rows of ``documents``, computed now (no cache)."""
+        return [tokenize_fields(document, self.encoding) for document in documents]
+
+    @staticmethod
+    def table_row(row: TokenizedFields) -> dict[str, Any]:
+        return {"id": row.id, "labels": row.labels, "input_ids": row.input_ids.tolist(),
+                "field_offsets": row.field_offsets.tolist()}
 
 
 class FieldRows:

@@ -12,8 +12,8 @@ cuts windows and numbers chunks with integer arithmetic.
   the collator tokenized on every pass before), one section after the other; ``section_offsets``, where each
   section starts, then N (S + 1; an empty section has two equal offsets).
 * **Key**: the corpus's fingerprint (which covers the labels) and the tokenizer's
-  (:func:`~lit_docemb.data.caches.passage_cache.corpus_fingerprint`,
-  :func:`~lit_docemb.data.caches.passage_cache.tokenizer_fingerprint`) and the row layout's version.
+  (:func:`~lit_docemb.data.caches.row_cache.corpus_fingerprint`,
+  :func:`~lit_docemb.data.caches.row_cache.tokenizer_fingerprint`) and the row layout's version.
 """
 
 from __future__ import annotations
@@ -24,8 +24,8 @@ from itertools import accumulate, chain
 
 import numpy as np
 
+from lit_docemb.data.caches.row_cache import CachedRows, RowCache, tokenizer_fingerprint
 from lit_docemb.data.core.document import Document
-from lit_docemb.data.caches.passage_cache import CachedPassages, RowCache
 
 CACHE_VERSION = "1"  # bump when the layout of the rows changes
 
@@ -67,31 +67,37 @@ def tokenize_sections(documents: Sequence[Document], tokenizer) -> list[Tokenize
     return rows
 
 
-class CachedSections(CachedPassages):
+class CachedSections(CachedRows):
     """The rows of a section cache as :class:`TokenizedSections`, read on access from the memory-mapped table
-    (pickles as the table's file paths, like :class:`~lit_docemb.data.caches.passage_cache.CachedPassages`)."""
+    (pickles as the table's file paths: :class:`~lit_docemb.data.caches.row_cache.CachedRows`)."""
 
     _COLUMNS = ("id", "label", "input_ids", "section_offsets")
 
-    def __getitem__(self, index: int) -> TokenizedSections:
-        if not -len(self) <= index < len(self):
-            raise IndexError(f"section cache index {index} out of range for {len(self)} documents")
-        index = int(index) % len(self)
+    def row(self, index: int) -> TokenizedSections:
         return TokenizedSections(id=self._column("id")[index].as_py(), label=self._column("label")[index].as_py(),
                                  input_ids=self._ids_of("input_ids", index),
                                  section_offsets=self._ids_of("section_offsets", index))
 
 
 class SectionCache(RowCache):
-    """Builds or reopens the tokenized sections of a corpus (see the module docstring). Arguments are those of
-    :class:`~lit_docemb.data.caches.passage_cache.RowCache` (``batch_documents``: documents whose sections are tokenized
-    in one call)."""
+    """Builds or reopens the tokenized sections of a corpus (see the module docstring).
+
+    Args:
+        tokenizer: A fast ``transformers`` tokenizer (part of the cache key).
+        cache_dir, batch_documents, num_proc: Those of :class:`~lit_docemb.data.caches.row_cache.RowCache`
+            (``batch_documents``: documents whose sections are tokenized in one call).
+    """
 
     name = "sections"
     cached = CachedSections
 
+    def __init__(self, tokenizer, cache_dir: str | None = None, batch_documents: int = 64,
+                 num_proc: int | None = None) -> None:
+        super().__init__(cache_dir, batch_documents, num_proc)
+        self.tokenizer = tokenizer
+
     def key(self, documents: Sequence[Document]) -> dict:
-        return {"version": CACHE_VERSION}
+        return {"tokenizer": tokenizer_fingerprint(self.tokenizer), "rows": self.name, "version": CACHE_VERSION}
 
     @staticmethod
     def features():

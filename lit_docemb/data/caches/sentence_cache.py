@@ -19,8 +19,8 @@ assignment and copies id ranges (:mod:`lit_docemb.views.docsplit`).
 * **Exactness**: joining sentences with spaces and tokenizing gives the concatenation of their ids (the first one
   with its lead ids) for tokenizers whose pre-tokenizer splits at whitespace, which ``tests/data/
   test_sentence_cache.py`` checks on a WordPiece and a byte-level BPE tokenizer.
-* **Key**: the corpus's and the tokenizer's fingerprints (:func:`~lit_docemb.data.caches.passage_cache.corpus_fingerprint`,
-  :func:`~lit_docemb.data.caches.passage_cache.tokenizer_fingerprint`), ``max_section_chars``, ``max_length``,
+* **Key**: the corpus's and the tokenizer's fingerprints (:func:`~lit_docemb.data.caches.row_cache.corpus_fingerprint`,
+  :func:`~lit_docemb.data.caches.row_cache.tokenizer_fingerprint`), ``max_section_chars``, ``max_length``,
   ``with_title``, the source of :mod:`lit_docemb.data.core.text` (the splitting rules) and the row layout's version.
 """
 
@@ -34,9 +34,9 @@ from pathlib import Path
 
 import numpy as np
 
+from lit_docemb.data.caches.row_cache import CachedRows, RowCache, tokenizer_fingerprint
 from lit_docemb.data.core import text
 from lit_docemb.data.core.document import Document
-from lit_docemb.data.caches.passage_cache import CachedPassages, RowCache
 from lit_docemb.data.core.text import split_sentences
 from lit_docemb.data.core.tokens import CHARS_PER_TOKEN, document_text
 
@@ -170,18 +170,15 @@ def tokenize_sentences(documents: Sequence[Document], tokenizer, max_section_cha
     return rows
 
 
-class CachedSentences(CachedPassages):
+class CachedSentences(CachedRows):
     """The rows of a sentence cache as :class:`TokenizedSentences`, read on access from the memory-mapped table
-    (pickles as the table's file paths, like :class:`~lit_docemb.data.caches.passage_cache.CachedPassages`)."""
+    (pickles as the table's file paths: :class:`~lit_docemb.data.caches.row_cache.CachedRows`)."""
 
     _COLUMNS = ("id", "input_ids", "sentence_offsets", "lead_ids", "lead_offsets", "lead_replaces", "halves",
                 "document_ids")
     _ARRAYS = ("input_ids", "sentence_offsets", "lead_ids", "lead_offsets", "lead_replaces", "document_ids")
 
-    def __getitem__(self, index: int) -> TokenizedSentences:
-        if not -len(self) <= index < len(self):
-            raise IndexError(f"sentence cache index {index} out of range for {len(self)} documents")
-        index = int(index) % len(self)
+    def row(self, index: int) -> TokenizedSentences:
         return TokenizedSentences(id=self._column("id")[index].as_py(), halves=self._column("halves")[index].as_py(),
                                   **{name: self._ids_of(name, index) for name in self._ARRAYS})
 
@@ -194,7 +191,7 @@ class SentenceCache(RowCache):
         max_length: Tokens per view (and of ``document_ids``), special tokens included.
         with_title: ``document_ids`` start with the title (DocSplit's ``embed_with_title``).
         max_section_chars: Characters of each section split into sentences (None: ``48 * max_length``).
-        cache_dir, batch_documents, num_proc: Those of :class:`~lit_docemb.data.caches.passage_cache.RowCache`
+        cache_dir, batch_documents, num_proc: Those of :class:`~lit_docemb.data.caches.row_cache.RowCache`
             (``batch_documents``: documents whose sentences are tokenized in one call).
     """
 
@@ -202,7 +199,8 @@ class SentenceCache(RowCache):
                  cache_dir: str | None = None, batch_documents: int = 64, num_proc: int | None = None) -> None:
         if max_length < 1:
             raise ValueError(f"need max_length >= 1, got {max_length}")
-        super().__init__(tokenizer, cache_dir, batch_documents, num_proc)
+        super().__init__(cache_dir, batch_documents, num_proc)
+        self.tokenizer = tokenizer
         self.max_length = max_length
         self.with_title = with_title
         self.max_section_chars = SECTION_CHARS_PER_TOKEN * max_length if max_section_chars is None \
@@ -212,7 +210,8 @@ class SentenceCache(RowCache):
     cached = CachedSentences
 
     def key(self, documents: Sequence[Document]) -> dict:
-        return {"max_section_chars": self.max_section_chars, "max_length": self.max_length,
+        return {"tokenizer": tokenizer_fingerprint(self.tokenizer), "rows": self.name,
+                "max_section_chars": self.max_section_chars, "max_length": self.max_length,
                 "with_title": self.with_title, "version": CACHE_VERSION,
                 "splitter": hashlib.blake2b(Path(text.__file__).read_bytes(), digest_size=16).hexdigest()}
 

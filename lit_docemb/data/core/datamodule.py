@@ -4,12 +4,13 @@ A corpus DataModule only says how to read its documents (:meth:`DocumentDataModu
 base splits them into train/validation by a stable hash of the document id (independent of order and size,
 so the same document is always held out), drops empty documents with a count, and builds the dataloaders.
 The *method* decides what a batch is, and says so with one explicit call, :meth:`DocumentDataModule.connect`:
-its collator factory (``collator(stage)``), and, for a method that reads tokenized passages rather than documents
-(hierarchical encoders), a :class:`~lit_docemb.data.caches.passage_cache.PassageCache` built with its tokenizer. Every
-lit_docemb method makes that call in its ``setup`` (Lightning runs it after the DataModule's ``setup``); code
-that uses a DataModule's loaders without a Trainer calls it itself. With a passage cache, the cache is opened
-over the corpus (splitting and tokenizing once, on the first run) and the collator receives
-:class:`~lit_docemb.data.caches.passage_cache.TokenizedPassages`, in the same splits and order.
+its collator factory (``collator(stage)``), and, for a method that reads token ids cached on disk rather than
+documents, its :class:`~lit_docemb.data.caches.token_cache.TokenCache` built with its tokenizer (Graph-RoBERTa's
+passages, DocSplit's sentences, CoLDE's sections). Every lit_docemb method makes that call in its ``setup`` (Lightning
+runs it after the DataModule's ``setup``); code that uses a DataModule's loaders without a Trainer calls it itself.
+With a token cache, the cache is opened over the corpus (tokenizing once, on the first run) and the collator receives
+its rows (:class:`~lit_docemb.data.caches.passage_cache.TokenizedPassages` for Graph-RoBERTa), in the same splits and
+order.
 
 Training, validation and test batches come from a :class:`~lit_docemb.data.core.sampling.ResumableLoader`: under
 DDP every rank gets as many batches as the others (no hang on an uneven tail), every document is seen once per
@@ -37,7 +38,7 @@ from torch.utils.data import ConcatDataset, DataLoader, Dataset
 
 from lit_docemb.data.core.batch_buffer import to_device_in_one_copy
 from lit_docemb.data.core.document import Document
-from lit_docemb.data.caches.passage_cache import PassageCache
+from lit_docemb.data.caches.token_cache import TokenCache
 from lit_docemb.data.core.reading import READ_COUNT_KEYS, reading_summary
 from lit_docemb.data.core.sampling import DistributedBatchSampler, ResumableLoader, read_items
 from lit_docemb.errors import ConfigError, require
@@ -151,7 +152,7 @@ class DocumentDataModule(L.LightningDataModule, ABC):
         self.all_set: DocumentDataset | None = None
         self.collate_fn: Collator | dict[str, Collator] | None = None  # set directly: wins over connect's
         self.collator_factory: Callable[[str], Collator] | None = None
-        self.passage_cache: PassageCache | None = None
+        self.token_cache: TokenCache | None = None
         self.documents: Sequence[Document] | None = None  # the corpus the datasets index (after setup)
         self.stats: Counter = Counter()
         self.data_stats: dict[str, Any] = {}
@@ -198,7 +199,7 @@ class DocumentDataModule(L.LightningDataModule, ABC):
         self.documents = documents
         self.train_set, self.val_set = DocumentDataset(documents, train), DocumentDataset(documents, val)
         self.all_set = DocumentDataset(documents, np.sort(np.concatenate([train, val])))
-        self._open_passages()
+        self._open_token_cache()
         splits = {"train": len(train), "validation": len(val)}
         self.report_reading("documents", int(usable.sum()), splits, self.stats)
 
@@ -238,26 +239,26 @@ class DocumentDataModule(L.LightningDataModule, ABC):
         score the documents themselves (held out, labelled, paired)."""
         return None
 
-    def connect(self, collator: Callable[[str], Collator], passage_cache: PassageCache | None = None) -> None:
-        """Wires the method in: its collators, and where it reads passages, its passage cache.
+    def connect(self, collator: Callable[[str], Collator], token_cache: TokenCache | None = None) -> None:
+        """Wires the method in: its collators, and where it reads cached token ids, its token cache.
 
         Args:
             collator: The method's collator factory: stage (``"fit"``, ``"validate"``, ``"predict"``) → the
                 function turning a list of dataset items into a batch (run in dataloader workers).
-            passage_cache: The method's passage cache: the datasets then hold each document's
-                :class:`~lit_docemb.data.caches.passage_cache.TokenizedPassages` (opened now if ``setup`` already ran,
-                else by ``setup``); ``None``: the datasets hold the documents.
+            token_cache: The method's token cache: the datasets then hold each document's row of it (a
+                :class:`~lit_docemb.data.caches.passage_cache.TokenizedPassages` for a passage cache; opened now if
+                ``setup`` already ran, else by ``setup``); ``None``: the datasets hold the documents.
         """
         self.collator_factory = collator
-        if passage_cache is not self.passage_cache:
-            self.passage_cache = passage_cache
-            self._open_passages()
+        if token_cache is not self.token_cache:
+            self.token_cache = token_cache
+            self._open_token_cache()
 
-    def _open_passages(self) -> None:
-        """Points the datasets of ``setup`` at the documents, or at their cached passages (same rows)."""
+    def _open_token_cache(self) -> None:
+        """Points the datasets of ``setup`` at the documents, or at their rows of the token cache (same order)."""
         if self.documents is None:
             return
-        items = self.documents if self.passage_cache is None else self.passage_cache.open(self.documents)
+        items = self.documents if self.token_cache is None else self.token_cache.open(self.documents)
         for dataset in (self.train_set, self.val_set, self.all_set):
             dataset.documents = items
 

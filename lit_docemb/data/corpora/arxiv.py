@@ -126,12 +126,12 @@ class ArxivDataModule(DocumentDataModule):
                               f"(of {len(ids)}): lower it")
         self.train_set = DocumentDataset(self.documents, train[~held_out])
         self.test_set = DocumentDataset(self.documents, train[held_out])
-        self._open_passages()
+        self._open_token_cache()
         self.report_reading("test split", int(held_out.sum()), {"train": len(self.train_set), "validation":
                             len(self.val_set), "test": len(self.test_set)}, Counter())
 
-    def _open_passages(self) -> None:
-        super()._open_passages()
+    def _open_token_cache(self) -> None:
+        super()._open_token_cache()
         if self.test_set is not None:
             self.test_set.documents = self.train_set.documents
 

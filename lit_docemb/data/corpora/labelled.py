@@ -435,21 +435,21 @@ class LabelledTextDataModule(DocumentDataModule):
             self.all_set = DocumentDataset(self.documents, np.sort(np.concatenate([pool[part == 0], val])))
         if self.test_fraction:
             self.test_set = DocumentDataset(self.documents, pool[part == 2])
-        self._open_passages()
+        self._open_token_cache()
         if self.test_fraction:
             self.test_set.documents = self.train_set.documents
         splits = {"train": len(self.train_set), "validation": len(self.val_set),
                   "test": len(self.test_set) if self.test_set is not None else 0}
         self.report_reading("stratified split" if self.stratified else "test split", len(pool), splits, Counter())
 
-    def _open_passages(self) -> None:
-        """The training split's cached passages for the training documents; a published validation split, like
-        the test split, stays documents (their own passages are made by the collator)."""
+    def _open_token_cache(self) -> None:
+        """The training split's cached rows for the training documents; a published validation split, like
+        the test split, stays documents (their own rows are made by the collator)."""
         if self.val_split is None:
-            return super()._open_passages()
+            return super()._open_token_cache()
         if self.documents is None:
             return
-        items = self.documents if self.passage_cache is None else self.passage_cache.open(self.documents)
+        items = self.documents if self.token_cache is None else self.token_cache.open(self.documents)
         for dataset in (self.train_set, self.all_set):
             dataset.documents = items
 
