@@ -105,77 +105,99 @@ class TfIdf(DocumentRepresentation):
         return self.vectorizer.transform(documents).toarray()  # (N, V)
 
 
+class _BagsOfWords:
+    """gensim's dictionary of the fitted documents (words in fewer than ``min_document_frequency`` documents dropped)
+    and the bags of words it makes."""
+
+    def __init__(self, documents: Sequence[Words], min_document_frequency: int) -> None:
+        from gensim.corpora import Dictionary
+
+        self.dictionary = Dictionary(documents)
+        self.dictionary.filter_extremes(no_below=min_document_frequency, no_above=1.0, keep_n=None)
+
+    def __call__(self, documents: Sequence[Words]) -> list[list[tuple[int, int]]]:
+        return [self.dictionary.doc2bow(list(words)) for words in documents]
+
+
 class LatentSemanticAnalysis(DocumentRepresentation):
-    """LSA (Deerwester et al. 1990): the rank-``dimension`` truncated SVD of the TF-IDF matrix (scikit-learn's
-    randomized ``TruncatedSVD``), a document being its TF-IDF row projected on the top right singular vectors.
-    CTPE's LSA row used gensim's ``LsiModel`` with 100 topics and "iterations" 100: read here as 100 dimensions and
-    100 power iterations of the randomized SVD (gensim's ``power_iters``; its default is 2).
+    """LSA (Deerwester et al. 1990) as CTPE ran it: gensim's ``LsiModel`` ("the number of topics and iterations to
+    100. Other parameters are consistent with gensim's default settings", §4.3) over gensim's TF-IDF
+    (``TfidfModel`` with its defaults: raw counts times log2 idf, rows L2-normalised) of the bag of words. A
+    document is its TF-IDF vector projected on the top ``dimension`` left singular vectors of the term-document
+    matrix; "iterations" is read as ``LsiModel``'s ``power_iters`` (gensim's default 2), its only iteration count.
 
     Args:
         dimension: Topics (singular vectors) kept (CTPE: 100).
-        iterations: Power iterations of the randomized SVD (scikit-learn's default 5; CTPE config: 100).
-        min_document_frequency: As :class:`TfIdf`'s.
-        seed: Random state of the randomized SVD.
+        iterations: Power iterations of gensim's randomized SVD (CTPE config: 100).
+        min_document_frequency: Words in fewer documents are dropped (1: every word).
+        seed: ``LsiModel``'s random seed.
     """
 
-    def __init__(self, dimension: int = 100, iterations: int = 5, min_document_frequency: int = 1,
+    def __init__(self, dimension: int = 100, iterations: int = 2, min_document_frequency: int = 1,
                  seed: int = 1) -> None:
         require(dimension >= 1, "dimension", ">= 1", dimension)
         require(iterations >= 0, "iterations", ">= 0", iterations)
+        require(min_document_frequency >= 1, "min_document_frequency", ">= 1", min_document_frequency)
         self.dimension, self.iterations, self.seed = dimension, iterations, seed
-        self.term_weights = TfIdf(min_document_frequency)
-        self.svd = None
+        self.min_document_frequency = min_document_frequency
+        self.bags = self.tfidf = self.model = None
 
     def _fit(self, documents: Sequence[Words], keys: Sequence[str]) -> None:
-        from sklearn.decomposition import TruncatedSVD
+        from gensim.models import LsiModel, TfidfModel
 
-        self.term_weights.fit(documents, keys)
-        matrix = self.term_weights.vectorizer.transform(documents)  # (N, V) sparse
-        rank = min(self.dimension, matrix.shape[1] - 1, matrix.shape[0])
+        self.bags = _BagsOfWords(documents, self.min_document_frequency)
+        bags = self.bags(documents)
+        rank = min(self.dimension, len(self.bags.dictionary) - 1, len(bags))
         if rank < 1:
-            raise ConfigError(f"LatentSemanticAnalysis: {matrix.shape[1]} vocabulary word(s) in {matrix.shape[0]} "
-                              f"documents, too few for an SVD: fit it on a larger corpus")
-        self.svd = TruncatedSVD(rank, n_iter=self.iterations, random_state=self.seed).fit(matrix)
+            raise ConfigError(f"LatentSemanticAnalysis: {len(self.bags.dictionary)} vocabulary word(s) in "
+                              f"{len(bags)} documents, too few for an SVD: fit it on a larger corpus")
+        self.tfidf = TfidfModel(bags)
+        self.model = LsiModel(self.tfidf[bags], num_topics=rank, id2word=self.bags.dictionary,
+                              power_iters=self.iterations, random_seed=self.seed)
 
     def _transform(self, documents: Sequence[Words], keys: Sequence[str]) -> np.ndarray:
-        return self.svd.transform(self.term_weights.vectorizer.transform(documents))  # (N, dimension)
+        from gensim.matutils import corpus2dense
+
+        vectors = self.model[self.tfidf[self.bags(documents)]]
+        return corpus2dense(vectors, self.model.num_topics, len(documents)).T  # (N, dimension)
 
 
 class LatentDirichletAllocation(DocumentRepresentation):
-    """LDA (Blei et al. 2003): a document is its topic mixture (scikit-learn's batch variational Bayes on word
-    counts; each row sums to 1). CTPE used gensim's ``LdaModel`` with 100 topics and 100 iterations, read here as
-    100 topics and 100 per-document E-step iterations (scikit-learn's ``max_doc_update_iter``); DECA does not say:
-    the same, its embeddings being of dimension 100.
+    """LDA (Blei et al. 2003) as CTPE ran it: gensim's ``LdaModel`` on the bag of words ("the number of topics and
+    iterations to 100. Other parameters are consistent with gensim's default settings", §4.3: one pass, symmetric
+    priors, chunks of 2,000 documents); DECA does not say, and is run the same way. A document is its topic mixture
+    (gensim's variational posterior, normalised: each row sums to 1, no topic dropped below a minimum probability),
+    inferred with the same random state for every call, so the same documents always get the same vectors.
 
     Args:
         topics: Number of topics, the dimension (100).
-        passes: Passes (EM iterations) over the corpus (scikit-learn's ``max_iter``, default 10).
-        document_iterations: E-step iterations per document (scikit-learn's ``max_doc_update_iter``).
+        passes: Passes over the corpus (gensim's default 1).
+        iterations: Variational E-step iterations per document (gensim's ``iterations``; CTPE: 100).
         min_document_frequency: Words in fewer documents are dropped.
-        seed: Random state of the topic initialisation.
+        seed: ``LdaModel``'s random state (topic initialisation, and each inference's start).
     """
 
-    def __init__(self, topics: int = 100, passes: int = 10, document_iterations: int = 100,
+    def __init__(self, topics: int = 100, passes: int = 1, iterations: int = 50,
                  min_document_frequency: int = 1, seed: int = 1) -> None:
         require(topics >= 1, "topics", ">= 1", topics)
         require(passes >= 1, "passes", ">= 1", passes)
-        require(document_iterations >= 1, "document_iterations", ">= 1", document_iterations)
+        require(iterations >= 1, "iterations", ">= 1", iterations)
         require(min_document_frequency >= 1, "min_document_frequency", ">= 1", min_document_frequency)
-        self.topics, self.passes, self.document_iterations = topics, passes, document_iterations
+        self.topics, self.passes, self.iterations = topics, passes, iterations
         self.min_document_frequency, self.seed = min_document_frequency, seed
-        self.counts = self.model = None
+        self.bags = self.model = None
 
     def _fit(self, documents: Sequence[Words], keys: Sequence[str]) -> None:
-        from sklearn.decomposition import LatentDirichletAllocation as LDA
-        from sklearn.feature_extraction.text import CountVectorizer
+        from gensim.models import LdaModel
 
-        self.counts = CountVectorizer(analyzer=_as_is, min_df=self.min_document_frequency)
-        matrix = self.counts.fit_transform(documents)  # (N, V)
-        self.model = LDA(self.topics, learning_method="batch", max_iter=self.passes,
-                         max_doc_update_iter=self.document_iterations, random_state=self.seed).fit(matrix)
+        self.bags = _BagsOfWords(documents, self.min_document_frequency)
+        self.model = LdaModel(self.bags(documents), num_topics=self.topics, id2word=self.bags.dictionary,
+                              passes=self.passes, iterations=self.iterations, random_state=self.seed)
 
     def _transform(self, documents: Sequence[Words], keys: Sequence[str]) -> np.ndarray:
-        return self.model.transform(self.counts.transform(documents))  # (N, topics)
+        self.model.random_state = np.random.RandomState(self.seed)  # each inference starts from the same draws
+        gamma, _ = self.model.inference(self.bags(documents))  # (N, topics) unnormalised posterior
+        return (gamma / gamma.sum(1, keepdims=True)).astype(np.float32)
 
 
 class WordVectorAverage(DocumentRepresentation):
