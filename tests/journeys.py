@@ -381,8 +381,9 @@ def journey_config(config: Path, encoder: str, tmp_path: Path) -> Path:
     corpus = tmp_path / "corpus"
     corpus.mkdir(parents=True, exist_ok=True)
     data_args = data.get("init_args") or {}
+    batch = "global_batch_size" if "global_batch_size" in data_args else "batch_size"  # a paper config's, or ours
     data["init_args"] = {**data_args, **CORPORA[name](data_args, corpus), "num_workers": 0,
-                         "batch_size": 8 if name == "JSONLDataModule" else 4}
+                         batch: 8 if name == "JSONLDataModule" else 4}
     model_args = model.get("init_args") or {}
     model["init_args"] = {**model_args, **MODELS[method](model_args, encoder, corpus)}
     raw["trainer"] = _trainer(raw.get("trainer") or {}, tmp_path / "run", corpus)

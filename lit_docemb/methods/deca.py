@@ -325,7 +325,7 @@ class DECA(EmbeddingMethod):
         else:
             if self.training and len(batch) < 2:
                 raise ValueError("SimSiam's predictor has BatchNorm, which needs >= 2 documents per training "
-                                 "batch: raise data.batch_size or set data.drop_last: true")
+                                 "batch: raise data.global_batch_size (or batch_size) or set data.drop_last: true")
             terms |= self.contrastive(self.predictor(h), self.predictor(h_aug), h, h_aug)
         terms["skipped_documents"] = torch.full((), float(batch.skipped), device=h.device)
         return terms

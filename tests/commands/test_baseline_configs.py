@@ -57,5 +57,5 @@ def test_after_a_docsplit_config_a_baseline_trains_only_the_last_layer(baseline,
     config = printed_config(capsys, ROOT / "configs/docsplit/classify_bbc.yaml", baseline)
     init_args = config["model"]["init_args"]
     assert init_args["freeze_backbone"] is True and init_args["checkpoint"] is None
-    assert init_args["optimizer"]["init_args"]["lr"] == 3.0e-04 and config["data"]["init_args"]["batch_size"] == 8
+    assert init_args["optimizer"]["init_args"]["lr"] == 3.0e-04 and config["data"]["init_args"]["global_batch_size"] == 8
     assert init_args["labels"] == ["business", "entertainment", "politics", "sport", "tech"]

@@ -22,7 +22,7 @@ TASK_CONFIG, PIECE = str(ROOT / "configs/ctpe/arxiv.yaml"), str(ROOT / "configs/
 def fit(run: Path, *overrides: str):
     return main(["fit", "--config", TASK_CONFIG, "--config", PIECE, "--trainer.max_steps=2", "--trainer.logger=false",
                  f"--trainer.default_root_dir={run}", "--trainer.accelerator=cpu",
-                 "--trainer.enable_progress_bar=false", "--data.init_args.num_workers=0", "--data.init_args.batch_size=8",
+                 "--trainer.enable_progress_bar=false", "--data.init_args.num_workers=0", "--data.init_args.global_batch_size=8",
                  "--model.init_args.backbone.init_args.min_word_count=1", *overrides])
 
 

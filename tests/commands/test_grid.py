@@ -49,7 +49,7 @@ def test_a_small_grid_fits_every_cell_and_prints_the_table(tmp_path, capsys):
             "skip": [["-Contrastive", "Antonyms"]]}
     (tmp_path / "grid.yaml").write_text(yaml.safe_dump(grid))
     extra = [f"--data.source={folder}", "--data.source_format=auto", "--data.column_names=[label,text]",
-             "--data.batch_size=8", "--data.num_workers=0", "--trainer.accelerator=cpu", "--trainer.devices=1",
+             "--data.global_batch_size=8", "--data.num_workers=0", "--trainer.accelerator=cpu", "--trainer.devices=1",
              "--trainer.logger=false", "--trainer.fast_dev_run=2",
              "--model.init_args.backbone.init_args.min_word_count=1",
              "--model.init_args.augmentation.init_args.replacement_min_count=1"]

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import math
+import types
 import subprocess
 import sys
 from collections import Counter
@@ -24,8 +25,10 @@ from torch import nn
 from torch.utils.data import DataLoader
 
 from lit_docemb.data.core.datamodule import DocumentDataModule
-from lit_docemb.data.core.document import Document, Section
+from lit_docemb.data.core.document import Document, Section, doc_index
 from lit_docemb.data.core.sampling import DistributedBatchSampler, ResumableLoader
+from lit_docemb.errors import ConfigError
+from lit_docemb.losses import NTXentLoss
 
 N_DOCUMENTS = 55  # 8 of them empty; seed 3 holds out 6: 41 train documents, 5 global steps of 8, then 1
 
@@ -52,6 +55,10 @@ class ListDataModule(DocumentDataModule):
         return make_documents(self.n_documents)
 
 
+def doc_ids(ids: list[str]) -> torch.Tensor:
+    return torch.tensor([doc_index(i) for i in ids], dtype=torch.long)
+
+
 def collate_ids(documents: list[Document]) -> dict:
     return {"ids": [d.id for d in documents], "x": torch.tensor([[float(len(d.text))] for d in documents]).view(-1, 1)}
 
@@ -72,7 +79,9 @@ class RecordingModule(L.LightningModule):
         self.trainer.datamodule.connect(self.collator)
 
     def training_step(self, batch, batch_idx):
-        self.train_records.append([self.current_epoch, self.global_step, batch["ids"]])
+        features = torch.cat([batch["x"], torch.ones_like(batch["x"])], 1)  # (B, 2): a vector per document
+        negatives = NTXentLoss()(features, features + 1, doc_ids(batch["ids"]))["negatives_per_anchor"]
+        self.train_records.append([self.current_epoch, self.global_step, batch["ids"], float(negatives)])
         return self.layer(batch["x"] / 100).pow(2).sum() / max(len(batch["ids"]), 1)  # 0 rows: a zero loss
 
     def validation_step(self, batch, batch_idx):
@@ -93,12 +102,15 @@ def ddp_fit(config: dict) -> None:
     if config.get("checkpoint_at"):
         callbacks.append(ModelCheckpoint(dirpath=config["out"], filename="mid",
                                          every_n_train_steps=config["checkpoint_at"], save_top_k=1))
-    trainer = L.Trainer(accelerator="cpu", devices=2, strategy="ddp", max_epochs=config.get("max_epochs", 2),
+    devices = config.get("devices", 2)
+    trainer = L.Trainer(accelerator="cpu", devices=devices, strategy="ddp" if devices > 1 else "auto",
+                        max_epochs=config.get("max_epochs", 2), accumulate_grad_batches=config.get("accumulate", 1),
                         max_steps=config.get("max_steps", -1), logger=False, enable_progress_bar=False,
                         enable_model_summary=False, enable_checkpointing=bool(callbacks), callbacks=callbacks,
                         use_distributed_sampler=config.get("use_distributed_sampler", True),
                         default_root_dir=config["out"])
-    datamodule = ListDataModule(batch_size=4, num_workers=config.get("num_workers", 0), seed=3)
+    batches = {"global_batch_size": config["global_batch_size"]} if "global_batch_size" in config else {"batch_size": 4}
+    datamodule = ListDataModule(**batches, num_workers=config.get("num_workers", 0), seed=3)
     trainer.fit(RecordingModule(config["out"]), datamodule=datamodule, ckpt_path=config.get("ckpt_path"))
 
 
@@ -108,7 +120,7 @@ def run_ddp(tmp_path: Path, name: str, **config) -> list[dict]:
     result = subprocess.run([sys.executable, __file__, json.dumps({"out": str(out), **config})],
                             capture_output=True, text=True, timeout=300, cwd=tmp_path)
     assert result.returncode == 0, result.stderr[-4000:]
-    return [json.loads((out / f"rank{rank}.json").read_text()) for rank in range(2)]
+    return [json.loads((out / f"rank{rank}.json").read_text()) for rank in range(config.get("devices", 2))]
 
 
 def split_ids() -> tuple[list[str], list[str]]:
@@ -191,7 +203,7 @@ def test_lightning_keeps_our_loader_under_ddp(use_distributed_sampler):
 
 # --- real DDP fits ------------------------------------------------------------------------------------------
 def trained(records: list[dict], epoch: int | None = None) -> list[list]:
-    return [[e, step, ids] for e, step, ids in records if epoch is None or e == epoch]
+    return [[e, step, ids] for e, step, ids, *_ in records if epoch is None or e == epoch]
 
 
 @pytest.fixture(scope="module")
@@ -231,6 +243,33 @@ def test_ddp_resume_continues_exactly_where_the_checkpoint_stopped(uninterrupted
     for rank in range(2):
         assert len(first[rank]["train"]) == stop_at
         assert first[rank]["train"] + second[rank]["train"] == uninterrupted[rank]["train"]
+
+
+# --- a paper's batch over all devices --------------------------------------------------------------------------
+
+
+def test_global_batch_size_divides_over_devices_and_accumulation_or_is_refused():
+    datamodule = ListDataModule(global_batch_size=12)
+    assert datamodule.batch_size == 12  # no trainer: one process takes the whole batch
+    datamodule.trainer = types.SimpleNamespace(world_size=2, accumulate_grad_batches=3)
+    assert datamodule.batch_size == 2
+    datamodule.trainer = types.SimpleNamespace(world_size=5, accumulate_grad_batches=1)
+    with pytest.raises(ConfigError, match=r"global_batch_size 12 does not divide over 5 device\(s\) x 1"):
+        datamodule.batch_size
+    with pytest.raises(ConfigError, match="batch_size .* and global_batch_size .* are both set: keep one"):
+        ListDataModule(batch_size=4, global_batch_size=8)
+    assert ListDataModule().batch_size == 16
+
+
+@pytest.mark.slow
+def test_a_global_batch_gives_two_processes_the_negatives_of_one(tmp_path):
+    """The paper's batch of 8 on 2 CPU processes (4 documents each, gathered) scores every anchor against as many
+    in-batch negatives as one process holding the 8: the step's documents are the same number."""
+    one = run_ddp(tmp_path, "one", devices=1, global_batch_size=8, max_steps=3)
+    two = run_ddp(tmp_path, "two", devices=2, global_batch_size=8, max_steps=3)
+    assert [len(ids) for _, _, ids, _ in one[0]["train"]] == [8, 8, 8]
+    assert [len(ids) for rank in two for _, _, ids, _ in rank["train"]] == [4] * 6
+    assert [n for _, _, _, n in one[0]["train"]] == [n for _, _, _, n in two[0]["train"]] == [7.0] * 3
 
 
 if __name__ == "__main__":

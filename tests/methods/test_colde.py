@@ -269,7 +269,7 @@ def test_every_colde_config_runs_fast_dev_run(config, tiny_encoder_dir, tmp_path
     data = yaml.safe_load((ROOT / config).read_text())["data"]
     args = ["fit", "--config", str(ROOT / config), f"--model.init_args.encoder={tiny_encoder_dir}",
             "--model.init_args.chunk_tokens=32", "--model.init_args.lstm_output_size=16",
-            "--model.init_args.projection_size=8", "--model.init_args.num_heads=2", "--data.init_args.batch_size=4",
+            "--model.init_args.projection_size=8", "--model.init_args.num_heads=2", "--data.init_args.global_batch_size=4",
             "--data.init_args.num_workers=0", "--trainer.accelerator=cpu", "--trainer.devices=1",
             "--trainer.logger=false", "--trainer.fast_dev_run=2", f"--trainer.default_root_dir={tmp_path}"]
     grad_cache = config.endswith("colde/aan.yaml")  # the paper's setting also through GradCache, in bf16 autocast
@@ -278,7 +278,7 @@ def test_every_colde_config_runs_fast_dev_run(config, tiny_encoder_dir, tmp_path
     corpus = data["init_args"].get("corpus", {}).get("class_path", "")
     matching_split = bool(data["init_args"].get("test_fraction"))  # 30% of the groups for validation, 30% for test
     if matching_split:  # full batches of two documents (a batch of one has no negative and one GradCache sub-batch)
-        args += ["--data.init_args.test_fraction=0.3", "--data.init_args.batch_size=2", "--data.init_args.drop_last=true"]
+        args += ["--data.init_args.test_fraction=0.3", "--data.init_args.global_batch_size=2", "--data.init_args.drop_last=true"]
     if data["class_path"].endswith("AANDataModule"):
         args.append(f"--data.init_args.source={write_lra(tmp_path / 'lra')}")
     elif corpus.endswith("AANDataModule"):
@@ -316,7 +316,7 @@ def test_fit_then_test_reuses_the_validation_threshold_and_matching_cli(tiny_enc
               "--model.init_args.projection_size=8", "--model.init_args.num_heads=2",
               f"--data.init_args.corpus.init_args.source={write_aan_network(tmp_path / 'aan')}",
               "--data.init_args.corpus.init_args.citations_file=acl.txt", "--data.init_args.val_fraction=0.3",
-              "--data.init_args.test_fraction=0.3", "--data.init_args.batch_size=4", "--data.init_args.num_workers=0"]
+              "--data.init_args.test_fraction=0.3", "--data.init_args.global_batch_size=4", "--data.init_args.num_workers=0"]
     trainer = ["--trainer.accelerator=cpu", "--trainer.devices=1", "--trainer.precision=32-true",
                "--trainer.logger=false", "--trainer.enable_progress_bar=false", f"--trainer.default_root_dir={tmp_path}"]
     fitted = main(["fit", *common, *trainer, "--trainer.max_steps=2", "--trainer.limit_val_batches=1"])

@@ -279,7 +279,7 @@ def test_every_deca_config_runs_fast_dev_run(config, tiny_encoder_dir, tmp_path)
     folder = write_labelled_tsv(tmp_path / "set")
     args = ["fit", "--config", str(ROOT / config), f"--data.source={folder}", "--data.source_format=auto",
             "--data.column_names=[label,text]", "--data.classes=null", "--data.unlabelled_class=null",
-            "--data.batch_size=8", "--data.num_workers=0", "--trainer.accelerator=cpu", "--trainer.devices=1",
+            "--data.global_batch_size=8", "--data.num_workers=0", "--trainer.accelerator=cpu", "--trainer.devices=1",
             "--trainer.logger=false", "--trainer.fast_dev_run=2", f"--trainer.default_root_dir={tmp_path}"]
     init_args = yaml.safe_load((ROOT / config).read_text())["model"]["init_args"]
     augmentation = init_args["augmentation"]
@@ -309,7 +309,7 @@ def test_every_deca_config_runs_fast_dev_run(config, tiny_encoder_dir, tmp_path)
 @needs_wordnet
 def test_predict_from_a_checkpoint_through_the_cli(tmp_path):
     folder = write_labelled_tsv(tmp_path / "set")
-    args = ["--config", str(ROOT / "configs/deca/r8_dc_sc.yaml"), f"--data.source={folder}", "--data.batch_size=8",
+    args = ["--config", str(ROOT / "configs/deca/r8_dc_sc.yaml"), f"--data.source={folder}", "--data.global_batch_size=8",
             "--data.source_format=auto", "--data.column_names=[label,text]",
             "--data.num_workers=0", "--model.init_args.backbone.init_args.min_word_count=1",
             "--model.init_args.augmentation.init_args.replacement_min_count=1",
@@ -346,7 +346,7 @@ def test_documented_doc2vecc_row_fits_r8_without_an_augmentation(no_augmentation
     assert argv[argv.index("--model.init_args.augmentation") + 1] == "null"
     source = write_text_gcn_release(tmp_path / "text_gcn", "R8")
     fixture = [f"--data.init_args.source={source}", f"--data.init_args.cache_dir={tmp_path / 'cache'}",
-               "--data.init_args.batch_size=8", "--data.init_args.num_workers=0", "--trainer.logger=false",
+               "--data.init_args.global_batch_size=8", "--data.init_args.num_workers=0", "--trainer.logger=false",
                "--trainer.accelerator=cpu", "--trainer.devices=1", "--trainer.max_steps=2",
                "--trainer.limit_val_batches=1", "--trainer.enable_progress_bar=false",
                "--model.init_args.backbone.init_args.min_word_count=1"]

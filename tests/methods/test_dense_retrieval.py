@@ -70,7 +70,7 @@ def test_every_retrieval_config_runs_fast_dev_run(config, tiny_encoder_dir, tmp_
                 "--data=lit_docemb.data.WIKIRDataModule", f"--data.root={root}", "--data.mode=retrieval",
                 "--data.negatives=run", "--data.negatives_run=null", "--data.num_negatives=2",
                 "--data.val_queries_from_train=0",
-                "--data.batch_size=3", "--data.num_workers=0", f"--data.cache_dir={tmp_path / 'cache'}",
+                "--data.global_batch_size=3", "--data.num_workers=0", f"--data.cache_dir={tmp_path / 'cache'}",
                 "--trainer.accelerator=cpu", "--trainer.devices=1", "--trainer.precision=32-true",
                 "--trainer.logger=lightning.pytorch.loggers.CSVLogger", f"--trainer.logger.save_dir={tmp_path}",
                 "--trainer.logger.name=retrieval",  # Robust04's names its fold, which WIKIR has not

@@ -195,7 +195,7 @@ def test_every_pretraining_config_runs_fast_dev_run(config, tiny_encoder_dir, co
     cli = main(["fit", "--config", str(ROOT / config), f"--model.init_args.encoder={tiny_encoder_dir}",
                 "--model.init_args.node_dim=16", "--model.init_args.max_passage_tokens=64",
                 "--model.init_args.grad_cache_token_budget=256", "--data=lit_docemb.data.JSONLDataModule",
-                f"--data.paths=[{corpus_jsonl}]", "--data.batch_size=4", "--data.num_workers=0",
+                f"--data.paths=[{corpus_jsonl}]", "--data.global_batch_size=4", "--data.num_workers=0",
                 "--trainer.accelerator=cpu", "--trainer.devices=1", "--trainer.strategy=auto",
                 "--trainer.logger=lightning.pytorch.loggers.CSVLogger", f"--trainer.logger.save_dir={tmp_path}",
                 "--trainer.fast_dev_run=2", "--trainer.precision=32-true",

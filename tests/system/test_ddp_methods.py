@@ -43,7 +43,7 @@ def aan_split(root: Path) -> list[str]:
             citations.write("P7 ==> P8\n")
     return ["--data.init_args.drop_last=true", f"--data.init_args.corpus.init_args.source={root}",
             "--data.init_args.corpus.init_args.citations_file=acl.txt", "--data.init_args.val_fraction=0.3",
-            "--data.init_args.test_fraction=0.3", "--data.init_args.batch_size=2", "--data.init_args.num_workers=0"]
+            "--data.init_args.test_fraction=0.3", "--data.init_args.global_batch_size=4", "--data.init_args.num_workers=0"]
 
 
 @pytest.mark.slow
@@ -59,7 +59,7 @@ def test_every_wrapper_and_objective_trains_under_ddp(tiny_encoder_dir, corpus_j
                        *backbone(tiny_encoder_dir), "--model.init_args.labels=[code,sea]",
                        "--data=lit_docemb.data.LabelledTextDataModule",
                        f"--data.source={write_labelled_folder(tmp_path / 'labelled')}", "--data.label_column=label",
-                       "--data.batch_size=2", "--data.num_workers=0"],
+                       "--data.global_batch_size=4", "--data.num_workers=0"],
         "colde": ["--config", str(TESTS.parent / "configs/colde/aan.yaml"), *colde(tiny_encoder_dir),
                   *aan_split(write_aan_network(tmp_path / "aan"))],
         "colde_minus_lstm": ["--config", str(TESTS.parent / "configs/colde/aan_minus_lstm.yaml"),
@@ -68,7 +68,7 @@ def test_every_wrapper_and_objective_trains_under_ddp(tiny_encoder_dir, corpus_j
                             *backbone(tiny_encoder_dir), "--data=lit_docemb.data.WIKIRDataModule",
                             f"--data.root={_write_wikir(tmp_path / 'wikir')}", "--data.mode=retrieval",
                             "--data.negatives=run", "--data.negatives_run=null", "--data.num_negatives=1",
-                            "--data.val_queries_from_train=0", "--data.batch_size=2", "--data.num_workers=0",
+                            "--data.val_queries_from_train=0", "--data.global_batch_size=4", "--data.num_workers=0",
                             f"--data.cache_dir={tmp_path / 'cache'}"],
     }
     (tmp_path / "spec.json").write_text(json.dumps(spec))

@@ -40,7 +40,7 @@ def test_colde_patents_fit_test_and_shuffled_sections(tiny_encoder_dir, tmp_path
               "--model.init_args.projection_size=8", "--model.init_args.num_heads=2",
               f"--data.init_args.corpus.init_args.source={write_google_patents(tmp_path / 'patents' / 'p.json.gz')}",
               f"--data.init_args.corpus.init_args.cache_dir={tmp_path / 'cache'}", "--data.init_args.val_fraction=0.3",
-              "--data.init_args.test_fraction=0.3", "--data.init_args.batch_size=4", "--data.init_args.num_workers=0"]
+              "--data.init_args.test_fraction=0.3", "--data.init_args.global_batch_size=4", "--data.init_args.num_workers=0"]
     trainer = ["--trainer.accelerator=cpu", "--trainer.devices=1", "--trainer.precision=32-true",
                "--trainer.logger=false", "--trainer.enable_progress_bar=false", f"--trainer.default_root_dir={tmp_path}"]
     main(["fit", *common, *trainer, "--trainer.max_steps=2"])

@@ -110,7 +110,11 @@ class DocumentDataModule(L.LightningDataModule, ABC):
     """Base class of every corpus DataModule.
 
     Args:
-        batch_size: Documents per batch and per device.
+        batch_size: Documents per batch and per device (default 16). Give it or ``global_batch_size``, not both.
+        global_batch_size: Documents per optimizer step over all devices, as a paper states its batch: each device
+            takes ``global_batch_size / (devices x trainer.accumulate_grad_batches)`` documents a batch, so the
+            in-batch negatives gathered from all devices (and the step) are the same on 1 GPU or 8. A count that
+            does not divide is refused in one line when the trainer starts.
         num_workers: Dataloader worker processes (view building and tokenisation run there).
         val_fraction: Share of documents held out for validation, chosen by a hash of the id.
         max_val_documents: Upper bound on held-out documents (evaluation cost stays bounded on huge corpora).
@@ -125,7 +129,8 @@ class DocumentDataModule(L.LightningDataModule, ABC):
 
     def __init__(
         self,
-        batch_size: int = 16,
+        batch_size: int | None = None,
+        global_batch_size: int | None = None,
         num_workers: int = 2,
         val_fraction: float = 0.01,
         max_val_documents: int | None = 10_000,
@@ -135,13 +140,20 @@ class DocumentDataModule(L.LightningDataModule, ABC):
         drop_last: bool = False,
     ) -> None:
         super().__init__()
-        require(batch_size >= 1, "batch_size", ">= 1 (documents per batch and device)", batch_size)
+        if batch_size is not None and global_batch_size is not None:
+            raise ConfigError(f"data.init_args.batch_size ({batch_size}, per device) and global_batch_size "
+                              f"({global_batch_size}, over all devices) are both set: keep one")
+        require(batch_size is None or batch_size >= 1, "batch_size", ">= 1 (documents per batch and device)",
+                batch_size)
+        require(global_batch_size is None or global_batch_size >= 1, "global_batch_size",
+                ">= 1 (documents per optimizer step over all devices)", global_batch_size)
         require(num_workers >= 0, "num_workers", ">= 0 (0 reads in the main process)", num_workers)
         require(0.0 <= val_fraction < 1.0, "val_fraction", "in [0, 1)", val_fraction)
         require(max_val_documents is None or max_val_documents >= 0, "max_val_documents", ">= 0 or null",
                 max_val_documents)
         require(max_documents is None or max_documents >= 1, "max_documents", ">= 1 or null", max_documents)
-        self.batch_size = batch_size
+        self._batch_size = 16 if batch_size is None and global_batch_size is None else batch_size
+        self.global_batch_size = global_batch_size
         self.num_workers = num_workers
         self.val_fraction = val_fraction
         self.max_val_documents = max_val_documents
@@ -160,6 +172,26 @@ class DocumentDataModule(L.LightningDataModule, ABC):
         self.stats_dir: str | None = None
         self.train_set: DocumentDataset | None = None
         self.val_set: DocumentDataset | None = None
+
+    @property
+    def batch_size(self) -> int:
+        """Documents per batch on this device: ``batch_size``, or ``global_batch_size`` divided over the trainer's
+        devices and accumulated batches (the whole of it without a trainer: one process)."""
+        if self.global_batch_size is None:
+            return self._batch_size
+        trainer = self.trainer
+        shares = 1 if trainer is None else trainer.world_size * trainer.accumulate_grad_batches
+        if self.global_batch_size % shares:
+            raise ConfigError(f"data.init_args.global_batch_size {self.global_batch_size} does not divide over "
+                              f"{trainer.world_size} device(s) x {trainer.accumulate_grad_batches} accumulated "
+                              f"batch(es): choose devices and trainer.accumulate_grad_batches whose product divides "
+                              f"it, or set data.init_args.batch_size (per device) instead")
+        return self.global_batch_size // shares
+
+    @batch_size.setter
+    def batch_size(self, value: int) -> None:
+        """A per-device batch set after construction (as a tuner or a test does) replaces a global one."""
+        self._batch_size, self.global_batch_size = value, None
 
     def config_paths(self) -> dict[str, tuple[str | list[str] | None, str]]:
         """The init arguments that name local files or folders which must exist: argument name → (its value, what
