@@ -162,22 +162,37 @@ class WordTypes:
         return "word-types:" + hashlib.blake2b(rules.encode(), digest_size=16).hexdigest()
 
 
+#: Word ids a :class:`Doc2VecCCollator` keeps from one epoch to the next (400 MB of int64).
+KNOWN_WORDS = 50_000_000
+
+
 class Doc2VecCCollator:
     """Documents → :class:`Doc2VecCBatch` of their own words (framework ``Doc2VecCAlone``: plain Doc2VecC, no
     augmentation): each document's in-vocabulary word ids cut at ``max_words``; Doc2VecC's rule draws its targets
     and windows itself (:mod:`lit_docemb.models.doc2vecc_sgd`). A document with fewer than two such words is
-    skipped and counted."""
+    skipped and counted. A document's ids are the same every epoch (the index is fixed): the collator keeps them,
+    up to :data:`KNOWN_WORDS` ids, and splits a document into words once (in a persistent training worker)."""
 
     def __init__(self, index: dict[str, int], max_words: int, deterministic: bool) -> None:
         self.index, self.max_words, self.deterministic = index, max_words, deterministic
+        self.known: dict[str, np.ndarray] = {}
+        self.known_words = 0
 
     def ids(self, words: list[str]) -> list[int]:
         return in_vocabulary(self.index, words, self.max_words)
 
+    def document_ids(self, doc: Document) -> np.ndarray:
+        ids = self.known.get(doc.id)
+        if ids is None:
+            ids = np.asarray(self.ids(leading_words(doc, self.max_words)), dtype=np.int64)
+            if self.known_words + len(ids) <= KNOWN_WORDS:
+                self.known[doc.id], self.known_words = ids, self.known_words + len(ids)
+        return ids
+
     def __call__(self, documents: list[Document]) -> Doc2VecCBatch:
         kept = []
         for doc in documents:
-            ids = self.ids(leading_words(doc, self.max_words))
+            ids = self.document_ids(doc)
             if len(ids) >= 2:
                 kept.append((doc, ids))
         return Doc2VecCBatch(pad([ids for _, ids in kept]), _doc_index([d for d, _ in kept]),

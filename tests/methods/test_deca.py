@@ -148,6 +148,25 @@ def test_doc2vecc_loss_decreases_on_a_fixture_corpus():
     assert last < 0.8 * first, (first, last)
 
 
+def test_the_doc2vecc_collator_splits_a_document_into_words_once(monkeypatch):
+    """Plain Doc2VecC reads every document every epoch with a fixed index: the second epoch's batch is the first's,
+    its ids kept by the collator rather than split out of the text again; a full store reads text as before."""
+    import lit_docemb.views.deca as views
+
+    index = {w: i for i, w in enumerate("a b c d e f".split(), 1)}
+    documents = [Document("x", sections=[Section("", "a b c d")]), Document("y", sections=[Section("", "f e")]),
+                 Document("z", sections=[Section("", "a")])]
+    split = []
+    monkeypatch.setattr(views, "leading_words", lambda doc, n: split.append(doc.id) or views.words_of(doc.text)[:n])
+    collate = Doc2VecCCollator(index, max_words=100, deterministic=False)
+    first, second = collate(documents), collate(documents)
+    assert first.words.tolist() == second.words.tolist() == [[1, 2, 3, 4], [6, 5, 0, 0]]
+    assert second.skipped == first.skipped == 1 and split == ["x", "y", "z"]
+    monkeypatch.setattr(views, "KNOWN_WORDS", 4)
+    full = Doc2VecCCollator(index, max_words=100, deterministic=False)
+    assert full(documents).words.tolist() == full(documents).words.tolist() and split[3:] == ["x", "y", "z", "y", "z"]
+
+
 def test_collated_words_follow_the_document():
     index = {w: i for i, w in enumerate("a b c d e f".split(), 1)}
     doc = Document("d", sections=[Section("", "a b c d e f")])
