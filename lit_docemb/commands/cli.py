@@ -61,7 +61,7 @@ from lit_docemb.models.classical import DocumentRepresentation
 def one_line_parse_error(message: str) -> str:
     """jsonargparse's report of a bad config (an unknown key, a wrong type), often a dozen lines about union
     subtypes, as one line that names the full key (``model.init_args.temprature``) and what is wrong with it."""
-    lines = [line.strip() for line in message.splitlines() if line.strip()]
+    lines = [line.strip().removeprefix("- ") for line in message.splitlines() if line.strip()]
     keys = re.findall(r'Parser key "([^"]+)"', message)
     class_paths = re.findall(r"given class_path '([^']+)'", message)
     unknown = re.search(r"(?:Option|Key) '([^']+)' is not (?:accepted|expected)", message)
@@ -75,6 +75,10 @@ def one_line_parse_error(message: str) -> str:
         reason = f"unknown option of {class_paths[-1]}" if class_paths else "unknown option"
     else:
         reason = reasons[0] if reasons else lines[-1]
+        expected = [line for line in reasons if line.startswith("Expected") and "NoneType" not in line]
+        given = [line.split(":", 1)[1].strip() for line in lines if line.startswith("Given value:")]
+        if expected and given and "Got value" not in expected[0]:  # an optional value: the innermost union's report
+            reason = f"{expected[0]}. Got value: {given[0]}"
     hint = f" (options: --{keys[0]}.help {class_paths[-1].rsplit('.', 1)[-1]})" if class_paths and keys else ""
     return f"{'.'.join(path)}: {reason}{hint}"
 

@@ -57,6 +57,7 @@ def run_cli(args: list[str], capsys) -> str:
     (["--model.init_args.temprature=0.1"], "error: model.init_args.temprature: unknown option of "
                                            "lit_docemb.methods.DocSplit (options: --model.help DocSplit)"),
     (["--data.batch_size=two"], "error: data.init_args.batch_size: Expected a <class 'int'>. Got value: two"),
+    (["--data.max_documents=two"], "error: data.init_args.max_documents: Expected a <class 'int'>. Got value: two"),
     (["--model.pooling=max"], "error: model.init_args.pooling: Expected a typing.Literal['cls', 'mean']. "
                               "Got value: max"),
     (["--trainer.max_stepz=3"], "error: unrecognized arguments: --trainer.max_stepz=3"),
