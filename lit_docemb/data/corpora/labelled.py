@@ -284,8 +284,11 @@ class LabelledTextDataModule(DocumentDataModule):
         return self._of_classes(documents) if documents is not None and self.classes is not None else documents
 
     def _of_classes(self, documents: ArrowDocuments) -> ArrowDocuments:
-        """The documents whose label is one of ``classes``; the others are counted as ``other_class``."""
+        """The documents whose label is one of ``classes``; the others are counted as ``other_class``. A source
+        with no other label (class folders, which the reader already chose) is returned as it is, without a pass."""
         keep = set(self.classes)
+        if set(documents.table.unique("label")) <= keep:
+            return documents
         table = documents.table.filter(lambda labels: [label in keep for label in labels], input_columns="label",
                                        batched=True, batch_size=10_000, keep_in_memory=True,
                                        desc="keeping data.init_args.classes")
