@@ -119,6 +119,23 @@ def write_ctpe_task(root: Path) -> Path:
     return root
 
 
+def ctpe_task_config(tmp_path: Path, name: str, embeddings: dict, max_length: int, document_vector: str) -> str:
+    """A two-step CTPE fit config on :func:`write_ctpe_task`'s task with the given input ``embeddings`` (a class path
+    and its init args), written to ``tmp_path/<name>_<document_vector>.yaml``; its run folder is ``tmp_path/run``."""
+    task = write_ctpe_task(tmp_path / "task")
+    config = tmp_path / f"{name}_{document_vector}.yaml"
+    config.write_text(yaml.safe_dump({
+        "seed_everything": 1,
+        "trainer": {"default_root_dir": str(tmp_path / "run"), "logger": False, "accelerator": "cpu",
+                    "max_steps": 2, "enable_progress_bar": False, "limit_val_batches": 0},
+        "model": {"class_path": "lit_docemb.methods.CTPE", "init_args": {
+            "embeddings": embeddings, "n_filters": 4, "max_length": max_length, "document_vector": document_vector}},
+        "data": {"class_path": "lit_docemb.data.JSONLDataModule", "init_args": {
+            "paths": [str(task / "candidates.jsonl"), str(task / "test.jsonl")], "num_workers": 0,
+            "batch_size": 8, "val_fraction": 0.0}}}))
+    return str(config)
+
+
 def _jsonl(data: dict, folder: Path) -> dict:
     task = write_ctpe_task(folder)
     return {"paths": [str(task / "candidates.jsonl"), str(task / "test.jsonl")]}

@@ -10,9 +10,8 @@ import h5py
 import numpy as np
 import pytest
 import torch
-import yaml
 from corpus_files import ELMO_TINY_OPTIONS, write_elmo_release
-from journeys import write_ctpe_task
+from journeys import ctpe_task_config
 
 from lit_docemb.commands.cli import main
 from lit_docemb.errors import ConfigError
@@ -140,20 +139,8 @@ def test_frozen_states_read_any_word_as_characters_and_refusals(tmp_path):
 
 
 def elmo_config(tmp_path, options_file, weights_file, document_vector: str = "coupled") -> str:
-    task = write_ctpe_task(tmp_path / "task")
-    config = tmp_path / f"elmo_{document_vector}.yaml"
-    config.write_text(yaml.safe_dump({
-        "seed_everything": 1,
-        "trainer": {"default_root_dir": str(tmp_path / "run"), "logger": False, "accelerator": "cpu",
-                    "max_steps": 2, "enable_progress_bar": False, "limit_val_batches": 0},
-        "model": {"class_path": "lit_docemb.methods.CTPE", "init_args": {
-            "embeddings": {"class_path": "lit_docemb.methods.ElmoTokens",
-                           "init_args": {"options_file": str(options_file), "weights_file": str(weights_file)}},
-            "n_filters": 4, "max_length": 24, "document_vector": document_vector}},
-        "data": {"class_path": "lit_docemb.data.JSONLDataModule", "init_args": {
-            "paths": [str(task / "candidates.jsonl"), str(task / "test.jsonl")], "num_workers": 0,
-            "batch_size": 8, "val_fraction": 0.0}}}))
-    return str(config)
+    return ctpe_task_config(tmp_path, "elmo", {"class_path": "lit_docemb.methods.ElmoTokens", "init_args": {
+        "options_file": str(options_file), "weights_file": str(weights_file)}}, 24, document_vector)
 
 
 def test_ctpe_elmo_fits_and_evaluates_through_the_cli(tmp_path, capsys):

@@ -10,9 +10,8 @@ import pickle
 import numpy as np
 import pytest
 import torch
-import yaml
 from corpus_files import write_skip_thoughts_release
-from journeys import write_ctpe_task
+from journeys import ctpe_task_config
 from skip_thoughts_reference import reference_vector
 
 from lit_docemb.commands.cli import main
@@ -67,20 +66,8 @@ def test_bad_release_files_stop_in_one_line(tmp_path):
 
 
 def skip_config(tmp_path, folder, document_vector: str = "coupled") -> str:
-    task = write_ctpe_task(tmp_path / "task")
-    config = tmp_path / f"skip_{document_vector}.yaml"
-    config.write_text(yaml.safe_dump({
-        "seed_everything": 1,
-        "trainer": {"default_root_dir": str(tmp_path / "run"), "logger": False, "accelerator": "cpu",
-                    "max_steps": 2, "enable_progress_bar": False, "limit_val_batches": 0},
-        "model": {"class_path": "lit_docemb.methods.CTPE", "init_args": {
-            "embeddings": {"class_path": "lit_docemb.methods.SkipThoughtSentences",
-                           "init_args": {"folder": str(folder)}},
-            "n_filters": 4, "max_length": 20, "document_vector": document_vector}},
-        "data": {"class_path": "lit_docemb.data.JSONLDataModule", "init_args": {
-            "paths": [str(task / "candidates.jsonl"), str(task / "test.jsonl")], "num_workers": 0,
-            "batch_size": 8, "val_fraction": 0.0}}}))
-    return str(config)
+    return ctpe_task_config(tmp_path, "skip", {"class_path": "lit_docemb.methods.SkipThoughtSentences",
+                                              "init_args": {"folder": str(folder)}}, 20, document_vector)
 
 
 def test_ctpe_skip_thoughts_fits_and_evaluates_through_the_cli(tmp_path):
