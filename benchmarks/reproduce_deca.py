@@ -252,7 +252,9 @@ def report(files: list[Path]) -> None:
         for s, rows in results["sets"].items():
             for row, runs in rows.items():  # the runs of one row in several files are pooled
                 merged["sets"].setdefault(s, {}).setdefault(row, []).extend(runs)
-        merged["table5"].update(results.get("table5", {}))
+        for row, cells in results.get("table5", {}).items():  # Table 5's runs pooled alike
+            for column, runs in cells.items():
+                merged["table5"].setdefault(row, {}).setdefault(column, []).extend(runs)
     merged["sets"] = {s: merged["sets"][s] for s in SETS if s in merged["sets"]}
     print_tables(merged)
     if merged["table5"]:
