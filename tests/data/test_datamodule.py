@@ -27,6 +27,7 @@ from torch.utils.data import DataLoader
 from lit_docemb.data.core.datamodule import DocumentDataModule
 from lit_docemb.data.core.document import Document, Section, doc_index
 from lit_docemb.data.core.sampling import DistributedBatchSampler, ResumableLoader
+from lit_docemb.distributed import close_process_group
 from lit_docemb.errors import ConfigError
 from lit_docemb.losses import NTXentLoss
 
@@ -112,6 +113,7 @@ def ddp_fit(config: dict) -> None:
     batches = {"global_batch_size": config["global_batch_size"]} if "global_batch_size" in config else {"batch_size": 4}
     datamodule = ListDataModule(**batches, num_workers=config.get("num_workers", 0), seed=3)
     trainer.fit(RecordingModule(config["out"]), datamodule=datamodule, ckpt_path=config.get("ckpt_path"))
+    close_process_group()  # as the CLI does: a gloo group left up can abort the finished process at exit
 
 
 def run_ddp(tmp_path: Path, name: str, **config) -> list[dict]:
