@@ -137,16 +137,32 @@ def _anchor_blocks(num_anchors: int, num_candidates: int) -> list[slice]:
     return [slice(start, start + rows) for start in range(0, num_anchors, rows)]
 
 
-def _block_logits(h: Tensor, all_aug: Tensor, positive: Tensor, ids: Tensor | None, all_ids: Tensor | None,
-                  temperature: float, rows: slice) -> tuple[Tensor, Tensor]:
-    """Logits (b, N) of the anchors ``rows`` and their negatives (b, N): every augmentation but the positive and
-    (with ids) other views of the same document."""
-    logits = h[rows] @ all_aug.T / temperature
-    negative = torch.ones_like(logits, dtype=torch.bool)
-    negative[torch.arange(logits.shape[0], device=h.device), positive[rows]] = False
-    if ids is not None:
-        negative &= ids[rows, None] != all_ids[None, :]
-    return logits, negative
+def _not_negatives(positive: Tensor, ids: Tensor | None, all_ids: Tensor | None, num_candidates: int, rows: slice
+                   ) -> tuple[Tensor, Tensor, Tensor]:
+    """The logits of the anchors ``rows`` that are not negatives, as (row, column) index pairs within the block --
+    each anchor's positive and, with ids, every augmentation of the same document (a handful, not a (b, N) mask) --
+    and the negatives of each anchor (b,)."""
+    pos = positive[rows]
+    local = torch.arange(len(pos), device=pos.device)
+    if ids is None:
+        return local, pos, torch.full_like(pos, num_candidates - 1)
+    order = all_ids.argsort(stable=True)
+    sorted_ids = all_ids[order]
+    left = torch.searchsorted(sorted_ids, ids[rows])
+    same = torch.searchsorted(sorted_ids, ids[rows], right=True) - left  # (b,) augmentations of the same document
+    row = torch.repeat_interleave(local, same)
+    first = torch.cumsum(same, 0) - same
+    column = order[torch.repeat_interleave(left - first, same) + torch.arange(len(row), device=pos.device)]
+    positive_elsewhere = (all_ids[pos] != ids[rows]).long()  # a positive that is not among them (not in DECA)
+    return torch.cat([local, row]), torch.cat([pos, column]), num_candidates - same - positive_elsewhere
+
+
+def _block_logits(h: Tensor, all_aug: Tensor, not_negative: tuple[Tensor, Tensor], temperature: float, rows: slice,
+                  fill: float) -> Tensor:
+    """Logits (b, N) of the anchors ``rows``, ``fill`` where they are not negatives."""
+    logits = (h[rows] / temperature) @ all_aug.T
+    logits[not_negative] = fill
+    return logits
 
 
 class _PaperTerms(torch.autograd.Function):
@@ -154,8 +170,9 @@ class _PaperTerms(torch.autograd.Function):
     computed over blocks of anchor rows (:data:`BLOCK_LOGITS` logits at a time) and recomputed the same way in
     backward. The same values and gradients as the (B, N) expression, without its (B, N) logits, masks and softmax
     held for backward: at DECA's batch of 4,096 these were a few hundred MB a step, freshly mapped and page-faulted
-    every step on CPU. An anchor without negatives gets a finite term (its logsumexp over the dtype's most negative
-    half) and no gradient; the caller leaves it out."""
+    every step on CPU. The logits that are not negatives (each anchor's positive, other views of its document) are
+    set by index, not through a (B, N) mask. An anchor without negatives gets a finite term (its logsumexp over the
+    dtype's most negative half) and no gradient; the caller leaves it out."""
 
     @staticmethod
     def forward(ctx, h, all_aug, positive, ids, all_ids, temperature):
@@ -164,10 +181,9 @@ class _PaperTerms(torch.autograd.Function):
         lse = h.new_empty(h.shape[0])
         floor = torch.finfo(h.dtype).min / 2
         for rows in _anchor_blocks(h.shape[0], all_aug.shape[0]):
-            logits, negative = _block_logits(h, all_aug, positive, ids, all_ids, temperature, rows)
-            lse[rows] = logits.masked_fill_(~negative, floor).logsumexp(1)
+            *not_negative, negatives[rows] = _not_negatives(positive, ids, all_ids, all_aug.shape[0], rows)
+            lse[rows] = _block_logits(h, all_aug, tuple(not_negative), temperature, rows, floor).logsumexp(1)
             terms[rows] = lse[rows] - (h[rows] * all_aug[positive[rows]]).sum(1) / temperature
-            negatives[rows] = negative.sum(1)
         ctx.save_for_backward(h, all_aug, positive, ids, all_ids, lse, negatives)
         ctx.temperature = temperature
         ctx.mark_non_differentiable(negatives)
@@ -179,9 +195,10 @@ class _PaperTerms(torch.autograd.Function):
         tau = ctx.temperature
         grad_h, grad_aug = torch.zeros_like(h), torch.zeros_like(all_aug)
         for rows in _anchor_blocks(h.shape[0], all_aug.shape[0]):
-            logits, negative = _block_logits(h, all_aug, positive, ids, all_ids, tau, rows)
+            *not_negative, _ = _not_negatives(positive, ids, all_ids, all_aug.shape[0], rows)
             # d term_i / d s_ik = softmax over the negatives (0 elsewhere), minus 1 at the positive
-            weights = (logits - lse[rows, None]).exp_().mul_(negative).mul_(grad_terms[rows, None] / tau)
+            weights = _block_logits(h, all_aug, tuple(not_negative), tau, rows, float("-inf"))
+            weights.sub_(lse[rows, None]).exp_().mul_(grad_terms[rows, None] / tau)
             weights[torch.arange(weights.shape[0], device=h.device), positive[rows]] -= grad_terms[rows] / tau
             grad_h[rows] = weights @ all_aug
             grad_aug.addmm_(weights.T, h[rows])
