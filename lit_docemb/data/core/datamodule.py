@@ -317,11 +317,12 @@ class DocumentDataModule(L.LightningDataModule, ABC):
         return self.collator_factory(stage)
 
     def _loader(self, dataset: DocumentDataset, stage: str, shuffle: bool) -> ResumableLoader:
-        """Every document of ``dataset`` once, the same number of batches on every rank."""
+        """Every document of ``dataset`` once, the same number of batches on every rank; its workers (if any) live
+        from its first epoch to the end of the run, in validation as in training (the collators seed each batch)."""
         sampler = DistributedBatchSampler(len(dataset), self.batch_size, shuffle=shuffle, seed=self.seed,
                                           drop_last=self.drop_last and stage == "fit")
         return ResumableLoader(dataset, sampler, collate_fn=self._collator(stage), num_workers=self.num_workers,
-                               persistent_workers=stage == "fit")
+                               persistent_workers=True)
 
     def transfer_batch_to_device(self, batch: Any, device: torch.device, dataloader_idx: int) -> Any:
         """A batch whose tensors view one buffer (a worker's, :mod:`lit_docemb.data.core.batch_buffer`) reaches the
