@@ -38,6 +38,7 @@ from lit_docemb.methods.grad_cache import (
     GradCacheOutput,
     grad_cache_step,
 )
+from lit_docemb.methods.frozen_heap import FrozenHeap
 from lit_docemb.methods.guards import FailFast, NonFiniteGuard
 from lit_docemb.methods.progress import shows_step_loss
 from lit_docemb.methods.retention import (
@@ -215,10 +216,11 @@ class EmbeddingMethod(L.LightningModule, ABC):
         return {"ids": batch.ids, "embeddings": self.embed(batch).float().cpu()}
 
     def configure_callbacks(self):
-        """The guards of :mod:`lit_docemb.methods.guards` and the random-state checkpointing that makes a resume exact
-        (:class:`~lit_docemb.methods.callbacks.RandomStateCheckpoint`), with their defaults, unless the trainer's
-        callbacks already configure one of the type."""
-        return [callback() for callback in (NonFiniteGuard, FailFast, RandomStateCheckpoint)
+        """The guards of :mod:`lit_docemb.methods.guards`, the random-state checkpointing that makes a resume exact
+        (:class:`~lit_docemb.methods.callbacks.RandomStateCheckpoint`) and the frozen heap of training
+        (:class:`~lit_docemb.methods.frozen_heap.FrozenHeap`), with their defaults, unless the trainer's callbacks
+        already configure one of the type."""
+        return [callback() for callback in (NonFiniteGuard, FailFast, RandomStateCheckpoint, FrozenHeap)
                 if not any(isinstance(c, callback) for c in self.trainer.callbacks)]
 
     def setup(self, stage: str) -> None:

@@ -4,6 +4,8 @@ device and read at logging steps only."""
 
 from __future__ import annotations
 
+import gc
+
 import lightning as L
 import pytest
 import torch
@@ -12,6 +14,7 @@ from lightning.pytorch.callbacks import Callback
 from lit_docemb.data.corpora.jsonl import JSONLDataModule
 from lit_docemb.methods import guards
 from lit_docemb.methods.docsplit import DocSplit
+from lit_docemb.methods.frozen_heap import FrozenHeap
 from lit_docemb.methods.guards import NonFiniteGuard
 
 
@@ -131,3 +134,28 @@ def test_guard_state_survives_a_resume():
     other = NonFiniteGuard()
     other.load_state_dict(guard.state_dict())
     assert (other.skipped, other.consecutive) == (4, 2)
+
+
+class FreezeCounts(Callback):
+    """The garbage collector's frozen objects at each training batch."""
+
+    def __init__(self):
+        self.counts = []
+
+    def on_train_batch_start(self, trainer, pl_module, batch, batch_idx):
+        self.counts.append(gc.get_freeze_count())
+
+
+def test_training_runs_with_its_heap_frozen_and_gives_it_back(tiny_encoder_dir, corpus_jsonl, tmp_path):
+    """Every method adds FrozenHeap: the objects alive when training starts are out of the collector's full
+    collections during it, and back in its reach after the fit, and after a fit that failed."""
+    gc.unfreeze()
+    counts = FreezeCounts()
+    _, trainer = fit(tiny_encoder_dir, corpus_jsonl, tmp_path, poison=set(), steps=2, callbacks=[counts])
+    assert any(isinstance(c, FrozenHeap) for c in trainer.callbacks)
+    assert len(counts.counts) == 2 and min(counts.counts) > 10_000  # torch, Lightning, the model...
+    assert gc.get_freeze_count() == 0
+    with pytest.raises(RuntimeError, match="non-finite"):
+        fit(tiny_encoder_dir, corpus_jsonl, tmp_path, poison={0, 1}, steps=2,
+            callbacks=[NonFiniteGuard(max_consecutive=2)])
+    assert gc.get_freeze_count() == 0
