@@ -87,3 +87,17 @@ def test_a_second_open_reads_the_written_rows_without_tokenizing(kind, tokenizer
     assert second.fingerprint == first.fingerprint == cache.fingerprint(DOCUMENTS)
     assert second.table.cache_files == first.table.cache_files
     assert [cache.table_row(row) for row in second] == fresh
+
+
+@pytest.mark.parametrize("kind", CACHES)
+def test_rows_read_the_same_across_arrow_chunks(kind, tokenizer, tmp_path):
+    """A table of several Arrow chunks (a long corpus's) gives each row its own ids: the rows are read through
+    per-chunk views of the list columns, each chunk's offsets into its own values."""
+    cache = CACHES[kind](tokenizer, str(tmp_path))
+    opened = cache.open(DOCUMENTS)
+    fresh = [cache.table_row(row) for row in opened]
+    halves = [opened.table.select(range(0, 2)), opened.table.select(range(2, len(DOCUMENTS)))]
+    chunked = type(opened)(datasets.concatenate_datasets([halves[1], halves[0]]), opened.fingerprint)
+    assert len(chunked._column("id").chunks) >= 2
+    order = list(range(2, len(DOCUMENTS))) + [0, 1]
+    assert [cache.table_row(chunked[i]) for i in range(len(DOCUMENTS))] == [fresh[i] for i in order]
