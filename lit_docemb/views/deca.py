@@ -114,18 +114,30 @@ class IdReplacement:
 
     def from_types(self, types: np.ndarray, seed: str, max_words: int) -> tuple[np.ndarray, np.ndarray]:
         """:meth:`__call__` from the words' :meth:`type_ids`."""
+        return self.from_types_of_batch([types], [seed], max_words)[0]
+
+    def from_types_of_batch(self, rows: Sequence[np.ndarray], seeds: Sequence[str], max_words: int
+                            ) -> list[tuple[np.ndarray, np.ndarray]]:
+        """:meth:`from_types` of each document's types with its seed, computed over the batch's words at once
+        (each document's draws still come from its own seed's stream)."""
+        if not rows:
+            return []
+        lengths = [len(r) for r in rows]
+        types = np.concatenate(rows)  # (W,) the batch's words
+        draws = np.concatenate([seeded_generator(seed, self._generator).random((2, n))
+                                for n, seed in zip(lengths, seeds, strict=True)], axis=1)
         ids, counts = self.word_ids[types], self.counts[types]
-        draws = seeded_generator(seed, self._generator).random((2, len(types)))  # (replace?, which candidate?)
-        replaced = (counts > 0) & (draws[0] < self.probability)
+        replaced = (counts > 0) & (draws[0] < self.probability)  # (replace?, which candidate?) per word
         chosen = self.offsets[types] + (draws[1] * counts).astype(np.int64)
         if self.candidates.shape[1] == 1:  # single-word candidates (WordNet synonyms, PPDB)
             augmented = np.where(replaced, self.candidates[chosen, 0], ids)
         else:  # e.g. antonyms: "not" + the antonym
-            chosen = self.candidates[chosen]
-            chosen[~replaced] = 0
-            chosen[~replaced, 0] = ids[~replaced]
-            augmented = chosen.reshape(-1)
-        return ids[ids != 0][:max_words], augmented[augmented != 0][:max_words]
+            augmented = self.candidates[chosen]  # (W, width)
+            augmented[~replaced] = 0
+            augmented[~replaced, 0] = ids[~replaced]
+        bounds = np.cumsum(lengths)[:-1]
+        return [(own[own != 0][:max_words], drawn.reshape(-1)[drawn.reshape(-1) != 0][:max_words])
+                for own, drawn in zip(np.split(ids, bounds), np.split(augmented, bounds))]
 
 
 def seeded_generator(seed: str, generator: np.random.Generator) -> np.random.Generator:
@@ -219,23 +231,27 @@ class Doc2VecCPairCollator(Doc2VecCCollator):
 
     def pairs(self, documents: list[Document]) -> list[tuple[Document, list[int], list[int], str]]:
         """(document, its word ids, its augmentation's word ids, seed) of the documents that are kept."""
-        out = []
-        for doc, seed in zip(documents, _seeds(documents, self.deterministic)):
-            row = None if self.cached is None else self.cached.get(doc.id)
-            if row is not None:  # its word types, cached
-                ids, aug = self.replacement.from_types(row.input_ids.astype(np.int64), seed, self.max_words)
-                if len(ids) >= 2 and len(aug):
-                    out.append((doc, ids, aug, seed))
-                continue
-            text = document_text(doc, with_title=True)[:self.max_words * CHARS_PER_WORD]
-            words = words_of(text)
-            if self.replacement is not None:
-                ids, aug = self.replacement(words, seed, self.max_words)
-            else:
-                ids, aug = self.ids(words), self.ids(_augment(self.augment, text, seed, words))
-            if len(ids) >= 2 and len(aug):
-                out.append((doc, ids, aug, seed))
-        return out
+        seeds = _seeds(documents, self.deterministic)
+        if self.replacement is not None:  # a thesaurus: drawn on the batch's word types at once
+            drawn = self.replacement.from_types_of_batch([self.types(doc) for doc in documents], seeds,
+                                                         self.max_words)
+        else:
+            drawn = [self.augmented_ids(doc, seed) for doc, seed in zip(documents, seeds)]
+        return [(doc, ids, aug, seed) for doc, seed, (ids, aug) in zip(documents, seeds, drawn, strict=True)
+                if len(ids) >= 2 and len(aug)]
+
+    def types(self, doc: Document) -> np.ndarray:
+        """The document's word types (:meth:`IdReplacement.type_ids`): its cached row, or split from its text."""
+        cached = None if self.cached is None else self.cached.input_ids(doc.id)
+        if cached is not None:
+            return cached
+        return self.replacement.type_ids(words_of(document_text(doc, with_title=True)[:self.max_words * CHARS_PER_WORD]))
+
+    def augmented_ids(self, doc: Document, seed: str) -> tuple[list[int], list[int]]:
+        """The document's word ids and those of its augmentation by a callable (no thesaurus table)."""
+        text = document_text(doc, with_title=True)[:self.max_words * CHARS_PER_WORD]
+        words = words_of(text)
+        return self.ids(words), self.ids(_augment(self.augment, text, seed, words))
 
     def __call__(self, documents: list[Document]) -> Doc2VecCPairBatch:
         pairs = self.pairs(documents)

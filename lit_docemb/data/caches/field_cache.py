@@ -88,6 +88,10 @@ class CachedFields(CachedRows):
         return TokenizedFields(self._column("id")[index].as_py(), self._column("labels")[index].as_py(),
                                self._ids_of("input_ids", index), self._ids_of("field_offsets", index))
 
+    def input_ids(self, index: int) -> np.ndarray:
+        """The ``input_ids`` of row ``index`` alone, without building the row."""
+        return self._ids_of("input_ids", index)
+
 
 class FieldTokenCache(RowCache):
     """Builds or reopens the tokenized fields of a corpus (see the module docstring).
@@ -144,7 +148,15 @@ class FieldRows:
         return {**self.__dict__, "_index": None}
 
     def get(self, document_id: str) -> TokenizedFields | None:
+        row = self._row_of(document_id)
+        return None if row is None else self.rows[row]
+
+    def input_ids(self, document_id: str) -> np.ndarray | None:
+        """The ``input_ids`` of that id's row alone (a view of the mapped table), or ``None``."""
+        row = self._row_of(document_id)
+        return None if row is None else self.rows.input_ids(row)
+
+    def _row_of(self, document_id: str) -> int | None:
         if self._index is None:
             self._index = {doc_id: row for row, doc_id in enumerate(self.rows.ids)}
-        row = self._index.get(document_id)
-        return None if row is None else self.rows[row]
+        return self._index.get(document_id)
