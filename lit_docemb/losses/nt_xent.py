@@ -130,6 +130,9 @@ class NTXentLoss(nn.Module):
 
 #: Logits held at once by :class:`_PaperTerms` (a block of anchor rows × N): 8 MB in fp32.
 BLOCK_LOGITS = 2**21
+#: Up to this many logits (B × N; 64 MB in fp32, DECA's batch of 4,096 on one device), :class:`_PaperTerms` keeps
+#: forward's softmax blocks for backward instead of recomputing them.
+KEPT_SOFTMAX = 2**24
 
 
 def _anchor_blocks(num_anchors: int, num_candidates: int) -> list[slice]:
@@ -167,12 +170,13 @@ def _block_logits(h: Tensor, all_aug: Tensor, not_negative: tuple[Tensor, Tensor
 
 class _PaperTerms(torch.autograd.Function):
     """Per-anchor terms ``logsumexp_{k negative} s_ik - s_i,pos(i)`` of DECA eq. 4 and the negatives of each anchor,
-    computed over blocks of anchor rows (:data:`BLOCK_LOGITS` logits at a time) and recomputed the same way in
-    backward. The same values and gradients as the (B, N) expression, without its (B, N) logits, masks and softmax
-    held for backward: at DECA's batch of 4,096 these were a few hundred MB a step, freshly mapped and page-faulted
-    every step on CPU. The logits that are not negatives (each anchor's positive, other views of its document) are
-    set by index, not through a (B, N) mask. An anchor without negatives gets a finite term (its logsumexp over the
-    dtype's most negative half) and no gradient; the caller leaves it out."""
+    computed over blocks of anchor rows (:data:`BLOCK_LOGITS` logits at a time). The same values and gradients as
+    the (B, N) expression, without its logits, masks and softmax made at once: at DECA's batch of 4,096 these were a
+    few hundred MB a step, freshly mapped and page-faulted every step on CPU. Backward reuses forward's softmax
+    blocks up to :data:`KEPT_SOFTMAX` logits (one matrix product a block fewer) and recomputes them beyond. The
+    logits that are not negatives (each anchor's positive, other views of its document) are set by index, not
+    through a (B, N) mask. An anchor without negatives gets a finite term (its logsumexp over the dtype's most
+    negative half) and no gradient; the caller leaves it out."""
 
     @staticmethod
     def forward(ctx, h, all_aug, positive, ids, all_ids, temperature):
@@ -180,10 +184,15 @@ class _PaperTerms(torch.autograd.Function):
         negatives = torch.empty(h.shape[0], dtype=torch.long, device=h.device)
         lse = h.new_empty(h.shape[0])
         floor = torch.finfo(h.dtype).min / 2
+        keep = h.shape[0] * all_aug.shape[0] <= KEPT_SOFTMAX
+        ctx.softmax = []
         for rows in _anchor_blocks(h.shape[0], all_aug.shape[0]):
             *not_negative, negatives[rows] = _not_negatives(positive, ids, all_ids, all_aug.shape[0], rows)
-            lse[rows] = _block_logits(h, all_aug, tuple(not_negative), temperature, rows, floor).logsumexp(1)
+            logits = _block_logits(h, all_aug, tuple(not_negative), temperature, rows, floor)
+            lse[rows] = logits.logsumexp(1)
             terms[rows] = lse[rows] - (h[rows] * all_aug[positive[rows]]).sum(1) / temperature
+            if keep:  # 0 where not a negative: exp(floor - lse) underflows (an anchor without any has no gradient)
+                ctx.softmax.append(logits.sub_(lse[rows, None]).exp_())
         ctx.save_for_backward(h, all_aug, positive, ids, all_ids, lse, negatives)
         ctx.temperature = temperature
         ctx.mark_non_differentiable(negatives)
@@ -194,11 +203,14 @@ class _PaperTerms(torch.autograd.Function):
         h, all_aug, positive, ids, all_ids, lse, negatives = ctx.saved_tensors
         tau = ctx.temperature
         grad_h, grad_aug = torch.zeros_like(h), torch.zeros_like(all_aug)
-        for rows in _anchor_blocks(h.shape[0], all_aug.shape[0]):
-            *not_negative, _ = _not_negatives(positive, ids, all_ids, all_aug.shape[0], rows)
+        for block, rows in enumerate(_anchor_blocks(h.shape[0], all_aug.shape[0])):
             # d term_i / d s_ik = softmax over the negatives (0 elsewhere), minus 1 at the positive
-            weights = _block_logits(h, all_aug, tuple(not_negative), tau, rows, float("-inf"))
-            weights.sub_(lse[rows, None]).exp_().mul_(grad_terms[rows, None] / tau)
+            if ctx.softmax:
+                weights = ctx.softmax[block] * (grad_terms[rows, None] / tau)
+            else:
+                *not_negative, _ = _not_negatives(positive, ids, all_ids, all_aug.shape[0], rows)
+                weights = _block_logits(h, all_aug, tuple(not_negative), tau, rows, float("-inf"))
+                weights.sub_(lse[rows, None]).exp_().mul_(grad_terms[rows, None] / tau)
             weights[torch.arange(weights.shape[0], device=h.device), positive[rows]] -= grad_terms[rows] / tau
             grad_h[rows] = weights @ all_aug
             grad_aug.addmm_(weights.T, h[rows])

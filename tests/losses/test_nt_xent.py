@@ -47,10 +47,14 @@ def naive_ntxent(h, h_aug, ids, temperature, denominator) -> tuple[Tensor, float
 @pytest.mark.parametrize("temperature", [1.0, 0.1])
 @pytest.mark.parametrize("with_ids", [False, True])
 @pytest.mark.parametrize("block_logits", [None, 7])
-def test_matches_per_sample_reference(denominator, temperature, with_ids, block_logits, monkeypatch):
-    """``block_logits`` 7: the paper form's anchors one at a time (6 candidates each), in forward and backward."""
+@pytest.mark.parametrize("kept_softmax", [None, 0])
+def test_matches_per_sample_reference(denominator, temperature, with_ids, block_logits, kept_softmax, monkeypatch):
+    """``block_logits`` 7: the paper form's anchors one at a time (6 candidates each), in forward and backward;
+    ``kept_softmax`` 0: backward recomputes the softmax blocks instead of reusing forward's."""
     if block_logits is not None:
         monkeypatch.setattr(nt_xent, "BLOCK_LOGITS", block_logits)
+    if kept_softmax is not None:
+        monkeypatch.setattr(nt_xent, "KEPT_SOFTMAX", kept_softmax)
     gen = torch.Generator().manual_seed(0)
     h = torch.randn(6, 5, generator=gen, dtype=torch.float64, requires_grad=True)
     h_aug = torch.randn(6, 5, generator=gen, dtype=torch.float64, requires_grad=True)
