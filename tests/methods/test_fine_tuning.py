@@ -164,6 +164,18 @@ def test_document_rows_cost_and_take_each_backbones_documents(no_dropout_encoder
     with torch.no_grad():
         colde.eval()
         assert torch.allclose(colde.embed(taken), colde.embed(colde_batch)[1:2], atol=TOLERANCE)
+    kinds = []
+    for reading in ({}, {"sentence_pooling": "sum", "embed_with_title": False}):  # DocumentBatch, its sentences
+        docsplit = DocSplit(no_dropout_encoder_dir, max_length=48, mlm_weight=0.0, **reading).eval()
+        whole = docsplit.document_collator("fit")(docs)
+        kinds.append(type(whole).__name__)
+        rows = document_rows(whole)
+        assert rows.costs.tolist()[0] < rows.costs.tolist()[2]
+        taken = rows.take(torch.tensor([2, 0]))
+        assert taken.ids == ["d2", "d0"]
+        with torch.no_grad():
+            assert torch.allclose(docsplit.embed(taken), docsplit.embed(whole)[[2, 0]], atol=TOLERANCE)
+    assert kinds == ["DocumentBatch", "DocumentSentencesBatch"]
     with pytest.raises(TypeError, match="cannot be cut into documents"):
         document_rows(object())
 
