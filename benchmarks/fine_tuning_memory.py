@@ -48,8 +48,8 @@ from common import machine_line, resampled_documents
 
 ROOT = Path(__file__).resolve().parents[1]
 CONFIGS = ["configs/graph_roberta/retrieval_msmarco.yaml", *sorted(
-    str(p.relative_to(ROOT)) for pattern in ("configs/graph_roberta/classify_*.yaml", "configs/docsplit/classify_*.yaml")
-    for p in ROOT.glob(pattern))]
+    str(p.relative_to(ROOT)) for pattern in ("graph_roberta/classify_*.yaml", "docsplit/classify_*.yaml")
+    for p in (ROOT / "configs").glob(pattern))]
 MODES = ["plain", "GradCache", "GradCache + checkpointing"]
 
 

@@ -82,7 +82,8 @@ def _(batch: DocumentSentencesBatch) -> DocumentRows:  # DocSplit's sentence_poo
 
     def take(index: Tensor) -> DocumentSentencesBatch:
         sentences = take_rows(batch.sentences, _runs(counts, index))
-        return DocumentSentencesBatch(sentences, counts[index.to(counts.device)], [batch.ids[i] for i in index.tolist()])
+        ids = [batch.ids[i] for i in index.tolist()]
+        return DocumentSentencesBatch(sentences, counts[index.to(counts.device)], ids)
 
     longest = _longest_per_group(token_lengths(batch.sentences.attention_mask), counts)
     return DocumentRows(longest * counts.to(longest.device), take)
