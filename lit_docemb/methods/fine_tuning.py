@@ -26,7 +26,7 @@ from lit_docemb.data.core.batches import (
     SectionChunkBatch,
 )
 from lit_docemb.data.core.tokens import take_rows, token_lengths
-from lit_docemb.errors import BadArgument
+from lit_docemb.errors import BadArgument, ConfigError
 from lit_docemb.models import HFEncoder
 from lit_docemb.views.colde import select_documents
 from lit_docemb.views.graph_roberta import select_graphs
@@ -48,9 +48,11 @@ class DocumentRows:
 
 @singledispatch
 def document_rows(batch) -> DocumentRows:
-    """The documents of ``batch`` as GradCache rows; a batch type without rows is a ``TypeError``."""
-    raise TypeError(f"grad_cache_token_budget: a backbone's {type(batch).__name__} cannot be cut into documents "
-                    f"(GradCache supports the document batches of DocSplit, Graph-RoBERTa and CoLDE): unset it")
+    """The documents of ``batch`` as GradCache rows; another batch type stops the run with one line (a
+    :class:`~lit_docemb.errors.ConfigError`, at the first training step: the type is known once a batch is)."""
+    raise ConfigError(f"model.init_args.grad_cache_token_budget: the backbone's {type(batch).__name__} cannot be cut "
+                      f"into documents (GradCache supports the document batches of DocSplit, Graph-RoBERTa and "
+                      f"CoLDE): unset it")
 
 
 def _longest_per_group(lengths: Tensor, counts: Tensor) -> Tensor:

@@ -17,7 +17,7 @@ from lit_docemb.commands.cli import main
 from lit_docemb.data.core.document import Document, Section
 from lit_docemb.data.core.tokens import split_rows_by_token_budget
 from lit_docemb.data.retrieval.datamodule import RetrievalExample
-from lit_docemb.errors import BadArgument
+from lit_docemb.errors import BadArgument, ConfigError
 from lit_docemb.models import HFEncoder
 from lit_docemb.methods import CoLDE, DenseRetrieval, DocSplit, DocumentClassifier, GraphRoBERTa
 from lit_docemb.methods import grad_cache
@@ -176,7 +176,7 @@ def test_document_rows_cost_and_take_each_backbones_documents(no_dropout_encoder
         with torch.no_grad():
             assert torch.allclose(docsplit.embed(taken), docsplit.embed(whole)[[2, 0]], atol=TOLERANCE)
     assert kinds == ["DocumentBatch", "DocumentSentencesBatch"]
-    with pytest.raises(TypeError, match="cannot be cut into documents"):
+    with pytest.raises(ConfigError, match="^model.init_args.grad_cache_token_budget: the backbone's object cannot"):
         document_rows(object())
 
 
