@@ -11,7 +11,9 @@ from pathlib import Path
 
 import pytest
 import torch
-from corpus_files import _write_wikir, labelled_docs
+import yaml
+from corpus_files import _write_wikir, labelled_docs, write_labelled_folder
+from journeys import with_pieces
 
 from lit_docemb.commands.cli import main
 from lit_docemb.data.core.document import Document, Section
@@ -307,3 +309,24 @@ def test_a_retrieval_config_trains_with_grad_cache_and_checkpointing(tiny_encode
     assert cli.trainer.global_step == 2
     assert cli.trainer.callback_metrics["train/grad_cache_sub_batches"].item() > 1
     assert cli.model.hparams.grad_cache_token_budget == 128 and cli.model.hparams.activation_checkpointing
+
+
+def test_a_classification_config_trains_with_grad_cache(tiny_encoder_dir, tmp_path):
+    config = ROOT / "configs/graph_roberta/classify_imdb.yaml"
+    settings = with_pieces(yaml.safe_load(config.read_text(encoding="utf-8")), config.parent)
+    settings["data"] = {"class_path": "lit_docemb.data.LabelledTextDataModule", "init_args": {
+        "source": str(write_labelled_folder(tmp_path / "set")), "label_column": "label", "batch_size": 6,
+        "num_workers": 0, "val_fraction": 0.25}}
+    written = tmp_path / "configs" / "config.yaml"
+    written.parent.mkdir()
+    written.write_text(yaml.safe_dump(settings), encoding="utf-8")
+    cli = main(["fit", "--config", str(written), f"--model.init_args.backbone.init_args.encoder={tiny_encoder_dir}",
+                "--model.init_args.backbone.init_args.node_dim=16",
+                "--model.init_args.backbone.init_args.max_passage_tokens=32", "--model.init_args.checkpoint=null",
+                "--model.init_args.labels=[code,sea]", "--model.init_args.grad_cache_token_budget=64",
+                "--trainer.accelerator=cpu", "--trainer.devices=1", "--trainer.precision=32-true",
+                "--trainer.logger=lightning.pytorch.loggers.CSVLogger", f"--trainer.logger.save_dir={tmp_path}",
+                "--trainer.fast_dev_run=2", f"--trainer.default_root_dir={tmp_path}"])
+    assert cli.trainer.global_step == 2
+    assert cli.trainer.callback_metrics["train/grad_cache_sub_batches"].item() > 1
+    assert "val/macro_f1" in cli.trainer.callback_metrics
