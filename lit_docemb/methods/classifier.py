@@ -4,6 +4,9 @@ Graph-RoBERTa (seed 000, Table 2, Appendix A Table 6) fine-tunes its graph docum
 document node; DocSplit (seed 001, Table 1) does the same with its encoder. The backbone is the pretraining
 method itself (same class, same arguments, optionally its checkpoint), so whatever it embeds -- tokens, a
 passage graph -- is what the head sees; its own pretraining losses are not used.
+
+For the paper's batches of long documents (Graph-RoBERTa: 32 documents of up to 50 passages) see
+``grad_cache_token_budget`` and ``activation_checkpointing`` below; figures in docs/performance.md.
 """
 
 from __future__ import annotations
@@ -19,9 +22,11 @@ from torchmetrics.classification import MulticlassF1Score
 
 from lit_docemb.data.core.batches import LabelledBatch
 from lit_docemb.data.core.document import Document
-from lit_docemb.errors import BadArgument
+from lit_docemb.errors import BadArgument, require
 from lit_docemb.methods.base import EmbeddingMethod
 from lit_docemb.methods.checkpoints import load_method_checkpoint
+from lit_docemb.methods.fine_tuning import checkpoint_activations, document_rows
+from lit_docemb.methods.grad_cache import CacheableBatch
 from lit_docemb.views.classifier import LabelledCollator
 
 log = logging.getLogger(__name__)
@@ -47,6 +52,16 @@ class DocumentClassifier(EmbeddingMethod):
             ``False`` fine-tunes end to end (Graph-RoBERTa, Table 2).
         optimizer: Optimizer factory; ``None`` is AdamW at 5e-5.
         scheduler: Optional learning-rate scheduler factory (Table 6: 10% warm-up).
+        grad_cache_token_budget: Train with GradCache: the batch's documents are its rows, encoded by the backbone
+            in sub-batches of at most this many padded tokens (a document costs its passages x their longest length
+            for Graph-RoBERTa, its tokens for DocSplit); the head and cross-entropy run once on the whole batch's
+            embeddings. The same loss and gradients (dropout masks replayed), the memory of one sub-batch.
+            ``None``: plain training. Set it here, not on the backbone. With ``freeze_backbone`` it only encodes
+            in sub-batches (there is no backbone gradient).
+        activation_checkpointing: Recompute the backbone's transformer layers in the backward pass instead of
+            keeping their activations (Hugging Face gradient checkpointing; the same gradients, about one more
+            forward pass of compute). Alone or with ``grad_cache_token_budget``. A backbone without a Hugging Face
+            encoder that supports it is refused, and so is a frozen backbone (it keeps no activations).
     """
 
     default_learning_rate = 5e-5
@@ -54,10 +69,17 @@ class DocumentClassifier(EmbeddingMethod):
 
     def __init__(self, backbone: EmbeddingMethod, labels: list[str], checkpoint: str | None = None,
                  dropout: float = 0.1, freeze_backbone: bool = False, optimizer: OptimizerCallable | None = None,
-                 scheduler: LRSchedulerCallable | None = None) -> None:
-        super().__init__(optimizer, scheduler)
+                 scheduler: LRSchedulerCallable | None = None, grad_cache_token_budget: int | None = None,
+                 activation_checkpointing: bool = False) -> None:
+        super().__init__(optimizer, scheduler, grad_cache_token_budget)
         if len(labels) < 2 or len(set(labels)) != len(labels):
             raise BadArgument("labels", f"must name at least 2 distinct classes, got {labels}")
+        require(getattr(backbone, "grad_cache_token_budget", None) is None, "backbone",
+                "without grad_cache_token_budget (the wrapper trains: set model.init_args.grad_cache_token_budget)",
+                getattr(backbone, "grad_cache_token_budget", None))
+        require(not (activation_checkpointing and freeze_backbone), "activation_checkpointing",
+                "false with freeze_backbone (a frozen backbone keeps no activations to recompute)",
+                activation_checkpointing)
         self.save_method_hyperparameters(ignore=["backbone", "optimizer", "scheduler"])
         self.backbone = backbone
         if checkpoint is not None:
@@ -71,6 +93,8 @@ class DocumentClassifier(EmbeddingMethod):
         if freeze_backbone:
             backbone.requires_grad_(False)
             backbone.eval()
+        if activation_checkpointing:
+            checkpoint_activations(backbone)
         self.val_f1 = MulticlassF1Score(len(labels), average="macro")
         self.test_f1 = MulticlassF1Score(len(labels), average="macro")
 
@@ -106,6 +130,13 @@ class DocumentClassifier(EmbeddingMethod):
 
     def losses(self, batch: LabelledBatch) -> dict[str, Tensor]:
         return self._terms(self.logits(batch.inputs), batch)
+
+    def cacheable(self, batch: LabelledBatch) -> CacheableBatch:
+        """Rows are the B documents, embedded by the backbone; the loss is the head and cross-entropy on their
+        embeddings (the head's gradient comes from that one pass)."""
+        rows = document_rows(batch.inputs)
+        return CacheableBatch(rows.costs, rows.take, self.backbone.embed,
+                              lambda embeddings: self._terms(self.head(embeddings).float(), batch))
 
     def _terms(self, logits: Tensor, batch: LabelledBatch) -> dict[str, Tensor]:
         if len(batch) == 0:  # an exact 0 that keeps every weight in the graph (DDP)

@@ -6,6 +6,11 @@ contrastive loss of pretraining over the actual query-document pairs, with in-ba
 ones (uniform for Robust04, from BM25's top 100 for MSMARCO and WIKIR, then from a run of the 5-epoch
 checkpoint for MSMARCO's second phase). The examples and their negatives come from the ranking DataModules in
 ``mode: retrieval`` (:mod:`lit_docemb.data.retrieval.datamodule`).
+
+The paper's batches (128 queries, each with its positive and a hard negative: 256 documents of up to 50 passages)
+do not fit one accelerator's activation memory as a plain step. ``grad_cache_token_budget`` encodes queries and
+documents in sub-batches (GradCache) with the same loss and gradients; ``activation_checkpointing`` recomputes the
+encoder's layers in the backward pass. Figures: ``benchmarks/fine_tuning_memory.py``, docs/performance.md.
 """
 
 from __future__ import annotations
@@ -13,13 +18,17 @@ from __future__ import annotations
 import logging
 from typing import Literal
 
+import torch
 from lightning.pytorch.cli import LRSchedulerCallable, OptimizerCallable
 from torch import Tensor
 
 from lit_docemb.data.core.batches import QueryDocumentBatch
 from lit_docemb.losses import InfoNCELoss
 from lit_docemb.methods.base import EmbeddingMethod
+from lit_docemb.errors import require
 from lit_docemb.methods.checkpoints import load_method_checkpoint
+from lit_docemb.methods.fine_tuning import checkpoint_activations, document_rows
+from lit_docemb.methods.grad_cache import CacheableBatch
 from lit_docemb.views.dense_retrieval import QueryDocumentCollator
 
 log = logging.getLogger(__name__)
@@ -38,6 +47,15 @@ class DenseRetrieval(EmbeddingMethod):
         gather_across_devices: Use the documents of all devices as negatives.
         optimizer: Optimizer factory; ``None`` is AdamW at 5e-5.
         scheduler: Optional learning-rate scheduler factory (paper: 10% warm-up).
+        grad_cache_token_budget: Train with GradCache: the B queries and B*(1+k) documents of a batch are its rows,
+            encoded in sub-batches of at most this many padded tokens (a query or document costs its passages x
+            their longest length for Graph-RoBERTa, its tokens for DocSplit), and the InfoNCE loss is still taken
+            over the whole batch (and across devices): the same loss and gradients, the memory of one sub-batch.
+            ``None``: plain training. Set it here, not on the backbone.
+        activation_checkpointing: Recompute the backbone's transformer layers in the backward pass instead of
+            keeping their activations (Hugging Face gradient checkpointing; the same gradients, about one more
+            forward pass of compute). Alone or with ``grad_cache_token_budget`` (then it shrinks each sub-batch's
+            memory). A backbone without a Hugging Face encoder that supports it is refused.
     """
 
     default_learning_rate = 5e-5
@@ -45,13 +63,19 @@ class DenseRetrieval(EmbeddingMethod):
     def __init__(self, backbone: EmbeddingMethod, checkpoint: str | None = None,
                  similarity: Literal["dot", "cos"] = "dot", temperature: float = 1.0,
                  gather_across_devices: bool = True, optimizer: OptimizerCallable | None = None,
-                 scheduler: LRSchedulerCallable | None = None) -> None:
-        super().__init__(optimizer, scheduler)
+                 scheduler: LRSchedulerCallable | None = None, grad_cache_token_budget: int | None = None,
+                 activation_checkpointing: bool = False) -> None:
+        super().__init__(optimizer, scheduler, grad_cache_token_budget)
+        require(getattr(backbone, "grad_cache_token_budget", None) is None, "backbone",
+                "without grad_cache_token_budget (the wrapper trains: set model.init_args.grad_cache_token_budget)",
+                getattr(backbone, "grad_cache_token_budget", None))
         self.save_method_hyperparameters(ignore=["backbone", "optimizer", "scheduler"])
         self.backbone = backbone
         if checkpoint is not None:
             load_method_checkpoint(backbone, checkpoint, "model.init_args.checkpoint")
         self.contrastive = InfoNCELoss(temperature, similarity=similarity, gather_across_devices=gather_across_devices)
+        if activation_checkpointing:
+            checkpoint_activations(backbone)
 
     def check_corpus(self, datamodule) -> None:
         self.backbone.check_corpus(datamodule)
@@ -64,6 +88,29 @@ class DenseRetrieval(EmbeddingMethod):
         queries = self.backbone.embed(batch.queries)  # (B, D)
         documents = self.backbone.embed(batch.documents)  # (B*(1+k), D): positives first
         return self.contrastive(queries, documents, batch.query_ids, batch.candidate_ids)
+
+    def cacheable(self, batch: QueryDocumentBatch) -> CacheableBatch:
+        """Rows are the B queries, then the B*(1+k) documents; a sub-batch is a batch of each (either may be
+        missing), embedded by the backbone as in :meth:`losses`."""
+        queries, documents = document_rows(batch.queries), document_rows(batch.documents)
+        n = len(batch)
+
+        def take(index: Tensor):
+            is_query = index < n
+            first, rest = index[is_query], index[~is_query] - n
+            order = torch.argsort(torch.cat([torch.where(is_query)[0], torch.where(~is_query)[0]]))
+            return (queries.take(first) if len(first) or not len(rest) else None,
+                    documents.take(rest) if len(rest) else None, order)
+
+        def encode(sub) -> Tensor:  # (rows, D) in the sub-batch's row order (its queries and documents embedded apart)
+            *parts, order = sub
+            embeddings = torch.cat([self.backbone.embed(part) for part in parts if part is not None])
+            return embeddings[order.to(embeddings.device)]
+
+        def loss(embeddings: Tensor) -> dict[str, Tensor]:
+            return self.contrastive(embeddings[:n], embeddings[n:], batch.query_ids, batch.candidate_ids)
+
+        return CacheableBatch(torch.cat([queries.costs, documents.costs.to(queries.costs.device)]), take, encode, loss)
 
     def embed(self, batch) -> Tensor:
         return self.backbone.embed(batch)

@@ -67,7 +67,8 @@ class CacheableBatch:
             give the batch's term). Additive terms are read only from the pass with a graph; a method may
             skip computing them when ``torch.is_grad_enabled()`` is false.
         loss: (N, D) embeddings of the whole batch in row order -> named terms (``*_loss`` and metrics). It
-            may gather across ranks; it must not own trainable parameters.
+            may gather across ranks, and it may own trainable parameters (a classifier's head): it runs once per
+            step, and their gradient is taken with the embeddings' (see :func:`grad_cache_step`).
     """
 
     costs: Tensor
@@ -129,7 +130,9 @@ def grad_cache_step(
     no backward hooks, so DDP's reducer stays untouched; the returned scalar is that last re-encoded
     sub-batch's surrogate plus ``sum(p * buffer_p)`` over the parameters, whose gradient is the buffer. One
     ``backward()`` of it therefore reaches every parameter once: under DDP the all-reduce runs once per step
-    and sees every weight used; gradient accumulation, clipping and bf16 autocast work as for any loss.
+    and sees every weight used; gradient accumulation, clipping and bf16 autocast work as for any loss. Parameters
+    that ``loss_fn`` itself uses get their gradient from the loss's one differentiation, into the same buffer. An
+    encoder whose embeddings carry no graph (every weight frozen: only the loss trains) is not encoded again.
 
     Args:
         sub_batches: The batch cut into sub-batches (any type ``encode`` accepts), encoded one at a time.
@@ -170,8 +173,8 @@ def grad_cache_step(
     if rows is not None:  # back to row order
         embeddings = leaf[torch.argsort(torch.cat(list(rows))).to(leaf.device)]  # (N, D)
     terms = loss_fn(embeddings)  # (2) the loss of the whole batch, once
-    (gradient,) = torch.autograd.grad(total(terms), leaf)  # (N, D)
-    terms = {k: v.detach() for k, v in terms.items()}
+    gradient, *own = torch.autograd.grad(total(terms), [leaf, *parameters], allow_unused=True)  # (N, D), the
+    terms = {k: v.detach() for k, v in terms.items()}  # loss's own parameters' gradients (None for the encoder's)
     buffer: list[Tensor | None] = [None] * len(parameters)
     if accumulate_in_place:  # .grad collects this batch's sub-batches; what it held comes back at the end
         previous = [p.grad for p in parameters]
@@ -196,14 +199,19 @@ def grad_cache_step(
                 buffer[j] = g if buffer[j] is None else buffer[j].add_(g)
 
     # (3) the last sub-batch's graph first, so that it is freed before the others are re-encoded ...
-    if keep:
+    surrogate = None
+    trains = not keep or kept.requires_grad  # False: a frozen encoder, nothing to backpropagate into it
+    if keep and trains:
         into_buffer(surrogate_of(kept, kept_additive, leaf.shape[0] - kept.shape[0]))
+    if keep:
         del kept, kept_additive
     offset = 0
-    for i, (sub_batch, state) in enumerate(zip(replayed, states)):  # ... then the others, replayed
+    for i, (sub_batch, state) in enumerate(zip(replayed, states) if trains else ()):  # ... then the others, replayed
         if replay_random_state:
             state.restore()
         sub_embeddings, additive = _split_output(encode(sub_batch))  # (rows, D)
+        if not sub_embeddings.requires_grad:  # a frozen encoder, seen on its first re-encoding
+            break
         surrogate = surrogate_of(sub_embeddings, additive, offset)
         offset += sub_embeddings.shape[0]
         if i < len(replayed) - 1:
@@ -212,8 +220,9 @@ def grad_cache_step(
         buffer = [p.grad for p in parameters]
         for p, grad in zip(parameters, previous):
             p.grad = grad
+    buffer = [b if g is None else g if b is None else b + g for b, g in zip(buffer, own)]
     carried = [(p * b).sum() for p, b in zip(parameters, buffer) if b is not None]
-    backward_loss = surrogate + sum(carried) if carried else surrogate
+    backward_loss = sum(carried, surrogate if surrogate is not None else leaf.new_zeros(()))
     return GradCacheOutput(backward_loss, total(terms).detach(), terms, embeddings.detach(), len(sub_batches))
 
 

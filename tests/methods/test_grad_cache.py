@@ -208,6 +208,39 @@ def test_gradients_already_accumulated_are_kept_once(in_place):
     assert max_diff(grads, [r + e for r, e in zip(ref_grads, earlier)]) <= TOLERANCE
 
 
+@pytest.mark.parametrize("keep_up_to", [0, 100], ids=["re-encode-all", "keep-last-graph"])
+@pytest.mark.parametrize("in_place", [False, True], ids=["buffer", "in-place"])
+@pytest.mark.parametrize("frozen", [False, True], ids=["trained-encoder", "frozen-encoder"])
+def test_a_loss_with_its_own_weights_gets_their_gradient(in_place, keep_up_to, frozen, monkeypatch):
+    """A classifier's head is the loss's own: its gradient comes from the loss's one differentiation (dropout
+    in it drawn once), added to what reaches the encoder; a frozen encoder is not encoded again."""
+    monkeypatch.setattr(grad_cache, "KEEP_LAST_GRAPH_UP_TO", keep_up_to)
+    encoder, subs, index, encode = mlp_case()
+    encoder.requires_grad_(not frozen)
+    head = nn.Sequential(nn.Dropout(0.2), nn.Linear(8, 3)).double()
+    targets = torch.arange(12) % 3
+
+    def head_loss(embeddings: Tensor) -> Tensor:
+        return nn.functional.cross_entropy(head(embeddings), targets)
+
+    ref_encoder, ref_head = copy.deepcopy(encoder), copy.deepcopy(head)
+    torch.manual_seed(3)
+    ref_embeddings = torch.cat([encode(ref_encoder, sub) for sub in subs])[torch.argsort(torch.cat(index))]
+    nn.functional.cross_entropy(ref_head(ref_embeddings), targets).backward()
+    calls = []
+    torch.manual_seed(3)
+    out = grad_cache_step(subs, lambda sub: calls.append(1) or encode(encoder, sub),
+                          lambda embeddings: {"ce_loss": head_loss(embeddings)},
+                          [p for p in [*encoder.parameters(), *head.parameters()] if p.requires_grad], rows=index,
+                          accumulate_in_place=in_place)
+    out.backward_loss.backward()
+    modules = [(head, ref_head)] if frozen else [(head, ref_head), (encoder, ref_encoder)]
+    for module, ref_module in modules:
+        assert max_diff([p.grad for p in module.parameters()], [p.grad for p in ref_module.parameters()]) <= TOLERANCE
+    assert frozen == all(p.grad is None for p in encoder.parameters())
+    assert len(calls) == len(subs) + (0 if frozen else len(subs) - (keep_up_to > 0)) + (frozen and not keep_up_to)
+
+
 @pytest.mark.parametrize("make_case", [mlp_case, hierarchical_case], ids=["flat-mlp", "hierarchical"])
 def test_without_random_state_replay_the_gradient_is_wrong(make_case):
     """The check above can fail: re-encoding with fresh dropout masks gives another gradient."""
