@@ -7,8 +7,9 @@ from __future__ import annotations
 from collections import Counter
 
 import pytest
-from corpus_files import write_fakenews
+from corpus_files import write_arxiv_snapshot, write_fakenews
 
+from lit_docemb.data.corpora.arxiv import ArxivDataModule
 from lit_docemb.data.corpora.labelled import LabelledTextDataModule
 from lit_docemb.errors import ConfigError
 
@@ -59,3 +60,21 @@ def test_a_class_with_fewer_than_k_training_documents_is_refused_in_one_line(tmp
     assert len(fakenews(path, few_shot_per_class=14).train_set) == 28
     with pytest.raises(ConfigError, match="few_shot_per_class: must be >= 1"):
         LabelledTextDataModule(str(path), few_shot_per_class=0)
+
+
+def test_the_arxiv_snapshot_draws_per_archive_from_its_training_split(tmp_path):
+    """DocSplit's arXiv set (ArxivDataModule, label_by archive) draws the same way; its test split stays the full
+    run's."""
+    snapshot = write_arxiv_snapshot(tmp_path / "arxiv-metadata-oai-snapshot.json", n=40)
+    options = {"source": str(snapshot), "label_by": "archive", "cache_dir": str(tmp_path / "cache"), "num_workers": 0,
+               "val_fraction": 0.1, "test_fraction": 0.2}
+    full, few, other = (ArxivDataModule(**options, **extra) for extra in (
+        {}, {"few_shot_per_class": 4}, {"few_shot_per_class": 4, "few_shot_seed": 1}))
+    for datamodule in (full, few, other):
+        datamodule.setup("fit")
+    drawn = [{few.documents[int(i)].id for i in d.train_set.indices} for d in (few, other)]
+    assert Counter(few.documents[int(i)].label for i in few.train_set.indices) == Counter(cs=4, math=4)
+    assert drawn[0] != drawn[1] and drawn[0] <= {full.documents[int(i)].id for i in full.train_set.indices}
+    assert list(few.test_set.indices) == list(full.test_set.indices)
+    with pytest.raises(ConfigError, match="data.init_args.few_shot_per_class 40: .* fewer than 40"):
+        ArxivDataModule(**options, few_shot_per_class=40).setup("fit")

@@ -11,6 +11,7 @@ import numpy as np
 
 from lit_docemb.data.core.arrow import ArrowDocuments
 from lit_docemb.data.core.datamodule import ConcatDocuments, DocumentDataModule, DocumentDataset, stable_fraction
+from lit_docemb.data.core.few_shot import few_shot_rows, ids_at, labels_at
 from lit_docemb.data.corpora.labelled_formats import (
     hyperpartisan_ground_truth_path,
     iter_class_folders,
@@ -411,41 +412,12 @@ class LabelledTextDataModule(DocumentDataModule):
         if self.few_shot_per_class is not None:
             self._draw_few_shot()
 
-    def _labels_at(self, rows: np.ndarray) -> list[str | None]:
-        """The labels of the documents at ``rows`` (of :attr:`documents`): an Arrow cache's label column alone."""
-        table = getattr(self.documents, "table", None)
-        if table is not None:
-            return table.with_format("arrow")["label"].take(rows).to_pylist()
-        return [self.documents[int(i)].label for i in rows]
-
-    def _ids_at(self, rows: np.ndarray) -> list[str]:
-        all_ids = getattr(self.documents, "ids", None)
-        return [all_ids[i] for i in rows] if all_ids is not None else [self.documents[int(i)].id for i in rows]
-
     def _draw_few_shot(self) -> None:
-        """Keeps ``few_shot_per_class`` training documents of each class: per class, those with the lowest hash of
-        their id seeded with ``few_shot_seed``. A class with fewer is a ConfigError naming the option."""
-        k, pool = self.few_shot_per_class, self.train_set.indices
-        by_label: dict[str, list[int]] = {}
-        for position, label in enumerate(self._labels_at(pool)):
-            if label is not None:
-                by_label.setdefault(label, []).append(position)
-        classes = self.classes if self.classes is not None else sorted(by_label)
-        short = {c: len(by_label.get(c, [])) for c in classes if len(by_label.get(c, [])) < k}
-        if short:
-            listed = ", ".join(f"{c}: {n}" for c, n in list(short.items())[:5])
-            raise ConfigError(f"data.init_args.few_shot_per_class {k}: the training split has fewer than {k} "
-                              f"documents of {len(short)} class(es) ({listed}): lower few_shot_per_class, or keep "
-                              f"the classes that have them with data.init_args.classes")
-        ids = self._ids_at(pool)
-        chosen = []
-        for label in classes:
-            positions = by_label[label]
-            hashes = {p: stable_fraction(f"few-shot:{ids[p]}", self.few_shot_seed) for p in positions}
-            chosen += sorted(positions, key=lambda p: (hashes[p], ids[p]))[:k]
-        self.train_set = DocumentDataset(self.train_set.documents, np.sort(pool[chosen]))
-        self.report_reading(f"few-shot draw (seed {self.few_shot_seed})", len(pool),
-                            {"train": len(self.train_set)}, Counter())
+        """Keeps ``few_shot_per_class`` training documents of each class (:mod:`lit_docemb.data.core.few_shot`)."""
+        pool = self.train_set.indices
+        rows = few_shot_rows(self.documents, pool, self.few_shot_per_class, self.few_shot_seed, self.classes)
+        self.train_set = DocumentDataset(self.train_set.documents, rows)
+        self.report_reading(f"few-shot draw (seed {self.few_shot_seed})", len(pool), {"train": len(rows)}, Counter())
 
     def _hold_out(self) -> None:
         """Re-splits the training split's documents (those the base split held out for validation included) into
@@ -458,13 +430,13 @@ class LabelledTextDataModule(DocumentDataModule):
         held_val = self.val_split is None  # a published validation split stays as read
         pool = np.sort(np.concatenate([self.train_set.indices, self.val_set.indices])) if held_val \
             else self.train_set.indices
-        ids = self._ids_at(pool)
+        ids = ids_at(self.documents, pool)
         hashes = np.fromiter((stable_fraction(doc_id, self.seed) for doc_id in ids), dtype=np.float64,
                              count=len(ids))
         val_fraction = self.val_fraction if held_val else 0.0
         part = np.zeros(len(pool), dtype=np.int8)  # 0 train, 1 validation, 2 test
         if self.stratified:
-            labels = self._labels_at(pool)
+            labels = labels_at(self.documents, pool)
             by_label: dict[str | None, list[int]] = {}
             for position, label in enumerate(labels):
                 by_label.setdefault(label, []).append(position)
