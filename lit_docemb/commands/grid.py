@@ -1,4 +1,4 @@
-"""``python -m lit_docemb grid --input GRID.yaml [--output ROOT] [-- FIT ARGS]``: a paper table's cells as ``fit`` runs, one after the other,
+"""``python -m lit_docemb grid --input GRID.yaml [--output ROOT] [--rows R ...] [--columns C ...] [-- FIT ARGS]``: a paper table's cells as ``fit`` runs, one after the other,
 then the table of its metrics.
 
 A grid file is data (read with the safe loader, every ``fit`` it starts checked like any config)::
@@ -142,19 +142,35 @@ def markdown(table: dict[str, dict], metric: str) -> str:
     return "\n".join(lines) + "\n"
 
 
-def grid(input: str, output: str = "runs/grid") -> dict[str, dict]:
+def select(grid: dict, rows: list[str] | None, columns: list[str] | None) -> dict:
+    """The grid cut to the named ``rows`` and ``columns`` (``None``: all), unknown names a ConfigError."""
+    for flag, part, names in (("--rows", "rows", rows), ("--columns", "columns", columns)):
+        unknown = [name for name in names or [] if name not in grid[part]]
+        if unknown:
+            raise ConfigError(f"{flag}: {unknown[0]!r} is not one of the grid's {part}: {list(grid[part])}")
+        if names:
+            grid = {**grid, part: {name: args for name, args in grid[part].items() if name in names}}
+    return grid
+
+
+def grid(input: str, output: str = "runs/grid", rows: list[str] | None = None,
+         columns: list[str] | None = None) -> dict[str, dict]:
     """Fit every cell of a paper table and print the table; extra fit arguments for every cell go after `--`.
 
     Args:
         input: The grid YAML file (metric, rows, columns, skip, test, repeats).
         output: Root of the cells' run folders (<output>/<row>/<column>[/<repeat>]) and of grid.json.
+        rows: Run only these rows (names of the grid file; default: all).
+        columns: Run only these columns (default: all).
     """
-    return run_grid_file(input, output, [])
+    return run_grid_file(input, output, [], rows, columns)
 
 
-def run_grid_file(input: str, output: str, extra: list[str]) -> dict[str, dict]:
-    """Runs the grid file ``input`` with ``extra`` fit arguments, writes ``<output>/grid.json`` and prints it."""
-    spec = read_grid(input)
+def run_grid_file(input: str, output: str, extra: list[str], rows: list[str] | None = None,
+                  columns: list[str] | None = None) -> dict[str, dict]:
+    """Runs the grid file ``input`` (its ``rows`` and ``columns`` only, when named) with ``extra`` fit arguments,
+    writes ``<output>/grid.json`` and prints it."""
+    spec = select(read_grid(input), rows, columns)
     table = run_grid(spec, extra, output)
     Path(output).mkdir(parents=True, exist_ok=True)
     (Path(output) / "grid.json").write_text(json.dumps(table, indent=1) + "\n")
@@ -170,4 +186,5 @@ def main(argv: list[str] | None = None) -> dict[str, dict]:
     extra = argv[argv.index("--") + 1:] if "--" in argv else []
     argv = argv[:argv.index("--")] if "--" in argv else argv
     options = parse_command(grid, argv, "python -m lit_docemb grid")
-    return run_grid_file(options["input"], options.get("output", "runs/grid"), extra)
+    return run_grid_file(options["input"], options.get("output", "runs/grid"), extra, options.get("rows"),
+                         options.get("columns"))

@@ -13,7 +13,7 @@ import pytest
 import yaml
 from corpus_files import FAKENEWS_HEADER, labelled_docs
 
-from lit_docemb.commands.grid import main, read_grid, summary
+from lit_docemb.commands.grid import main, read_grid, select, summary
 from lit_docemb.commands.slurm import resolve_fit_config
 from lit_docemb.errors import ConfigError
 
@@ -140,6 +140,15 @@ def write_fakenews_types(path: Path, types: list[str], per_type: int = 6) -> Pat
     path.parent.mkdir(parents=True)
     path.write_text(FAKENEWS_HEADER + "\n" + buffer.getvalue(), encoding="utf-8")
     return path
+
+
+def test_rows_and_columns_select_part_of_a_grid():
+    grid = read_grid(ROOT / "grids/docsplit_table2_few_shot.yaml")
+    part = select(grid, ["arXiv", "NYT"], ["INSTRUCTOR (arXiv)"])
+    assert list(part["rows"]) == ["arXiv", "NYT"] and list(part["columns"]) == ["INSTRUCTOR (arXiv)"]
+    assert select(grid, None, None) == grid
+    with pytest.raises(ConfigError, match=r"--columns: 'SimCSE_long' is not one of the grid's columns"):
+        select(grid, None, ["SimCSE_long"])
 
 
 def test_summary_is_the_mean_and_the_sample_sd():
