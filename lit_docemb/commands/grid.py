@@ -1,5 +1,5 @@
-"""``python -m lit_docemb grid --input GRID.yaml [--output ROOT] [--rows R ...] [--columns C ...] [-- FIT ARGS]``: a paper table's cells as ``fit`` runs, one after the other,
-then the table of its metrics.
+"""``python -m lit_docemb grid --input GRID.yaml [--output ROOT] [--rows R ...] [--columns C ...] [-- FIT ARGS]``:
+a paper table's cells as ``fit`` runs, one after the other, then the table of its metrics.
 
 A grid file is data (read with the safe loader, every ``fit`` it starts checked like any config)::
 
