@@ -43,6 +43,12 @@ FAKENEWS_TYPES = ["bias", "clickbait", "conspiracy", "fake", "hate", "junksci", 
                   "state", "unreliable"]
 
 
+PRETRAINED = {"DocSplit_bert": "runs/docsplit_bert_wikipedia/checkpoints/last.ckpt",
+              "DocSplit_long": "runs/docsplit_longformer_wikipedia/checkpoints/last.ckpt",
+              "SimCSE_long": "runs/simcse_long_wikipedia/checkpoints/last.ckpt"}
+"""Table 2's models pretrained here: the run whose checkpoint each grid column starts from."""
+
+
 def test_docsplit_table2_grid_cells_are_table_1s_classifiers_on_k_per_class(monkeypatch):
     """Appendix A.1: 10 per class for FakeNews and arXiv, 5 for the others, "other settings the same as the standard
     text classification" (the frozen encoder, lr 3e-4, batch 8, 512 tokens, Table 1's classes); seeds 0-9."""
@@ -64,13 +70,16 @@ def test_docsplit_table2_grid_cells_are_table_1s_classifiers_on_k_per_class(monk
             assert model["freeze_backbone"] and model["backbone"]["init_args"]["max_length"] == 512, (row, column)
             assert trainer["limit_val_batches"] == 0 and not trainer["enable_checkpointing"]
             assert not trainer["callbacks"] and trainer["max_epochs"] == 100
+            backbone = model["backbone"]["class_path"].rsplit(".", 1)[-1]
+            assert (backbone == "SimCSE") == (column == "SimCSE_long"), (row, column)
+            assert model["checkpoint"] == PRETRAINED.get(column), (row, column)  # ours, or the hub's (null)
             if row == "FakeNews":  # Table 1's 11 documented types, for the data and the head alike
                 assert data["classes"] == model["labels"] == FAKENEWS_TYPES, column
             instruction = model["backbone"]["init_args"].get("instruction") or ""
             domain = "science paper" if row == "arXiv" else "news article"
             assert instruction.startswith(f"Represent the {domain}") == column.startswith("INSTRUCTOR"), (row, column)
             checked += 1
-    assert checked == 5 * 10 - 6  # INSTRUCTOR: no 20News cell, and one instruction per domain
+    assert checked == 5 * 11 - 6  # INSTRUCTOR: no 20News cell, and one instruction per domain
 
 
 def test_a_few_shot_grid_trains_each_seed_on_k_per_class_and_gives_mean_and_sd(tiny_encoder_dir, tmp_path, capsys):
@@ -147,8 +156,8 @@ def test_rows_and_columns_select_part_of_a_grid():
     part = select(grid, ["arXiv", "NYT"], ["INSTRUCTOR (arXiv)"])
     assert list(part["rows"]) == ["arXiv", "NYT"] and list(part["columns"]) == ["INSTRUCTOR (arXiv)"]
     assert select(grid, None, None) == grid
-    with pytest.raises(ConfigError, match=r"--columns: 'SimCSE_long' is not one of the grid's columns"):
-        select(grid, None, ["SimCSE_long"])
+    with pytest.raises(ConfigError, match=r"--columns: 'SimCSE_short' is not one of the grid's columns"):
+        select(grid, None, ["SimCSE_short"])
 
 
 def test_summary_is_the_mean_and_the_sample_sd():
