@@ -69,7 +69,7 @@ def test_docsplit_table2_grid_cells_are_table_1s_classifiers_on_k_per_class(monk
             assert data["global_batch_size"] == 8 and model["optimizer"]["init_args"]["lr"] == 3e-4
             assert model["freeze_backbone"] and model["backbone"]["init_args"]["max_length"] == 512, (row, column)
             assert trainer["limit_val_batches"] == 0 and not trainer["enable_checkpointing"]
-            assert not trainer["callbacks"] and trainer["max_epochs"] == 100
+            assert not trainer["callbacks"] and trainer["max_epochs"] == 100 and trainer["devices"] == 1
             backbone = model["backbone"]["class_path"].rsplit(".", 1)[-1]
             assert (backbone == "SimCSE") == (column == "SimCSE_long"), (row, column)
             assert model["checkpoint"] == PRETRAINED.get(column), (row, column)  # ours, or the hub's (null)
