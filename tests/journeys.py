@@ -347,7 +347,7 @@ def _classical(args: dict, encoder: str, folder: Path) -> dict:
 MODELS: dict[str, Callable[[dict, str, Path], dict]] = {
     "GraphRoBERTa": _graph_roberta, "DocumentClassifier": _wrapper, "DenseRetrieval": _wrapper,
     "DocSplit": _docsplit, "DECA": _deca, "CoLDE": _colde, "CTPE": _ctpe, "ClassicalBaseline": _classical,
-    "MaskedLanguageModelling": _docsplit,  # the same encoder arguments
+    "MaskedLanguageModelling": _docsplit, "SimCSE": _docsplit,  # the same encoder arguments
 }
 """Method class name -> its init_args overrides: the tiny encoder and sizes that fit it (and files it reads,
 written into the given folder)."""

@@ -3,8 +3,10 @@
 As the papers compute them: clustering (Graph-RoBERTa Table 1, DECA Table 4) fits k-means on the training
 embeddings and assigns the test embeddings to its centroids, scored by NMI and purity against the labels;
 the linear probe (DECA Tables 3/5, DocSplit Table 1) is a logistic regression on the training embeddings,
-scored on the test set by accuracy, error rate and macro-F1; few-shot (DocSplit Appendix A) repeats the probe
-on k training examples per class, 10 draws, and reports mean and standard deviation.
+scored on the test set by accuracy, error rate and macro-F1; the few-shot probe repeats the probe on k training
+examples per class, 10 draws, and reports mean and standard deviation. That probe is a cheap reading, not DocSplit
+Table 2's protocol, which trains Table 1's classifier on the k examples (``grids/docsplit_table2_few_shot.yaml``,
+``few_shot_per_class`` of the labelled DataModules).
 """
 
 from __future__ import annotations

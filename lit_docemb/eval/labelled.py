@@ -1,6 +1,8 @@
 """Evaluations of frozen embeddings with labels (:mod:`lit_docemb.eval.classification`) on a labelled DataModule:
-k-means clustering (Graph-RoBERTa Table 1, DECA Table 4), the linear probe (DECA Tables 3/5, DocSplit Table 1),
-few-shot probes (DocSplit Table 2 / Appendix A), and DECA's probe + clustering at the end of ``fit``.
+k-means clustering (Graph-RoBERTa Table 1, DECA Table 4), the linear probe (DECA Tables 3/5, DocSplit Table 1's
+training-free reading), few-shot probes (a logistic regression on k embeddings per class: not DocSplit Table 2's
+protocol, which trains Table 1's classifier on k documents per class, ``grids/docsplit_table2_few_shot.yaml``), and
+DECA's probe + clustering at the end of ``fit``.
 
 Which documents: with ``evaluate_on="test"`` the fit set is the DataModule's training and validation documents
 and the evaluated set its test split (a :class:`~lit_docemb.data.LabelledTextDataModule` with one); with
@@ -135,7 +137,8 @@ class LinearProbe(_LabelledEvaluation):
 
 class FewShot(_LabelledEvaluation):
     """The linear probe on ``k`` fit examples per class, ``repetitions`` draws: ``few_shot_<k>/accuracy_mean``,
-    ``.../accuracy_std``, ``.../macro_f1_mean``, ``.../macro_f1_std`` for every k of ``shots``.
+    ``.../accuracy_std``, ``.../macro_f1_mean``, ``.../macro_f1_std`` for every k of ``shots``. A probe: DocSplit
+    Table 2 trains its classifier on the k examples instead (``grids/docsplit_table2_few_shot.yaml``).
 
     Args:
         shots: Examples per class, one result group each.

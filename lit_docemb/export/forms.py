@@ -50,6 +50,7 @@ from lit_docemb.methods import (
     DocumentClassifier,
     GraphRoBERTa,
     MaskedLanguageModelling,
+    SimCSE,
 )
 from lit_docemb.methods.base import EmbeddingMethod
 from lit_docemb.methods.callbacks import current_umask
@@ -147,8 +148,9 @@ def backbone_export(method: DocumentClassifier | DenseRetrieval) -> MethodExport
 EXPORTS[DocumentClassifier] = EXPORTS[DenseRetrieval] = backbone_export
 
 
-# --- flat encoders: DocSplit, MaskedLanguageModelling, DECA with a Hugging Face encoder -----------------------
+# --- flat encoders: DocSplit, MaskedLanguageModelling, SimCSE, DECA with a Hugging Face encoder ---------------
 @register_export(MaskedLanguageModelling)  # its encoder without the masked-LM head
+@register_export(SimCSE)
 class FlatEncoderExport(MethodExport):
     """A method whose document vector is its Hugging Face encoder's pooled output over ``max_length`` tokens:
     Transformer + Pooling (no normalisation: ``embed`` returns unnormalised vectors; cosine is the similarity).

@@ -9,6 +9,7 @@ from lit_docemb.methods.docsplit import DocSplit
 from lit_docemb.methods.graph_roberta import GraphRoBERTa
 from lit_docemb.methods.masked_language_modelling import MaskedLanguageModelling
 from lit_docemb.methods.schedulers import LinearWarmupDecay
+from lit_docemb.methods.simcse import SimCSE
 from lit_docemb.models.ctpe import ElmoTokens, SkipThoughtSentences, TransformerTokens, WordEmbeddings
 
 __all__ = [
@@ -24,6 +25,7 @@ __all__ = [
            "GraphRoBERTa",
            "LinearWarmupDecay",
            "MaskedLanguageModelling",
+           "SimCSE",
            "SkipThoughtSentences",
            "TransformerTokens",
            "WordEmbeddings",

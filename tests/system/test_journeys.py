@@ -38,7 +38,7 @@ VALUE_PIECES = [str(path.relative_to(ROOT)) for path in PATHS if "class_path" in
 """The value of one trainer key that configs name by path (``logger: ../trainer/wandb_logger.yaml``)."""
 
 EXPORTABLE = {"DocSplit", "GraphRoBERTa", "DocumentClassifier", "DenseRetrieval", "CoLDE",
-              "MaskedLanguageModelling"}  # + DECA on an encoder
+              "MaskedLanguageModelling", "SimCSE"}  # + DECA on an encoder
 SUBPROCESS = {"configs/quickstart.yaml"}
 TOO_SHORT_TO_QUERY = ("OpenWebTextDataModule",)
 """Corpora whose fixture documents (14-25 words, no title, no label) give the before/after report nothing to score:

@@ -3,7 +3,8 @@ parsed against the code.
 
 * ``fit``/``validate``/``test``/``predict``: the whole command line with ``--print_config`` (configs, overrides and
   class switches parsed as a run parses them; data paths need not exist).
-* every other command: its options must be among those its ``--help`` lists; what is left must be config overrides
+* every other command: its options must be among those its ``--help`` lists (a ``grid`` file must read, and its
+  ``--rows`` / ``--columns`` name its rows and columns); what is left must be config overrides
   of a command that takes them, parsed with the command's ``--config`` files through ``fit --print_config``; each
   ``--evaluation`` spec is built.
 
@@ -26,6 +27,8 @@ import yaml
 from lit_docemb.commands import main as run_command
 from lit_docemb.commands.cli import main as cli_main
 from lit_docemb.commands.evaluate import build_evaluation
+from lit_docemb.commands.grid import read_grid, select
+from lit_docemb.errors import ConfigError
 
 ROOT = Path(__file__).resolve().parents[2]
 DOCUMENT = ROOT / "docs" / "reproduce.md"
@@ -113,6 +116,8 @@ def check_command(argv: list[str]) -> None:
     assert not overrides or command in TAKES_OVERRIDES, f"{command} has no options {overrides}"
     for spec in options.get("--evaluation", []):
         build_evaluation(spec)
+    if command == "grid":  # the grid file reads, and --rows / --columns name its rows and columns
+        select(read_grid(ROOT / options["--input"][0]), options.get("--rows"), options.get("--columns"))
     configs = [arg for path in options.get("--config", []) for arg in ("--config", path)]
     if configs or overrides:
         exits_cleanly(cli_main, ["fit", *configs, *overrides, "--print_config"])
@@ -152,6 +157,8 @@ def test_a_wrong_option_or_config_key_is_caught():
         check_command(["evaluate", "--config", "configs/graph_roberta/retrieval_wikir.yaml", "--evaluation", "retreival"])
     with pytest.raises(AssertionError):
         check_command(["pool-folds", "--runs", "a.run", "--qrels", "q", "--measure", "P@20"])
+    with pytest.raises(ConfigError, match="--rows: 'Table9'"):
+        check_command(["grid", "--input", "grids/docsplit_table2_few_shot.yaml", "--rows", "Table9"])
     with pytest.raises(AssertionError, match="set by no enclosing for loop"):
         expansions(["fit", "--config", "configs/$nothing.yaml"], {})
 

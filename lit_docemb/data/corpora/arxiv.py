@@ -11,6 +11,7 @@ import numpy as np
 from lit_docemb.data.core.arrow import ArrowDocuments
 from lit_docemb.data.corpora.arxiv_formats import LABEL_READINGS, iter_arxiv_classification, iter_arxiv_metadata
 from lit_docemb.data.core.datamodule import DocumentDataModule, DocumentDataset, stable_fraction
+from lit_docemb.data.core.few_shot import few_shot_rows, ids_at
 from lit_docemb.data.core.reading import ReadContext, cached_documents, require_path
 from lit_docemb.errors import ConfigError, require
 
@@ -56,6 +57,11 @@ class ArxivDataModule(DocumentDataModule):
         cache_dir: Cache of ``datasets`` (Arrow files); ``None`` uses its default.
         test_fraction: Share of documents held out as the test split (by id hash, disjoint from validation);
             ``0`` has no test split, and ``test`` is refused.
+        few_shot_per_class: Train on this many documents of each label only (DocSplit Table 2: 10 per class),
+            drawn from the training split once validation and test are held out, which stay those of the full run
+            (:mod:`lit_docemb.data.core.few_shot`); every label of the training split must have that many.
+            ``None`` trains on the whole split.
+        few_shot_seed: Which draw (DocSplit's 10 repeats: seeds 0-9).
         **kwargs: See :class:`~lit_docemb.data.core.datamodule.DocumentDataModule`.
     """
 
@@ -70,9 +76,14 @@ class ArxivDataModule(DocumentDataModule):
         strict: bool = False,
         cache_dir: str | None = None,
         test_fraction: float = 0.0,
+        few_shot_per_class: int | None = None,
+        few_shot_seed: int = 0,
         **kwargs,
     ) -> None:
         super().__init__(**kwargs)
+        require(few_shot_per_class is None or few_shot_per_class >= 1, "few_shot_per_class", ">= 1 or null",
+                few_shot_per_class)
+        self.few_shot_per_class, self.few_shot_seed = few_shot_per_class, few_shot_seed
         require(0.0 <= test_fraction and self.val_fraction + test_fraction < 1.0, "test_fraction",
                 "in [0, 1 - val_fraction)", test_fraction)
         require(label_by in LABEL_READINGS, "label_by", f"one of {list(LABEL_READINGS)}", label_by)
@@ -109,15 +120,22 @@ class ArxivDataModule(DocumentDataModule):
 
     def setup(self, stage: str | None = None) -> None:
         """The base split, then the test documents taken out of the training ones: those whose id hash falls in
-        ``[val_fraction, val_fraction + test_fraction)``."""
+        ``[val_fraction, val_fraction + test_fraction)``; then the few-shot draw (``few_shot_per_class``)."""
         if self.train_set is not None:
             return
         super().setup(stage)
-        if not self.test_fraction:
-            return
+        if self.test_fraction:
+            self._hold_out_test()
+        if self.few_shot_per_class is not None:
+            pool = self.train_set.indices
+            rows = few_shot_rows(self.documents, pool, self.few_shot_per_class, self.few_shot_seed)
+            self.train_set = DocumentDataset(self.train_set.documents, rows)
+            self.report_reading(f"few-shot draw (seed {self.few_shot_seed})", len(pool), {"train": len(rows)},
+                                Counter())
+
+    def _hold_out_test(self) -> None:
         train = self.train_set.indices
-        ids = getattr(self.documents, "ids", None)
-        ids = [ids[i] for i in train] if ids is not None else [self.documents[int(i)].id for i in train]
+        ids = ids_at(self.documents, train)
         bound = self.val_fraction + self.test_fraction
         held_out = np.fromiter((stable_fraction(doc_id, self.seed) < bound for doc_id in ids), dtype=bool,
                                count=len(ids))

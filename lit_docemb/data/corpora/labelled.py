@@ -11,6 +11,7 @@ import numpy as np
 
 from lit_docemb.data.core.arrow import ArrowDocuments
 from lit_docemb.data.core.datamodule import ConcatDocuments, DocumentDataModule, DocumentDataset, stable_fraction
+from lit_docemb.data.core.few_shot import few_shot_rows, ids_at, labels_at
 from lit_docemb.data.corpora.labelled_formats import (
     hyperpartisan_ground_truth_path,
     iter_class_folders,
@@ -136,6 +137,13 @@ class LabelledTextDataModule(DocumentDataModule):
             (:data:`~lit_docemb.data.corpora.nyt_annotated.PAPER_TOPICS`).
         sample_size: ``source_format: nyt_annotated``: keep this many labelled articles, a uniform draw by a
             hash of their id seeded with ``seed`` (DocSplit's NYT set has 13,081); ``None`` keeps all.
+        few_shot_per_class: Train on this many documents of each class only (DocSplit Table 2, Appendix A.1: 10
+            per class for FakeNews and arXiv, 5 for the others), drawn from the training split after every other
+            split and filter, so validation and test stay those of the full run; every class (``classes``, else
+            every label of the training split) must have that many. ``None`` trains on the whole split.
+        few_shot_seed: Which draw: in each class the training documents are ordered by a hash of their id seeded
+            with it and the first ``few_shot_per_class`` kept, so a seed gives the same documents whatever the file
+            order, and the paper's 10 repeats are seeds 0-9 (``grids/docsplit_table2_few_shot.yaml``).
         **kwargs: See :class:`~lit_docemb.data.core.datamodule.DocumentDataModule`.
     """
 
@@ -169,6 +177,8 @@ class LabelledTextDataModule(DocumentDataModule):
         stratified: bool = False,
         topics: dict[str, list[str]] | None = None,
         sample_size: int | None = None,
+        few_shot_per_class: int | None = None,
+        few_shot_seed: int = 0,
         **kwargs,
     ) -> None:
         super().__init__(**kwargs)
@@ -213,6 +223,12 @@ class LabelledTextDataModule(DocumentDataModule):
             require(topics is None or (bool(topics) and all(isinstance(v, list) and v for v in topics.values())),
                     "topics", "a mapping of topic -> non-empty list of field values", topics)
         self.topics, self.sample_size = topics, sample_size
+        require(few_shot_per_class is None or few_shot_per_class >= 1, "few_shot_per_class", ">= 1 or null",
+                few_shot_per_class)
+        if few_shot_per_class is not None and (fit_on != "train" or label_column is None):
+            raise ConfigError("data.init_args.few_shot_per_class draws labelled training documents: it needs "
+                              "fit_on: train and a label_column")
+        self.few_shot_per_class, self.few_shot_seed = few_shot_per_class, few_shot_seed
         self.unlabelled_set: DocumentDataset | None = None
 
     # ------------------------------------------------------------------------------------------------- sources
@@ -393,6 +409,15 @@ class LabelledTextDataModule(DocumentDataModule):
             unlabelled = self._read_unlabelled()
             self.unlabelled_set = DocumentDataset(unlabelled)
             self.report_reading("unlabelled", len(unlabelled), {"unlabelled": len(unlabelled)}, self.stats - before)
+        if self.few_shot_per_class is not None:
+            self._draw_few_shot()
+
+    def _draw_few_shot(self) -> None:
+        """Keeps ``few_shot_per_class`` training documents of each class (:mod:`lit_docemb.data.core.few_shot`)."""
+        pool = self.train_set.indices
+        rows = few_shot_rows(self.documents, pool, self.few_shot_per_class, self.few_shot_seed, self.classes)
+        self.train_set = DocumentDataset(self.train_set.documents, rows)
+        self.report_reading(f"few-shot draw (seed {self.few_shot_seed})", len(pool), {"train": len(rows)}, Counter())
 
     def _hold_out(self) -> None:
         """Re-splits the training split's documents (those the base split held out for validation included) into
@@ -405,16 +430,13 @@ class LabelledTextDataModule(DocumentDataModule):
         held_val = self.val_split is None  # a published validation split stays as read
         pool = np.sort(np.concatenate([self.train_set.indices, self.val_set.indices])) if held_val \
             else self.train_set.indices
-        all_ids = getattr(self.documents, "ids", None)
-        ids = [all_ids[i] for i in pool] if all_ids is not None else [self.documents[int(i)].id for i in pool]
+        ids = ids_at(self.documents, pool)
         hashes = np.fromiter((stable_fraction(doc_id, self.seed) for doc_id in ids), dtype=np.float64,
                              count=len(ids))
         val_fraction = self.val_fraction if held_val else 0.0
         part = np.zeros(len(pool), dtype=np.int8)  # 0 train, 1 validation, 2 test
         if self.stratified:
-            table = getattr(self.documents, "table", None)  # an Arrow cache: the label column alone
-            labels = table.with_format("arrow")["label"].take(pool).to_pylist() if table is not None \
-                else [self.documents[int(i)].label for i in pool]
+            labels = labels_at(self.documents, pool)
             by_label: dict[str | None, list[int]] = {}
             for position, label in enumerate(labels):
                 by_label.setdefault(label, []).append(position)
