@@ -1,0 +1,88 @@
+"""``python -m lit_docemb word-vectors``: word2vec / GloVe vectors from a text file or from a fit config's DataModule,
+written where CTPE's ``init: pretrained`` reads them (the way docs/reproduce.md makes CTPE's word2vec(full), GloVe and
+GloVe(full)); bad input is one line naming the argument, status 2."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+import torch
+import yaml
+
+from lit_docemb.commands import main
+from lit_docemb.models.ctpe import WordEmbeddings
+from lit_docemb.models.word_vectors import read_word_vectors
+
+TOPICS = [["ant", "bee", "wasp", "moth"], ["car", "bus", "van", "taxi"], ["oak", "elm", "ash", "fir"]]
+
+
+@pytest.fixture()
+def corpus(tmp_path):
+    """The same 300 planted-topic documents as a text file (one per line) and as lit_docemb JSONL."""
+    rng = np.random.default_rng(0)
+    texts = [" ".join(rng.choice(TOPICS[rng.integers(3)], 12)) for _ in range(300)]
+    (tmp_path / "corpus.txt").write_text("".join(f"{t}\n" for t in texts))
+    (tmp_path / "corpus.jsonl").write_text("".join(json.dumps({"id": f"d{i}", "text": t}) + "\n"
+                                                   for i, t in enumerate(texts)))
+    return tmp_path
+
+
+def same_topic_nearer(vectors) -> bool:
+    cos = lambda a, b: float(vectors.similarity(a, b))  # noqa: E731
+    return min(cos("ant", "bee"), cos("car", "taxi"), cos("oak", "fir")) > max(cos("ant", "car"), cos("bee", "elm"))
+
+
+def test_glove_from_a_text_file_feeds_ctpe(corpus):
+    output = corpus / "vectors" / "glove.txt"
+    summary = main(["word-vectors", "--method", "glove", "--input", str(corpus / "corpus.txt"), "--output",
+                    str(output), "--vectors_format", "glove_text", "--dim", "10", "--window", "5", "--epochs", "25",
+                    "--min_count", "1"])
+    assert summary["words"] == 12 and summary["dim"] == 10
+    vectors = read_word_vectors(str(output), "glove_text")
+    assert same_topic_nearer(vectors)
+    tokenizer, table = WordEmbeddings("pretrained", dim=10, min_count=1, vectors=str(output),
+                                      vectors_format="glove_text").build(["ant bee car oak"] * 5)
+    assert torch.allclose(table.embedding.weight[tokenizer.index["bee"]], torch.tensor(vectors["bee"]))
+
+
+def test_word2vec_from_a_config_datamodule(corpus):
+    config = corpus / "fit.yaml"
+    config.write_text(yaml.safe_dump({"data": {"class_path": "lit_docemb.data.JSONLDataModule",
+                                               "init_args": {"paths": ["nowhere.jsonl"], "num_workers": 0}}}))
+    output = corpus / "w2v.bin"
+    summary = main(["word-vectors", "--config", str(config), f"--data.init_args.paths=[{corpus / 'corpus.jsonl'}]",
+                    "--output", str(output), "--dim", "10", "--window", "5", "--epochs", "10", "--min_count", "1"])
+    assert summary["method"] == "word2vec" and summary["words"] == 12
+    assert same_topic_nearer(read_word_vectors(str(output), "word2vec_binary"))
+
+
+def one_error_line(argv, capsys) -> str:
+    with pytest.raises(SystemExit) as stopped:
+        main(argv)
+    err = capsys.readouterr().err
+    assert stopped.value.code == 2 and "Traceback" not in err
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: "), err
+    return lines[0].removeprefix("error: ")
+
+
+@pytest.mark.parametrize("extra, expected", [
+    (["--input", "{root}/missing.txt"], "--input: no file at '{root}/missing.txt'; give a text file"),
+    (["--input", "{root}/corpus.txt", "--method", "fasttext"], "--method: must be word2vec or glove, got 'fasttext'"),
+    (["--input", "{root}/corpus.txt", "--vectors_format", "npy"], "--vectors_format: must be one of"),
+    ([], "--input / --config: give the corpus one way"),
+    (["--input", "{root}/corpus.txt", "--config", "{root}/fit.yaml"], "--input / --config: give the corpus one way"),
+    (["--input", "{root}/corpus.txt", "--data.init_args.paths", "x"], "--data.init_args.paths: data overrides need"),
+    (["--input", "{root}/corpus.txt", "--min_count", "10000"], "--input: no word occurs 10000 times or more"),
+    (["--config", "{root}/fit.yaml"], "data.init_args.paths: 'nowhere.jsonl' does not exist"),
+    (["--config", "{root}/fit.yaml", "--data.init_args.pathz", "x"], "data.init_args.pathz"),
+], ids=["missing-input", "unknown-method", "unknown-format", "no-corpus", "two-corpora", "stray-override",
+        "empty-vocabulary", "config-missing-path", "config-unknown-key"])
+def test_bad_input_is_one_line_naming_the_argument(corpus, capsys, extra, expected):
+    (corpus / "fit.yaml").write_text(yaml.safe_dump({"data": {"class_path": "lit_docemb.data.JSONLDataModule",
+                                                              "init_args": {"paths": ["nowhere.jsonl"]}}}))
+    argv = ["word-vectors", "--output", str(corpus / "out.bin"), *[a.format(root=corpus) for a in extra]]
+    assert one_error_line(argv, capsys).startswith(expected.format(root=corpus))
+    assert not (corpus / "out.bin").exists()
