@@ -18,7 +18,10 @@ INPUT_EXPECTED = "a text file (one document per line; .gz/.bz2/.xz read too), a 
 
 
 def _document_text(document) -> str:
-    return f"{document.title}\n{document.text}" if document.title else document.text
+    """Its title and sections as CTPE reads them for its own word2vec (a title kept as a section counts once)."""
+    from lit_docemb.views.ctpe import document_fields
+
+    return "\n".join(text for _, text in document_fields(document))
 
 
 def _file_texts(paths: list[str]):

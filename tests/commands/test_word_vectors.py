@@ -5,6 +5,7 @@ GloVe(full)); bad input is one line naming the argument, status 2."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -15,6 +16,7 @@ from lit_docemb.commands import main
 from lit_docemb.models.ctpe import WordEmbeddings
 from lit_docemb.models.word_vectors import read_word_vectors
 
+ROOT = Path(__file__).resolve().parents[2]
 TOPICS = [["ant", "bee", "wasp", "moth"], ["car", "bus", "van", "taxi"], ["oak", "elm", "ash", "fir"]]
 
 
@@ -86,3 +88,24 @@ def test_bad_input_is_one_line_naming_the_argument(corpus, capsys, extra, expect
     argv = ["word-vectors", "--output", str(corpus / "out.bin"), *[a.format(root=corpus) for a in extra]]
     assert one_error_line(argv, capsys).startswith(expected.format(root=corpus))
     assert not (corpus / "out.bin").exists()
+
+
+def test_glove_full_from_the_arxiv_snapshot_as_documented(tmp_path, monkeypatch):
+    """docs/reproduce.md's arXiv (full) line: the CTPE config with its DataModule switched to the metadata snapshot;
+    every paper's title and abstract is read (the task folder the config names is not)."""
+    from corpus_files import write_arxiv_snapshot
+
+    from lit_docemb.commands.word_vectors import _datamodule_texts
+
+    snapshot = write_arxiv_snapshot(tmp_path / "arxiv-metadata-oai-snapshot.json", n=24)
+    switch = ["--data", "lit_docemb.data.ArxivDataModule", "--data.init_args.source", str(snapshot),
+              "--data.init_args.cache_dir", str(tmp_path / "cache")]
+    texts = list(_datamodule_texts([str(ROOT / "configs/ctpe/arxiv.yaml")], switch)())
+    assert len(texts) == 24 and all(len(t.split()) > 5 for t in texts)
+    record = json.loads(snapshot.read_text().splitlines()[0])
+    assert texts[0].split() == record["title"].split() + record["abstract"].split()  # the title once, the abstract
+    output = tmp_path / "arxiv_glove_full.txt"
+    summary = main(["word-vectors", "--method", "glove", "--config", str(ROOT / "configs/ctpe/arxiv.yaml"), *switch,
+                    "--output", str(output), "--vectors_format", "glove_text", "--dim", "8", "--epochs", "2",
+                    "--min_count", "1"])
+    assert summary["words"] > 10 and len(output.read_text().splitlines()) == summary["words"]
