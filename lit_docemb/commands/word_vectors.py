@@ -63,7 +63,8 @@ def word_vectors(output: str, method: str = "word2vec", input: list[str] | None 
         method: ``word2vec`` (gensim's skip-gram, CTPE §4.3) or ``glove`` (GloVe as its authors' glove.c trains it).
         input: Corpus files: plain text (one document per line), lit_docemb .jsonl or id<TAB>text .tsv; repeatable.
         config: Instead of --input: a fit config whose data section names the corpus (any DataModule; every
-            document it reads); repeatable, later files win, then --data.init_args.<key> VALUE overrides.
+            document it reads); repeatable, later files win, then overrides of that section (data.init_args.<key>
+            VALUE, or data followed by another DataModule class) given as config overrides.
         vectors_format: ``word2vec_binary``, ``word2vec_text`` (with a count/dim header) or ``glove_text``.
         dim: Vector dimension (CTPE: 100).
         window: Context window (CTPE: 10).
@@ -75,7 +76,7 @@ def word_vectors(output: str, method: str = "word2vec", input: list[str] | None 
         x_max: GloVe: counts at or above it weigh 1 (100).
         alpha: GloVe: exponent of the weight below x_max (0.75).
         learning_rate: GloVe: AdaGrad's initial rate (0.05).
-        overrides: With --config: --data.init_args.<key> VALUE (or --data <DataModule class>).
+        overrides: With --config: overrides of its data section.
     """
     if method not in METHODS:
         raise ConfigError(f"--method: must be word2vec or glove, got {method!r}")
