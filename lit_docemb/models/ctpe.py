@@ -264,7 +264,8 @@ class WordEmbeddings:
         init: ``"word2vec"``: skip-gram word2vec trained on the training documents with gensim (window 10,
             §4.2's word2vec settings); ``"random"``: random vectors; ``"pretrained"``: the vectors of a file
             (``vectors``): the paper's word2vec(full) and GloVe(full), trained on the whole arXiv / DBLP / USPTO
-            corpus, or GloVe on the task's documents, all trained outside lit_docemb.
+            corpus, or GloVe on the task's documents, all made by the ``word-vectors`` command
+            (:func:`lit_docemb.models.word_vectors.train_word_vectors`).
         dim: Vector dimension (paper: 100).
         min_count: Words seen fewer times are [UNK] (gensim's default, 5).
         max_vocabulary: Keep at most this many words, the most frequent (``None``: all).
