@@ -109,3 +109,28 @@ def test_glove_full_from_the_arxiv_snapshot_as_documented(tmp_path, monkeypatch)
                     "--output", str(output), "--vectors_format", "glove_text", "--dim", "8", "--epochs", "2",
                     "--min_count", "1"])
     assert summary["words"] > 10 and len(output.read_text().splitlines()) == summary["words"]
+
+
+def test_glove_on_the_task_documents_then_ctpe_fits_from_it(tmp_path):
+    """The GloVe row's journey: GloVe on the task's documents (the fit config's data section), then CTPE fitted with
+    init: pretrained on that file; its word vectors start from the file's (two Adam steps at lr 0.001 move them
+    little)."""
+    from journeys import ctpe_task_config
+
+    from lit_docemb.commands.cli import main as cli_main
+
+    config = ctpe_task_config(tmp_path, "glove", {"class_path": "lit_docemb.methods.WordEmbeddings",
+                                                  "init_args": {"dim": 8, "min_count": 1}}, 32, "coupled")
+    vectors_file = tmp_path / "task_glove.txt"
+    main(["word-vectors", "--method", "glove", "--config", config, "--output", str(vectors_file), "--vectors_format",
+          "glove_text", "--dim", "8", "--epochs", "5", "--min_count", "1"])
+    model = cli_main(["fit", "--config", config, "--model.init_args.embeddings.init_args.init", "pretrained",
+                      f"--model.init_args.embeddings.init_args.vectors={vectors_file}",
+                      "--model.init_args.embeddings.init_args.vectors_format", "glove_text"]).model
+    assert model.trainer.global_step == 2
+    vectors = read_word_vectors(str(vectors_file), "glove_text")
+    table = model.encoder.token_vectors.embedding.weight.detach()
+    rows = [(model.tokenizer.index[w], w) for w in vectors.index_to_key if w in model.tokenizer.index]
+    assert len(rows) >= 10
+    for row, word in rows:
+        torch.testing.assert_close(table[row], torch.tensor(vectors[word]), atol=0.01, rtol=0)
