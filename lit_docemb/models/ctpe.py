@@ -9,6 +9,7 @@ Plain ``nn.Module``s and their builders: no Lightning, no ``torch.distributed``,
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Iterable, Sequence
 from typing import Literal
 
@@ -99,6 +100,10 @@ class FrozenTransformerStates(nn.Module):
         name_or_path: Local folder, hub name or ``package:<module>`` of the encoder.
         pair_strategy: How a text pair's two parts go through the encoder (:class:`TransformerTokens`):
             ``"separately"`` (each part its own sequence) or ``"together"`` (:meth:`pair_states`).
+
+    A model whose forward takes no attention mask (Transformer-XL, in transformers 4.x) is run without one: the
+    batches are right-padded, so a left-to-right model never lets a real token see the padding after it (a
+    bidirectional model without a mask would: there is none among Hugging Face's encoders).
     """
 
     def __init__(self, name_or_path: str, pair_strategy: PairStrategy = "separately") -> None:
@@ -107,6 +112,7 @@ class FrozenTransformerStates(nn.Module):
         self.model.requires_grad_(False)
         self.model.eval()
         self.pair_strategy = pair_strategy
+        self.takes_attention_mask = "attention_mask" in inspect.signature(self.model.forward).parameters
         self.dim: int = self.model.config.hidden_size
         self.max_positions: int | None = getattr(self.model.config, "max_position_embeddings", None)
 
@@ -118,8 +124,9 @@ class FrozenTransformerStates(nn.Module):
     def forward(self, input_ids: Tensor, attention_mask: Tensor) -> Tensor:
         if input_ids.shape[0] == 0:
             return input_ids.new_zeros((*input_ids.shape, self.dim), dtype=torch.float)
+        mask = {"attention_mask": attention_mask} if self.takes_attention_mask else {}
         with torch.no_grad():
-            return self.model(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state  # (B, T, E)
+            return self.model(input_ids=input_ids, **mask).last_hidden_state  # (B, T, E)
 
     def pair_states(self, former_ids: Tensor, former_mask: Tensor, latter_ids: Tensor,
                     latter_mask: Tensor) -> tuple[Tensor, Tensor]:

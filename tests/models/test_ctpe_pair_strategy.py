@@ -94,3 +94,48 @@ def test_together_needs_room_for_both_parts_and_a_known_strategy(tiny_gpt2_dir):
     CTPE(TransformerTokens(tiny_gpt2_dir, "separately"), n_filters=4, max_length=64)
     with pytest.raises(BadArgument, match="embeddings.init_args.pair_strategy: must be 'separately' or 'together'"):
         TransformerTokens(tiny_gpt2_dir, "jointly")
+
+
+def test_a_model_without_attention_mask_runs_on_right_padded_batches(tiny_gpt2_dir, tmp_path):
+    """Transformer-XL's forward takes no attention_mask (transformers 4.x): a left-to-right stand-in registered with
+    AutoModel, whose forward has no mask either, loads through the same path and gives each row's states as that row
+    run alone, both strategies (right padding comes after every real token)."""
+    from transformers import AutoConfig, AutoModel, PretrainedConfig, PreTrainedModel
+
+    class NoMaskConfig(PretrainedConfig):
+        model_type = "lit-docemb-test-no-mask"
+
+        def __init__(self, gpt2: dict | None = None, **kwargs):
+            super().__init__(**kwargs)
+            self.gpt2 = gpt2 or {}
+            self.hidden_size = self.gpt2.get("n_embd", 32)
+
+    class NoMaskModel(PreTrainedModel):
+        config_class = NoMaskConfig
+
+        def __init__(self, config):
+            super().__init__(config)
+            self.inner = GPT2Model(GPT2Config(**config.gpt2))
+            self.post_init()
+
+        def forward(self, input_ids=None, output_hidden_states=None, return_dict=None):
+            return self.inner(input_ids=input_ids)
+
+    AutoConfig.register(NoMaskConfig.model_type, NoMaskConfig, exist_ok=True)
+    AutoModel.register(NoMaskConfig, NoMaskModel, exist_ok=True)
+    gpt2 = GPT2Model.from_pretrained(tiny_gpt2_dir)
+    wrapped = NoMaskModel(NoMaskConfig(gpt2=gpt2.config.to_dict()))
+    wrapped.inner.load_state_dict(gpt2.state_dict())
+    wrapped.save_pretrained(tmp_path / "no_mask")
+    for strategy in ("separately", "together"):
+        states = FrozenTransformerStates(str(tmp_path / "no_mask"), strategy)
+        assert not states.takes_attention_mask
+        former, former_mask, latter, latter_mask = padded_pairs([(3, 5), (6, 2)])
+        former_states = states.pair_states(former, former_mask, latter, latter_mask)[0] if strategy == "together" \
+            else states(former, former_mask)
+        reference = FrozenTransformerStates(tiny_gpt2_dir)
+        assert reference.takes_attention_mask
+        for row in range(2):
+            f = int(former_mask[row].sum())
+            torch.testing.assert_close(former_states[row, :f], alone(reference, former[row, :f]), atol=1e-5,
+                                       rtol=1e-4)
