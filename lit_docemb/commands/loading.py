@@ -110,9 +110,9 @@ def _merge(base: dict, update: dict) -> dict:
     return merged
 
 
-def config_overrides(overrides: Sequence[str], command: str) -> dict:
-    """The ``model`` section updates of dotted overrides (``--model.init_args.encoder X`` or ``--model.init_args.
-    encoder=X``; values read as YAML, as LightningCLI reads them). Only the model is read by ``command``, so an
+def config_overrides(overrides: Sequence[str], command: str, section: str = "model") -> dict:
+    """The ``section`` updates of dotted overrides (``--model.init_args.encoder X`` or ``--model.init_args.
+    encoder=X``; values read as YAML, as LightningCLI reads them). Only that section is read by ``command``, so an
     override of another section is a :class:`ConfigError` rather than silently unused."""
     update: dict = {}
     args = list(overrides)
@@ -121,12 +121,12 @@ def config_overrides(overrides: Sequence[str], command: str) -> dict:
         key, eq, value = arg.partition("=")
         if not eq:
             if not args or args[0].startswith("--"):
-                raise ConfigError(f"{arg}: a config override needs a value (--model.init_args.<key> VALUE)")
+                raise ConfigError(f"{arg}: a config override needs a value (--{section}.init_args.<key> VALUE)")
             value = args.pop(0)
         path = key[2:].split(".") if key.startswith("--") else []
-        if path[:1] != ["model"]:
-            raise ConfigError(f"{key}: {command} reads only the config's model section; override "
-                              "--model.init_args.<key> (or --model.class_path)")
+        if path[:1] != [section]:
+            raise ConfigError(f"{key}: {command} reads only the config's {section} section; override "
+                              f"--{section}.init_args.<key> (or --{section}.class_path)")
         parsed = yaml.safe_load(value)
         node = update
         for part in path[1:-1]:
@@ -166,6 +166,39 @@ def build_method(configs: Sequence[str | Path], overrides: Sequence[str] = (), c
     seed_as_configured(configs)
     instantiate = getattr(parser, "instantiate", None) or parser.instantiate_classes
     return instantiate(parsed).model
+
+
+def build_datamodule(configs: Sequence[str | Path], overrides: Sequence[str] = (), command: str = "word-vectors"):
+    """The DataModule of fit config(s) (the ``data`` section; later files win, then ``--data...`` overrides), built
+    as LightningCLI builds it and not yet set up; a key its signature does not have is a one-line
+    :class:`ConfigError`."""
+    from jsonargparse import ArgumentError
+    from lightning.pytorch.cli import LightningArgumentParser
+
+    import lit_docemb.data  # noqa: F401  (registers the DataModules)
+    from lit_docemb.commands.cli import one_line_parse_error, refuse_untrusted_arguments
+    from lit_docemb.data.core.datamodule import DocumentDataModule
+
+    data: dict = {}
+    for path in configs:
+        config = load_yaml(path) or {}  # safe YAML, class paths checked before jsonargparse imports any
+        if not isinstance(config, dict):
+            raise ConfigError(f"--config {path}: not a YAML mapping (a fit config with a data section)")
+        data = _merge(data, config.get("data") or {})
+    refuse_untrusted_arguments(list(overrides))
+    data = _merge(data, config_overrides(overrides, command, section="data"))
+    if not data:
+        raise ConfigError(f"--config: no data section in {', '.join(map(str, configs)) or 'no config'}; give a fit "
+                          "config (configs/ctpe/arxiv.yaml) or --data <DataModule> --data.init_args.<key> VALUE")
+    parser = LightningArgumentParser(exit_on_error=False)
+    parser.add_subclass_arguments(DocumentDataModule, "data", required=True, fail_untyped=False)
+    try:
+        parsed = parser.parse_object({"data": data})
+    except ArgumentError as err:
+        raise ConfigError(one_line_parse_error(str(err))) from None
+    refuse_untrusted(parsed)
+    instantiate = getattr(parser, "instantiate", None) or parser.instantiate_classes
+    return instantiate(parsed).data
 
 
 def seed_as_configured(configs: Sequence[str | Path]) -> None:

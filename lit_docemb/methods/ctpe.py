@@ -130,9 +130,10 @@ class CTPE(EmbeddingMethod):
 
     def _install(self, tokenizer, token_vectors) -> None:
         max_positions = getattr(token_vectors, "max_positions", None)
-        if max_positions is not None and self.hparams.max_length > max_positions:
-            raise BadArgument("max_length", f"{self.hparams.max_length} exceeds the {max_positions} positions of "
-                                            "the encoder: lower it")
+        together = getattr(token_vectors, "pair_strategy", "separately") == "together"  # one sequence per pair
+        if max_positions is not None and self.hparams.max_length * (1 + together) > max_positions:
+            raise BadArgument("max_length", f"{self.hparams.max_length}{' x 2 (pair_strategy together)' * together} "
+                                            f"exceeds the {max_positions} positions of the encoder: lower it")
         self.tokenizer = tokenizer
         self.field_rows = None  # opened by setup over the DataModule's corpus, with this tokenizer
         self.encoder = CoupledPairEncoder(token_vectors, self.hparams.n_filters, self.kernel_widths,
@@ -186,11 +187,12 @@ class CTPE(EmbeddingMethod):
         return CoupledPairCollator(splitter, sampler, self.tokenizer.pad_id, deterministic=stage != "fit")
 
     def losses(self, batch: CoupledPairBatch) -> dict[str, Tensor]:
-        encode = self.encoder.encode
-        v_f = encode(batch.former.input_ids, batch.former.attention_mask, "former")  # (B, D)
-        v_b = encode(batch.latter.input_ids, batch.latter.attention_mask, "latter")  # (B, D)
-        n_f = encode(batch.negative_former.input_ids, batch.negative_former.attention_mask, "former")  # (B, D)
-        n_b = encode(batch.negative_latter.input_ids, batch.negative_latter.attention_mask, "latter")  # (B, D)
+        # the coupled pair and the uncoupled one, each a pair (row i of negative_former goes with row i of
+        # negative_latter): encoded together when the deep LM's pair_strategy says so
+        v_f, v_b = self.encoder(batch.former.input_ids, batch.former.attention_mask, batch.latter.input_ids,
+                                batch.latter.attention_mask)  # (B, D) each
+        n_f, n_b = self.encoder(batch.negative_former.input_ids, batch.negative_former.attention_mask,
+                                batch.negative_latter.input_ids, batch.negative_latter.attention_mask)  # (B, D) each
         terms = self.loss(v_f, v_b, n_f, n_b)
         terms["skipped_documents"] = torch.full((), float(batch.skipped), device=v_f.device)
         return terms
@@ -200,8 +202,9 @@ class CTPE(EmbeddingMethod):
         ``document_vector: average`` both are the mean token vector of the two parts, (B, 2, E)."""
         if self.hparams.document_vector == "average":
             total, count = 0.0, 0.0
-            for part in (batch.former, batch.latter):
-                vectors, mask = self.encoder.part_vectors(part.input_ids, part.attention_mask)  # (B, U, E), (B, U)
+            parts = self.encoder.pair_vectors(batch.former.input_ids, batch.former.attention_mask,
+                                              batch.latter.input_ids, batch.latter.attention_mask)
+            for vectors, mask in parts:  # (B, U, E), (B, U)
                 weights = mask.unsqueeze(-1).float()  # (B, U, 1)
                 total = total + (vectors.float() * weights).sum(1)
                 count = count + weights.sum(1)

@@ -9,6 +9,7 @@ Plain ``nn.Module``s and their builders: no Lightning, no ``torch.distributed``,
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Iterable, Sequence
 from typing import Literal
 
@@ -87,6 +88,9 @@ class WordVectors(nn.Module):
         return self.embedding(input_ids)  # (B, T, E)
 
 
+PairStrategy = Literal["separately", "together"]
+
+
 class FrozenTransformerStates(nn.Module):
     """Contextual token states of a pretrained Hugging Face encoder, frozen (CTPE §4.2/§4.5 use the deep
     language models "without fine-tuning"; only the CNNs train). It stays in eval mode even when its parent is
@@ -94,13 +98,21 @@ class FrozenTransformerStates(nn.Module):
 
     Args:
         name_or_path: Local folder, hub name or ``package:<module>`` of the encoder.
+        pair_strategy: How a text pair's two parts go through the encoder (:class:`TransformerTokens`):
+            ``"separately"`` (each part its own sequence) or ``"together"`` (:meth:`pair_states`).
+
+    A model whose forward takes no attention mask (Transformer-XL, in transformers 4.x) is run without one: the
+    batches are right-padded, so a left-to-right model never lets a real token see the padding after it (a
+    bidirectional model without a mask would: there is none among Hugging Face's encoders).
     """
 
-    def __init__(self, name_or_path: str) -> None:
+    def __init__(self, name_or_path: str, pair_strategy: PairStrategy = "separately") -> None:
         super().__init__()
         self.model = AutoModel.from_pretrained(resolve_model_path(name_or_path))
         self.model.requires_grad_(False)
         self.model.eval()
+        self.pair_strategy = pair_strategy
+        self.takes_attention_mask = "attention_mask" in inspect.signature(self.model.forward).parameters
         self.dim: int = self.model.config.hidden_size
         self.max_positions: int | None = getattr(self.model.config, "max_position_embeddings", None)
 
@@ -112,8 +124,30 @@ class FrozenTransformerStates(nn.Module):
     def forward(self, input_ids: Tensor, attention_mask: Tensor) -> Tensor:
         if input_ids.shape[0] == 0:
             return input_ids.new_zeros((*input_ids.shape, self.dim), dtype=torch.float)
+        mask = {"attention_mask": attention_mask} if self.takes_attention_mask else {}
         with torch.no_grad():
-            return self.model(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state  # (B, T, E)
+            return self.model(input_ids=input_ids, **mask).last_hidden_state  # (B, T, E)
+
+    def pair_states(self, former_ids: Tensor, former_mask: Tensor, latter_ids: Tensor,
+                    latter_mask: Tensor) -> tuple[Tensor, Tensor]:
+        """``pair_strategy: together``: each row's former tokens followed at once by its latter tokens as one
+        sequence (no token between them, right-padded), encoded in one pass; the states are then cut back into the
+        former part's (B, Tf, E) and the latter part's (B, Tl, E), aligned with the given ids and masks."""
+        if former_ids.shape[0] == 0:  # an empty batch (a device's share of the last step)
+            return self(former_ids, former_mask), self(latter_ids, latter_mask)
+        former_len, latter_len = former_mask.sum(1, keepdim=True), latter_mask.sum(1, keepdim=True)  # (B, 1)
+        t_f, t_l = former_ids.shape[1], latter_ids.shape[1]
+        position = torch.arange(t_f + t_l, device=former_ids.device).unsqueeze(0)  # (1, Tf + Tl)
+        in_former = position < former_len  # (B, Tf + Tl)
+        from_latter = (position - former_len).clamp(0, max(t_l - 1, 0))
+        ids = torch.where(in_former, former_ids.gather(1, position.clamp(max=max(t_f - 1, 0)).expand_as(in_former)),
+                          latter_ids.gather(1, from_latter))  # (B, Tf + Tl)
+        mask = (position < former_len + latter_len).to(former_mask.dtype)
+        ids = ids * mask  # padding positions hold id 0, masked out
+        states = self(ids, mask)  # (B, Tf + Tl, E)
+        latter_positions = (former_len + torch.arange(t_l, device=ids.device)).clamp(max=t_f + t_l - 1)  # (B, Tl)
+        latter = states.gather(1, latter_positions.unsqueeze(-1).expand(-1, -1, states.shape[-1]))
+        return states[:, :t_f], latter
 
 
 class CoupledPairEncoder(nn.Module):
@@ -149,15 +183,26 @@ class CoupledPairEncoder(nn.Module):
             return units(input_ids, attention_mask)
         return self.token_vectors(input_ids, attention_mask), attention_mask
 
+    def pair_vectors(self, former_ids: Tensor, former_mask: Tensor, latter_ids: Tensor,
+                     latter_mask: Tensor) -> tuple[tuple[Tensor, Tensor], tuple[Tensor, Tensor]]:
+        """The unit vectors and masks of row-aligned former and latter parts (a pair per row): each part on its own
+        (:meth:`part_vectors`), or, when the token vectors encode pairs together (``pair_strategy: together``), the
+        two parts of a row in one sequence."""
+        if getattr(self.token_vectors, "pair_strategy", "separately") == "together":
+            former, latter = self.token_vectors.pair_states(former_ids, former_mask, latter_ids, latter_mask)
+            return (former, former_mask), (latter, latter_mask)
+        return self.part_vectors(former_ids, former_mask), self.part_vectors(latter_ids, latter_mask)
+
     def encode(self, input_ids: Tensor, attention_mask: Tensor, part: str) -> Tensor:
-        """Token ids (B, T) of former (``part="former"``) or latter parts → (B, D)."""
+        """Token ids (B, T) of former (``part="former"``) or latter parts, each part on its own → (B, D)."""
         cnn = {"former": self.former, "latter": self.latter}[part]
         return cnn(*self.part_vectors(input_ids, attention_mask))
 
     def forward(self, former_ids: Tensor, former_mask: Tensor, latter_ids: Tensor,
                 latter_mask: Tensor) -> tuple[Tensor, Tensor]:
-        """The pair (v_f, v_b), each (B, D)."""
-        return self.encode(former_ids, former_mask, "former"), self.encode(latter_ids, latter_mask, "latter")
+        """The pair (v_f, v_b), each (B, D), of row-aligned former and latter parts (:meth:`pair_vectors`)."""
+        former, latter = self.pair_vectors(former_ids, former_mask, latter_ids, latter_mask)
+        return self.former(*former), self.latter(*latter)
 
 
 def coupled_pair_similarity(former_a: Tensor, latter_a: Tensor, former_b: Tensor, latter_b: Tensor) -> Tensor:
@@ -226,7 +271,8 @@ class WordEmbeddings:
         init: ``"word2vec"``: skip-gram word2vec trained on the training documents with gensim (window 10,
             §4.2's word2vec settings); ``"random"``: random vectors; ``"pretrained"``: the vectors of a file
             (``vectors``): the paper's word2vec(full) and GloVe(full), trained on the whole arXiv / DBLP / USPTO
-            corpus, or GloVe on the task's documents, all trained outside lit_docemb.
+            corpus, or GloVe on the task's documents, all made by the ``word-vectors`` command
+            (:func:`lit_docemb.models.word_vectors.train_word_vectors`).
         dim: Vector dimension (paper: 100).
         min_count: Words seen fewer times are [UNK] (gensim's default, 5).
         max_vocabulary: Keep at most this many words, the most frequent (``None``: all).
@@ -270,17 +316,38 @@ class WordEmbeddings:
 
 
 class TransformerTokens:
-    """A pretrained Hugging Face encoder's contextual token states, frozen (§4.5's deep language models).
+    """A pretrained Hugging Face encoder's contextual token states, frozen (§4.5's deep language models: Table 4's
+    BERT, GPT, GPT-2, Transformer-XL, XLM, XLNet and RoBERTa rows).
+
+    §4.3: "Because these deep language models are context-dependent token embedding, there are two strategies for
+    training text pairs: the former part text and the latter part text are trained separately or together. We take
+    the maximum of the performance of these two strategies." Our reading, for every text pair CTPE encodes (the
+    coupled pair (f_i, b_i), the uncoupled (f_i, b_j) or (f_j, b_i), a document's own pair when it is embedded):
+
+    * ``separately``: the former part is one sequence and the latter part another; a token's state sees only its
+      own part.
+    * ``together``: the pair is one sequence, the former part's tokens then the latter part's (each cut at
+      ``max_length`` first, nothing between them: the paper's BERT rows drop [CLS] and [SEP]), encoded in one pass;
+      the states are cut back into the two parts, which then go through their own CNNs as before. A token's state
+      then sees the other part: the latter part's in a left-to-right model (GPT, GPT-2, Transformer-XL: the former
+      part's states are those of ``separately``), both parts' in a bidirectional one (BERT, RoBERTa, XLM). The
+      pair must fit the encoder: 2 x ``max_length`` <= its positions.
+
+    The encoder stays frozen in both. A Table 4 cell is the better of the two runs.
 
     Args:
         encoder: Local folder, hub name or ``package:<module>`` of the encoder.
+        pair_strategy: ``"separately"`` or ``"together"``, as above.
     """
 
-    def __init__(self, encoder: str) -> None:
-        self.encoder = encoder
+    def __init__(self, encoder: str, pair_strategy: PairStrategy = "separately") -> None:
+        if pair_strategy not in ("separately", "together"):
+            raise BadArgument("embeddings.init_args.pair_strategy",
+                              f"must be 'separately' or 'together', got {pair_strategy!r}")
+        self.encoder, self.pair_strategy = encoder, pair_strategy
 
     def build(self, texts: Sequence[str] = ()) -> tuple[HFTokenIds, FrozenTransformerStates]:
-        return HFTokenIds(self.encoder), FrozenTransformerStates(self.encoder)
+        return HFTokenIds(self.encoder), FrozenTransformerStates(self.encoder, self.pair_strategy)
 
 
 class ElmoTokens:

@@ -31,6 +31,7 @@ VOCABULARY_FLAGS = {
     "matching": {"--config", "--ckpt_path", "--batch_size", "--accelerator"},
     "pool-folds": {"--output"},
     "ctpe-release": {"--input", "--output"},
+    "word-vectors": {"--input", "--output", "--config"},
     "grid": {"--input", "--output"},
     "build-wikir": {"--input", "--output"},
 }

@@ -35,7 +35,7 @@ DOCUMENT = ROOT / "docs" / "reproduce.md"
 PREFIX = ("python", "-m", "lit_docemb")
 LIGHTNING_COMMANDS = ("fit", "validate", "test", "predict")
 #: Commands whose unknown options are config overrides (they parse with ``parse_known_args`` and hand the rest on).
-TAKES_OVERRIDES = ("evaluate", "dense-search", "embed", "export")
+TAKES_OVERRIDES = ("evaluate", "dense-search", "embed", "export", "word-vectors")
 FENCE = re.compile(r"^```bash\n(.*?)^```", re.MULTILINE | re.DOTALL)
 LOOP = re.compile(r"^\s*for (\w+) in (.+?); do\s*$")
 VARIABLE = re.compile(r"\$(?:\{(\w+)\}|(\w+))")
