@@ -189,10 +189,12 @@ class _PaperTerms(torch.autograd.Function):
         for rows in _anchor_blocks(h.shape[0], all_aug.shape[0]):
             *not_negative, negatives[rows] = _not_negatives(positive, ids, all_ids, all_aug.shape[0], rows)
             logits = _block_logits(h, all_aug, tuple(not_negative), temperature, rows, floor)
-            lse[rows] = logits.logsumexp(1)
+            top = logits.amax(1, keepdim=True)
+            total = logits.sub_(top).exp_().sum(1, keepdim=True)  # 0 where not a negative: exp(floor - top)
+            lse[rows] = (total.log() + top).squeeze(1)  # as logsumexp, whose exponentials become the softmax
             terms[rows] = lse[rows] - (h[rows] * all_aug[positive[rows]]).sum(1) / temperature
-            if keep:  # 0 where not a negative: exp(floor - lse) underflows (an anchor without any has no gradient)
-                ctx.softmax.append(logits.sub_(lse[rows, None]).exp_())
+            if keep:  # (an anchor without negatives has a uniform one and no gradient)
+                ctx.softmax.append(logits.div_(total))
         ctx.save_for_backward(h, all_aug, positive, ids, all_ids, lse, negatives)
         ctx.temperature = temperature
         ctx.mark_non_differentiable(negatives)
