@@ -114,18 +114,18 @@ class IdReplacement:
 
     def from_types(self, types: np.ndarray, seed: str, max_words: int) -> tuple[np.ndarray, np.ndarray]:
         """:meth:`__call__` from the words' :meth:`type_ids`."""
-        return self.from_types_of_batch([types], [seed], max_words)[0]
+        ids, augmented = self.from_types_of_batch([types], [seed], max_words)
+        return ids[0][ids[0] != 0], augmented[0][augmented[0] != 0]
 
     def from_types_of_batch(self, rows: Sequence[np.ndarray], seeds: Sequence[str], max_words: int
-                            ) -> list[tuple[np.ndarray, np.ndarray]]:
-        """:meth:`from_types` of each document's types with its seed, computed over the batch's words at once
-        (each document's draws still come from its own seed's stream)."""
-        if not rows:
-            return []
-        lengths = [len(r) for r in rows]
-        types = np.concatenate(rows)  # (W,) the batch's words
+                            ) -> tuple[np.ndarray, np.ndarray]:
+        """:meth:`from_types` of each document's types with its seed, as two (B, <= max_words) int64 matrices
+        0-padded on the right (the documents' ids, their augmentations'), computed over the batch's words at once:
+        each document's draws still come from its own seed's stream."""
+        lengths = np.array([len(r) for r in rows], dtype=np.int64)
+        types = np.concatenate(rows) if rows else np.zeros(0, dtype=np.int64)  # (W,) the batch's words
         draws = np.concatenate([seeded_generator(seed, self._generator).random((2, n))
-                                for n, seed in zip(lengths, seeds, strict=True)], axis=1)
+                                for n, seed in zip(lengths, seeds, strict=True)], axis=1) if rows else np.zeros((2, 0))
         ids, counts = self.word_ids[types], self.counts[types]
         replaced = (counts > 0) & (draws[0] < self.probability)  # (replace?, which candidate?) per word
         chosen = self.offsets[types] + (draws[1] * counts).astype(np.int64)
@@ -135,9 +135,22 @@ class IdReplacement:
             augmented = self.candidates[chosen]  # (W, width)
             augmented[~replaced] = 0
             augmented[~replaced, 0] = ids[~replaced]
-        bounds = np.cumsum(lengths)[:-1]
-        return [(own[own != 0][:max_words], drawn.reshape(-1)[drawn.reshape(-1) != 0][:max_words])
-                for own, drawn in zip(np.split(ids, bounds), np.split(augmented, bounds))]
+        width = self.candidates.shape[1]
+        return rows_of_words(ids, lengths, max_words), rows_of_words(augmented.reshape(-1), lengths * width, max_words)
+
+
+def rows_of_words(values: np.ndarray, lengths: np.ndarray, max_words: int) -> np.ndarray:
+    """(B, T) int64: each document's non-zero ``values`` in order (the documents' values one after the other,
+    ``lengths`` each), cut at ``max_words`` and 0-padded on the right; T is the longest row (at least 1)."""
+    document = np.repeat(np.arange(len(lengths)), lengths)
+    kept = values != 0
+    document, values = document[kept], values[kept]
+    counts = np.bincount(document, minlength=len(lengths))
+    position = np.arange(len(values)) - (np.cumsum(counts) - counts)[document]
+    inside = position < max_words
+    out = np.zeros((len(lengths), max(1, min(max_words, int(counts.max(initial=0))))), dtype=np.int64)
+    out[document[inside], position[inside]] = values[inside]
+    return out
 
 
 def seeded_generator(seed: str, generator: np.random.Generator) -> np.random.Generator:
@@ -229,16 +242,18 @@ class Doc2VecCPairCollator(Doc2VecCCollator):
             raise ValueError("cached word types need a thesaurus augmentation (wordnet, antonym, ppdb)")
         self.cached = cached
 
-    def pairs(self, documents: list[Document]) -> list[tuple[Document, list[int], list[int], str]]:
-        """(document, its word ids, its augmentation's word ids, seed) of the documents that are kept."""
+    def pairs(self, documents: list[Document]) -> tuple[list[Document], np.ndarray, np.ndarray]:
+        """The documents that are kept, their word ids and their augmentations' word ids, each (B', T) 0-padded
+        on the right (T the longest row, at least 1)."""
         seeds = _seeds(documents, self.deterministic)
         if self.replacement is not None:  # a thesaurus: drawn on the batch's word types at once
-            drawn = self.replacement.from_types_of_batch([self.types(doc) for doc in documents], seeds,
-                                                         self.max_words)
+            ids, augmented = self.replacement.from_types_of_batch([self.types(doc) for doc in documents], seeds,
+                                                                  self.max_words)
         else:
             drawn = [self.augmented_ids(doc, seed) for doc, seed in zip(documents, seeds)]
-        return [(doc, ids, aug, seed) for doc, seed, (ids, aug) in zip(documents, seeds, drawn, strict=True)
-                if len(ids) >= 2 and len(aug)]
+            ids, augmented = (pad([pair[i] for pair in drawn]).numpy() for i in (0, 1))
+        kept = ((ids != 0).sum(1) >= 2) & (augmented != 0).any(1)
+        return [doc for doc, keep in zip(documents, kept) if keep], _narrowed(ids[kept]), _narrowed(augmented[kept])
 
     def types(self, doc: Document) -> np.ndarray:
         """The document's word types (:meth:`IdReplacement.type_ids`): its cached row, or split from its text."""
@@ -254,9 +269,9 @@ class Doc2VecCPairCollator(Doc2VecCCollator):
         return self.ids(words), self.ids(_augment(self.augment, text, seed, words))
 
     def __call__(self, documents: list[Document]) -> Doc2VecCPairBatch:
-        pairs = self.pairs(documents)
-        return Doc2VecCPairBatch(pad([ids for _, ids, _, _ in pairs]), pad([aug for _, _, aug, _ in pairs]),
-                                 _doc_index([doc for doc, *_ in pairs]), skipped=len(documents) - len(pairs))
+        kept, ids, augmented = self.pairs(documents)
+        return Doc2VecCPairBatch(torch.from_numpy(ids), torch.from_numpy(augmented), _doc_index(kept),
+                                 skipped=len(documents) - len(kept))
 
 
 class AppendedAugmentationCollator(Doc2VecCPairCollator):
@@ -265,16 +280,24 @@ class AppendedAugmentationCollator(Doc2VecCPairCollator):
     the augmentation are each cut at ``max_words``."""
 
     def __call__(self, documents: list[Document]) -> Doc2VecCBatch:
-        pairs = self.pairs(documents)
-        merged = [np.concatenate((np.asarray(ids, dtype=np.int64), np.asarray(aug, dtype=np.int64)))
-                  for _, ids, aug, _ in pairs]
-        return Doc2VecCBatch(pad(merged), _doc_index([doc for doc, *_ in pairs]), skipped=len(documents) - len(pairs))
+        kept, ids, augmented = self.pairs(documents)
+        own = (ids != 0).sum(1)  # (B',) each row's words; its augmentation's follow them
+        merged = np.zeros((len(kept), max(1, int((own + (augmented != 0).sum(1)).max(initial=0)))), dtype=np.int64)
+        merged[:, :ids.shape[1]] = ids
+        rows, columns = np.nonzero(augmented)
+        merged[rows, own[rows] + columns] = augmented[rows, columns]
+        return Doc2VecCBatch(torch.from_numpy(merged), _doc_index(kept), skipped=len(documents) - len(kept))
 
 
 def _augment(augment: Augment, text: str, seed: str, words: list[str]) -> list[str]:
     """``augment(text, seed)``, handing a :class:`DocumentAugmenter` the text's words so that it does not split
     the text again."""
     return augment(text, seed, words) if isinstance(augment, DocumentAugmenter) else augment(text, seed)
+
+
+def _narrowed(rows: np.ndarray) -> np.ndarray:
+    """0-padded rows cut to the longest's length (at least 1 column)."""
+    return rows[:, :max(1, int((rows != 0).sum(1).max(initial=0)))]
 
 
 def _doc_index(documents: list[Document]) -> Tensor:
