@@ -253,6 +253,13 @@ that point the config at it."""
 
 
 # --- methods: class -> init_args overrides for the tiny encoder ------------------------------------------------
+def encoder_block(args: dict, name: str, **changes) -> dict:
+    """The config's ``encoder`` block (:class:`~lit_docemb.models.EncoderSpec`, written plainly or as ``class_path``
+    / ``init_args``) naming the encoder ``name``, with ``changes``."""
+    block = dict(args.get("encoder") or {})
+    return {**block.get("init_args", block), "name": name, **changes}
+
+
 def _graph_roberta(args: dict, encoder: str, folder: Path) -> dict:
     # head_init identity needs nodes at least as wide as the tiny encoder's 32
     update = {"encoder": encoder, "node_dim": 32 if args.get("head_init") == "identity" else 16,
@@ -282,6 +289,11 @@ def _docsplit(args: dict, encoder: str, folder: Path) -> dict:
     if args.get("first_token_global_attention"):  # Longformer's [CLS] global attention: the tiny BERT has none
         update["first_token_global_attention"] = False
     return update
+
+
+def _masked_language_modelling(args: dict, encoder: str, folder: Path) -> dict:
+    # Longformer's [CLS] global attention: the tiny BERT has none
+    return {"encoder": encoder_block(args, encoder, first_token_global_attention=False), "max_length": 64}
 
 
 def _deca(args: dict, encoder: str, folder: Path) -> dict:
@@ -347,7 +359,7 @@ def _classical(args: dict, encoder: str, folder: Path) -> dict:
 MODELS: dict[str, Callable[[dict, str, Path], dict]] = {
     "GraphRoBERTa": _graph_roberta, "DocumentClassifier": _wrapper, "DenseRetrieval": _wrapper,
     "DocSplit": _docsplit, "DECA": _deca, "CoLDE": _colde, "CTPE": _ctpe, "ClassicalBaseline": _classical,
-    "MaskedLanguageModelling": _docsplit,  # the same encoder arguments
+    "MaskedLanguageModelling": _masked_language_modelling,
 }
 """Method class name -> its init_args overrides: the tiny encoder and sizes that fit it (and files it reads,
 written into the given folder)."""

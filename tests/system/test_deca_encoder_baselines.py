@@ -27,7 +27,7 @@ def labelled_metrics(results: dict) -> dict[str, float]:
 @pytest.mark.slow
 def test_bert_mlm_fit_then_evaluate_gives_tables_3_and_4(tiny_encoder_dir, tmp_path):
     source = write_text_gcn_release(tmp_path / "text_gcn", "R8")
-    common = ["--config", str(ROOT / "configs/deca/r8_bert_mlm.yaml"), f"--model.init_args.encoder={tiny_encoder_dir}",
+    common = ["--config", str(ROOT / "configs/deca/r8_bert_mlm.yaml"), f"--model.init_args.encoder.name={tiny_encoder_dir}",
               "--model.init_args.max_length=64", f"--data.init_args.source={source}",
               "--data.init_args.num_workers=0"]
     run = tmp_path / "runs" / "deca_r8_bert_mlm"
