@@ -98,7 +98,7 @@ class EncoderSpec:
 
     def hyperparameters(self) -> dict:
         """The block as plain data, in the ``class_path`` / ``init_args`` form LightningCLI saves."""
-        return {"class_path": f"{type(self).__module__}.{type(self).__qualname__}", "init_args": self.arguments()}
+        return {"class_path": f"lit_docemb.models.{type(self).__name__}", "init_args": self.arguments()}
 
     def refuse(self, method: str, *arguments: str) -> None:
         """Raises :class:`~lit_docemb.errors.BadArgument` (``encoder.<argument>``) at the first of ``arguments``

@@ -69,7 +69,7 @@ def test_a_masking_rate_outside_0_1_is_refused(no_dropout_encoder_dir):
 
 def test_the_encoder_block_is_saved_as_plain_data_and_rebuilds_the_method(method):
     saved = method.hparams["encoder"]
-    assert saved == {"class_path": "lit_docemb.models.encoder_spec.EncoderSpec",
+    assert saved == {"class_path": "lit_docemb.models.EncoderSpec",
                      "init_args": method.encoder_spec.arguments()}
     again = MaskedLanguageModelling(saved, max_length=32, mlm_probability=0.3)
     assert again.encoder_spec.arguments() == method.encoder_spec.arguments()

@@ -50,7 +50,7 @@ def test_bert_st_through_the_plain_encoder_path(tiny_encoder_dir, tmp_path):
     out = tmp_path / "baselines" / "deca_r8" / "bert-st"
     evaluate_main(["--config", str(ROOT / "configs/deca/r8_dc_sc.yaml"), "--config",
                    str(ROOT / "configs/baselines/sentence_sum/bert-base-uncased.yaml"),
-                   f"--model.init_args.encoder={tiny_encoder_dir}", "--model.init_args.max_length=64",
+                   f"--model.init_args.encoder.name={tiny_encoder_dir}", "--model.init_args.max_length=64",
                    f"--data.init_args.source={source}", "--data.init_args.num_workers=0", "--output", str(out),
                    "--accelerator", "cpu"])
     metrics = labelled_metrics(json.loads((out / "evaluation.json").read_text()))
