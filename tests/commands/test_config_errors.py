@@ -59,8 +59,8 @@ def run_cli(args: list[str], capsys) -> str:
                                            "lit_docemb.methods.DocSplit (options: --model.help DocSplit)"),
     (["--data.batch_size=two"], "error: data.init_args.batch_size: Expected a <class 'int'>. Got value: two"),
     (["--data.max_documents=two"], "error: data.init_args.max_documents: Expected a <class 'int'>. Got value: two"),
-    (["--model.encoder.pooling=max"], "error: model.init_args.encoder.pooling: Expected a typing.Literal['cls', 'mean']. "
-                              "Got value: max"),
+    (["--model.encoder.pooling=max"], "error: model.init_args.encoder.pooling: Expected a typing.Literal['cls', "
+                                      "'mean']. Got value: max"),
     (["--trainer.max_stepz=3"], "error: unrecognized arguments: --trainer.max_stepz=3"),
 ])
 def test_unknown_keys_and_wrong_types_are_one_line_naming_the_key(tmp_path, capsys, extra, expected):

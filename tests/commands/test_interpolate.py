@@ -96,7 +96,8 @@ def test_model_overrides_keeps_only_the_model_section():
 def test_an_encoder_option_overrides_the_block_a_run_saved(tiny_encoder_dir, tmp_path):
     """A run's config.yaml holds the encoder block as LightningCLI saves it (``class_path`` / ``init_args``): a
     command's override of one of its options changes that option and keeps the others."""
-    saved = {"class_path": "lit_docemb.models.EncoderSpec", "init_args": {"name": tiny_encoder_dir, "pretrained": False}}
+    saved = {"class_path": "lit_docemb.models.EncoderSpec",
+             "init_args": {"name": tiny_encoder_dir, "pretrained": False}}
     config = tmp_path / "config.yaml"
     config.write_text(yaml.safe_dump({"model": {"class_path": "lit_docemb.methods.DocSplit",
                                                 "init_args": {"encoder": saved, "max_length": 32}}}))
