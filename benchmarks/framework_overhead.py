@@ -57,6 +57,7 @@ from lit_docemb.methods.callbacks import Throughput
 from lit_docemb.methods.guards import FailFast, NonFiniteGuard
 from lit_docemb.methods import DocSplit
 from lit_docemb.methods.progress import RateProgressBar
+from lit_docemb.models import EncoderSpec
 
 #: --preset: BERT-base, the size an H100 trains DocSplit at (the CPU default stays small enough for 2 cores).
 PRESETS = {"bert-base": {"hidden": 768, "layers": 12, "batch_size": 32, "max_length": 256}}
@@ -163,7 +164,7 @@ def main() -> None:
 
     with tempfile.TemporaryDirectory(prefix="lit_docemb_overhead_") as tmp:
         encoder = write_bert(os.path.join(tmp, "bert"), args.hidden, args.layers, max_positions=args.max_length)
-        model = DocSplit(encoder, pooling="cls", max_length=args.max_length)
+        model = DocSplit(EncoderSpec(encoder, pooling="cls"), max_length=args.max_length)
         plain_model = copy.deepcopy(model).to(device)
         collate = model.collator("fit")
         documents = resampled_documents(steps * args.batch_size, 400, ["pydoc"], seed=0)

@@ -59,6 +59,7 @@ from common import load_line, machine_line, resampled_documents, write_bert
 from data_pipeline import PAPER_BATCH, collation_rates, write_jsonl
 from lit_docemb.data import JSONLDataModule
 from lit_docemb.methods import CTPE, DECA, CoLDE, DocSplit, GraphRoBERTa
+from lit_docemb.models import EncoderSpec
 
 
 class StepTimer(Callback):
@@ -90,13 +91,13 @@ def loader_rate(datamodule: JSONLDataModule, batches: int) -> tuple[float, int]:
 
 def build(method: str, encoder: str, cache: str):
     if method == "docsplit":
-        return DocSplit(encoder)
+        return DocSplit(EncoderSpec(encoder))
     if method == "graph_roberta":
-        return GraphRoBERTa(encoder, passage_cache_dir=cache)
+        return GraphRoBERTa(EncoderSpec(encoder), passage_cache_dir=cache)
     if method == "deca":
         return DECA()
     if method == "colde":
-        return CoLDE(encoder)
+        return CoLDE(EncoderSpec(encoder))
     return CTPE()
 
 

@@ -9,7 +9,7 @@ Two workloads on installed text whose document lengths are log-normal (``--media
 * ``graph_roberta``: :class:`~lit_docemb.methods.GraphRoBERTa`, every passage (100 words, at most
   ``--max-length`` = 192 tokens, up to 50 per document) of both sub-documents, section tails shorter.
 
-Each workload trains the same pre-collated batches from the same weights twice, with ``packed_encoding`` off
+Each workload trains the same pre-collated batches from the same weights twice, with ``encoder.packed`` off
 (``padded``: every encoder call padded to its longest sequence) and on (``packed``: the real tokens in one row,
 attention per sequence, see :mod:`lit_docemb.models.packing`), alternating ``--repeats`` times, and reports
 documents/s, real tokens/s and MFU over the steps after a warm-up (on CUDA each timed window ends with a device
@@ -61,7 +61,7 @@ from lit_docemb.data.core.document import Document, Section
 from lit_docemb.data.corpora.installed_docs import iter_installed_docs
 from lit_docemb.data.core.tokens import split_token_batch
 from lit_docemb.methods import DocSplit, GraphRoBERTa
-from lit_docemb.models import HFEncoder, load_tokenizer
+from lit_docemb.models import EncoderSpec, HFEncoder, load_tokenizer
 from lit_docemb.views.graph_roberta import PassageGraphBuilder, SubDocumentCollator, concat_graphs
 
 #: Dense (no sparsity) bf16 tensor-core peaks, TFLOP/s, by a substring of ``torch.cuda.get_device_name()``.
@@ -243,12 +243,12 @@ class PassageEncoderOnly(L.LightningModule):
 def build_method(workload: str, encoder: str, args, packed: bool):
     L.seed_everything(0, verbose=False)  # the same weights for both encodings
     if workload == "docsplit":
-        return DocSplit(encoder, pooling="cls", max_length=args.max_length, compile_encoder=args.compile,
-                        packed_encoding=packed)
+        return DocSplit(EncoderSpec(encoder, pooling="cls", compile=args.compile, packed=packed),
+                        max_length=args.max_length)
     if not has_torch_geometric():
         return PassageEncoderOnly(encoder, args.max_length, packed)
-    return GraphRoBERTa(encoder, max_passage_tokens=args.max_length, cache_passages=False,
-                        compile_encoder=args.compile, packed_encoding=packed)
+    return GraphRoBERTa(EncoderSpec(encoder, compile=args.compile, packed=packed), max_passage_tokens=args.max_length,
+                        cache_passages=False)
 
 
 def train(model, batches: list, args, flops) -> tuple[StepTimer, float | None]:
@@ -342,7 +342,7 @@ def main() -> None:
     parser.add_argument("--precision", default=None,
                         help="Trainer precision (preset: bf16-mixed on cuda, 32-true on cpu)")
     parser.add_argument("--peak-tflops", type=float, default=None, help="device peak for MFU (default: see above)")
-    parser.add_argument("--compile", action="store_true", help="compile_encoder=True")
+    parser.add_argument("--compile", action="store_true", help="encoder.compile: true")
     parser.add_argument("--threads", type=int, default=None, help="CPU threads (torch default if unset)")
     args = parser.parse_args()
     for key, value in PRESETS[args.device].items():

@@ -53,6 +53,7 @@ from lit_docemb.data.corpora.installed_docs import iter_installed_docs
 from lit_docemb.data.core.sampling import DistributedBatchSampler, ResumableLoader
 from lit_docemb.data.core.tokens import document_text
 from lit_docemb.methods import CTPE, DECA, CoLDE, DocSplit, GraphRoBERTa
+from lit_docemb.models import EncoderSpec
 from lit_docemb.models.ctpe import WordEmbeddings
 from lit_docemb.views.ctpe import FieldIds
 
@@ -93,10 +94,10 @@ def training_items(method: str, encoder: str, documents: list[Document], cache: 
     ``ctpe`` read their field caches (word types, fields' token ids) as in training; ``deca_text`` and ``ctpe_text``
     the same collators reading the text, as before issue 23 item 1."""
     if method == "graph_roberta":
-        model = GraphRoBERTa(encoder, passage_cache_dir=str(cache))
+        model = GraphRoBERTa(EncoderSpec(encoder), passage_cache_dir=str(cache))
         return model.collator("fit"), model.token_cache.open(documents)
     if method == "docsplit":
-        return DocSplit(encoder).collator("fit"), documents
+        return DocSplit(EncoderSpec(encoder)).collator("fit"), documents
     if method.startswith("deca"):
         model = DECA(token_cache_dir=str(cache))
         model._set_vocabulary(Vocabulary.from_texts(document_text(d, True) for d in documents))
@@ -109,7 +110,7 @@ def training_items(method: str, encoder: str, documents: list[Document], cache: 
         if method == "ctpe":
             model.field_rows = FieldRows(FieldTokenCache(FieldIds(model.tokenizer), str(cache)).open(documents))
         return model.collator("fit"), documents
-    return CoLDE(encoder).collator("fit"), documents
+    return CoLDE(EncoderSpec(encoder)).collator("fit"), documents
 
 
 def loader_rate(collate, items, batch_size: int, workers: int, one_buffer: bool) -> float:

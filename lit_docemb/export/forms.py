@@ -249,9 +249,10 @@ class GraphRoBERTaExport(MethodExport):
         hp = self.method.hparams
         folder = self.save_hf(scratch / "passage_encoder")
         graph = GraphDocumentModule.aggregation_weights(self.method.model)
-        return [GraphDocumentModule(str(folder), hp.pooling, hp.node_dim, hp.num_graph_layers, hp.num_heads, hp.graph,
-                                    hp.words_per_passage, hp.max_passage_tokens, hp.max_passages_inference,
-                                    hp.passage_token_budget, hp.head_init, graph_weights=graph)]
+        return [GraphDocumentModule(str(folder), self.method.encoder_spec.pooling, hp.node_dim, hp.num_graph_layers,
+                                    hp.num_heads, hp.graph, hp.words_per_passage, hp.max_passage_tokens,
+                                    hp.max_passages_inference, hp.passage_token_budget, hp.head_init,
+                                    graph_weights=graph)]
 
 
 @register_export(CoLDE)
@@ -265,9 +266,9 @@ class CoLDEExport(MethodExport):
     def sentence_transformer_modules(self, scratch: Path) -> list[nn.Module]:
         hp = self.method.hparams
         folder = self.save_hf(scratch / "chunk_encoder")
-        return [CoLDEDocumentModule(str(folder), hp.pooling, hp.chunk_tokens, hp.max_chunks_per_section,
-                                    hp.chunk_embeddings, hp.augmentation, hp.aggregation, hp.num_sections,
-                                    hp.num_heads, hp.lstm_output_size, hp.chunk_token_budget,
+        return [CoLDEDocumentModule(str(folder), self.method.encoder_spec.pooling, hp.chunk_tokens,
+                                    hp.max_chunks_per_section, hp.chunk_embeddings, hp.augmentation, hp.aggregation,
+                                    hp.num_sections, hp.num_heads, hp.lstm_output_size, hp.chunk_token_budget,
                                     hp.head_init,
                                     colde_weights=CoLDEDocumentModule.aggregation_weights(self.method.model))]
 

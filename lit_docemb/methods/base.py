@@ -49,6 +49,7 @@ from lit_docemb.methods.retention import (
     parameter_groups,
     scale_learning_rates,
 )
+from lit_docemb.models.encoder_spec import EncoderSpec
 
 
 class EmbeddingMethod(L.LightningModule, ABC):
@@ -103,6 +104,8 @@ class EmbeddingMethod(L.LightningModule, ABC):
         LightningCLI hands every module it builds under ``--model`` the hyperparameters of that top-level
         module; a method built inside another (a classifier's ``backbone``) would record the outer module's
         arguments instead of its own, so those given hyperparameters are set aside when their class is not ours.
+        An :class:`~lit_docemb.models.EncoderSpec` given as an object (a method built in Python) is saved as the
+        plain data LightningCLI would have saved (its ``class_path`` / ``init_args``): checkpoints hold no objects.
         """
         given = _given_hyperparameters.get()
         token = _given_hyperparameters.set(None) if given and class_at(given.get("_class_path")) is not type(
@@ -112,6 +115,9 @@ class EmbeddingMethod(L.LightningModule, ABC):
         finally:
             if token is not None:
                 _given_hyperparameters.reset(token)
+        for name, value in self.hparams.items():
+            if isinstance(value, EncoderSpec):
+                self.hparams[name] = value.hyperparameters()
 
     # --- what a method implements -------------------------------------------------------------------
     @abstractmethod

@@ -37,7 +37,7 @@ from lit_docemb.errors import BadArgument, require
 from lit_docemb.losses import CosineSimilarityLoss, SupConLoss
 from lit_docemb.methods.base import EmbeddingMethod
 from lit_docemb.methods.grad_cache import CacheableBatch
-from lit_docemb.models import tokenizer_and_encoder
+from lit_docemb.models import EncoderSpec
 from lit_docemb.methods.retention import Retention
 from lit_docemb.models.colde import Aggregation, CoLDEEncoder, HeadInit
 from lit_docemb.views.colde import (
@@ -51,9 +51,9 @@ class CoLDE(EmbeddingMethod):
     """CoLDE: Contrastive Long Document Encoder over any Hugging Face chunk encoder.
 
     Args:
-        encoder: Local folder, hub name or ``package:<module>`` of the chunk encoder (paper: bert-base-uncased).
-        pretrained: Start from the checkpoint's weights; ``False`` trains its architecture from scratch.
-        pooling: Chunk vector from the ``"cls"`` token or the ``"mean"`` of token states.
+        encoder: The chunk encoder (:class:`~lit_docemb.models.EncoderSpec`: ``name``, paper bert-base-uncased;
+            ``pooling`` gives a chunk's vector). No ``first_token_global_attention``, ``instruction`` or
+            ``sentence_transformers_head``.
         num_sections: Sections per training document (paper: 2; §4.5.4 tries 2-5).
         chunk_tokens: Tokens per chunk, special tokens included (paper: 512).
         max_chunks_per_section: Keep at most this many chunks of a section, dropping (and counting, as
@@ -75,8 +75,6 @@ class CoLDE(EmbeddingMethod):
         temperature: Supervised contrastive temperature (paper: 0.5).
         gather_across_devices: Contrast with the sections of all devices (exact gather with gradient).
         chunk_token_budget: Chunks of a batch are encoded in sub-batches of at most this many padded tokens.
-        packed_encoding: Encode the chunks without padding (see ``HFEncoder``'s ``packed``): the same embeddings
-            and gradients, less compute on a GPU; BERT-family encoders only, no dropout on attention probabilities.
         predict_similarities: ``predict`` also returns the three levels of similarity between each batch's
             documents (one more forward pass over them, split); ``False``: ids and embeddings only.
         optimizer: Optimizer factory; ``None`` is AdamW at the paper's 5e-5 (weight decay 0.01).
@@ -98,9 +96,7 @@ class CoLDE(EmbeddingMethod):
 
     def __init__(
         self,
-        encoder: str,
-        pretrained: bool = True,
-        pooling: Literal["cls", "mean"] = "cls",
+        encoder: EncoderSpec,
         num_sections: int = 2,
         chunk_tokens: int = 512,
         max_chunks_per_section: int | None = None,
@@ -115,7 +111,6 @@ class CoLDE(EmbeddingMethod):
         temperature: float = 0.5,
         gather_across_devices: bool = True,
         chunk_token_budget: int = 16384,
-        packed_encoding: bool = False,
         predict_similarities: bool = True,
         optimizer: OptimizerCallable | None = None,
         scheduler: LRSchedulerCallable | None = None,
@@ -138,9 +133,10 @@ class CoLDE(EmbeddingMethod):
                 "max_training_section_tokens", ">= 1 (tokens) or null", max_training_section_tokens)
         require(max_chunks_per_section is None or 1 <= max_chunks_per_section <= chunk_embeddings,
                 "max_chunks_per_section", f"in 1..chunk_embeddings={chunk_embeddings} or null", max_chunks_per_section)
-        self.tokenizer, chunk_encoder = tokenizer_and_encoder(encoder, chunk_tokens, "chunk_tokens",
-                                                              pretrained=pretrained, pooling=pooling,
-                                                              packed=packed_encoding, packed_argument="packed_encoding")
+        self.encoder_spec = EncoderSpec.of(encoder)
+        self.encoder_spec.refuse(type(self).__name__, "first_token_global_attention", "instruction",
+                                 "instruction_in_pooling", "sentence_transformers_head")
+        self.tokenizer, chunk_encoder = self.encoder_spec.build(chunk_tokens, "chunk_tokens")
         self.model = CoLDEEncoder(chunk_encoder, augmentation, aggregation, num_sections, chunk_embeddings,
                                   num_heads, lstm_output_size, projection_size if objective == "supcon" else None,
                                   chunk_token_budget, head_init)

@@ -38,7 +38,7 @@ from lit_docemb.losses import InfoNCELoss, MaskedLMLoss
 from lit_docemb.methods.base import EmbeddingMethod
 from lit_docemb.methods.grad_cache import CacheableBatch
 from lit_docemb.methods.retention import Retention
-from lit_docemb.models import tokenizer_and_encoder
+from lit_docemb.models import EncoderSpec
 from lit_docemb.views.docsplit import SentenceSplitCollator, SentencesCollator, WholeDocumentCollator
 
 log = logging.getLogger(__name__)
@@ -48,10 +48,10 @@ class DocSplit(EmbeddingMethod):
     """DocSplit pretraining of any Hugging Face encoder.
 
     Args:
-        encoder: Local folder or hub name of a Hugging Face encoder (BERT, RoBERTa, Longformer, BigBird...)
-            with its tokenizer, or ``package:<module>`` for a model shipped in an installed Python package.
-        pretrained: Start from the checkpoint's weights; ``False`` trains its architecture from scratch.
-        pooling: Document vector from the ``"cls"`` token or the ``"mean"`` of token states.
+        encoder: The Hugging Face encoder (:class:`~lit_docemb.models.EncoderSpec`: ``name``, ``pooling``, ...; BERT,
+            RoBERTa, Longformer, BigBird...). Its ``instruction`` counts against ``max_length`` (texts get
+            ``max_length`` minus its tokens); the paper (DocSplit Tables 1-2) gives none. ``packed`` also encodes the
+            masked-LM copies without padding.
         max_length: Tokens per view (512 for BERT, 4,096 for Longformer in the paper).
         temperature: InfoNCE temperature (paper: 0.05).
         mlm_weight: Weight of the masked-LM loss in the total (paper: 0.1); 0 disables MLM.
@@ -59,12 +59,6 @@ class DocSplit(EmbeddingMethod):
         symmetric: Also contrast the second view against the first views (the paper's loss is one-sided).
         gather_across_devices: Use the views of all devices as negatives (exact gather with gradient).
         embed_with_title: Prefix the title to the body when embedding whole documents (predict/evaluate).
-        compile_encoder: Compile the transformer with ``torch.compile`` (see ``HFEncoder``'s ``compile``).
-        packed_encoding: Encode the views and their masked-LM copies without padding (see ``HFEncoder``'s
-            ``packed``): the same embeddings and gradients, less compute on a GPU; BERT-family encoders only, no
-            dropout on attention probabilities.
-        first_token_global_attention: Longformer: global attention on the [CLS] token (see ``HFEncoder``). The
-            paper does not say; its Longformer config reads it as Longformer's own classifiers do (``true``).
         optimizer: Optimizer factory; ``None`` is the paper's AdamW with lr 5e-5.
         scheduler: Optional learning-rate scheduler factory.
         grad_cache_token_budget: GradCache sub-batch size in padded tokens (``None``: off); each view is a
@@ -76,20 +70,12 @@ class DocSplit(EmbeddingMethod):
             on the first run, views assembled from its ids on every pass; ``None``: the ``datasets`` cache folder).
         sentence_cache_num_proc: Processes building that cache on its first run, each over a contiguous range of
             the corpus (``None``: one); the cache is the same for any number.
-        instruction: Text put before every view and document, for encoders trained with task instructions or
-            prefixes (see ``HFEncoder``'s ``instruction``); it counts against ``max_length`` (texts get
-            ``max_length`` minus its tokens). ``""``: none. The INSTRUCTOR baseline (configs/baselines/hkunlp/)
-            sets INSTRUCTOR's classification-style instruction; the paper (DocSplit Tables 1-2) does not give one.
-        instruction_in_pooling: Whether the instruction's tokens enter the mean (``None``: as the encoder's folder
-            says; INSTRUCTOR: not; see ``HFEncoder``). Only with an ``instruction``.
-        sentence_transformers_head: Apply the Dense / Normalize modules the encoder's sentence-transformers folder
-            lists after pooling (INSTRUCTOR: 768-dimensional Dense, unit length); see ``HFEncoder``.
         sentence_pooling: How a whole document is embedded (predict/evaluate): ``"none"`` encodes its text in one
             pass (title and body, truncated to ``max_length``); ``"sum"`` / ``"mean"`` encode each of its sentences
-            alone (DocSplit's sentences, each truncated to ``max_length``, pooled by ``pooling``) and add / average
-            the sentence vectors: DECA's BERT-ST baseline (seed paper 002, §4.1: "uses BERT to learn sentence
-            embeddings and then gets document embeddings by summing their sentence embeddings") is ``"sum"`` with
-            [CLS] pooling, as its BERT row reads a text. Sentences come from the body only, so it requires
+            alone (DocSplit's sentences, each truncated to ``max_length``, pooled by the encoder's ``pooling``) and
+            add / average the sentence vectors: DECA's BERT-ST baseline (seed paper 002, §4.1: "uses BERT to learn
+            sentence embeddings and then gets document embeddings by summing their sentence embeddings") is ``"sum"``
+            with [CLS] pooling, as its BERT row reads a text. Sentences come from the body only, so it requires
             ``embed_with_title: false``; a document with fewer than two words is its whole text, one sentence.
             Training is unchanged.
     """
@@ -98,9 +84,7 @@ class DocSplit(EmbeddingMethod):
 
     def __init__(
         self,
-        encoder: str,
-        pretrained: bool = True,
-        pooling: Literal["cls", "mean"] = "cls",
+        encoder: EncoderSpec,
         max_length: int = 512,
         temperature: float = 0.05,
         mlm_weight: float = 0.1,
@@ -108,18 +92,12 @@ class DocSplit(EmbeddingMethod):
         symmetric: bool = False,
         gather_across_devices: bool = True,
         embed_with_title: bool = True,
-        compile_encoder: bool = False,
-        packed_encoding: bool = False,
-        first_token_global_attention: bool = False,
         optimizer: OptimizerCallable | None = None,
         scheduler: LRSchedulerCallable | None = None,
         grad_cache_token_budget: int | None = None,
         retention: Retention | None = None,
         sentence_cache_dir: str | None = None,
         sentence_cache_num_proc: int | None = None,
-        instruction: str = "",
-        instruction_in_pooling: bool | None = None,
-        sentence_transformers_head: bool = False,
         sentence_pooling: Literal["none", "sum", "mean"] = "none",
     ) -> None:
         super().__init__(optimizer, scheduler, grad_cache_token_budget, retention)
@@ -131,11 +109,9 @@ class DocSplit(EmbeddingMethod):
                 "false when sentence_pooling is sum or mean (the sentences are the body's; the title is not one)",
                 embed_with_title)
         self.save_method_hyperparameters(ignore=["optimizer", "scheduler"])
-        self.tokenizer, self.encoder = tokenizer_and_encoder(
-            encoder, max_length, "max_length", pretrained=pretrained, pooling=pooling, with_mlm_head=mlm_weight > 0,
-            compile=compile_encoder, first_token_global_attention=first_token_global_attention, packed=packed_encoding,
-            packed_argument="packed_encoding", mlm_argument="mlm_weight", instruction=instruction,
-            instruction_in_pooling=instruction_in_pooling, sentence_transformers_head=sentence_transformers_head)
+        self.encoder_spec = EncoderSpec.of(encoder)
+        self.tokenizer, self.encoder = self.encoder_spec.build(max_length, "max_length", with_mlm_head=mlm_weight > 0,
+                                                               mlm_argument="mlm_weight")
         self.contrastive = InfoNCELoss(temperature, similarity="cos", symmetric=symmetric,
                                        gather_across_devices=gather_across_devices)
         self.mlm = MaskedLMLoss()

@@ -16,8 +16,6 @@ graph type's structure restricted to its passages; passages are truncated to ``m
 
 from __future__ import annotations
 
-from typing import Literal
-
 import numpy as np
 import torch
 from lightning.pytorch.cli import LRSchedulerCallable, OptimizerCallable
@@ -34,7 +32,7 @@ from lit_docemb.errors import ConfigError, require
 from lit_docemb.losses import InfoNCELoss
 from lit_docemb.methods.base import EmbeddingMethod
 from lit_docemb.methods.grad_cache import CacheableBatch
-from lit_docemb.models import tokenizer_and_encoder
+from lit_docemb.models import EncoderSpec
 from lit_docemb.methods.retention import Retention
 from lit_docemb.models.graph_document import (
     GraphDocumentEncoder,
@@ -62,9 +60,9 @@ class GraphRoBERTa(EmbeddingMethod):
     """Graph-RoBERTa contrastive pretraining over any Hugging Face passage encoder.
 
     Args:
-        encoder: Local folder, hub name or ``package:<module>`` of the passage encoder (paper: roberta-base).
-        pretrained: Start from the checkpoint's weights; ``False`` trains its architecture from scratch.
-        pooling: Passage vector from ``"cls"`` (the paper) or the ``"mean"`` of token states.
+        encoder: The passage encoder (:class:`~lit_docemb.models.EncoderSpec`: ``name``, paper roberta-base;
+            ``pooling`` gives a passage's vector, the paper's ``"cls"``). No ``first_token_global_attention``,
+            ``instruction`` or ``sentence_transformers_head``.
         node_dim: Size of passage and document nodes (paper: 512).
         num_graph_layers: Graph attention layers T (paper: 2).
         num_heads: Attention heads per graph layer (paper: 2).
@@ -83,9 +81,6 @@ class GraphRoBERTa(EmbeddingMethod):
         passage_token_budget: Passages are encoded in sub-batches of at most this many padded tokens.
         bucket_passages: Form those sub-batches from the passages of the whole batch sorted by length, each
             padded to its own longest passage (less padding); ``False`` keeps document order.
-        compile_encoder: Compile the transformer with ``torch.compile`` (see ``HFEncoder``'s ``compile``).
-        packed_encoding: Encode the passages without padding (see ``HFEncoder``'s ``packed``): the same embeddings
-            and gradients, less compute on a GPU; BERT-family encoders only, no dropout on attention probabilities.
         cache_passages: Have the DataModule split and tokenize the corpus's passages once into an on-disk
             cache (:class:`~lit_docemb.data.caches.passage_cache.PassageCache`), read by every later epoch and run.
         passage_cache_dir: Folder of that cache (``None``: the ``datasets`` cache folder).
@@ -107,9 +102,7 @@ class GraphRoBERTa(EmbeddingMethod):
 
     def __init__(
         self,
-        encoder: str,
-        pretrained: bool = True,
-        pooling: Literal["cls", "mean"] = "cls",
+        encoder: EncoderSpec,
         node_dim: int = 512,
         num_graph_layers: int = 2,
         num_heads: int = 2,
@@ -125,8 +118,6 @@ class GraphRoBERTa(EmbeddingMethod):
         gather_across_devices: bool = True,
         passage_token_budget: int = 32768,
         bucket_passages: bool = True,
-        compile_encoder: bool = False,
-        packed_encoding: bool = False,
         cache_passages: bool = True,
         passage_cache_dir: str | None = None,
         passage_cache_num_proc: int | None = None,
@@ -145,9 +136,10 @@ class GraphRoBERTa(EmbeddingMethod):
         require(objective in ("halves", "one_passage"), "objective", "'halves' or 'one_passage'", objective)
         require(max_passages >= 2, "max_passages", ">= 2 to split documents in two", max_passages)
         require(max_passage_tokens >= 1, "max_passage_tokens", ">= 1", max_passage_tokens)
-        self.tokenizer, passage_encoder = tokenizer_and_encoder(
-            encoder, max_passage_tokens, "max_passage_tokens", pretrained=pretrained, pooling=pooling,
-            compile=compile_encoder, packed=packed_encoding, packed_argument="packed_encoding")
+        self.encoder_spec = EncoderSpec.of(encoder)
+        self.encoder_spec.refuse(type(self).__name__, "first_token_global_attention", "instruction",
+                                 "instruction_in_pooling", "sentence_transformers_head")
+        self.tokenizer, passage_encoder = self.encoder_spec.build(max_passage_tokens, "max_passage_tokens")
         require(head_init == "random" or node_dim >= passage_encoder.hidden_size, "node_dim",
                 f">= the encoder's hidden size {passage_encoder.hidden_size} with head_init 'identity'", node_dim)
         self.model = GraphDocumentEncoder(passage_encoder, node_dim, num_graph_layers, num_heads,

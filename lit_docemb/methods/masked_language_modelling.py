@@ -14,8 +14,6 @@ the sentences, :mod:`lit_docemb.methods.docsplit`).
 
 from __future__ import annotations
 
-from typing import Literal
-
 from lightning.pytorch.cli import LRSchedulerCallable, OptimizerCallable
 from torch import Tensor
 
@@ -24,7 +22,7 @@ from lit_docemb.errors import require
 from lit_docemb.losses import MaskedLMLoss
 from lit_docemb.methods.base import EmbeddingMethod
 from lit_docemb.methods.retention import Retention
-from lit_docemb.models import tokenizer_and_encoder
+from lit_docemb.models import EncoderSpec
 from lit_docemb.views.common import DocumentCollator
 from lit_docemb.views.masked_language_modelling import MaskedDocumentCollator
 
@@ -33,15 +31,12 @@ class MaskedLanguageModelling(EmbeddingMethod):
     """Fine-tunes any Hugging Face encoder with the masked-LM loss only; a document's vector is its pooled output.
 
     Args:
-        encoder: Local folder or hub name of a Hugging Face encoder with its tokenizer (a mask token), or
-            ``package:<module>`` for a model shipped in an installed Python package.
-        pretrained: Start from the checkpoint's weights; ``False`` trains its architecture from scratch.
-        pooling: Document vector from the ``"cls"`` token (DECA's BERT rows) or the ``"mean"`` of token states.
+        encoder: The Hugging Face encoder (:class:`~lit_docemb.models.EncoderSpec`: ``name``, ``pooling``, ...); its
+            tokenizer needs a mask token. DECA's BERT rows pool ``"cls"``. No ``instruction`` or
+            ``sentence_transformers_head``.
         max_length: Tokens per document in training and embedding (512 for BERT, 4,096 for Longformer).
         mlm_probability: Share of each document's real tokens chosen for prediction (BERT: 0.15).
         embed_with_title: Prefix the title to the body, in training and when embedding.
-        first_token_global_attention: Longformer: global attention on the first token (see ``HFEncoder``).
-        compile_encoder: Compile the transformer with ``torch.compile`` (see ``HFEncoder``'s ``compile``).
         optimizer: Optimizer factory; ``None`` is AdamW with lr 5e-5.
         scheduler: Optional learning-rate scheduler factory.
         retention: Options that keep what the pretrained encoder knew (:class:`~lit_docemb.methods.retention.
@@ -52,14 +47,10 @@ class MaskedLanguageModelling(EmbeddingMethod):
 
     def __init__(
         self,
-        encoder: str,
-        pretrained: bool = True,
-        pooling: Literal["cls", "mean"] = "cls",
+        encoder: EncoderSpec,
         max_length: int = 512,
         mlm_probability: float = 0.15,
         embed_with_title: bool = True,
-        first_token_global_attention: bool = False,
-        compile_encoder: bool = False,
         optimizer: OptimizerCallable | None = None,
         scheduler: LRSchedulerCallable | None = None,
         retention: Retention | None = None,
@@ -67,11 +58,12 @@ class MaskedLanguageModelling(EmbeddingMethod):
         super().__init__(optimizer, scheduler, None, retention)
         require(0.0 < mlm_probability < 1.0, "mlm_probability", "between 0 and 1 (exclusive)", mlm_probability)
         self.save_method_hyperparameters(ignore=["optimizer", "scheduler"])
-        self.tokenizer, self.encoder = tokenizer_and_encoder(
-            encoder, max_length, "max_length", pretrained=pretrained, pooling=pooling, with_mlm_head=True,
-            compile=compile_encoder, first_token_global_attention=first_token_global_attention)
-        require(self.tokenizer.mask_token_id is not None, "encoder", "an encoder whose tokenizer has a mask token",
-                encoder)
+        self.encoder_spec = EncoderSpec.of(encoder)
+        self.encoder_spec.refuse(type(self).__name__, "instruction", "instruction_in_pooling",
+                                 "sentence_transformers_head")
+        self.tokenizer, self.encoder = self.encoder_spec.build(max_length, "max_length", with_mlm_head=True)
+        require(self.tokenizer.mask_token_id is not None, "encoder.name",
+                "an encoder whose tokenizer has a mask token", self.encoder_spec.name)
         self.mlm = MaskedLMLoss()
 
     def collator(self, stage: str):

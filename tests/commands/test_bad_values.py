@@ -18,6 +18,7 @@ from runs import save_run, tiny_args
 from lit_docemb.commands import main
 from lit_docemb.commands.run_folder import last_checkpoint
 from lit_docemb.methods import DocSplit
+from lit_docemb.models import EncoderSpec
 
 METHODS = {
     "docsplit": ["--model=lit_docemb.methods.DocSplit", "--model.max_length=64"],
@@ -39,8 +40,8 @@ FIT_CASES = [
     ("docsplit-max-length-zero", "docsplit", ["--model.max_length=0"], "model.init_args.max_length: must be >= 1"),
     ("docsplit-grad-cache", "docsplit", ["--model.grad_cache_token_budget=0"],
      "model.init_args.grad_cache_token_budget: must be >= 1"),
-    ("docsplit-missing-encoder", "docsplit", ["--model.encoder={root}/no-such-encoder"],
-     "model.init_args.encoder: folder '{root}/no-such-encoder' does not exist"),
+    ("docsplit-missing-encoder", "docsplit", ["--model.encoder.name={root}/no-such-encoder"],
+     "model.init_args.encoder.name: folder '{root}/no-such-encoder' does not exist"),
     ("graph-temperature", "graph_roberta", ["--model.temperature=-0.5"],
      "model.init_args.temperature: must be > 0, got -0.5"),
     ("graph-max-passages", "graph_roberta", ["--model.max_passages=1"],
@@ -108,7 +109,7 @@ def one_error_line(argv: list[str], capsys) -> str:
 def test_a_bad_value_of_fit_is_one_line_naming_the_key(tiny_encoder_dir, corpus_jsonl, tmp_path, capsys, method,
                                                        extra, expected):
     base = tiny_args(tiny_encoder_dir, corpus_jsonl, tmp_path)
-    encoder = [f"--model.encoder={tiny_encoder_dir}"] * (method not in ("ctpe", "deca"))
+    encoder = [f"--model.encoder.name={tiny_encoder_dir}"] * (method not in ("ctpe", "deca"))
     model = METHODS[method][:1] + encoder + METHODS[method][1:]
     extra = [e.format(root=tmp_path, encoder=tiny_encoder_dir) for e in extra]
     argv = ["fit", *model, *base[3:], "--trainer.max_steps=1", *extra]
@@ -147,8 +148,8 @@ CHECKPOINT_PROBLEMS = {
 def saved_run(tiny_encoder_dir, corpus_jsonl, tmp_path_factory) -> tuple[Path, Path]:
     """A run folder (config.yaml with model, data and trainer; checkpoints/last.ckpt) of a tiny DocSplit."""
     root = tmp_path_factory.mktemp("run")
-    method = DocSplit(tiny_encoder_dir, max_length=64)
-    config, ckpt = save_run(method, root / "checkpoints", {"encoder": tiny_encoder_dir, "max_length": 64})
+    method = DocSplit(EncoderSpec(tiny_encoder_dir), max_length=64)
+    config, ckpt = save_run(method, root / "checkpoints", {"encoder": {"name": tiny_encoder_dir}, "max_length": 64})
     full = yaml.safe_load(config.read_text())
     full["data"] = {"class_path": "lit_docemb.data.JSONLDataModule",
                     "init_args": {"paths": [corpus_jsonl], "batch_size": 4, "num_workers": 0}}
@@ -224,7 +225,7 @@ def test_last_with_no_intact_checkpoint_is_one_line(saved_run, tiny_encoder_dir,
 def test_a_missing_file_inside_the_corpus_root_is_one_line(tiny_encoder_dir, tmp_path, capsys):
     root = tmp_path / "wikir"
     (root / "training").mkdir(parents=True)  # the root exists, its documents.csv does not
-    argv = ["fit", "--model=lit_docemb.methods.DocSplit", f"--model.encoder={tiny_encoder_dir}",
+    argv = ["fit", "--model=lit_docemb.methods.DocSplit", f"--model.encoder.name={tiny_encoder_dir}",
             "--model.max_length=64", "--data=lit_docemb.data.corpora.wikir.WIKIRDataModule", f"--data.root={root}",
             f"--data.cache_dir={tmp_path / 'cache'}", "--data.num_workers=0", "--trainer.accelerator=cpu",
             "--trainer.devices=1", "--trainer.logger=false", "--trainer.max_steps=1",

@@ -36,7 +36,8 @@ def test_an_embedding_baseline_replaces_the_model_of_a_dataset_config(baseline, 
         name = f"package:{relative.stem}"
     config = printed_config(capsys, ROOT / "configs/graph_roberta/cluster_arxiv.yaml", baseline)
     assert config["model"]["class_path"] == "lit_docemb.methods.DocSplit"
-    assert config["model"]["init_args"]["encoder"] == name  # the file is named as the hub names the checkpoint
+    encoder = config["model"]["init_args"]["encoder"]["init_args"]
+    assert encoder["name"] == name  # the file is named as the hub names the checkpoint
     assert config["model"]["init_args"]["sentence_pooling"] == ("sum" if summed else "none")
     assert config["data"]["class_path"] == "lit_docemb.data.ArxivDataModule"
 
@@ -46,7 +47,8 @@ def test_a_fine_tuned_baseline_replaces_the_backbone_of_a_classification_config(
     name = str(baseline.relative_to(BASELINES / "classify").with_suffix(""))
     config = printed_config(capsys, ROOT / "configs/graph_roberta/classify_hyperpartisan.yaml", baseline)
     init_args = config["model"]["init_args"]
-    assert init_args["backbone"]["init_args"]["encoder"] == name and init_args["checkpoint"] is None
+    assert init_args["backbone"]["init_args"]["encoder"]["init_args"]["name"] == name
+    assert init_args["checkpoint"] is None
     assert init_args["labels"] == ["false", "true"] and init_args["optimizer"]["init_args"]["lr"] == 3.0e-05
     assert config["trainer"]["default_root_dir"] == f"runs/baselines/{{data.init_args.source}}/{name}"
 

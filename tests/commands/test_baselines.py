@@ -18,14 +18,16 @@ from lit_docemb.commands import main
 from lit_docemb.data.core.tokens import document_text
 from lit_docemb.eval.embedding import embed_documents
 from lit_docemb.methods import DocSplit
+from lit_docemb.models import EncoderSpec
 
-MODEL = {"max_length": 64, "pooling": "mean", "mlm_weight": 0.0}
+MODEL = {"max_length": 64, "mlm_weight": 0.0}
 
 
 def write_config(tmp_path, labelled_folder=None) -> str:
     """A fit config of DocSplit whose encoder is a folder that does not exist: each test overrides it."""
     config = {"model": {"class_path": "lit_docemb.methods.DocSplit",
-                        "init_args": {"encoder": str(tmp_path / "replaced-by-an-override"), **MODEL}},
+                        "init_args": {"encoder": {"name": str(tmp_path / "replaced-by-an-override"), "pooling": "mean"},
+                                      **MODEL}},
               "trainer": {"accelerator": "cpu", "devices": 1, "logger": False, "default_root_dir": str(tmp_path)}}
     if labelled_folder is not None:
         config["data"] = {"class_path": "lit_docemb.data.LabelledTextDataModule",
@@ -37,7 +39,7 @@ def write_config(tmp_path, labelled_folder=None) -> str:
 
 
 def embed_baseline(config: str, encoder: str, documents, tmp_path) -> np.ndarray:
-    main(["embed", "--config", config, "--model.init_args.encoder", encoder, "--input",
+    main(["embed", "--config", config, "--model.init_args.encoder.name", encoder, "--input",
           str(write_tsv(tmp_path / "docs.tsv", documents, bad_lines=False)), "--output", str(tmp_path / "out"),
           "--format", "npy", "--accelerator", "cpu", "--devices", "1", "--progress_bar", "false"])
     return np.load(tmp_path / "out" / "embeddings.npy")
@@ -48,7 +50,8 @@ def test_embed_without_checkpoint_writes_the_vectors_of_the_method_built_from_co
     documents = labelled_docs(6)
     with caplog.at_level(logging.WARNING, logger="lit_docemb.commands.embed"):
         embedded = embed_baseline(write_config(tmp_path), tiny_encoder_dir, documents, tmp_path)
-    expected = embed_documents(DocSplit(encoder=tiny_encoder_dir, **MODEL).eval(), documents).numpy()
+    method = DocSplit(EncoderSpec(tiny_encoder_dir, pooling="mean"), **MODEL).eval()
+    expected = embed_documents(method, documents).numpy()
     np.testing.assert_allclose(embedded, expected, atol=1e-6)
     assert f"no --ckpt_path: scoring {tiny_encoder_dir} as initialised (a baseline)" in caplog.messages
 
@@ -58,7 +61,7 @@ def test_export_without_checkpoint_encodes_as_embed_does(tiny_encoder_dir, tmp_p
     documents = labelled_docs(5)
     config = write_config(tmp_path)
     embedded = embed_baseline(config, tiny_encoder_dir, documents, tmp_path)
-    main(["export", "--config", config, "--model.init_args.encoder", tiny_encoder_dir, "--output",
+    main(["export", "--config", config, "--model.init_args.encoder.name", tiny_encoder_dir, "--output",
           str(tmp_path / "st")])
     model = SentenceTransformer(str(tmp_path / "st"), device="cpu", local_files_only=True)
     vectors = model.encode([document_text(d, True) for d in documents])
@@ -69,7 +72,7 @@ def test_export_without_checkpoint_encodes_as_embed_does(tiny_encoder_dir, tmp_p
 def test_evaluate_without_checkpoint_prints_its_table_and_no_long_stderr_line(tiny_encoder_dir, tmp_path):
     config = write_config(tmp_path, write_labelled_folder(tmp_path / "labelled"))
     result = subprocess.run(
-        [sys.executable, "-m", "lit_docemb", "evaluate", "--config", config, "--model.init_args.encoder",
+        [sys.executable, "-m", "lit_docemb", "evaluate", "--config", config, "--model.init_args.encoder.name",
          tiny_encoder_dir, "--output", str(tmp_path / "evaluation"), "--accelerator", "cpu"],
         capture_output=True, text=True)
     assert result.returncode == 0, result.stderr[-2000:]
@@ -101,7 +104,7 @@ def test_an_evaluation_the_corpus_cannot_serve_is_one_line_naming_what_works(tin
                                                                             tmp_path, capsys):
     config = write_config(tmp_path)
     with pytest.raises(SystemExit) as stop:
-        main(["evaluate", "--config", config, "--model.init_args.encoder", tiny_encoder_dir, "--data",
+        main(["evaluate", "--config", config, "--model.init_args.encoder.name", tiny_encoder_dir, "--data",
               "lit_docemb.data.JSONLDataModule", f"--data.paths=[{corpus_jsonl}]", "--data.num_workers=0",
               "--data.val_fraction=0.2", "--evaluation", "clustering", "--accelerator", "cpu"])
     err = capsys.readouterr().err  # (transformers' weight-loading bar comes first)

@@ -22,10 +22,11 @@ from lit_docemb.data import (
 from lit_docemb.data.corpora.wikir import WIKIRDataModule
 from lit_docemb.errors import ConfigError
 from lit_docemb.methods import DocSplit
+from lit_docemb.models import EncoderSpec
 
 
 def fit_args(encoder: str, corpus: str, root: Path, *extra: str) -> list[str]:
-    return ["fit", "--model=lit_docemb.methods.DocSplit", f"--model.encoder={encoder}", "--model.max_length=32",
+    return ["fit", "--model=lit_docemb.methods.DocSplit", f"--model.encoder.name={encoder}", "--model.max_length=32",
             "--data=lit_docemb.data.JSONLDataModule", f"--data.paths=[{corpus}]", "--data.batch_size=2",
             "--data.num_workers=0", "--trainer.accelerator=cpu", "--trainer.devices=1", "--trainer.logger=false",
             "--trainer.enable_progress_bar=false", "--trainer.max_steps=1", f"--trainer.default_root_dir={root}",
@@ -58,8 +59,8 @@ def run_cli(args: list[str], capsys) -> str:
                                            "lit_docemb.methods.DocSplit (options: --model.help DocSplit)"),
     (["--data.batch_size=two"], "error: data.init_args.batch_size: Expected a <class 'int'>. Got value: two"),
     (["--data.max_documents=two"], "error: data.init_args.max_documents: Expected a <class 'int'>. Got value: two"),
-    (["--model.pooling=max"], "error: model.init_args.pooling: Expected a typing.Literal['cls', 'mean']. "
-                              "Got value: max"),
+    (["--model.encoder.pooling=max"], "error: model.init_args.encoder.pooling: Expected a typing.Literal['cls', "
+                                      "'mean']. Got value: max"),
     (["--trainer.max_stepz=3"], "error: unrecognized arguments: --trainer.max_stepz=3"),
 ])
 def test_unknown_keys_and_wrong_types_are_one_line_naming_the_key(tmp_path, capsys, extra, expected):
@@ -69,11 +70,19 @@ def test_unknown_keys_and_wrong_types_are_one_line_naming_the_key(tmp_path, caps
 
 def test_unknown_key_in_a_config_file(tmp_path, capsys):
     config = tmp_path / "run.yaml"
-    config.write_text("model:\n  class_path: lit_docemb.methods.GraphRoBERTa\n  init_args:\n    encoder: x\n"
-                      "    graph: sections\n")
+    config.write_text("model:\n  class_path: lit_docemb.methods.GraphRoBERTa\n  init_args:\n    encoder:\n"
+                      "      name: x\n    graph: sections\n")
     err = run_cli(["fit", "--config", str(config)], capsys)
     assert err == ("error: model.init_args.graph: Expected a typing.Literal['full', 'section']. Got value: sections "
                    "(options: --model.help GraphRoBERTa)")
+
+
+def test_an_encoder_given_as_a_string_asks_for_the_block(tmp_path, capsys):
+    config = tmp_path / "run.yaml"
+    config.write_text("model:\n  class_path: lit_docemb.methods.DocSplit\n  init_args:\n    encoder: x\n")
+    err = run_cli(["fit", "--config", str(config)], capsys)
+    assert err == ("error: model.init_args.encoder: got the string 'x' where a block of options is expected (encoder: "
+                   "{name: x, pooling: ...}: lit_docemb.models.EncoderSpec) (options: --model.help DocSplit)")
 
 
 def test_a_message_without_a_key_stays_as_it_is():
@@ -124,7 +133,7 @@ def test_section_graph_on_a_corpus_without_sections(tiny_encoder_dir, tmp_path, 
     corpus = tmp_path / "flat.jsonl"
     corpus.write_text("".join(f'{{"id": "{i}", "text": "Sentence one of {i}. Sentence two. Three."}}\n'
                               for i in range(6)))
-    graph = ["--model=lit_docemb.methods.GraphRoBERTa", f"--model.encoder={tiny_encoder_dir}",
+    graph = ["--model=lit_docemb.methods.GraphRoBERTa", f"--model.encoder.name={tiny_encoder_dir}",
              "--model.node_dim=16", "--model.max_passage_tokens=32", "--model.words_per_passage=3",
              "--model.cache_passages=false", "--model.graph=section"]
     args = fit_args(tiny_encoder_dir, str(corpus), tmp_path)[:1] + graph + fit_args(tiny_encoder_dir, str(corpus),
@@ -146,7 +155,7 @@ class OneProcessDeepSpeed(DeepSpeedStrategy):
 def test_grad_cache_with_deepspeed_stops_before_training(tiny_encoder_dir, corpus_jsonl, tmp_path):
     """Refused in the method's setup, before DeepSpeed builds its engine and before the first step."""
     started = TrainingStarted()
-    model = DocSplit(tiny_encoder_dir, max_length=32, grad_cache_token_budget=128)
+    model = DocSplit(EncoderSpec(tiny_encoder_dir), max_length=32, grad_cache_token_budget=128)
     strategy = OneProcessDeepSpeed(stage=2, parallel_devices=[torch.device("cpu")])
     trainer = L.Trainer(accelerator="cpu", strategy=strategy, callbacks=[started], logger=False, max_steps=1,
                         default_root_dir=tmp_path,

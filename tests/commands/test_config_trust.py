@@ -106,7 +106,8 @@ def test_evaluate_and_embed_refuse_a_tampered_run_folder(tiny_encoder_dir, corpu
     marker = tmp_path / "MARKER"
     run = tmp_path / "run"
     run.mkdir()
-    config = {"model": {"class_path": "lit_docemb.methods.DocSplit", "init_args": {"encoder": tiny_encoder_dir}},
+    config = {"model": {"class_path": "lit_docemb.methods.DocSplit",
+                        "init_args": {"encoder": {"name": tiny_encoder_dir}}},
               "data": {"class_path": "lit_docemb.data.JSONLDataModule", "init_args": {"paths": [corpus_jsonl]}},
               "trainer": {"callbacks": [popen(marker)]}, "ckpt_path": None}
     (run / "config.yaml").write_text(yaml.safe_dump(config))

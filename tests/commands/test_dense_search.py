@@ -14,12 +14,14 @@ from lit_docemb.data.corpora.wikir import WIKIRDataModule
 from lit_docemb.eval.embedding import embed_documents
 from lit_docemb.eval.search import rank, top_k
 from lit_docemb.methods import DenseRetrieval, DocSplit
+from lit_docemb.models import EncoderSpec
 
 
 @pytest.fixture(scope="module")
 def method(tiny_encoder_dir) -> DenseRetrieval:
     torch.manual_seed(0)
-    return DenseRetrieval(DocSplit(tiny_encoder_dir, max_length=48, mlm_weight=0.0, pooling="mean")).eval()
+    return DenseRetrieval(DocSplit(EncoderSpec(tiny_encoder_dir, pooling="mean"), max_length=48,
+                                   mlm_weight=0.0)).eval()
 
 
 def test_chunked_top_k_equals_a_full_sort(method):
@@ -68,7 +70,7 @@ def test_command_line_ranks_a_split_with_a_checkpoint(method, tiny_encoder_dir, 
   init_args:
     backbone:
       class_path: lit_docemb.methods.DocSplit
-      init_args: {{encoder: {tiny_encoder_dir}, max_length: 48, mlm_weight: 0.0, pooling: mean}}
+      init_args: {{encoder: {{name: {tiny_encoder_dir}, pooling: mean}}, max_length: 48, mlm_weight: 0.0}}
 data:
   class_path: lit_docemb.data.WIKIRDataModule
   init_args: {{root: {root}, cache_dir: {tmp_path / 'c'}}}

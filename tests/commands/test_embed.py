@@ -67,7 +67,7 @@ def test_length_buckets_deal_every_document_once_to_the_ranks():
 
 def test_docsplit_parquet_in_input_order(tiny_encoder_dir, tmp_path, caplog):
     torch.manual_seed(0)
-    args = {"encoder": tiny_encoder_dir, "max_length": 64, "pooling": "mean"}
+    args = {"encoder": {"name": tiny_encoder_dir, "pooling": "mean"}, "max_length": 64}
     method = DocSplit(**args)
     config, ckpt = save_run(method, tmp_path / "run", args)
     docs = topic_documents(7)
@@ -86,7 +86,7 @@ def test_docsplit_parquet_in_input_order(tiny_encoder_dir, tmp_path, caplog):
 
 def test_graph_roberta_npy(tiny_encoder_dir, tmp_path):
     torch.manual_seed(0)
-    args = {"encoder": tiny_encoder_dir, "node_dim": 16, "words_per_passage": 8, "max_passage_tokens": 32,
+    args = {"encoder": {"name": tiny_encoder_dir}, "node_dim": 16, "words_per_passage": 8, "max_passage_tokens": 32,
             "cache_passages": False}
     method = GraphRoBERTa(**args)
     config, ckpt = save_run(method, tmp_path / "run", args)
@@ -142,7 +142,7 @@ def test_two_processes_merge_to_the_one_process_output(tiny_encoder_dir, tmp_pat
     """DDP on 2 CPU processes (gloo): each rank writes the batches dealt to it; the merged file is the same as
     one process's (ids in input order, vectors equal)."""
     torch.manual_seed(0)
-    args = {"encoder": tiny_encoder_dir, "max_length": 64}
+    args = {"encoder": {"name": tiny_encoder_dir}, "max_length": 64}
     config, ckpt = save_run(DocSplit(**args), tmp_path / "run", args)
     data = write_tsv(tmp_path / "docs.tsv", topic_documents(11))
     run_embed(config, ckpt, data, tmp_path / "one")
@@ -186,7 +186,7 @@ def test_colde_embeds_a_document_longer_than_its_chunk_table(tiny_encoder_dir, t
     from lit_docemb.methods import CoLDE
 
     torch.manual_seed(0)
-    args = {"encoder": tiny_encoder_dir, "chunk_tokens": 16, "chunk_embeddings": 4, "num_heads": 2,
+    args = {"encoder": {"name": tiny_encoder_dir}, "chunk_tokens": 16, "chunk_embeddings": 4, "num_heads": 2,
             "lstm_output_size": 8, "projection_size": 4, "predict_similarities": False}
     method = CoLDE(**args)
     docs = topic_documents(3)
@@ -204,7 +204,7 @@ def test_colde_writes_its_document_vectors_not_each_batchs_similarity_matrix(tin
     from lit_docemb.methods import CoLDE
 
     torch.manual_seed(0)
-    args = {"encoder": tiny_encoder_dir, "chunk_tokens": 16, "num_heads": 2, "lstm_output_size": 8,
+    args = {"encoder": {"name": tiny_encoder_dir}, "chunk_tokens": 16, "num_heads": 2, "lstm_output_size": 8,
             "projection_size": 4}
     method = CoLDE(**args)
     docs = topic_documents(5)

@@ -34,6 +34,7 @@ from lit_docemb.eval.ranking import retrieval_metrics
 from lit_docemb.eval.retrieval import RetrievalEvaluation, split_qrels
 from lit_docemb.eval.search import rank
 from lit_docemb.methods import DenseRetrieval, DocSplit
+from lit_docemb.models import EncoderSpec
 
 
 def labelled(i: int, text: str, label: str) -> Document:
@@ -100,7 +101,8 @@ def test_labelled_evaluations_refuse_missing_splits_and_labels(labelled_data):
 @pytest.fixture(scope="module")
 def method(tiny_encoder_dir) -> DenseRetrieval:
     torch.manual_seed(0)
-    return DenseRetrieval(DocSplit(tiny_encoder_dir, max_length=48, mlm_weight=0.0, pooling="mean")).eval()
+    return DenseRetrieval(DocSplit(EncoderSpec(tiny_encoder_dir, pooling="mean"), max_length=48,
+                                   mlm_weight=0.0)).eval()
 
 
 def test_retrieval_evaluation_matches_the_independent_paths(method, tmp_path):
@@ -166,7 +168,7 @@ model:
   init_args:
     backbone:
       class_path: lit_docemb.methods.DocSplit
-      init_args: {{encoder: {tiny_encoder_dir}, max_length: 48, mlm_weight: 0.0, pooling: mean}}
+      init_args: {{encoder: {{name: {tiny_encoder_dir}, pooling: mean}}, max_length: 48, mlm_weight: 0.0}}
 data:
   class_path: lit_docemb.data.WIKIRDataModule
   init_args: {{root: {root}, cache_dir: {tmp_path / 'c'}, mode: retrieval, negatives: uniform, batch_size: 3,

@@ -19,6 +19,7 @@ from lit_docemb.export.forms import ExportError, export_method
 from lit_docemb.methods import CTPE, DECA, CoLDE, DocSplit, GraphRoBERTa
 from lit_docemb.methods.deca_components import EncoderBackbone
 from lit_docemb.models.ctpe import WordEmbeddings
+from lit_docemb.models import EncoderSpec
 
 SentenceTransformer = pytest.importorskip("sentence_transformers").SentenceTransformer
 
@@ -33,7 +34,7 @@ def test_docsplit_hf_and_sentence_transformers_round_trip(tiny_encoder_dir, tmp_
     from transformers import AutoModel, AutoTokenizer
 
     torch.manual_seed(0)
-    args = {"encoder": tiny_encoder_dir, "max_length": 64, "pooling": "mean"}
+    args = {"encoder": {"name": tiny_encoder_dir, "pooling": "mean"}, "max_length": 64}
     method = DocSplit(**args)
     config, ckpt = save_run(method, tmp_path / "run", args)
     main(["export", "--config", str(config), "--ckpt_path", str(ckpt), "--output", str(tmp_path / "hf"),
@@ -58,7 +59,7 @@ def test_docsplit_hf_and_sentence_transformers_round_trip(tiny_encoder_dir, tmp_
 
 def test_graph_roberta_sentence_transformer_equals_embed(tiny_encoder_dir, tmp_path):
     torch.manual_seed(0)
-    args = {"encoder": tiny_encoder_dir, "node_dim": 16, "words_per_passage": 20, "max_passage_tokens": 32,
+    args = {"encoder": {"name": tiny_encoder_dir}, "node_dim": 16, "words_per_passage": 20, "max_passage_tokens": 32,
             "cache_passages": False}
     method = GraphRoBERTa(**args)
     config, ckpt = save_run(method, tmp_path / "run", args)
@@ -105,7 +106,7 @@ def test_colde_sentence_transformer_equals_embed(no_dropout_encoder_dir, tmp_pat
     from transformers import AutoModel
 
     torch.manual_seed(0)
-    args = {"encoder": no_dropout_encoder_dir, **COLDE}
+    args = {"encoder": {"name": no_dropout_encoder_dir}, **COLDE}
     method = CoLDE(**args)
     config, ckpt = save_run(method, tmp_path / "run", args)
     main(["export", "--config", str(config), "--ckpt_path", str(ckpt), "--output", str(tmp_path / "hf"),
@@ -132,8 +133,8 @@ def test_colde_ablation_export_follows_its_hparams(no_dropout_encoder_dir, tmp_p
     """−Aug −LSTM (no section/chunk embeddings, mean of the chunk vectors): the export has no LSTM weights and
     still gives ``embed``'s vectors, of the encoder's size."""
     torch.manual_seed(0)
-    method = CoLDE(no_dropout_encoder_dir, augmentation=False, aggregation="mean", max_chunks_per_section=3,
-                   **COLDE)
+    method = CoLDE(EncoderSpec(no_dropout_encoder_dir), augmentation=False, aggregation="mean",
+                   max_chunks_per_section=3, **COLDE)
     export_method(method, tmp_path / "st")
     st = SentenceTransformer(str(tmp_path / "st"), device="cpu", local_files_only=True, trust_remote_code=True)
     assert not any("lstm" in name or "structure" in name for name, _ in st.named_parameters())
@@ -148,7 +149,7 @@ def test_exported_files_are_readable_as_the_umask_allows(tiny_encoder_dir, tmp_p
     """safetensors stages model.safetensors through mkstemp (mode 0o600): an export is readable like other outputs."""
     import os
 
-    method = DocSplit(encoder=tiny_encoder_dir, max_length=64)
+    method = DocSplit(EncoderSpec(tiny_encoder_dir), max_length=64)
     previous = os.umask(0o022)
     try:
         folder = export_method(method, tmp_path / "out", output_format)

@@ -25,6 +25,7 @@ from lit_docemb.commands.figures import main as figures_main
 from lit_docemb.data import JSONLDataModule
 from lit_docemb.data.core.document import Document, Section
 from lit_docemb.methods import CoLDE, DocSplit, GraphRoBERTa
+from lit_docemb.models import EncoderSpec
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
@@ -100,7 +101,7 @@ def test_callback_logs_the_map_to_an_offline_wandb_run(tiny_encoder_dir, tmp_pat
     trainer = L.Trainer(accelerator="cpu", max_epochs=1, limit_train_batches=1, limit_val_batches=1,
                         num_sanity_val_steps=0, logger=logger, callbacks=[figures], enable_progress_bar=False,
                         enable_checkpointing=False, default_root_dir=tmp_path)
-    trainer.fit(DocSplit(tiny_encoder_dir, max_length=32, mlm_weight=0.0), datamodule=data)
+    trainer.fit(DocSplit(EncoderSpec(tiny_encoder_dir), max_length=32, mlm_weight=0.0), datamodule=data)
     logger.experiment.finish()
     assert len(figures.paths) == 1
     assert_png(figures.paths[0])
@@ -132,11 +133,11 @@ def test_figures_command_draws_colde_similarities_and_graph_attention(tiny_encod
     docs = tmp_path / "docs.jsonl"
     docs.write_text("".join(Document(f"d/{i}", "", [Section("", t[:300]), Section("h", t[300:600])]).to_json() + "\n"
                             for i, t in enumerate(texts)))
-    colde_args = {"encoder": tiny_encoder_dir, "chunk_tokens": 24, "num_heads": 2, "lstm_output_size": 16,
+    colde_args = {"encoder": {"name": tiny_encoder_dir}, "chunk_tokens": 24, "num_heads": 2, "lstm_output_size": 16,
                   "projection_size": 8, "chunk_embeddings": 32}
     colde = save_run(CoLDE(**colde_args), tmp_path / "colde", colde_args)
-    graph_args = {"encoder": tiny_encoder_dir, "node_dim": 16, "words_per_passage": 20, "max_passage_tokens": 32,
-                  "cache_passages": False}
+    graph_args = {"encoder": {"name": tiny_encoder_dir}, "node_dim": 16, "words_per_passage": 20,
+                  "max_passage_tokens": 32, "cache_passages": False}
     graph = save_run(GraphRoBERTa(**graph_args), tmp_path / "graph", graph_args)
 
     def figures(run: tuple[Path, Path], *extra: str) -> list[Path]:

@@ -37,7 +37,7 @@ def test_robust04_folds_run_in_their_own_folders(tiny_encoder_dir):
     """Fold 2 run after fold 1 lands in fold2/, not in fold 1's folder (which would keep fold 1's config.yaml)."""
     folders = []
     for fold in (1, 2):
-        cli = DocEmbCLI(args=["--config", ROBUST04, f"--model.init_args.backbone.init_args.encoder={tiny_encoder_dir}",
+        cli = DocEmbCLI(args=["--config", ROBUST04, f"--model.init_args.backbone.init_args.encoder.name={tiny_encoder_dir}",
                               "--model.init_args.backbone.init_args.max_passage_tokens=64", "--model.init_args.checkpoint=null",
                               f"--data.init_args.test_fold={fold}",
                               "--trainer.accelerator=cpu", "--trainer.devices=1", "--trainer.precision=32-true"],

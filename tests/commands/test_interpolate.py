@@ -13,7 +13,7 @@ import yaml
 from runs import run_embed, save_run, tiny_args, write_tsv
 
 from lit_docemb.commands.cli import main
-from lit_docemb.commands.loading import model_overrides
+from lit_docemb.commands.loading import build_method, model_overrides
 from lit_docemb.data.core.tokens import document_text
 from lit_docemb.methods import DocSplit, GraphRoBERTa
 from test_export import long_documents
@@ -42,7 +42,7 @@ def embedded(config: Path, ckpt: Path | None, data: Path, out: Path, *extra: str
 
 
 def test_docsplit_alpha_zero_is_the_baseline_one_the_checkpoint_and_export_matches(tiny_encoder_dir, tmp_path):
-    args = {"encoder": tiny_encoder_dir, "max_length": 64, "pooling": "mean"}
+    args = {"encoder": {"name": tiny_encoder_dir, "pooling": "mean"}, "max_length": 64}
     config, ckpt = trained_run(DocSplit(**args), tmp_path / "run", args)
     data = write_tsv(tmp_path / "docs.tsv", long_documents(), bad_lines=False)
     baseline = embedded(config, None, data, tmp_path / "baseline")
@@ -62,7 +62,7 @@ def test_docsplit_alpha_zero_is_the_baseline_one_the_checkpoint_and_export_match
 
 @pytest.mark.parametrize("head_init", ["random", "identity"])
 def test_graph_roberta_alpha_zero_is_the_seeded_baseline_heads_included(tiny_encoder_dir, tmp_path, head_init):
-    args = {"encoder": tiny_encoder_dir, "node_dim": 32, "words_per_passage": 20, "max_passage_tokens": 32,
+    args = {"encoder": {"name": tiny_encoder_dir}, "node_dim": 32, "words_per_passage": 20, "max_passage_tokens": 32,
             "cache_passages": False, "head_init": head_init}
     config, ckpt = trained_run(GraphRoBERTa(**args), tmp_path / "run", args)
     data = write_tsv(tmp_path / "docs.tsv", long_documents(), bad_lines=False)
@@ -74,7 +74,7 @@ def test_graph_roberta_alpha_zero_is_the_seeded_baseline_heads_included(tiny_enc
 
 
 def test_alpha_needs_a_checkpoint_and_a_range(tiny_encoder_dir, tmp_path, capsys):
-    args = {"encoder": tiny_encoder_dir, "max_length": 64}
+    args = {"encoder": {"name": tiny_encoder_dir}, "max_length": 64}
     config, ckpt = trained_run(DocSplit(**args), tmp_path / "run", args)
     data = write_tsv(tmp_path / "docs.tsv", long_documents(), bad_lines=False)
     for extra in (["--interpolate_alpha", "0.5"], ["--ckpt_path", str(ckpt), "--interpolate_alpha", "2"]):
@@ -88,9 +88,21 @@ def test_alpha_needs_a_checkpoint_and_a_range(tiny_encoder_dir, tmp_path, capsys
 
 
 def test_model_overrides_keeps_only_the_model_section():
-    assert model_overrides(["--data.init_args.root", "d", "--model.init_args.pooling=mean", "--model.init_args.x",
-                            "1", "--trainer.max_steps=3"]) == ["--model.init_args.pooling=mean", "--model.init_args.x",
-                                                               "1"]
+    overrides = ["--data.init_args.root", "d", "--model.init_args.encoder.pooling=mean", "--model.init_args.x", "1",
+                 "--trainer.max_steps=3"]
+    assert model_overrides(overrides) == ["--model.init_args.encoder.pooling=mean", "--model.init_args.x", "1"]
+
+
+def test_an_encoder_option_overrides_the_block_a_run_saved(tiny_encoder_dir, tmp_path):
+    """A run's config.yaml holds the encoder block as LightningCLI saves it (``class_path`` / ``init_args``): a
+    command's override of one of its options changes that option and keeps the others."""
+    saved = {"class_path": "lit_docemb.models.EncoderSpec",
+             "init_args": {"name": tiny_encoder_dir, "pretrained": False}}
+    config = tmp_path / "config.yaml"
+    config.write_text(yaml.safe_dump({"model": {"class_path": "lit_docemb.methods.DocSplit",
+                                                "init_args": {"encoder": saved, "max_length": 32}}}))
+    method = build_method([config], ["--model.init_args.encoder.pooling", "mean"])
+    assert method.encoder_spec.pooling == "mean" and method.encoder_spec.pretrained is False
 
 
 def test_validation_evaluations_rank_a_ranking_corpus_validation_queries_and_score_documents_otherwise(tmp_path):
@@ -123,7 +135,7 @@ def test_interpolate_chooses_alpha_on_validation_and_evaluate_scores_it(tiny_enc
                                                                          capsys):
     root = tmp_path / "run"
     main(["fit", *tiny_args(tiny_encoder_dir, corpus_jsonl, root), "--trainer.max_steps=3", "--seed_everything=3",
-          "--model.pooling=mean"])
+          "--model.encoder.pooling=mean"])
     ckpt = str(next((root / "checkpoints").glob("*.ckpt")))
     config = str(root / "config.yaml")
     record = main(["interpolate", "--config", config, "--ckpt_path", ckpt, "--alphas", "0", "0.5", "1",

@@ -28,6 +28,7 @@ from lit_docemb.methods.deca_components import Append, Doc2VecCBackbone, Encoder
 from lit_docemb.views.classifier import LabelledCollator
 from lit_docemb.models.ctpe import WordEmbeddings
 from lit_docemb.views.dense_retrieval import QueryDocumentCollator
+from lit_docemb.models import EncoderSpec
 
 
 def documents(n: int = 10) -> list[Document]:
@@ -86,15 +87,15 @@ def test_the_buffer_keeps_fields_dtypes_shapes_none_and_empty_tensors():
 def collators(tiny_encoder_dir) -> dict:
     """(collator, method whose ``losses`` reads its batches or None) of every method's stages."""
     docs = documents()
-    graph = GraphRoBERTa(tiny_encoder_dir, node_dim=16, words_per_passage=40, max_passage_tokens=64)
-    docsplit = DocSplit(tiny_encoder_dir, max_length=64)
+    graph = GraphRoBERTa(EncoderSpec(tiny_encoder_dir), node_dim=16, words_per_passage=40, max_passage_tokens=64)
+    docsplit = DocSplit(EncoderSpec(tiny_encoder_dir), max_length=64)
     deca = DECA(Doc2VecCBackbone(min_word_count=1, embedding_dim=8))
     append = DECA(Doc2VecCBackbone(min_word_count=1, embedding_dim=8), Append())
     for method in (deca, append):
         method._set_vocabulary(Vocabulary.from_texts(document_text(d, True) for d in docs))
     deca_encoder = DECA(EncoderBackbone(tiny_encoder_dir, max_length=64))
     deca_encoder._set_vocabulary(Vocabulary.from_texts(document_text(d, True) for d in docs))
-    colde = CoLDE(tiny_encoder_dir, chunk_tokens=24, num_heads=2, lstm_output_size=16, projection_size=8,
+    colde = CoLDE(EncoderSpec(tiny_encoder_dir), chunk_tokens=24, num_heads=2, lstm_output_size=16, projection_size=8,
                   chunk_embeddings=16)
     ctpe = CTPE(WordEmbeddings(init="random", min_count=1, dim=8), pos=0.5, n_filters=4, kernel_widths=[1, 2])
     ctpe.prepare(docs, docs)
@@ -102,7 +103,8 @@ def collators(tiny_encoder_dir) -> dict:
         "graph_roberta_fit": (graph.collator("fit"), graph),
         "graph_roberta_predict": (graph.collator("predict"), None),
         "docsplit_fit_mlm": (docsplit.collator("fit"), docsplit),
-        "docsplit_validate": (DocSplit(tiny_encoder_dir, max_length=64, mlm_weight=0.0).collator("validate"),
+        "docsplit_validate": (DocSplit(EncoderSpec(tiny_encoder_dir), max_length=64,
+                                       mlm_weight=0.0).collator("validate"),
                               None),
         "docsplit_predict": (docsplit.collator("predict"), None),
         "deca_fit": (deca.collator("fit"), deca),
@@ -198,9 +200,9 @@ def test_training_steps_give_the_same_losses_with_a_worker(tiny_encoder_dir, cor
     losses = []
     for workers in (0, 1):
         L.seed_everything(0, verbose=False)
-        model = GraphRoBERTa(tiny_encoder_dir, node_dim=16, max_passage_tokens=64,
+        model = GraphRoBERTa(EncoderSpec(tiny_encoder_dir), node_dim=16, max_passage_tokens=64,
                              passage_cache_dir=str(tmp_path / "passages")) if method == "graph_roberta" else \
-            DocSplit(tiny_encoder_dir, max_length=64)
+            DocSplit(EncoderSpec(tiny_encoder_dir), max_length=64)
         recorder = FirstLoss()
         trainer = L.Trainer(accelerator="cpu", max_steps=2, logger=False, enable_checkpointing=False,
                             enable_progress_bar=False, enable_model_summary=False, limit_val_batches=0,

@@ -23,6 +23,7 @@ from lit_docemb.data.caches.passage_cache import PassageCache, TokenizedPassages
 from lit_docemb.data.caches.row_cache import corpus_fingerprint, tokenizer_fingerprint
 from lit_docemb.data.core.reading import ReadContext, cached_documents
 from lit_docemb.data.core.text import chunk_passages
+from lit_docemb.models import EncoderSpec
 
 datasets.disable_progress_bars()
 
@@ -210,12 +211,13 @@ def test_graph_roberta_builds_its_passage_cache_with_the_processes_it_is_given(t
 
     documents = read_jsonl(write_corpus_jsonl(tmp_path / "docs.jsonl", n_documents=12))
     built_with = record_cache_builds(monkeypatch)
-    parallel = GraphRoBERTa(tiny_encoder_dir, max_passage_tokens=32, passage_cache_dir=str(tmp_path / "parallel"),
+    parallel = GraphRoBERTa(EncoderSpec(tiny_encoder_dir), max_passage_tokens=32,
+                            passage_cache_dir=str(tmp_path / "parallel"),
                             passage_cache_num_proc=2).token_cache.open(documents)
-    serial = GraphRoBERTa(tiny_encoder_dir, max_passage_tokens=32, passage_cache_dir=str(tmp_path / "serial")
-                          ).token_cache.open(documents)
+    serial = GraphRoBERTa(EncoderSpec(tiny_encoder_dir), max_passage_tokens=32,
+                          passage_cache_dir=str(tmp_path / "serial")).token_cache.open(documents)
     assert built_with == [2, None]
     assert [(r.id, r.passage_ids(), r.section_index.tolist()) for r in parallel] == \
            [(r.id, r.passage_ids(), r.section_index.tolist()) for r in serial]
     with pytest.raises(ConfigError, match="passage_cache_num_proc"):
-        GraphRoBERTa(tiny_encoder_dir, max_passage_tokens=32, passage_cache_num_proc=0)
+        GraphRoBERTa(EncoderSpec(tiny_encoder_dir), max_passage_tokens=32, passage_cache_num_proc=0)

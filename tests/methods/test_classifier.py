@@ -16,6 +16,7 @@ from lit_docemb.commands.cli import main
 from lit_docemb.data.core.document import Document, Section
 from lit_docemb.data.corpora.labelled import LabelledTextDataModule
 from lit_docemb.methods import DocSplit, DocumentClassifier, GraphRoBERTa
+from lit_docemb.models import EncoderSpec
 
 ROOT = Path(__file__).resolve().parents[2]
 CONFIGS = sorted(str(p.relative_to(ROOT)) for p in (ROOT / "configs").rglob("classify_*.yaml"))
@@ -24,7 +25,8 @@ WORDS = {"sea": "tide wave boat harbour sailor salt shore anchor", "code": "comp
 
 
 def test_unknown_and_missing_labels_are_skipped_and_counted(tiny_encoder_dir):
-    model = DocumentClassifier(DocSplit(tiny_encoder_dir, max_length=32, mlm_weight=0.0), labels=["code", "sea"])
+    model = DocumentClassifier(DocSplit(EncoderSpec(tiny_encoder_dir), max_length=32, mlm_weight=0.0),
+                               labels=["code", "sea"])
     docs = labelled_docs(4) + [Document("x", sections=[Section("", "no label")]),
                                Document("y", sections=[Section("", "odd")], label="weather")]
     batch = model.collator("fit")(docs)
@@ -34,7 +36,8 @@ def test_unknown_and_missing_labels_are_skipped_and_counted(tiny_encoder_dir):
 
 def test_an_empty_evaluation_batch_leaves_the_metric_untouched(tiny_encoder_dir):
     """Under DDP a rank's share of the last validation batch can be empty (every rank runs as many batches)."""
-    model = DocumentClassifier(DocSplit(tiny_encoder_dir, max_length=32, mlm_weight=0.0), labels=["code", "sea"])
+    model = DocumentClassifier(DocSplit(EncoderSpec(tiny_encoder_dir), max_length=32, mlm_weight=0.0),
+                               labels=["code", "sea"])
     model.validation_step(model.collator("validate")([Document("x", sections=[Section("", "no label")])]), 0)
     model.validation_step(model.collator("validate")(labelled_docs(2)), 1)
     assert model.val_f1.compute().item() >= 0.0  # one update: the empty batch did not reach torchmetrics
@@ -42,19 +45,19 @@ def test_an_empty_evaluation_batch_leaves_the_metric_untouched(tiny_encoder_dir)
 
 def test_labels_must_be_distinct(tiny_encoder_dir):
     with pytest.raises(ValueError, match="at least 2 distinct classes"):
-        DocumentClassifier(DocSplit(tiny_encoder_dir, max_length=32, mlm_weight=0.0), labels=["a", "a"])
+        DocumentClassifier(DocSplit(EncoderSpec(tiny_encoder_dir), max_length=32, mlm_weight=0.0), labels=["a", "a"])
 
 
 def test_starts_from_the_pretraining_checkpoint(tiny_encoder_dir, tmp_path):
     torch.manual_seed(0)
-    pretrained = GraphRoBERTa(tiny_encoder_dir, node_dim=16, max_passage_tokens=32)
+    pretrained = GraphRoBERTa(EncoderSpec(tiny_encoder_dir), node_dim=16, max_passage_tokens=32)
     torch.save({"state_dict": pretrained.state_dict()}, tmp_path / "pre.ckpt")
     torch.manual_seed(1)
-    fresh = GraphRoBERTa(tiny_encoder_dir, node_dim=16, max_passage_tokens=32)
+    fresh = GraphRoBERTa(EncoderSpec(tiny_encoder_dir), node_dim=16, max_passage_tokens=32)
     model = DocumentClassifier(fresh, labels=["code", "sea"], checkpoint=str(tmp_path / "pre.ckpt"))
     for (name, a), b in zip(pretrained.state_dict().items(), model.backbone.state_dict().values()):
         assert torch.equal(a, b), name
-    other = GraphRoBERTa(tiny_encoder_dir, node_dim=8, max_passage_tokens=32)  # another architecture
+    other = GraphRoBERTa(EncoderSpec(tiny_encoder_dir), node_dim=8, max_passage_tokens=32)  # another architecture
     torch.save({"state_dict": other.state_dict()}, tmp_path / "other.ckpt")
     with pytest.raises(ValueError, match="does not fit GraphRoBERTa as configured"):
         DocumentClassifier(fresh, labels=["code", "sea"], checkpoint=str(tmp_path / "other.ckpt"))
@@ -66,7 +69,8 @@ def test_starts_from_the_pretraining_checkpoint(tiny_encoder_dir, tmp_path):
 
 def test_fine_tuning_separates_a_separable_set(tiny_encoder_dir, tmp_path):
     torch.manual_seed(0)
-    model = DocumentClassifier(DocSplit(tiny_encoder_dir, max_length=48, mlm_weight=0.0), labels=["code", "sea"],
+    model = DocumentClassifier(DocSplit(EncoderSpec(tiny_encoder_dir), max_length=48,
+                                        mlm_weight=0.0), labels=["code", "sea"],
                                optimizer=lambda params: torch.optim.AdamW(params, lr=3e-3))
     data = LabelledTextDataModule(str(write_labelled_folder(tmp_path / "set")), batch_size=8, num_workers=0,
                                   val_fraction=0.0)
@@ -95,7 +99,7 @@ def test_every_classification_config_runs_fast_dev_run(config, tiny_encoder_dir,
     written.parent.mkdir()
     written.write_text(yaml.safe_dump(settings), encoding="utf-8")
     cli = main(["fit", "--config", str(written),
-                f"--model.init_args.backbone.init_args.encoder={tiny_encoder_dir}", *size,
+                f"--model.init_args.backbone.init_args.encoder.name={tiny_encoder_dir}", *size,
                 "--model.init_args.checkpoint=null", "--model.init_args.labels=[code,sea]",
                 "--trainer.accelerator=cpu", "--trainer.devices=1", "--trainer.precision=32-true",
                 "--trainer.logger=lightning.pytorch.loggers.CSVLogger", f"--trainer.logger.save_dir={tmp_path}",
@@ -115,7 +119,7 @@ def long_document(identifier: str, label: str | None = None) -> Document:
 
 def test_graph_roberta_fine_tuning_trains_on_max_passages_and_infers_on_max_passages_inference(tiny_encoder_dir):
     """Seed 000, Appendix A: up to 50 passages per document in training, 100 at inference (here 2 and 5)."""
-    backbone = GraphRoBERTa(tiny_encoder_dir, node_dim=16, words_per_passage=3, max_passage_tokens=16,
+    backbone = GraphRoBERTa(EncoderSpec(tiny_encoder_dir), node_dim=16, words_per_passage=3, max_passage_tokens=16,
                             max_passages=2, max_passages_inference=5, cache_passages=False)
     model = DocumentClassifier(backbone, labels=["code", "sea"])
     docs = [long_document("a", "sea"), long_document("b", "code")]
@@ -127,7 +131,8 @@ def test_graph_roberta_fine_tuning_trains_on_max_passages_and_infers_on_max_pass
 def test_a_frozen_backbone_trains_the_head_only(tiny_encoder_dir):
     """DocSplit Appendix A.1: only the last layer is trained; the encoder's weights and its dropout stay off."""
     torch.manual_seed(0)
-    model = DocumentClassifier(DocSplit(tiny_encoder_dir, max_length=32, mlm_weight=0.0), labels=["code", "sea"],
+    model = DocumentClassifier(DocSplit(EncoderSpec(tiny_encoder_dir), max_length=32,
+                                        mlm_weight=0.0), labels=["code", "sea"],
                                freeze_backbone=True)
     before = {k: v.clone() for k, v in model.backbone.state_dict().items()}
     head = model.head[1].weight.clone()

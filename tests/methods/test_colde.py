@@ -28,6 +28,7 @@ from lit_docemb.views.colde import (
     select_documents,
     split_sections,
 )
+from lit_docemb.models import EncoderSpec
 
 ROOT = Path(__file__).resolve().parents[2]
 SMALL = {"chunk_tokens": 24, "num_heads": 2, "lstm_output_size": 16, "projection_size": 8, "chunk_embeddings": 16}
@@ -44,7 +45,7 @@ def documents(n: int = 6, groups: int = 2) -> list[Document]:
 
 @pytest.fixture(scope="module")
 def colde_base(no_dropout_encoder_dir):
-    return CoLDE(no_dropout_encoder_dir, **SMALL)
+    return CoLDE(EncoderSpec(no_dropout_encoder_dir), **SMALL)
 
 
 @pytest.fixture
@@ -88,7 +89,7 @@ def test_collator_chunks_every_token_without_silent_cap(colde):
     assert batch.sections.chunks_per_section[0] == -(-len(tokens) // body) > 5  # all chunks, ceil division
     assert batch.sections.chunks.attention_mask.sum(1).max() <= colde.hparams.chunk_tokens
     assert batch.sections.chunk_ids[:3].tolist() == [0, 1, 2] and batch.truncated_chunks == 0
-    capped = CoLDE(colde.hparams.encoder, **SMALL | {"max_chunks_per_section": 2})
+    capped = CoLDE(colde.encoder_spec, **SMALL | {"max_chunks_per_section": 2})
     batch_capped = capped.collator("fit")([long])
     assert batch_capped.sections.chunks_per_section.tolist() == [2, 1]
     assert batch_capped.truncated_chunks == int(batch.sections.chunks_per_section[0]) - 2
@@ -147,7 +148,7 @@ def test_chunk_attention_is_trained_and_section_p_attends_to_section_p_plus_1(co
 
 # --- ablations -----------------------------------------------------------------------------------------------------
 def test_minus_aug_one_section_and_no_structural_embeddings(no_dropout_encoder_dir):
-    model = CoLDE(no_dropout_encoder_dir, **SMALL | {"augmentation": False})
+    model = CoLDE(EncoderSpec(no_dropout_encoder_dir), **SMALL | {"augmentation": False})
     batch = model.collator("fit")(documents(4))
     assert batch.sections_per_document == 1 and len(batch.sections) == 4 and model.model.structure is None
     assert set(batch.sections.section_ids.tolist()) == {0}
@@ -159,7 +160,7 @@ def test_minus_aug_one_section_and_no_structural_embeddings(no_dropout_encoder_d
 
 
 def test_minus_lstm_section_is_the_mean_of_its_chunk_vectors(no_dropout_encoder_dir):
-    model = CoLDE(no_dropout_encoder_dir, **SMALL | {"aggregation": "mean"})
+    model = CoLDE(EncoderSpec(no_dropout_encoder_dir), **SMALL | {"aggregation": "mean"})
     assert not hasattr(model.model, "lstm") and not hasattr(model.model, "chunk_attention")
     batch = model.collator("fit")(documents(2))
     model.eval()
@@ -172,8 +173,8 @@ def test_minus_lstm_section_is_the_mean_of_its_chunk_vectors(no_dropout_encoder_
 
 def test_minus_cl_cosine_objective_on_whole_documents(no_dropout_encoder_dir):
     with pytest.raises(ValueError, match="augmentation: false"):
-        CoLDE(no_dropout_encoder_dir, **SMALL | {"objective": "cosine"})
-    model = CoLDE(no_dropout_encoder_dir, **SMALL | {"objective": "cosine", "augmentation": False})
+        CoLDE(EncoderSpec(no_dropout_encoder_dir), **SMALL | {"objective": "cosine"})
+    model = CoLDE(EncoderSpec(no_dropout_encoder_dir), **SMALL | {"objective": "cosine", "augmentation": False})
     batch = model.collator("fit")(documents(4))
     terms = model.losses(batch)
     assert "supcon_loss" not in terms and isinstance(model.model.projection, torch.nn.Identity)
@@ -267,7 +268,7 @@ CONFIGS = sorted(str(p.relative_to(ROOT)) for p in (ROOT / "configs" / "colde").
 @pytest.mark.parametrize("config", CONFIGS)
 def test_every_colde_config_runs_fast_dev_run(config, tiny_encoder_dir, tmp_path):
     data = yaml.safe_load((ROOT / config).read_text())["data"]
-    args = ["fit", "--config", str(ROOT / config), f"--model.init_args.encoder={tiny_encoder_dir}",
+    args = ["fit", "--config", str(ROOT / config), f"--model.init_args.encoder.name={tiny_encoder_dir}",
             "--model.init_args.chunk_tokens=32", "--model.init_args.lstm_output_size=16",
             "--model.init_args.projection_size=8", "--model.init_args.num_heads=2", "--data.init_args.global_batch_size=4",
             "--data.init_args.num_workers=0", "--trainer.accelerator=cpu", "--trainer.devices=1",
@@ -311,7 +312,7 @@ def test_every_colde_config_runs_fast_dev_run(config, tiny_encoder_dir, tmp_path
 def test_fit_then_test_reuses_the_validation_threshold_and_matching_cli(tiny_encoder_dir, tmp_path):
     from lit_docemb.commands.matching import main as matching_main
 
-    common = ["--config", str(ROOT / "configs/colde/aan.yaml"), f"--model.init_args.encoder={tiny_encoder_dir}",
+    common = ["--config", str(ROOT / "configs/colde/aan.yaml"), f"--model.init_args.encoder.name={tiny_encoder_dir}",
               "--model.init_args.chunk_tokens=32", "--model.init_args.lstm_output_size=16",
               "--model.init_args.projection_size=8", "--model.init_args.num_heads=2",
               f"--data.init_args.corpus.init_args.source={write_aan_network(tmp_path / 'aan')}",
@@ -399,6 +400,6 @@ def test_a_document_longer_than_the_chunk_table_is_truncated_and_counted(colde):
 
 
 def test_without_structural_embeddings_no_chunk_is_dropped(no_dropout_encoder_dir):
-    colde = CoLDE(no_dropout_encoder_dir, **SMALL | {"augmentation": False})
+    colde = CoLDE(EncoderSpec(no_dropout_encoder_dir), **SMALL | {"augmentation": False})
     batch = colde.collator("fit")([long_document(2 * SMALL["chunk_embeddings"], colde)])
     assert batch.truncated_chunks == 0 and int(batch.sections.chunks_per_section[0]) > 2 * SMALL["chunk_embeddings"]

@@ -11,6 +11,7 @@ from lit_docemb.data.core.batches import SectionChunkBatch
 from lit_docemb.data.core.document import Document, Section
 from lit_docemb.errors import BadArgument
 from lit_docemb.methods import CoLDE
+from lit_docemb.models import EncoderSpec
 
 SMALL = {"chunk_tokens": 12, "num_heads": 2, "lstm_output_size": 16, "projection_size": 8, "chunk_embeddings": 64}
 CUT = 25
@@ -36,7 +37,7 @@ def section_tokens(batch: SectionChunkBatch) -> list[list[int]]:
 
 @pytest.fixture(scope="module")
 def colde(no_dropout_encoder_dir) -> CoLDE:
-    return CoLDE(no_dropout_encoder_dir, **SMALL, max_training_section_tokens=CUT)
+    return CoLDE(EncoderSpec(no_dropout_encoder_dir), **SMALL, max_training_section_tokens=CUT)
 
 
 def test_training_sections_are_the_first_tokens_of_the_whole_ones(colde):
@@ -51,7 +52,7 @@ def test_training_sections_are_the_first_tokens_of_the_whole_ones(colde):
 
 def test_evaluation_reads_whole_sections(colde, no_dropout_encoder_dir):
     docs = long_documents()
-    uncut = CoLDE(no_dropout_encoder_dir, **SMALL)
+    uncut = CoLDE(EncoderSpec(no_dropout_encoder_dir), **SMALL)
     for stage in ("validate", "predict"):
         with_cut, without = colde.collator(stage)(docs), uncut.collator(stage)(docs)
         parts = (with_cut.whole, without.whole) if stage == "predict" else (with_cut, without)
@@ -61,4 +62,4 @@ def test_evaluation_reads_whole_sections(colde, no_dropout_encoder_dir):
 
 def test_a_cut_below_one_token_is_refused(no_dropout_encoder_dir):
     with pytest.raises(BadArgument, match="max_training_section_tokens"):
-        CoLDE(no_dropout_encoder_dir, **SMALL, max_training_section_tokens=0)
+        CoLDE(EncoderSpec(no_dropout_encoder_dir), **SMALL, max_training_section_tokens=0)

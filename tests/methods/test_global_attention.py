@@ -9,6 +9,7 @@ from transformers import AutoTokenizer, LongformerConfig, LongformerForMaskedLM
 from lit_docemb.errors import BadArgument
 from lit_docemb.methods import DocSplit
 from lit_docemb.models import HFEncoder
+from lit_docemb.models import EncoderSpec
 
 
 @pytest.fixture(scope="module")
@@ -45,6 +46,6 @@ def test_the_first_token_attends_globally_only_when_asked(tiny_longformer_dir):
 
 def test_an_encoder_without_global_attention_refuses_it(tiny_encoder_dir, tiny_longformer_dir):
     with pytest.raises(BadArgument, match="first_token_global_attention.*has no global attention"):
-        DocSplit(tiny_encoder_dir, max_length=32, first_token_global_attention=True)
-    model = DocSplit(tiny_longformer_dir, max_length=32, first_token_global_attention=True)
+        DocSplit(EncoderSpec(tiny_encoder_dir, first_token_global_attention=True), max_length=32)
+    model = DocSplit(EncoderSpec(tiny_longformer_dir, first_token_global_attention=True), max_length=32)
     assert model.encoder.first_token_global_attention

@@ -28,6 +28,7 @@ from lit_docemb.views.graph_roberta import (
     select_graphs,
     split_passages,
 )
+from lit_docemb.models import EncoderSpec
 
 ROOT = Path(__file__).resolve().parents[2]
 CONFIGS = sorted(str(p.relative_to(ROOT)) for p in (ROOT / "configs" / "graph_roberta").glob("pretrain_*.yaml"))
@@ -45,7 +46,7 @@ def sectioned_document(n_sections: int = 3, sentences: int = 4) -> Document:
 @pytest.fixture(scope="module")
 def model(tiny_encoder_dir) -> GraphRoBERTa:
     torch.manual_seed(0)
-    return GraphRoBERTa(tiny_encoder_dir, node_dim=16, words_per_passage=8, max_passage_tokens=32)
+    return GraphRoBERTa(EncoderSpec(tiny_encoder_dir), node_dim=16, words_per_passage=8, max_passage_tokens=32)
 
 
 def test_fully_connected_graph_links_every_pair_of_nodes():
@@ -117,7 +118,8 @@ def test_one_passage_split_takes_the_first_half_the_time():
 
 
 def test_pretraining_batch_keeps_at_most_max_passages_and_counts_short_documents(tiny_encoder_dir):
-    model = GraphRoBERTa(tiny_encoder_dir, node_dim=16, words_per_passage=8, max_passage_tokens=32, max_passages=5)
+    model = GraphRoBERTa(EncoderSpec(tiny_encoder_dir), node_dim=16, words_per_passage=8, max_passage_tokens=32,
+                         max_passages=5)
     long_doc = sectioned_document(n_sections=4, sentences=6)
     batch = model.collator("fit")([long_doc, Document("short", sections=[Section("", "Too short.")])])
     assert len(batch) == 1 and batch.skipped == 1
@@ -141,7 +143,7 @@ def test_training_step_reaches_every_weight(model):
 @pytest.mark.parametrize("objective", ["halves", "one_passage"])
 def test_grad_cache_equals_plain_training(no_dropout_encoder_dir, objective):
     torch.manual_seed(0)
-    plain = GraphRoBERTa(no_dropout_encoder_dir, node_dim=16, words_per_passage=8, max_passage_tokens=32,
+    plain = GraphRoBERTa(EncoderSpec(no_dropout_encoder_dir), node_dim=16, words_per_passage=8, max_passage_tokens=32,
                          attention_dropout=0.0, objective=objective)
     cached = copy.deepcopy(plain)
     cached.grad_cache_token_budget = 64
@@ -192,7 +194,7 @@ def test_warmup_fraction_follows_the_run_length():
 
 @pytest.mark.parametrize("config", CONFIGS)
 def test_every_pretraining_config_runs_fast_dev_run(config, tiny_encoder_dir, corpus_jsonl, tmp_path):
-    cli = main(["fit", "--config", str(ROOT / config), f"--model.init_args.encoder={tiny_encoder_dir}",
+    cli = main(["fit", "--config", str(ROOT / config), f"--model.init_args.encoder.name={tiny_encoder_dir}",
                 "--model.init_args.node_dim=16", "--model.init_args.max_passage_tokens=64",
                 "--model.init_args.grad_cache_token_budget=256", "--data=lit_docemb.data.JSONLDataModule",
                 f"--data.paths=[{corpus_jsonl}]", "--data.global_batch_size=4", "--data.num_workers=0",
@@ -263,8 +265,9 @@ def test_title_passage_makes_the_title_the_first_passage(tiny_encoder_dir, tmp_p
         "Harbour tides", "The boat left."]
     assert chunk_passages(Document("u", sections=[Section("", "No title here.")]), 4, with_title=True)[0].text == \
         "No title here."
-    plain, titled = (GraphRoBERTa(tiny_encoder_dir, node_dim=16, words_per_passage=4, max_passage_tokens=16,
-                                  title_passage=title, passage_cache_dir=str(tmp_path)) for title in (False, True))
+    plain, titled = (GraphRoBERTa(EncoderSpec(tiny_encoder_dir), node_dim=16, words_per_passage=4,
+                                  max_passage_tokens=16, title_passage=title,
+                                  passage_cache_dir=str(tmp_path)) for title in (False, True))
     assert titled.collator("predict")([document]).graphs.passage_counts.tolist() == [4]
     assert plain.collator("predict")([document]).graphs.passage_counts.tolist() == [3]
     cached = titled.token_cache.open([document])[0]  # the cache splits as the collator does, under its own key

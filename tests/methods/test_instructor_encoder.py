@@ -23,6 +23,7 @@ from lit_docemb.errors import BadArgument, ConfigError
 from lit_docemb.methods import DocSplit
 from lit_docemb.models.encoder import HFEncoder
 from lit_docemb.views.docsplit import WholeDocumentCollator
+from lit_docemb.models import EncoderSpec
 
 INSTRUCTION = "Represent the news article for classification: "
 OTHER_INSTRUCTION = "Represent the science paper for retrieval: "
@@ -127,8 +128,9 @@ def test_a_prefix_goes_after_cls_and_is_pooled_on_a_bert_folder(tiny_encoder_dir
 
 
 def test_max_length_cuts_the_text_and_keeps_the_instruction(instructor_dir):
-    method = DocSplit(instructor_dir, pooling="mean", max_length=30, mlm_weight=0.0, instruction=INSTRUCTION,
-                      instruction_in_pooling=False, sentence_transformers_head=True, embed_with_title=False)
+    spec = EncoderSpec(instructor_dir, pooling="mean", instruction=INSTRUCTION, instruction_in_pooling=False,
+                       sentence_transformers_head=True)
+    method = DocSplit(spec, max_length=30, mlm_weight=0.0, embed_with_title=False)
     encoder, count = method.encoder, method.encoder.instruction_tokens
     assert method.token_cache.max_length == 30 - count
     long_text = " ".join(TEXTS * 5)
@@ -145,22 +147,24 @@ def test_max_length_cuts_the_text_and_keeps_the_instruction(instructor_dir):
 
 
 def test_an_instruction_longer_than_max_length_stops_in_one_line(instructor_dir):
-    with pytest.raises(ConfigError, match=r"^instruction: its \d+ tokens leave no room for text within max_length 8"):
-        DocSplit(instructor_dir, pooling="mean", max_length=8, mlm_weight=0.0, instruction=INSTRUCTION * 2)
+    with pytest.raises(ConfigError,
+                       match=r"^encoder\.instruction: its \d+ tokens leave no room for text within max_length 8"):
+        DocSplit(EncoderSpec(instructor_dir, pooling="mean", instruction=INSTRUCTION * 2), max_length=8,
+                 mlm_weight=0.0)
 
 
 def test_a_t5_encoder_has_no_masked_lm_head(instructor_dir):
     with pytest.raises(ConfigError, match="^mlm_weight: .* has no masked-LM head"):
-        DocSplit(instructor_dir, pooling="mean", mlm_weight=0.1)
+        DocSplit(EncoderSpec(instructor_dir, pooling="mean"), mlm_weight=0.1)
 
 
 def test_a_missing_dense_weights_file_stops_in_one_line(instructor_dir, tmp_path):
     broken = tmp_path / "broken"
     shutil.copytree(instructor_dir, broken)
     (broken / "2_Dense" / "pytorch_model.bin").unlink()
-    with pytest.raises(ConfigError, match=r"^encoder: .*2_Dense has no weights file \(model.safetensors or "
+    with pytest.raises(ConfigError, match=r"^encoder\.name: .*2_Dense has no weights file \(model.safetensors or "
                                           r"pytorch_model.bin\)") as info:
-        DocSplit(str(broken), pooling="mean", mlm_weight=0.0, sentence_transformers_head=True)
+        DocSplit(EncoderSpec(str(broken), pooling="mean", sentence_transformers_head=True), mlm_weight=0.0)
     assert "\n" not in str(info.value)
 
 
@@ -182,8 +186,9 @@ def test_the_sentence_transformers_export_encodes_as_embed_does(instructor_dir, 
     SentenceTransformer = pytest.importorskip("sentence_transformers").SentenceTransformer
     from lit_docemb.export.forms import export_method
 
-    method = DocSplit(instructor_dir, pooling="mean", max_length=40, mlm_weight=0.0, instruction=INSTRUCTION,
-                      instruction_in_pooling=False, sentence_transformers_head=True, embed_with_title=False)
+    spec = EncoderSpec(instructor_dir, pooling="mean", instruction=INSTRUCTION, instruction_in_pooling=False,
+                       sentence_transformers_head=True)
+    method = DocSplit(spec, max_length=40, mlm_weight=0.0, embed_with_title=False)
     documents = [Document(f"d{i}", sections=[Section("", text)]) for i, text in enumerate(TEXTS + [" ".join(TEXTS)])]
     with torch.no_grad():
         embedded = method.eval().embed(WholeDocumentCollator(method.token_cache)(documents))
@@ -196,7 +201,8 @@ def test_the_sentence_transformers_export_encodes_as_embed_does(instructor_dir, 
 def test_a_prefix_left_out_of_the_mean_after_cls_is_not_exported(tiny_encoder_dir):
     from lit_docemb.export.forms import ExportError, exporter
 
-    method = DocSplit(tiny_encoder_dir, pooling="mean", max_length=32, mlm_weight=0.0, instruction="query: ",
-                      instruction_in_pooling=False)
+    method = DocSplit(EncoderSpec(tiny_encoder_dir, pooling="mean", instruction="query: ",
+                                  instruction_in_pooling=False),
+                      max_length=32, mlm_weight=0.0)
     with pytest.raises(ExportError, match="after a \\[CLS\\] token and left out of the mean"):
         exporter(method)

@@ -26,7 +26,7 @@ from transformers import (
 from lit_docemb.commands.cli import main
 from lit_docemb.data.core.document import Document, Section
 from lit_docemb.errors import BadArgument
-from lit_docemb.models import HFEncoder, tokenizer_and_encoder
+from lit_docemb.models import EncoderSpec, HFEncoder, tokenizer_and_encoder
 from lit_docemb.models.packing import PackedLayout, use_varlen_kernel
 
 SIZES = {"vocab_size": 120, "hidden_size": 32, "num_hidden_layers": 2, "num_attention_heads": 4,
@@ -144,13 +144,13 @@ def test_the_cli_names_the_method_key_when_the_encoder_cannot_pack(tiny_encoder_
         tmp_path / "longformer")
     tokenizer.save_pretrained(tmp_path / "longformer")
     with pytest.raises(SystemExit) as stopped:
-        main(["fit", "--model=lit_docemb.methods.DocSplit", f"--model.encoder={tmp_path / 'longformer'}",
-              "--model.max_length=32", "--model.packed_encoding=true", "--data=lit_docemb.data.JSONLDataModule",
+        main(["fit", "--model=lit_docemb.methods.DocSplit", f"--model.encoder.name={tmp_path / 'longformer'}",
+              "--model.max_length=32", "--model.encoder.packed=true", "--data=lit_docemb.data.JSONLDataModule",
               f"--data.paths=[{corpus_jsonl}]", "--trainer.accelerator=cpu", "--trainer.max_steps=1",
               f"--trainer.default_root_dir={tmp_path}"])
     assert stopped.value.code == 2
     errors = [line for line in capsys.readouterr().err.splitlines() if line.startswith("error")]
-    assert errors == [f"error: model.init_args.packed_encoding: encoder {str(tmp_path / 'longformer')!r} (longformer) "
+    assert errors == [f"error: model.init_args.encoder.packed: encoder {str(tmp_path / 'longformer')!r} (longformer) "
                       f"cannot encode packed sequences (BERT-family encoders only: bert, roberta, xlm-roberta, "
                       f"camembert, electra): set it to false"]
 
@@ -180,8 +180,8 @@ def test_methods_train_the_same_with_packed_encoding(no_dropout_encoder_dir, met
                  "CoLDE": {"chunk_tokens": 24, "num_heads": 2, "lstm_output_size": 16, "projection_size": 8,
                            "chunk_embeddings": 16}}[method]
     torch.manual_seed(0)
-    padded = getattr(methods, method)(no_dropout_encoder_dir, **arguments).eval()
-    packed = getattr(methods, method)(no_dropout_encoder_dir, packed_encoding=True, **arguments).eval()
+    padded = getattr(methods, method)(EncoderSpec(no_dropout_encoder_dir), **arguments).eval()
+    packed = getattr(methods, method)(EncoderSpec(no_dropout_encoder_dir, packed=True), **arguments).eval()
     packed.load_state_dict(padded.state_dict())
     assert_same(method_losses_and_gradients(padded), method_losses_and_gradients(packed))
 

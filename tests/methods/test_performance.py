@@ -8,6 +8,7 @@ import torch
 
 from lit_docemb.data.core.batches import TokenBatch
 from lit_docemb.methods.guards import all_finite, finite_by_max_norm, finite_on_device
+from lit_docemb.models import EncoderSpec
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float64])
@@ -43,8 +44,9 @@ def test_length_bucketed_passages_give_the_same_document_embeddings_and_gradient
     embeddings, gradients = [], []
     for bucket in (False, True):
         torch.manual_seed(0)
-        model = GraphRoBERTa(no_dropout_encoder_dir, node_dim=16, words_per_passage=12, max_passage_tokens=32,
-                             attention_dropout=0.0, passage_token_budget=96, bucket_passages=bucket)
+        model = GraphRoBERTa(EncoderSpec(no_dropout_encoder_dir), node_dim=16, words_per_passage=12,
+                             max_passage_tokens=32, attention_dropout=0.0, passage_token_budget=96,
+                             bucket_passages=bucket)
         batch = model.collator("predict")(docs)
         lengths = batch.graphs.passages.attention_mask.sum(1)
         assert lengths.min() < lengths.max()  # section tails are shorter: bucketing changes the sub-batches
@@ -83,8 +85,8 @@ def test_encoders_use_sdpa_attention_by_default_and_fall_back_cleanly(tiny_encod
 def test_compile_flag_compiles_the_transformer_and_keeps_its_weights(tiny_encoder_dir):
     from lit_docemb.methods import DocSplit
 
-    eager = DocSplit(tiny_encoder_dir, max_length=32)
-    compiled = DocSplit(tiny_encoder_dir, max_length=32, compile_encoder=True)
+    eager = DocSplit(EncoderSpec(tiny_encoder_dir), max_length=32)
+    compiled = DocSplit(EncoderSpec(tiny_encoder_dir, compile=True), max_length=32)
     assert compiled.encoder.backbone._compiled_call_impl is not None
     assert eager.encoder.backbone._compiled_call_impl is None
     assert eager.state_dict().keys() == compiled.state_dict().keys()  # checkpoints interchange

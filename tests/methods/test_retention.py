@@ -14,6 +14,7 @@ from lit_docemb.data.core.document import Document, Section
 from lit_docemb.errors import ConfigError
 from lit_docemb.methods import DECA, CoLDE, DocSplit, GraphRoBERTa
 from lit_docemb.methods.retention import Retention, choose_alpha, interpolated_state, parameter_groups
+from lit_docemb.models import EncoderSpec
 
 
 def long_documents(n: int = 4) -> list[Document]:
@@ -30,7 +31,7 @@ def split_means(vectors: torch.Tensor, counts: torch.Tensor) -> torch.Tensor:
 @pytest.mark.parametrize("pooling", ["cls", "mean"])
 def test_graph_roberta_identity_head_starts_as_the_mean_of_passage_vectors(tiny_encoder_dir, pooling):
     torch.manual_seed(0)
-    method = GraphRoBERTa(tiny_encoder_dir, pooling=pooling, node_dim=32, words_per_passage=12,
+    method = GraphRoBERTa(EncoderSpec(tiny_encoder_dir, pooling=pooling), node_dim=32, words_per_passage=12,
                           max_passage_tokens=32, cache_passages=False, head_init="identity").eval()
     batch = method.collator("predict")(long_documents())
     graphs = batch.graphs
@@ -43,14 +44,14 @@ def test_graph_roberta_identity_head_starts_as_the_mean_of_passage_vectors(tiny_
 
 def test_graph_roberta_random_head_is_the_papers_and_identity_is_trainable(tiny_encoder_dir):
     torch.manual_seed(0)
-    random_head = GraphRoBERTa(tiny_encoder_dir, node_dim=32, words_per_passage=12, max_passage_tokens=32,
+    random_head = GraphRoBERTa(EncoderSpec(tiny_encoder_dir), node_dim=32, words_per_passage=12, max_passage_tokens=32,
                                cache_passages=False).eval()
     batch = random_head.collator("predict")(long_documents())
     with torch.no_grad():
         passages = random_head.model.encoder(batch.graphs.passages.input_ids, batch.graphs.passages.attention_mask)
         assert not torch.allclose(random_head.embed(batch), split_means(passages, batch.graphs.passage_counts),
                                   atol=1e-3)
-    identity = GraphRoBERTa(tiny_encoder_dir, node_dim=32, words_per_passage=12, max_passage_tokens=32,
+    identity = GraphRoBERTa(EncoderSpec(tiny_encoder_dir), node_dim=32, words_per_passage=12, max_passage_tokens=32,
                             cache_passages=False, head_init="identity")
     identity.embed(batch).sum().backward()
     assert all(layer.lin.weight.grad.abs().sum() > 0 for layer in identity.model.layers)  # zero, not dead
@@ -58,7 +59,7 @@ def test_graph_roberta_random_head_is_the_papers_and_identity_is_trainable(tiny_
 
 def test_identity_graph_head_wider_than_the_encoder_keeps_dot_products(tiny_encoder_dir):
     torch.manual_seed(0)
-    method = GraphRoBERTa(tiny_encoder_dir, node_dim=64, words_per_passage=12, max_passage_tokens=32,
+    method = GraphRoBERTa(EncoderSpec(tiny_encoder_dir), node_dim=64, words_per_passage=12, max_passage_tokens=32,
                           cache_passages=False, head_init="identity").eval()
     batch = method.collator("predict")(long_documents())
     with torch.no_grad():
@@ -72,8 +73,8 @@ def test_identity_graph_head_wider_than_the_encoder_keeps_dot_products(tiny_enco
 @pytest.mark.parametrize("aggregation", ["lstm", "mean"])
 def test_colde_identity_aggregator_starts_as_the_mean_of_chunk_vectors(no_dropout_encoder_dir, aggregation):
     torch.manual_seed(0)
-    method = CoLDE(no_dropout_encoder_dir, chunk_tokens=24, num_heads=2, lstm_output_size=16, projection_size=8,
-                   chunk_embeddings=16, aggregation=aggregation, head_init="identity").eval()
+    method = CoLDE(EncoderSpec(no_dropout_encoder_dir), chunk_tokens=24, num_heads=2, lstm_output_size=16,
+                   projection_size=8, chunk_embeddings=16, aggregation=aggregation, head_init="identity").eval()
     documents = [Document(f"d{i}", "", [Section("", t[:900])]) for i, (_, t) in enumerate(_topic_texts()[:4])]
     batch = method.collator("predict")(documents)
     chunks = batch.whole.sections
@@ -86,16 +87,16 @@ def test_colde_identity_aggregator_starts_as_the_mean_of_chunk_vectors(no_dropou
 
 def test_bad_head_init_values_are_one_line_errors(tiny_encoder_dir):
     with pytest.raises(ConfigError, match="^head_init: must be 'random' or 'identity'"):
-        GraphRoBERTa(tiny_encoder_dir, head_init="orthogonal")
+        GraphRoBERTa(EncoderSpec(tiny_encoder_dir), head_init="orthogonal")
     with pytest.raises(ConfigError, match="^node_dim: must be >= the encoder's hidden size 32"):
-        GraphRoBERTa(tiny_encoder_dir, node_dim=16, max_passage_tokens=32, head_init="identity")
+        GraphRoBERTa(EncoderSpec(tiny_encoder_dir), node_dim=16, max_passage_tokens=32, head_init="identity")
     with pytest.raises(ConfigError, match="^head_init"):
-        CoLDE(tiny_encoder_dir, head_init="zero")
+        CoLDE(EncoderSpec(tiny_encoder_dir), head_init="zero")
 
 
 # --- layer-wise learning rates and frozen layers -------------------------------------------------------------------
 def test_layer_wise_learning_rate_decay_groups(tiny_encoder_dir):
-    method = DocSplit(tiny_encoder_dir, max_length=64, retention=Retention(layer_learning_rate_decay=0.5))
+    method = DocSplit(EncoderSpec(tiny_encoder_dir), max_length=64, retention=Retention(layer_learning_rate_decay=0.5))
     optimizer = method.configure_optimizers()
     lr = method.default_learning_rate
     rate = {id(p): group["lr"] for group in optimizer.param_groups for p in group["params"]}
@@ -111,7 +112,7 @@ def test_layer_wise_learning_rate_decay_groups(tiny_encoder_dir):
 def test_layer_rates_scale_a_configured_optimizer_and_reach_graph_heads(tiny_encoder_dir):
     import functools
 
-    method = GraphRoBERTa(tiny_encoder_dir, node_dim=32, max_passage_tokens=32, cache_passages=False,
+    method = GraphRoBERTa(EncoderSpec(tiny_encoder_dir), node_dim=32, max_passage_tokens=32, cache_passages=False,
                           optimizer=functools.partial(torch.optim.SGD, lr=0.1),
                           retention=Retention(layer_learning_rate_decay=0.8))
     optimizer = method.configure_optimizers()
@@ -132,7 +133,7 @@ def fit_few_steps(method, corpus_jsonl: str, steps: int = 2) -> L.Trainer:
 
 def test_frozen_layers_and_embeddings_do_not_change_and_the_rest_trains(tiny_encoder_dir, corpus_jsonl):
     torch.manual_seed(0)
-    method = DocSplit(tiny_encoder_dir, max_length=64, mlm_weight=0.0,
+    method = DocSplit(EncoderSpec(tiny_encoder_dir), max_length=64, mlm_weight=0.0,
                       retention=Retention(freeze_layers=1, freeze_embeddings=True))
     before = {k: v.clone() for k, v in method.encoder.backbone.named_parameters()}
     fit_few_steps(method, corpus_jsonl)
@@ -146,7 +147,8 @@ def test_frozen_layers_and_embeddings_do_not_change_and_the_rest_trains(tiny_enc
 # --- anchoring -------------------------------------------------------------------------------------------------
 def test_anchor_term_is_logged_trained_against_a_frozen_unsaved_copy(tiny_encoder_dir, corpus_jsonl):
     torch.manual_seed(0)
-    method = DocSplit(tiny_encoder_dir, max_length=64, retention=Retention(anchor_weight=2.0, anchor_distance="mse"))
+    method = DocSplit(EncoderSpec(tiny_encoder_dir), max_length=64,
+                      retention=Retention(anchor_weight=2.0, anchor_distance="mse"))
     start = {k: v.clone() for k, v in method.encoder.backbone.state_dict().items()}
     trainer = fit_few_steps(method, corpus_jsonl, steps=3)
     assert trainer.callback_metrics["train/anchor_loss"] > 0  # dropout on one side and three steps of training
@@ -160,7 +162,8 @@ def test_anchor_term_is_logged_trained_against_a_frozen_unsaved_copy(tiny_encode
 
 def test_anchor_term_is_zero_at_the_start_and_pulls_moved_weights_back(no_dropout_encoder_dir):
     torch.manual_seed(0)
-    method = DocSplit(no_dropout_encoder_dir, max_length=64, mlm_weight=0.0, retention=Retention(anchor_weight=1.0))
+    method = DocSplit(EncoderSpec(no_dropout_encoder_dir), max_length=64, mlm_weight=0.0,
+                      retention=Retention(anchor_weight=1.0))
     method._apply_retention()
     batch = method.collator("validate")(long_documents())
     with method.anchor.capture():
@@ -188,14 +191,14 @@ def test_anchor_term_is_zero_at_the_start_and_pulls_moved_weights_back(no_dropou
 ])
 def test_bad_retention_values_are_one_line_errors(arguments, key):
     with pytest.raises(ConfigError, match=f"^retention.init_args.{key}: must be"):
-        DocSplit("unused: the retention options are checked first", retention=Retention(**arguments))
+        DocSplit(EncoderSpec("unused: the retention options are checked first"), retention=Retention(**arguments))
 
 
 def test_retention_needs_a_pretrained_encoder_and_fits_its_layers(tiny_encoder_dir):
-    method = DocSplit(tiny_encoder_dir, max_length=64, retention=Retention(freeze_layers=3))
+    method = DocSplit(EncoderSpec(tiny_encoder_dir), max_length=64, retention=Retention(freeze_layers=3))
     with pytest.raises(ConfigError, match="freeze_layers: 3 exceeds the encoder's 2 layers"):
         method._apply_retention()
-    method = DocSplit(tiny_encoder_dir, max_length=64, grad_cache_token_budget=256,
+    method = DocSplit(EncoderSpec(tiny_encoder_dir), max_length=64, grad_cache_token_budget=256,
                       retention=Retention(anchor_weight=1.0))
     with pytest.raises(ConfigError, match="anchor_weight with grad_cache_token_budget"):
         method._apply_retention()

@@ -75,7 +75,7 @@ def test_sentence_bert_as_initialised_through_the_matching_evaluation(corpus_con
 
 SIAMESE = ["--model.init_args.augmentation=false", "--model.init_args.aggregation=mean",
            "--model.init_args.objective=cosine", "--model.init_args.max_chunks_per_section=1",
-           "--model.init_args.pooling=mean"]
+           "--model.init_args.encoder.pooling=mean"]
 """The paper's S-BERT as docs/reproduce.md fits it: CoLDE with every part of its own switched off (unsplit documents,
 no section/chunk embeddings, the mean of a single chunk, no projection), trained with the cosine objective."""
 

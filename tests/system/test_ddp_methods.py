@@ -24,13 +24,13 @@ GRAPH = ["--model.init_args.node_dim=16", "--model.init_args.max_passage_tokens=
 
 
 def backbone(encoder: str) -> list[str]:
-    return [f"--model.init_args.backbone.init_args.encoder={encoder}",
+    return [f"--model.init_args.backbone.init_args.encoder.name={encoder}",
             "--model.init_args.backbone.init_args.node_dim=16",
             "--model.init_args.backbone.init_args.max_passage_tokens=64", "--model.init_args.checkpoint=null"]
 
 
 def colde(encoder: str) -> list[str]:
-    return [f"--model.init_args.encoder={encoder}", "--model.init_args.chunk_tokens=32",
+    return [f"--model.init_args.encoder.name={encoder}", "--model.init_args.chunk_tokens=32",
             "--model.init_args.lstm_output_size=16", "--model.init_args.projection_size=8",
             "--model.init_args.num_heads=2"]
 
@@ -50,7 +50,7 @@ def aan_split(root: Path) -> list[str]:
 def test_every_wrapper_and_objective_trains_under_ddp(tiny_encoder_dir, corpus_jsonl, tmp_path):
     corpus = ["--data=lit_docemb.data.JSONLDataModule", f"--data.paths=[{corpus_jsonl}]", "--data.batch_size=2",
               "--data.num_workers=0", "--data.val_fraction=0"]
-    pretrain = ["--model=lit_docemb.methods.GraphRoBERTa", f"--model.init_args.encoder={tiny_encoder_dir}", *GRAPH]
+    pretrain = ["--model=lit_docemb.methods.GraphRoBERTa", f"--model.init_args.encoder.name={tiny_encoder_dir}", *GRAPH]
     spec = {
         "graph_roberta_halves": [*pretrain, *corpus],
         "graph_roberta_one_passage_grad_cache": [*pretrain, "--model.init_args.objective=one_passage",

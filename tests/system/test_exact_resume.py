@@ -34,6 +34,7 @@ from lit_docemb.data.core.sampling import (
 )
 from lit_docemb.methods import DocSplit, GraphRoBERTa
 from lit_docemb.methods.callbacks import RandomStateCheckpoint
+from lit_docemb.models import EncoderSpec
 
 SUPPORT = Path(__file__).parents[1] / "support"
 CHECKPOINT_EVERY = 3
@@ -92,8 +93,8 @@ def same(a, b) -> bool:
 def test_training_views_are_a_function_of_the_batch_seed(method, tiny_encoder_dir):
     """The methods' random views (sentence splits and MLM masks, passage halves) come from the generators the
     loader seeds per batch, and from nothing else."""
-    build = {"DocSplit": lambda: DocSplit(tiny_encoder_dir, max_length=48),
-             "GraphRoBERTa": lambda: GraphRoBERTa(tiny_encoder_dir, node_dim=16, words_per_passage=8,
+    build = {"DocSplit": lambda: DocSplit(EncoderSpec(tiny_encoder_dir), max_length=48),
+             "GraphRoBERTa": lambda: GraphRoBERTa(EncoderSpec(tiny_encoder_dir), node_dim=16, words_per_passage=8,
                                                   max_passage_tokens=32)}[method]
     collate = build().collator("fit")
     documents = [Document(f"d{i}", title="T", sections=[Section(f"S{s}", " ".join(
@@ -142,7 +143,7 @@ def fit_command(encoder: str, corpus: str, root: Path, *extra: str) -> list[str]
     """A tiny DocSplit fit (dropout 0.1, MLM on) of two epochs with a checkpoint every CHECKPOINT_EVERY steps."""
     return [
         sys.executable, "-m", "lit_docemb", "fit", "--seed_everything=7",
-        "--model=lit_docemb.methods.DocSplit", f"--model.encoder={encoder}", "--model.max_length=48",
+        "--model=lit_docemb.methods.DocSplit", f"--model.encoder.name={encoder}", "--model.max_length=48",
         "--model.scheduler=lit_docemb.methods.LinearWarmupDecay", "--model.scheduler.warmup_steps=3",
         "--data=lit_docemb.data.JSONLDataModule", f"--data.paths=[{corpus}]", "--data.batch_size=4",
         "--data.num_workers=1", "--data.val_fraction=0.2", "--data.max_documents=40",

@@ -23,7 +23,7 @@ def test_deca_encoder_baseline_through_the_plain_encoder_path(tiny_encoder_dir, 
     source = write_text_gcn_release(tmp_path / "text_gcn", "R8")
     out = tmp_path / "baselines" / "deca_r8" / "bert-base-uncased"
     evaluate_main(["--config", str(ROOT / "configs/deca/r8_dc_sc.yaml"), "--config",
-                   str(ROOT / "configs/baselines/bert-base-uncased.yaml"), f"--model.init_args.encoder={tiny_encoder_dir}",
+                   str(ROOT / "configs/baselines/bert-base-uncased.yaml"), f"--model.init_args.encoder.name={tiny_encoder_dir}",
                    "--model.init_args.max_length=128",
                    f"--data.init_args.source={source}", "--data.init_args.num_workers=0", "--output", str(out),
                    "--accelerator", "cpu"])
@@ -35,7 +35,8 @@ def test_deca_encoder_baseline_through_the_plain_encoder_path(tiny_encoder_dir, 
 
 @pytest.mark.slow
 def test_colde_patents_fit_test_and_shuffled_sections(tiny_encoder_dir, tmp_path):
-    common = ["--config", str(ROOT / "configs/colde/patents.yaml"), f"--model.init_args.encoder={tiny_encoder_dir}",
+    common = ["--config", str(ROOT / "configs/colde/patents.yaml"),
+              f"--model.init_args.encoder.name={tiny_encoder_dir}",
               "--model.init_args.chunk_tokens=32", "--model.init_args.lstm_output_size=16",
               "--model.init_args.projection_size=8", "--model.init_args.num_heads=2",
               f"--data.init_args.corpus.init_args.source={write_google_patents(tmp_path / 'patents' / 'p.json.gz')}",
