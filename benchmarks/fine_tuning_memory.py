@@ -79,7 +79,7 @@ def model_section(config: str) -> tuple[dict, int]:
 
 
 def family_of(config: str) -> str:
-    return "roberta" if "roberta" in model_section(config)[0]["init_args"]["backbone"]["init_args"]["encoder"] \
+    return "roberta" if "roberta" in model_section(config)[0]["init_args"]["backbone"]["init_args"]["encoder"]["name"] \
         else "bert"
 
 
@@ -87,7 +87,7 @@ def build(config: str, encoder: str, args, mode: str):
     """The config's wrapper around its backbone, encoder replaced, sizes reduced as the flags say."""
     section, _ = model_section(config)
     backbone_section = section["init_args"]["backbone"]
-    options = dict(backbone_section["init_args"], encoder=encoder)
+    options = dict(backbone_section["init_args"], encoder={**backbone_section["init_args"]["encoder"], "name": encoder})
     if "max_passages" in options:  # Graph-RoBERTa
         options.update(max_passages=min(options["max_passages"], args.max_passages), cache_passages=False,
                        max_passage_tokens=min(options.get("max_passage_tokens", 192), args.max_passage_tokens))

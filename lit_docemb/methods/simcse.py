@@ -15,8 +15,6 @@ is its title and body cut to ``max_length`` tokens, as it is embedded.
 
 from __future__ import annotations
 
-from typing import Literal
-
 import torch
 from lightning.pytorch.cli import LRSchedulerCallable, OptimizerCallable
 from torch import Tensor
@@ -26,7 +24,7 @@ from lit_docemb.errors import require
 from lit_docemb.losses import InfoNCELoss, MaskedLMLoss
 from lit_docemb.methods.base import EmbeddingMethod
 from lit_docemb.methods.retention import Retention
-from lit_docemb.models import tokenizer_and_encoder
+from lit_docemb.models import EncoderSpec
 from lit_docemb.views.common import DocumentCollator
 from lit_docemb.views.simcse import SameDocumentCollator
 
@@ -35,17 +33,14 @@ class SimCSE(EmbeddingMethod):
     """Unsupervised SimCSE of any Hugging Face encoder on whole documents.
 
     Args:
-        encoder: Local folder or hub name of a Hugging Face encoder with its tokenizer, or ``package:<module>``.
-        pretrained: Start from the checkpoint's weights; ``False`` trains its architecture from scratch.
-        pooling: Document vector from the ``"cls"`` token or the ``"mean"`` of token states.
+        encoder: The Hugging Face encoder (:class:`~lit_docemb.models.EncoderSpec`: ``name``, ``pooling``, ...); its
+            ``instruction``, ``instruction_in_pooling``, ``sentence_transformers_head`` and ``packed`` are not used.
         max_length: Tokens per document (both views and the embedding).
         temperature: InfoNCE temperature (SimCSE and DocSplit: 0.05).
         mlm_weight: Weight of the auxiliary masked-LM loss (DocSplit's recipe: 0.1; SimCSE's default: 0).
         mlm_probability: Share of tokens masked for the masked-LM loss.
         gather_across_devices: Use the documents of all devices as negatives (exact gather with gradient).
         embed_with_title: Put the title before the body, in training and when embedding.
-        first_token_global_attention: Longformer: global attention on the [CLS] token (see ``HFEncoder``).
-        compile_encoder: Compile the transformer with ``torch.compile`` (see ``HFEncoder``'s ``compile``).
         optimizer: Optimizer factory; ``None`` is AdamW with lr 5e-5 (DocSplit's).
         scheduler: Optional learning-rate scheduler factory.
         retention: Options that keep what the pretrained encoder knew (:class:`~lit_docemb.methods.retention.
@@ -56,17 +51,13 @@ class SimCSE(EmbeddingMethod):
 
     def __init__(
         self,
-        encoder: str,
-        pretrained: bool = True,
-        pooling: Literal["cls", "mean"] = "cls",
+        encoder: EncoderSpec,
         max_length: int = 512,
         temperature: float = 0.05,
         mlm_weight: float = 0.0,
         mlm_probability: float = 0.15,
         gather_across_devices: bool = True,
         embed_with_title: bool = True,
-        first_token_global_attention: bool = False,
-        compile_encoder: bool = False,
         optimizer: OptimizerCallable | None = None,
         scheduler: LRSchedulerCallable | None = None,
         retention: Retention | None = None,
@@ -75,10 +66,11 @@ class SimCSE(EmbeddingMethod):
         require(mlm_weight >= 0, "mlm_weight", ">= 0", mlm_weight)
         require(0.0 < mlm_probability < 1.0, "mlm_probability", "between 0 and 1 (exclusive)", mlm_probability)
         self.save_method_hyperparameters(ignore=["optimizer", "scheduler"])
-        self.tokenizer, self.encoder = tokenizer_and_encoder(
-            encoder, max_length, "max_length", pretrained=pretrained, pooling=pooling, with_mlm_head=mlm_weight > 0,
-            compile=compile_encoder, first_token_global_attention=first_token_global_attention,
-            mlm_argument="mlm_weight")
+        self.encoder_spec = EncoderSpec.of(encoder)
+        self.encoder_spec.refuse(type(self).__name__, "instruction", "instruction_in_pooling",
+                                 "sentence_transformers_head", "packed")
+        self.tokenizer, self.encoder = self.encoder_spec.build(max_length, "max_length", with_mlm_head=mlm_weight > 0,
+                                                               mlm_argument="mlm_weight")
         self.contrastive = InfoNCELoss(temperature, similarity="cos", symmetric=False,
                                        gather_across_devices=gather_across_devices)
         self.mlm = MaskedLMLoss()

@@ -20,7 +20,7 @@ from lit_docemb.data.core.document import Document, Section
 from lit_docemb.data.core.tokens import split_rows_by_token_budget
 from lit_docemb.data.retrieval.datamodule import RetrievalExample
 from lit_docemb.errors import BadArgument, ConfigError
-from lit_docemb.models import HFEncoder
+from lit_docemb.models import EncoderSpec, HFEncoder
 from lit_docemb.methods import CoLDE, DenseRetrieval, DocSplit, DocumentClassifier, GraphRoBERTa
 from lit_docemb.methods import grad_cache
 from lit_docemb.methods.fine_tuning import checkpoint_activations, document_rows
@@ -41,13 +41,13 @@ def retrieval_examples() -> list[RetrievalExample]:
 
 
 def graph_backbone(encoder: str, **kwargs) -> GraphRoBERTa:
-    return GraphRoBERTa(encoder, node_dim=16, words_per_passage=6, max_passage_tokens=24, cache_passages=False,
+    return GraphRoBERTa(EncoderSpec(encoder), node_dim=16, words_per_passage=6, max_passage_tokens=24, cache_passages=False,
                         **kwargs)
 
 
 BACKBONES = {
     "graph-roberta": lambda encoder, dropout: graph_backbone(encoder, attention_dropout=dropout),
-    "docsplit": lambda encoder, dropout: DocSplit(encoder, max_length=48, mlm_weight=0.0),
+    "docsplit": lambda encoder, dropout: DocSplit(EncoderSpec(encoder), max_length=48, mlm_weight=0.0),
 }
 
 
@@ -158,7 +158,7 @@ def test_document_rows_cost_and_take_each_backbones_documents(no_dropout_encoder
     assert rows.costs[2].item() == counts[2].item() * lengths[-counts[2]:].max().item()
     taken = rows.take(torch.tensor([2, 0]))
     assert taken.ids == ["d2", "d0"] and taken.graphs.passage_counts.tolist() == [counts[2], counts[0]]
-    colde = CoLDE(no_dropout_encoder_dir, chunk_tokens=16, max_chunks_per_section=4, chunk_embeddings=8,
+    colde = CoLDE(EncoderSpec(no_dropout_encoder_dir), chunk_tokens=16, max_chunks_per_section=4, chunk_embeddings=8,
                   predict_similarities=False, lstm_output_size=8, projection_size=8)
     colde_batch = colde.document_collator("fit")(docs)
     taken = document_rows(colde_batch).take(torch.tensor([1]))
@@ -168,7 +168,7 @@ def test_document_rows_cost_and_take_each_backbones_documents(no_dropout_encoder
         assert torch.allclose(colde.embed(taken), colde.embed(colde_batch)[1:2], atol=TOLERANCE)
     kinds = []
     for reading in ({}, {"sentence_pooling": "sum", "embed_with_title": False}):  # DocumentBatch, its sentences
-        docsplit = DocSplit(no_dropout_encoder_dir, max_length=48, mlm_weight=0.0, **reading).eval()
+        docsplit = DocSplit(EncoderSpec(no_dropout_encoder_dir), max_length=48, mlm_weight=0.0, **reading).eval()
         whole = docsplit.document_collator("fit")(docs)
         kinds.append(type(whole).__name__)
         rows = document_rows(whole)
@@ -280,7 +280,7 @@ def test_an_encoder_without_checkpointing_is_refused(no_dropout_encoder_dir):
 def test_a_frozen_backbone_with_checkpointing_is_refused_in_one_line(no_dropout_encoder_dir, capsys):
     with pytest.raises(SystemExit) as stopped:
         main(["fit", "--model=lit_docemb.methods.DocumentClassifier",
-              "--model.backbone=lit_docemb.methods.DocSplit", f"--model.backbone.encoder={no_dropout_encoder_dir}",
+              "--model.backbone=lit_docemb.methods.DocSplit", f"--model.backbone.encoder.name={no_dropout_encoder_dir}",
               "--model.backbone.max_length=64",
               "--model.labels=[code,sea]", "--model.freeze_backbone=true", "--model.activation_checkpointing=true",
               "--data=lit_docemb.data.LabelledTextDataModule", "--data.source=unused", "--trainer.logger=false"])
@@ -296,7 +296,7 @@ def test_a_frozen_backbone_with_checkpointing_is_refused_in_one_line(no_dropout_
 def test_a_retrieval_config_trains_with_grad_cache_and_checkpointing(tiny_encoder_dir, tmp_path):
     root = _write_wikir(tmp_path / "wikir")
     cli = main(["fit", "--config", str(ROOT / "configs/graph_roberta/retrieval_wikir.yaml"),
-                f"--model.init_args.backbone.init_args.encoder={tiny_encoder_dir}",
+                f"--model.init_args.backbone.init_args.encoder.name={tiny_encoder_dir}",
                 "--model.init_args.backbone.init_args.node_dim=16",
                 "--model.init_args.backbone.init_args.max_passage_tokens=64", "--model.init_args.checkpoint=null",
                 "--model.init_args.grad_cache_token_budget=128", "--model.init_args.activation_checkpointing=true",
@@ -320,7 +320,7 @@ def test_a_classification_config_trains_with_grad_cache(tiny_encoder_dir, tmp_pa
     written = tmp_path / "configs" / "config.yaml"
     written.parent.mkdir()
     written.write_text(yaml.safe_dump(settings), encoding="utf-8")
-    cli = main(["fit", "--config", str(written), f"--model.init_args.backbone.init_args.encoder={tiny_encoder_dir}",
+    cli = main(["fit", "--config", str(written), f"--model.init_args.backbone.init_args.encoder.name={tiny_encoder_dir}",
                 "--model.init_args.backbone.init_args.node_dim=16",
                 "--model.init_args.backbone.init_args.max_passage_tokens=32", "--model.init_args.checkpoint=null",
                 "--model.init_args.labels=[code,sea]", "--model.init_args.grad_cache_token_budget=64",
