@@ -1,8 +1,9 @@
 """Ranking evaluation on a retrieval DataModule (MSMARCO documents, Robust04, WIKIR; Graph-RoBERTa Tables 3-5):
 dense search with the method, BM25, and their hybrid, scored with trec_eval's measures.
 
-The corpus is embedded once per pass (in shards across ranks, then gathered), each query of the split as an
-untitled one-section document (as :func:`lit_docemb.eval.search.rank` does), and every query's ``depth``
+The corpus is embedded once per pass (in shards across ranks, then gathered), each query of the split as a
+:class:`~lit_docemb.data.core.document.Query`, an untitled one-section document (as
+:func:`lit_docemb.eval.search.rank` does; Graph-RoBERTa embeds it as a single-node graph), and every query's ``depth``
 best documents are found by exact search or FAISS (:mod:`lit_docemb.eval.search`). Measures
 (:func:`lit_docemb.eval.ranking.retrieval_metrics`) are averaged over the split's queries that have a relevant
 document in the qrels; a query that retrieves nothing scores 0 (``trec_eval -c``).
@@ -17,7 +18,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Literal
 
-from lit_docemb.data.core.document import Document, Section
+from lit_docemb.data.core.document import Document, query_document
 from lit_docemb.data.retrieval.datamodule import QuerySplit, RetrievalDataModule, _corpus_ids
 from lit_docemb.data.retrieval.trec import Qrels, Run, read_folds, write_run
 from lit_docemb.data.retrieval.bm25 import BM25Index
@@ -105,7 +106,7 @@ class RetrievalEvaluation(Evaluation):
         corpus = retrieval_corpus(context.data)
         split = self._split(context.data, name)
         query_ids = list(split.queries)
-        queries = [Document(f"query:{q}", sections=[Section("", split.queries[q].text)]) for q in query_ids]
+        queries = [query_document(q, split.queries[q].text) for q in query_ids]
         documents = context.embed("retrieval/corpus", corpus)
         scores, rows = self.searcher(context.method, context.embed(f"retrieval/queries/{name}", queries).to(
             context.method.device), documents.to(context.method.device), self.depth)

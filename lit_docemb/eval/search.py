@@ -16,7 +16,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from lit_docemb.data.core.document import Document, Section
+from lit_docemb.data.core.document import Document, query_document
 from lit_docemb.eval.embedding import embed_documents
 from lit_docemb.methods.base import EmbeddingMethod
 
@@ -135,9 +135,10 @@ def top_k(method: EmbeddingMethod, queries: Tensor, documents: Tensor, depth: in
 def rank(method: EmbeddingMethod, corpus: Sequence[Document], queries: dict[str, str], depth: int,
          batch_size: int = 64) -> dict[str, dict[str, float]]:
     """A run ``{query id: {document id: score}}`` of the ``depth`` best corpus documents per query; a query is
-    embedded as an untitled one-section document (a single-node graph for Graph-RoBERTa)."""
+    embedded as a :class:`~lit_docemb.data.core.document.Query`, an untitled one-section document (a single-node
+    graph for Graph-RoBERTa; its documents are graphs of n + 1 nodes, one passage included)."""
     query_ids = list(queries)
-    query_docs = [Document(f"query:{q}", sections=[Section("", queries[q])]) for q in query_ids]
+    query_docs = [query_document(q, queries[q]) for q in query_ids]
     scores, rows = top_k(method, embed_documents(method, query_docs, batch_size),
                          embed_documents(method, corpus, batch_size), depth)
     ids = [d.id for d in corpus]

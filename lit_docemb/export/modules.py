@@ -76,7 +76,8 @@ class GraphDocumentModule(AggregatingModule):
     """A sentence-transformers input module running Graph-RoBERTa's document model on a whole text: the text is
     split into passages (:func:`~lit_docemb.data.core.text.chunk_passages`), each passage is tokenized and encoded,
     and the graph attention layers give the document node (:class:`~lit_docemb.models.graph_document.
-    GraphDocumentEncoder`). Saved as ``config.json``, ``graph.safetensors`` (projection and graph layers) and
+    GraphDocumentEncoder`), for a text of one passage too. ``encode_query`` embeds each text as the method embeds
+    its queries, a single-node graph (§3.3: its initial node, no graph layers). Saved as ``config.json``, ``graph.safetensors`` (projection and graph layers) and
     ``passage_encoder/`` (a Hugging Face folder with its tokenizer).
 
     Args:
@@ -115,17 +116,20 @@ class GraphDocumentModule(AggregatingModule):
         self.load_aggregation(passage_encoder, graph_weights)
         self.builder = PassageGraphBuilder(self.tokenizer, words_per_passage, max_passage_tokens, graph)
 
-    def preprocess(self, inputs: Sequence[str], prompt: str | None = None, **kwargs) -> dict[str, Any]:
-        """Texts -> their passage graphs: passage tokens (P, T), passages per text (G,), and each text's edges."""
+    def preprocess(self, inputs: Sequence[str], prompt: str | None = None, task: str | None = None,
+                   **kwargs) -> dict[str, Any]:
+        """Texts -> their passage graphs: passage tokens (P, T), passages per text (G,), each text's edges, and
+        whether they are queries: with ``task="query"`` (sentence-transformers' ``encode_query``) each text is a
+        single-node graph, its initial node (§3.3); otherwise (``encode``, ``encode_document``) a document graph."""
         texts = [(prompt or "") + text for text in inputs]
         documents = [Document(str(i), sections=[Section("", text)]) for i, text in enumerate(texts)]
-        graphs = self.builder(self.builder.passages(documents, self.max_passages))
+        graphs = self.builder(self.builder.passages(documents, self.max_passages), [task == "query"] * len(texts))
         return {"input_ids": graphs.passages.input_ids, "attention_mask": graphs.passages.attention_mask,
-                "passage_counts": graphs.passage_counts, "edges": graphs.edges}
+                "passage_counts": graphs.passage_counts, "edges": graphs.edges, "is_query": graphs.is_query}
 
     def forward(self, features: dict[str, Any], **kwargs) -> dict[str, Any]:
         graphs = PassageGraphBatch(TokenBatch(features["input_ids"], features["attention_mask"]),
-                                   features["passage_counts"], features["edges"])
+                                   features["passage_counts"], features["edges"], features.get("is_query"))
         features["sentence_embedding"] = self.model(graphs)  # (G, node_dim)
         return features
 

@@ -11,7 +11,9 @@ document's passage). The paper pretrains on OpenWebText, batch 1,536 (1,024 for 
 
 Readings where the paper is silent: a document with fewer than 2 passages cannot make two sub-documents and
 is dropped from the pretraining batch and counted (``train/skipped_documents``); each sub-document keeps the
-graph type's structure restricted to its passages; passages are truncated to ``max_passage_tokens``.
+graph type's structure restricted to its passages, and a sub-document of one passage (``"halves"`` of 2 or 3
+passages) is a document of n + 1 = 2 nodes through the graph layers, like any one-passage document (only the
+pseudo-query of ``"one_passage"`` is a single node); passages are truncated to ``max_passage_tokens``.
 """
 
 from __future__ import annotations

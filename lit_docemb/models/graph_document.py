@@ -3,8 +3,13 @@
 Each passage is encoded by a Hugging Face encoder; its [CLS] vector through ``tanh(W x + b)`` is the passage
 node (eq. 1); the document node starts as the mean of its passage nodes (eq. 2); T graph attention layers
 (Veličković et al. 2017, torch-geometric's ``GATConv``) with skip connections update all nodes (eq. 3); the
-final document node is the document embedding. A graph of a single passage is a single node -- the paper's
-query representation ("the initial node representation", §3.3) -- and is not passed through the layers.
+final document node is the document embedding. Every document is a graph of n + 1 nodes (§2.1), n = 1
+included: a one-passage document is its document node (equal to its passage node, eq. 2) and its passage,
+connected both ways, through the T layers. Only a query is a single-node graph (§3.3: "its initial node
+representation"), marked by the batch's ``is_query``: it is not passed through the layers and its embedding is
+its initial document node, the mean of its passage nodes (eq. 2), which for the usual one-passage query is its
+passage node (eq. 1). A longer query keeping all its passages in one initial node is our reading; the paper's
+queries are short.
 
 Readings where the paper is silent: each layer is ``v <- v + ELU(GAT(v))`` (the skip connection; no ELU
 after the last layer) and heads are concatenated (2 heads of 256 give 512). A node attends to its neighbours
@@ -28,8 +33,9 @@ HeadInit = Literal["random", "identity"]
 
 
 def fully_connected_edges(num_passages: int) -> Tensor:
-    """(2, E) every ordered pair of distinct nodes among the document node (0) and the passages (1..n)."""
-    if num_passages < 2:
+    """(2, E) every ordered pair of distinct nodes among the document node (0) and the passages (1..n); one
+    passage gives the two edges between it and the document node."""
+    if num_passages < 1:
         return torch.zeros(2, 0, dtype=torch.long)
     nodes = torch.arange(num_passages + 1)
     source, target = torch.meshgrid(nodes, nodes, indexing="ij")
@@ -40,7 +46,7 @@ def fully_connected_edges(num_passages: int) -> Tensor:
 def section_edges(passage_sections: list[int]) -> Tensor:
     """(2, E) the section graph: passages of a section mutually connected, the document node connected with
     the first passage of each section (both directions). ``passage_sections[i]`` is passage i's section."""
-    if len(passage_sections) < 2:
+    if not passage_sections:
         return torch.zeros(2, 0, dtype=torch.long)
     pairs = []
     first: dict[int, int] = {}
@@ -145,8 +151,10 @@ class GraphDocumentEncoder(nn.Module):
             else:
                 update = layer(nodes, edge_index)
             nodes = nodes + (update if last else F.elu(update))
-        first = torch.cumsum(counts, 0) - counts  # (G,) each graph's first passage in `passages`
-        out = torch.where((counts == 1)[:, None], passages[first], nodes[doc_nodes])  # single node: eq. 1 only
+        if graphs.is_query is None:
+            out = nodes[doc_nodes]
+        else:  # a query is a single node: its initial representation (§3.3)
+            out = torch.where(graphs.is_query.to(passages.device)[:, None], document, nodes[doc_nodes])
         return (out, attention) if return_attention else out
 
     def attention_maps(self, graphs: PassageGraphBatch) -> tuple[Tensor, list[Tensor]]:

@@ -1,17 +1,13 @@
-"""Dense retrieval's batches: queries as one-passage documents with their positive and negative documents."""
+"""Dense retrieval's batches: queries (as :class:`~lit_docemb.data.core.document.Query`, one-section documents that a
+method may embed differently) with their positive and negative documents."""
 
 from __future__ import annotations
 
 import torch
 
 from lit_docemb.data.core.batches import QueryDocumentBatch
-from lit_docemb.data.core.document import Document, Section, doc_index
+from lit_docemb.data.core.document import doc_index, query_document
 from lit_docemb.data.retrieval.datamodule import RetrievalExample
-
-
-def query_document(query_id: str, text: str) -> Document:
-    """A query as a one-section, untitled document, so any method's document collator embeds it."""
-    return Document(f"query:{query_id}", sections=[Section("", text)])
 
 
 class QueryDocumentCollator:

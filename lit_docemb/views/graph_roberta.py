@@ -16,7 +16,7 @@ from lit_docemb.data.core.batches import (
     SubDocumentPairBatch,
     TokenBatch,
 )
-from lit_docemb.data.core.document import Document, doc_index
+from lit_docemb.data.core.document import Document, Query, doc_index
 from lit_docemb.data.caches.passage_cache import tokenize_passages
 from lit_docemb.data.core.tokens import frame_token_ids, pad_ids, take_rows
 from lit_docemb.models.graph_document import (
@@ -93,10 +93,14 @@ class PassageGraphBuilder:
             return fully_connected_edges(len(passages))
         return section_edges([p.section for p in passages])
 
-    def __call__(self, graphs: list[list[TokenPassage]]) -> PassageGraphBatch:
+    def __call__(self, graphs: list[list[TokenPassage]], is_query: list[bool] | None = None) -> PassageGraphBatch:
+        """The graphs as a batch; ``is_query[g]`` makes graph g a query: a single node, without edges (§3.3)."""
         passages = pad_ids([p.ids for g in graphs for p in g], self.tokenizer.pad_token_id or 0)  # (P, T)
         counts = torch.tensor([len(g) for g in graphs], dtype=torch.long)
-        return PassageGraphBatch(passages, counts, [self.edges(g) for g in graphs])
+        queries = [False] * len(graphs) if is_query is None else is_query
+        edges = [torch.zeros(2, 0, dtype=torch.long) if query else self.edges(g) for g, query in zip(graphs, queries,
+                                                                                                      strict=True)]
+        return PassageGraphBatch(passages, counts, edges, torch.tensor(queries, dtype=torch.bool))
 
 
 class SubDocumentCollator:
@@ -123,18 +127,22 @@ class SubDocumentCollator:
             views_b.append([passages[i] for i in b])
             kept.append(item.id)
         ids = torch.tensor([doc_index(i) for i in kept], dtype=torch.long)
-        return SubDocumentPairBatch(self.builder(views_a), self.builder(views_b), ids, len(items) - len(kept))
+        # §3.3: the one passage is the pseudo-query (ICT), a single node; the halves are documents, one passage or more
+        first = self.builder(views_a, [self.objective == "one_passage"] * len(views_a))
+        return SubDocumentPairBatch(first, self.builder(views_b), ids, len(items) - len(kept))
 
 
 class GraphDocumentCollator:
-    """Documents (or their cached passages) -> :class:`GraphDocumentBatch` (up to ``max_passages`` each)."""
+    """Documents (or their cached passages) -> :class:`GraphDocumentBatch` (up to ``max_passages`` each); a
+    :class:`~lit_docemb.data.core.document.Query` among them is a query graph (a single node, §3.3)."""
 
     def __init__(self, builder: PassageGraphBuilder, max_passages: int) -> None:
         self.builder = builder
         self.max_passages = max_passages
 
     def __call__(self, items: list) -> GraphDocumentBatch:
-        return GraphDocumentBatch(self.builder(self.builder.passages(items, self.max_passages)),
+        return GraphDocumentBatch(self.builder(self.builder.passages(items, self.max_passages),
+                                               [isinstance(item, Query) for item in items]),
                                   [item.id for item in items])
 
 
@@ -145,7 +153,14 @@ def concat_graphs(first: PassageGraphBatch, second: PassageGraphBatch) -> Passag
     tokens = TokenBatch(torch.cat([pad(first.passages.input_ids), pad(second.passages.input_ids)]),
                         torch.cat([pad(first.passages.attention_mask), pad(second.passages.attention_mask)]))
     return PassageGraphBatch(tokens, torch.cat([first.passage_counts, second.passage_counts]),
-                             first.edges + second.edges)
+                             first.edges + second.edges, torch.cat([query_mask(first), query_mask(second)]))
+
+
+def query_mask(graphs: PassageGraphBatch) -> Tensor:
+    """(G,) bool: which graphs are queries (none when the batch does not say)."""
+    if graphs.is_query is None:
+        return torch.zeros(len(graphs), dtype=torch.bool, device=graphs.passage_counts.device)
+    return graphs.is_query
 
 
 def select_graphs(graphs: PassageGraphBatch, index: Tensor) -> PassageGraphBatch:
@@ -156,4 +171,5 @@ def select_graphs(graphs: PassageGraphBatch, index: Tensor) -> PassageGraphBatch
     passage_rows = torch.cat(rows) if rows else torch.zeros(0, dtype=torch.long)
     return PassageGraphBatch(take_rows(graphs.passages, passage_rows),
                              graphs.passage_counts[index.to(graphs.passage_counts.device)],
-                             [graphs.edges[g] for g in index.tolist()])
+                             [graphs.edges[g] for g in index.tolist()],
+                             None if graphs.is_query is None else graphs.is_query[index.to(graphs.is_query.device)])

@@ -19,7 +19,7 @@ from runs import Letters
 from lit_docemb.commands.evaluate import build_evaluation, run_evaluations
 from lit_docemb.data.corpora.aan import AANDataModule
 from lit_docemb.data.retrieval.bm25 import BM25Index
-from lit_docemb.data.core.document import Document, Section
+from lit_docemb.data.core.document import Document, Query, Section
 from lit_docemb.data.retrieval.trec import read_run
 from lit_docemb.data.corpora.wikir import WIKIRDataModule
 from lit_docemb.eval.evaluation import EvaluationContext, markdown_table
@@ -110,7 +110,17 @@ def test_retrieval_evaluation_matches_the_independent_paths(method, tmp_path):
     (tmp_path / "folds.txt").write_text("8\n9\n")  # the two test queries, one fold each
     evaluation = RetrievalEvaluation(split="test", depth=5, bm25=True, hybrid="cross_validation",
                                      folds_file=str(tmp_path / "folds.txt"), measures=["ndcg@10", "P@5", "mrr@10", "bpref"])
-    results = evaluation.evaluate(EvaluationContext(method, data, tmp_path / "out"))
+    context = EvaluationContext(method, data, tmp_path / "out")
+    embedded, embed = {}, context.embed
+
+    def recording(key, documents):
+        embedded[key] = documents
+        return embed(key, documents)
+
+    context.embed = recording
+    results = evaluation.evaluate(context)
+    assert all(isinstance(q, Query) for q in embedded["retrieval/queries/test"])  # Graph-RoBERTa: single nodes
+    assert not any(isinstance(d, Query) for d in embedded["retrieval/corpus"])
     split = data.query_split("test")
     queries, qrels = {q: query.text for q, query in split.queries.items()}, split_qrels(split)
     dense = rank(method, data.corpus, queries, depth=5)

@@ -12,7 +12,7 @@ from conftest import _topic_texts
 from runs import run_embed, save_run, write_tsv
 
 from lit_docemb.commands.cli import main
-from lit_docemb.data.core.document import Document, Section
+from lit_docemb.data.core.document import Document, Section, query_document
 from lit_docemb.data.core.tokens import document_text
 from lit_docemb.eval.embedding import embed_documents
 from lit_docemb.export.forms import ExportError, export_method
@@ -79,6 +79,12 @@ def test_graph_roberta_sentence_transformer_equals_embed(tiny_encoder_dir, tmp_p
     np.testing.assert_allclose(vectors, embedded, atol=1e-5)
     np.testing.assert_allclose(vectors, embed_documents(method, docs).numpy(), atol=1e-5)
     assert not np.allclose(vectors[0], vectors[1])
+    # encode_query: single-node graphs as the method embeds its queries (§3.3); encode: the same text as a document
+    queries = ["sleeping cats", docs[1].text]
+    as_queries = st.encode_query(queries)
+    np.testing.assert_allclose(as_queries, embed_documents(method, [query_document(str(i), q) for i, q in
+                                                                    enumerate(queries)]).numpy(), atol=1e-5)
+    assert not np.allclose(as_queries[0], st.encode(queries[:1])[0], atol=1e-4)
 
 
 def test_deca_with_an_encoder_exports_like_docsplit(tiny_encoder_dir, tmp_path):

@@ -66,7 +66,7 @@ def one_storage(batch) -> bool:
 def test_the_buffer_keeps_fields_dtypes_shapes_none_and_empty_tensors():
     tokens = TokenBatch(torch.arange(12).view(3, 4), torch.ones(3, 4, dtype=torch.long))
     graphs = PassageGraphBatch(tokens, torch.tensor([1, 2]), [torch.zeros(2, 0, dtype=torch.long),
-                                                             torch.tensor([[0, 1], [1, 0]])])
+                                                             torch.tensor([[0, 1], [1, 0]])], torch.tensor([True, False]))
     batch = ViewPairBatch(tokens, TokenBatch(torch.zeros(0, 1, dtype=torch.long), torch.zeros(0, 1, dtype=torch.bool)),
                           torch.tensor([2**62, -5]), None, skipped=3)
     mixed = {"graphs": graphs, "pair": (batch, [torch.tensor(0.5, dtype=torch.bfloat16)]), "ids": ["a", "b"],
@@ -155,6 +155,7 @@ def test_dense_retrieval_batches_come_out_of_a_worker_as_in_process(collators):
                                 strict=True):
         assert_same(reference, batch)
         assert one_storage(batch)
+        assert batch.queries.graphs.is_query.all() and not batch.documents.graphs.is_query.any()  # kept the marks
 
 
 def test_one_buffer_off_sends_the_batch_as_it_is(collators):

@@ -1,5 +1,5 @@
 """Search backends (exact torch top-k and FAISS flat / HNSW / IVF) against a full sort, embedding with ids when a
-collator drops documents, and the corpus embedded in shards, one per rank."""
+collator drops documents, the corpus embedded in shards, one per rank, and queries ranked as queries."""
 
 from __future__ import annotations
 
@@ -8,9 +8,10 @@ import torch
 import torch.nn.functional as F
 from runs import Letters, collate_letters
 
-from lit_docemb.data.core.document import Document, Section
+from lit_docemb.data.core.document import Document, Section, query_document
 from lit_docemb.eval.embedding import embed_documents, embed_sharded, embed_with_ids
-from lit_docemb.eval.search import ExactSearch, FaissSearch, inner_product_space
+from lit_docemb.eval.search import ExactSearch, FaissSearch, inner_product_space, rank
+from lit_docemb.methods import GraphRoBERTa
 
 
 class Paired(Letters):
@@ -83,3 +84,18 @@ def test_each_rank_embeds_its_shard_and_the_gather_restores_document_order(monke
     expected = embed_documents(Letters(), documents)
     assert torch.equal(torch.cat([shards[r] for r in range(3)]), expected)
     assert torch.equal(dense_search.embed_sharded(Letters(), documents[:2]), expected[:2])  # fewer than ranks: all
+
+
+def test_rank_embeds_graph_roberta_queries_as_single_nodes_and_documents_as_graphs(tiny_encoder_dir):
+    torch.manual_seed(0)
+    method = GraphRoBERTa(tiny_encoder_dir, node_dim=16, words_per_passage=8, max_passage_tokens=32).eval()
+    corpus = [doc(0, "Cats sleep most of the day."), doc(1, "Stocks fell sharply today. Markets were closed early.")]
+    run = rank(method, corpus, {"q": "sleeping cats"}, depth=2)
+    collate = method.collator("predict")
+    with torch.no_grad():
+        query = collate([query_document("q", "sleeping cats")]).graphs
+        node = method.model.passage_nodes(query.passages)  # (1, node_dim): eq. 1, the layers never run (§3.3)
+        as_document = embed_documents(method, [doc(2, "sleeping cats")])  # the same text as a 2-node graph
+    expected = method.similarity(node, embed_documents(method, corpus))[0]
+    assert [run["q"][d] for d in ("0", "1")] == pytest.approx(expected.tolist(), abs=1e-5)
+    assert not torch.allclose(as_document, node, atol=1e-4)

@@ -42,6 +42,31 @@ def test_batch_holds_queries_positives_then_negatives(model):
     assert ids[2] == batch.query_ids[2] and len(set(ids[3:])) == 5  # negatives: one id per document
 
 
+def test_queries_are_single_nodes_and_one_passage_documents_graphs(model):
+    examples = [RetrievalExample("q1", "topic one", doc(1), [doc(7)]), RetrievalExample("q2", "topic two", doc(2), [])]
+    batch = model.collator("fit")(examples)
+    queries, documents = batch.queries.graphs, batch.documents.graphs
+    assert queries.is_query.tolist() == [True, True] and all(e.shape == (2, 0) for e in queries.edges)
+    assert not documents.is_query.any()
+    graph, short = model.backbone.model, Document("d", sections=[Section("", "One short passage.")])
+    assert model.collator("fit").collate([short]).graphs.passage_counts.tolist() == [1]
+    model.eval()
+    try:
+        with torch.no_grad():
+            embedded = model.backbone.embed(batch.queries)  # as losses embeds them
+            one_passage = model.backbone.embed(model.collator("fit").collate([short])).squeeze(0)
+            assert torch.allclose(embedded, graph.passage_nodes(queries.passages), atol=1e-6)  # eq. 1 only
+            graph.layers[-1].lin.weight.add_(0.5)
+            try:
+                assert torch.equal(model.backbone.embed(batch.queries), embedded)
+                changed = model.backbone.embed(model.collator("fit").collate([short])).squeeze(0)
+                assert not torch.allclose(changed, one_passage, atol=1e-4)  # a document goes through the layers
+            finally:
+                graph.layers[-1].lin.weight.sub_(0.5)
+    finally:
+        model.train()
+
+
 def test_other_positive_of_the_same_query_is_not_a_negative(model):
     examples = [RetrievalExample("q1", "topic one", doc(1), [doc(7)]),
                 RetrievalExample("q1", "topic one", doc(2), [doc(8)]),

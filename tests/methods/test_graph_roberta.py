@@ -1,4 +1,5 @@
-"""Graph-RoBERTa: graph edges, the single-node case, pretraining splits, GradCache, and every config via the CLI."""
+"""Graph-RoBERTa: graph edges, one-passage documents and single-node queries, pretraining splits, GradCache, and
+every config via the CLI."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ import torch
 from lit_docemb.commands.cli import main
 from lit_docemb.eval.figures import attention_heatmap
 from lit_docemb.data.core.batches import PassageGraphBatch, TokenBatch
-from lit_docemb.data.core.document import Document, Section
+from lit_docemb.data.core.document import Document, Section, query_document
 from lit_docemb.data.caches.passage_cache import TokenizedPassages
 from lit_docemb.data.core.text import chunk_passages
 from lit_docemb.methods import GraphRoBERTa, LinearWarmupDecay
@@ -51,7 +52,7 @@ def model(tiny_encoder_dir) -> GraphRoBERTa:
 
 def test_fully_connected_graph_links_every_pair_of_nodes():
     assert edge_set(fully_connected_edges(3)) == {(i, j) for i in range(4) for j in range(4) if i != j}
-    assert fully_connected_edges(1).shape == (2, 0)
+    assert edge_set(fully_connected_edges(1)) == {(0, 1), (1, 0)}  # a one-passage document is 2 nodes
 
 
 def test_section_graph_edges():
@@ -71,10 +72,13 @@ def test_collated_section_graph_follows_the_document(model):
     assert edge_set(batch.graphs.edges[0]) == edge_set(section_edges(sections))
 
 
-def test_one_passage_document_is_the_encoder_and_projection(model):
-    doc = Document("one", sections=[Section("", "A single short passage.")])
-    batch = model.collator("predict")([doc])
-    assert batch.graphs.passage_counts.tolist() == [1]
+@pytest.mark.parametrize("graph", ["full", "section"])
+def test_a_query_is_the_encoder_and_projection_a_one_passage_document_goes_through_the_graph(model, graph):
+    text = "A single short passage."
+    doc, query = Document("one", sections=[Section("", text)]), query_document("q", text)
+    batch = GraphDocumentCollator(PassageGraphBuilder(model.tokenizer, 8, 32, graph), 100)([doc, query])
+    assert batch.graphs.passage_counts.tolist() == [1, 1] and batch.graphs.is_query.tolist() == [False, True]
+    assert edge_set(batch.graphs.edges[0]) == {(0, 1), (1, 0)} and batch.graphs.edges[1].shape == (2, 0)
     model.eval()
     try:
         with torch.no_grad():
@@ -85,7 +89,9 @@ def test_one_passage_document_is_the_encoder_and_projection(model):
             expected = torch.tanh(cls @ model.model.project.weight.T + model.model.project.bias)  # eq. 1
     finally:
         model.train()
-    assert torch.allclose(got, expected, atol=1e-6)
+    assert torch.allclose(got[1], expected[1], atol=1e-6)  # the query: its initial node (§3.3)
+    assert torch.allclose(expected[0], expected[1], atol=1e-6)  # the same text, the same passage node...
+    assert not torch.allclose(got[0], expected[0], atol=1e-4)  # ...but the document went through the layers
 
 
 def test_graph_layers_change_multi_passage_documents(model):
@@ -125,6 +131,27 @@ def test_pretraining_batch_keeps_at_most_max_passages_and_counts_short_documents
     assert len(batch) == 1 and batch.skipped == 1
     assert int(batch.view_a.passage_counts[0] + batch.view_b.passage_counts[0]) == 5
     assert batch.view_a.passages.input_ids.shape[0] == int(batch.view_a.passage_counts.sum())
+
+
+@pytest.mark.parametrize("objective", ["halves", "one_passage"])
+def test_one_passage_sub_documents_are_documents_and_only_the_pseudo_query_is_a_query(tiny_encoder_dir, objective):
+    model = GraphRoBERTa(tiny_encoder_dir, node_dim=16, words_per_passage=8, max_passage_tokens=32,
+                         objective=objective)
+    two = Document("two", sections=[Section("", "One two three four five six seven eight. Nine ten eleven.")])
+    batch = model.collator("fit")([two, sectioned_document()])
+    assert batch.view_a.passage_counts[0] == 1  # halves of two passages: one each
+    pseudo_query = objective == "one_passage"  # §3.3, ICT-like: the one passage plays the query
+    assert batch.view_a.is_query.tolist() == [pseudo_query] * 2 and not batch.view_b.is_query.any()
+    assert edge_set(batch.view_a.edges[0]) == (set() if pseudo_query else {(0, 1), (1, 0)})
+    model.eval()
+    try:
+        with torch.no_grad():
+            embedded = model.model(batch.view_a)
+            nodes = model.model.passage_nodes(batch.view_a.passages)
+    finally:
+        model.train()
+    first = torch.cumsum(batch.view_a.passage_counts, 0) - batch.view_a.passage_counts
+    assert torch.allclose(embedded, nodes[first], atol=1e-5) == pseudo_query
 
 
 def test_training_step_reaches_every_weight(model):

@@ -163,15 +163,18 @@ class PassageGraphBatch:
 
     Attributes:
         passages: (P, T) tokens of every passage, graph after graph, P = sum of ``passage_counts``.
-        passage_counts: (G,) int64 passages of each graph, each >= 1. A graph of one passage is a single node
-            (a query, or a one-passage document): its representation is that passage's node.
+        passage_counts: (G,) int64 passages of each graph, each >= 1. A document of one passage is still a
+            graph of two nodes (its document node and its passage).
         edges: G tensors (2, E_g) int64 of undirected edges (both directions listed) over each graph's local
-            nodes: 0 is the document node, 1..n its passages in order. Empty for one-passage graphs.
+            nodes: 0 is the document node, 1..n its passages in order. Empty for queries.
+        is_query: (G,) bool, graph g is a query (§3.3): a single node, its initial representation, not passed
+            through the graph layers. ``None``: every graph is a document.
     """
 
     passages: TokenBatch
     passage_counts: Tensor
     edges: list[Tensor]
+    is_query: Tensor | None = None
 
     def __len__(self) -> int:
         return len(self.passage_counts)

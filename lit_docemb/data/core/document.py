@@ -82,6 +82,17 @@ class Document:
                    label=None if label is None else str(label), metadata=metadata)
 
 
+@dataclass
+class Query(Document):
+    """A retrieval query, embedded like a document by any method's document collator; a method that embeds
+    queries differently tells them apart by this type (Graph-RoBERTa: a single-node graph, §3.3)."""
+
+
+def query_document(query_id: str, text: str) -> Query:
+    """A query as a one-section, untitled :class:`Query` with id ``query:<query_id>``."""
+    return Query(f"query:{query_id}", sections=[Section("", text)])
+
+
 def _string(record: dict[str, Any], key: str, name: str) -> str:
     value = record.get(key)
     if value is None:
