@@ -135,7 +135,7 @@ def test_pretraining_batch_keeps_at_most_max_passages_and_counts_short_documents
 
 @pytest.mark.parametrize("objective", ["halves", "one_passage"])
 def test_one_passage_sub_documents_are_documents_and_only_the_pseudo_query_is_a_query(tiny_encoder_dir, objective):
-    model = GraphRoBERTa(tiny_encoder_dir, node_dim=16, words_per_passage=8, max_passage_tokens=32,
+    model = GraphRoBERTa(EncoderSpec(tiny_encoder_dir), node_dim=16, words_per_passage=8, max_passage_tokens=32,
                          objective=objective)
     two = Document("two", sections=[Section("", "One two three four five six seven eight. Nine ten eleven.")])
     batch = model.collator("fit")([two, sectioned_document()])
