@@ -40,6 +40,8 @@ from lightning.pytorch.plugins.io import CheckpointIO
 
 import lit_docemb.data  # noqa: F401  (registers the DataModules as known subclasses)
 import lit_docemb.methods  # noqa: F401  (registers the methods)
+from lit_docemb.commands import COMMANDS
+from lit_docemb.commands import main as run_command
 from lit_docemb.commands.console import tidy_loggers
 from lit_docemb.commands.loggers import configure_wandb_loggers
 from lit_docemb.commands.run_folder import apply_run_dir, check_fresh_fit, fill_run_folder, last_checkpoint
@@ -369,9 +371,6 @@ def report_checkpoint_differences(model, ckpt_path: str, differences: dict, shap
 def main(args: list[str] | None = None) -> DocEmbCLI | None:
     """LightningCLI's ``fit``/``validate``/``test``/``predict``; any other command goes to
     :func:`lit_docemb.commands.main`."""
-    from lit_docemb.commands import COMMANDS
-    from lit_docemb.commands import main as run_command
-
     argv = sys.argv[1:] if args is None else args
     if argv[:1] and COMMANDS.get(argv[0], ("cli",))[0] != "cli":
         return run_command(argv)

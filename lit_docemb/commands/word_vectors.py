@@ -10,6 +10,7 @@ import time
 from pathlib import Path
 
 from lit_docemb.commands.arguments import run_command
+from lit_docemb.commands.loading import build_datamodule, read_documents
 from lit_docemb.errors import ConfigError
 
 METHODS = ("word2vec", "glove")
@@ -26,7 +27,6 @@ def _document_text(document) -> str:
 
 def _file_texts(paths: list[str]):
     """A function returning a fresh iterator over the documents' texts of ``paths``."""
-    from lit_docemb.commands.loading import read_documents
     from lit_docemb.data.core.reading import ReadContext, read_lines
 
     def texts():
@@ -41,8 +41,6 @@ def _file_texts(paths: list[str]):
 
 def _datamodule_texts(config: list[str], overrides: list[str]):
     """A function returning a fresh iterator over the texts of every document the configs' DataModule reads."""
-    from lit_docemb.commands.loading import build_datamodule
-
     data = build_datamodule(config, overrides)
     data.prepare_data()  # a missing path is one line naming its key
     data.setup("fit")
