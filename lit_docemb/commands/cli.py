@@ -196,6 +196,7 @@ class DocEmbCLI(LightningCLI):
         if self.subcommand == "predict":  # predict logs nothing: no second logger folder or wandb run beside fit's
             trainer.loggers = []
         if self.subcommand == "predict" and not any(isinstance(c, BasePredictionWriter) for c in trainer.callbacks):
+            # lit_docemb.eval loads scikit-learn and pytrec_eval: only predict needs them
             from lit_docemb.eval.embedding_writers import PredictionWriter
 
             trainer.callbacks.append(PredictionWriter(Path(trainer.default_root_dir) / "predictions"))

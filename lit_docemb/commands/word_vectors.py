@@ -20,6 +20,7 @@ INPUT_EXPECTED = "a text file (one document per line; .gz/.bz2/.xz read too), a 
 
 def _document_text(document) -> str:
     """Its title and sections as CTPE reads them for its own word2vec (a title kept as a section counts once)."""
+    # loads torch: imported on use so that --help answers without it
     from lit_docemb.views.ctpe import document_fields
 
     return "\n".join(text for _, text in document_fields(document))
@@ -27,6 +28,7 @@ def _document_text(document) -> str:
 
 def _file_texts(paths: list[str]):
     """A function returning a fresh iterator over the documents' texts of ``paths``."""
+    # loads torch: imported on use so that --help answers without it
     from lit_docemb.data.core.reading import ReadContext, read_lines
 
     def texts():
@@ -92,6 +94,7 @@ def word_vectors(output: str, method: str = "word2vec", input: list[str] | None 
     for path in input or []:
         if not Path(path).expanduser().is_file():
             raise ConfigError(f"--input: no file at {path!r}; give {INPUT_EXPECTED}")
+    # loads torch: imported on use so that --help answers without it
     from lit_docemb.models.word_vectors import WordSentences, train_word_vectors, write_word_vectors
 
     texts = _file_texts(input) if input else _datamodule_texts(config, overrides or [])
