@@ -11,6 +11,8 @@ import importlib
 import os
 import sys
 
+from lit_docemb.commands.console import quiet_third_parties
+from lit_docemb.commands.help_cache import print_help
 from lit_docemb.errors import ConfigError
 
 #: Command -> (module of ``lit_docemb.commands`` that runs it, one-line description).
@@ -54,17 +56,13 @@ def main(argv: list[str] | None = None):
                          "(python -m lit_docemb --help)\n")
         raise SystemExit(2)
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")  # tokenisation runs in dataloader workers
-    from lit_docemb.commands.console import quiet_third_parties
-
     quiet_third_parties()  # third-party messages that say nothing to a user (LIT_DOCEMB_VERBOSE=1 shows them)
     module_name, _ = COMMANDS[argv[0]]
     if module_name == "cli":
         if argv[1:] in (["--help"], ["-h"]):  # LightningCLI's help, kept after its first answer
-            from lit_docemb.commands.help_cache import print_help
-
             print_help(argv[0], lambda: importlib.import_module("lit_docemb.commands.cli").main(argv))
         cli = importlib.import_module("lit_docemb.commands.cli").main(argv)
-        from lit_docemb.distributed import close_process_group
+        from lit_docemb.distributed import close_process_group  # torch: --help and every other command go without it
 
         close_process_group()  # every rank returned: end the process group before the interpreter does
         return cli

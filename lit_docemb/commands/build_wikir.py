@@ -43,6 +43,7 @@ def build_wikir(input: list[str], output: str, queries: Literal["first_sentence"
         bm25_b: BM25's length normalisation.
         seed: Seed of the validation and test draw (wikIR's default).
     """
+    # loads torch: imported on use so that --help answers without it
     from lit_docemb.data.corpora.wikir_builder import WikirBuilder
 
     builder = WikirBuilder(output, queries, links, skip_first_sentence, min_document_words, min_relevant,

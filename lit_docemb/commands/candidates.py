@@ -11,6 +11,7 @@ from lit_docemb.commands.arguments import run_command
 def evaluate_checkpoint(checkpoint: str, root: str, method: str = "lit_docemb.methods.CTPE", k: int = 20,
                         batch_size: int = 256) -> dict[str, float]:
     """Loads a checkpoint of ``method`` (a class path) and ranks the task folder ``root`` with it."""
+    # loads torch: imported on use so that --help answers without it
     from lit_docemb.eval.candidates import evaluate_candidates, read_candidate_task
 
     module_name, _, class_name = method.rpartition(".")

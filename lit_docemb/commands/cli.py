@@ -40,6 +40,8 @@ from lightning.pytorch.plugins.io import CheckpointIO
 
 import lit_docemb.data  # noqa: F401  (registers the DataModules as known subclasses)
 import lit_docemb.methods  # noqa: F401  (registers the methods)
+from lit_docemb.commands import COMMANDS
+from lit_docemb.commands import main as run_command
 from lit_docemb.commands.console import tidy_loggers
 from lit_docemb.commands.loggers import configure_wandb_loggers
 from lit_docemb.commands.run_folder import apply_run_dir, check_fresh_fit, fill_run_folder, last_checkpoint
@@ -194,6 +196,7 @@ class DocEmbCLI(LightningCLI):
         if self.subcommand == "predict":  # predict logs nothing: no second logger folder or wandb run beside fit's
             trainer.loggers = []
         if self.subcommand == "predict" and not any(isinstance(c, BasePredictionWriter) for c in trainer.callbacks):
+            # lit_docemb.eval loads scikit-learn and pytrec_eval: only predict needs them
             from lit_docemb.eval.embedding_writers import PredictionWriter
 
             trainer.callbacks.append(PredictionWriter(Path(trainer.default_root_dir) / "predictions"))
@@ -369,9 +372,6 @@ def report_checkpoint_differences(model, ckpt_path: str, differences: dict, shap
 def main(args: list[str] | None = None) -> DocEmbCLI | None:
     """LightningCLI's ``fit``/``validate``/``test``/``predict``; any other command goes to
     :func:`lit_docemb.commands.main`."""
-    from lit_docemb.commands import COMMANDS
-    from lit_docemb.commands import main as run_command
-
     argv = sys.argv[1:] if args is None else args
     if argv[:1] and COMMANDS.get(argv[0], ("cli",))[0] != "cli":
         return run_command(argv)

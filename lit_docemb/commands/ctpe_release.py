@@ -17,6 +17,7 @@ def ctpe_release(input: str, output: str) -> dict[str, int]:
         input: The released file: a ground-truth dict line, then id<TAB>title<TAB>abstract lines.
         output: The task folder to write (e.g. data/ctpe/arxiv).
     """
+    # loads torch: imported on use so that --help answers without it
     from lit_docemb.data.corpora.ctpe_release import convert_ctpe_release
 
     if not Path(input).expanduser().is_file():

@@ -25,6 +25,7 @@ def dense_search(config: list[str], ckpt_path: str, output: str, split: Literal[
         accelerator: ``auto``, ``cpu``, ``cuda`` (or ``gpu``), or a torch device such as ``cuda:1``.
         overrides: Config overrides (``--data.init_args.root DIR``).
     """
+    # these load torch: imported on use so that --help answers without it
     from lit_docemb.commands.cli import DocEmbCLI
     from lit_docemb.data.retrieval.trec import write_run
     from lit_docemb.eval.search import rank

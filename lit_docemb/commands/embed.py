@@ -55,6 +55,7 @@ def embed_documents(configs: Sequence[str | Path], ckpt_path: str | None, input_
     """Embeds ``input_path`` with the run's method (and checkpoint, when given; interpolated with the starting
     weights by ``interpolate_alpha``) into ``output_dir`` and writes ``embed_stats.json``; returns the stats on
     rank 0 (``None`` on the other ranks)."""
+    # these load torch: imported on use so that --help answers without it
     from lit_docemb.data.core.reading import reading_summary
     from lit_docemb.eval.embedding_writers import write_embeddings
     from lit_docemb.methods.checkpoints import read_checkpoint, restore_method

@@ -68,6 +68,7 @@ def evaluation_class(path: str) -> type:
 def build_evaluation(spec: str):
     """An :class:`~lit_docemb.eval.evaluation.Evaluation` from a short name, or a YAML/JSON mapping
     ``{class_path, init_args}`` (class_path: a short name or an import path of an ``Evaluation`` subclass)."""
+    # loads torch: imported on use so that --help answers without it
     from lit_docemb.eval.evaluation import Evaluation
 
     parsed = yaml.safe_load(spec) if spec.strip().startswith("{") else {"class_path": spec}
@@ -91,6 +92,7 @@ def load_checkpoint_vocabulary(method, path: str) -> None:
     CTPE's vocabularies, which size their embedding tables), without the weights."""
     import lightning as L
 
+    # loads torch: imported on use so that --help answers without it
     from lit_docemb.methods.checkpoints import read_checkpoint
 
     if type(method).on_load_checkpoint is not L.LightningModule.on_load_checkpoint:
@@ -102,6 +104,7 @@ def default_evaluations(data) -> list:
     as MSMARCO without the TREC DL topics); matching for one of labelled pairs; clustering and
     the linear probe for a labelled one; held-out retrieval on the validation split for an unlabelled corpus.
     A corpus with none of these is a :class:`ConfigError` naming what it lacks."""
+    # these load torch: imported on use so that --help answers without it
     from lit_docemb.data.corpora.similarity_groups import SimilarityGroupDataModule
     from lit_docemb.eval.heldout import HeldOutRetrieval
     from lit_docemb.eval.labelled import Clustering, LinearProbe
@@ -180,6 +183,7 @@ def evaluate(config: list[str], ckpt_path: str | None = None, evaluation: list[s
         resamples: Bootstrap resamples of the --before_after intervals.
         overrides: Config overrides (``--model.init_args.encoder.name X``, ``--data.init_args.root DIR``).
     """
+    # these load torch: imported on use so that --help answers without it
     from lit_docemb.eval.evaluation import Evaluation, EvaluationContext, markdown_table
     from lit_docemb.methods.checkpoints import read_checkpoint, restore_method
 
@@ -242,6 +246,7 @@ def compare_with_start(method, data, ckpt_path: str, output_dir: Path, batch_siz
     vocabulary when the method keeps one, as DECA's Doc2VecC, whose tables it sizes) and with the weights of
     ``ckpt_path`` (after), also on the candidate tasks of the config's ``evaluations``; printed and written to
     ``output_dir``; returns ``{"before_after": {<metric>/<field>: value}}``."""
+    # these load torch: imported on use so that --help answers without it
     from lit_docemb import distributed as dist
     from lit_docemb.eval.before_after import candidate_tasks, compare, measure, write_report
     from lit_docemb.methods.checkpoints import restore_method

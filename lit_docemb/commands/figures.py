@@ -60,6 +60,7 @@ def figures(run: str | None = None, metrics: list[str] | None = None, embeddings
     """
     drawn_by_model = bool(similarities or attention)
     check_figure_arguments(run, embeddings, input, config, ckpt_path, drawn_by_model)
+    # loads torch: imported on use so that --help answers without it
     from lit_docemb.eval import figures as drawing  # matplotlib and torch: after --help and the argument checks
 
     folder = output_folder(output, run, embeddings)

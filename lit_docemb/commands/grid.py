@@ -82,6 +82,7 @@ def metrics_of(grid: dict) -> list[str]:
 
 def run_cell(grid: dict, args: list[str], folder: Path, cell: str) -> dict[str, float]:
     """Fits one run (then its test loop, with ``test: true``): metric -> value."""
+    # commands.cli loads Lightning: imported on use so that --help answers without it
     from lit_docemb.commands.cli import main as fit_main
 
     cli = fit_main(["fit", *args, f"--trainer.default_root_dir={folder}"])

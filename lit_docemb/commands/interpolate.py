@@ -37,6 +37,7 @@ from lit_docemb.errors import ConfigError, require
 def validation_evaluations(data) -> list:
     """What ``data`` supports on its validation split: retrieval of its validation queries, clustering and the
     linear probe on validation documents, or held-out retrieval; a :class:`ConfigError` otherwise."""
+    # these load torch: imported on use so that --help answers without it
     from lit_docemb.eval.heldout import HeldOutRetrieval
     from lit_docemb.eval.labelled import Clustering, LinearProbe
     from lit_docemb.eval.retrieval import RetrievalEvaluation
@@ -103,6 +104,7 @@ def interpolate(config: list[str], ckpt_path: str, evaluation: list[str] | None 
         accelerator: ``auto``, ``cpu``, ``cuda`` (or ``gpu``), or a torch device such as ``cuda:1``.
         overrides: Config overrides (``--data.init_args.root DIR``).
     """
+    # these load torch: imported on use so that --help answers without it
     from lit_docemb.eval.evaluation import Evaluation, EvaluationContext
     from lit_docemb.methods.checkpoints import read_checkpoint, restore_method
     from lit_docemb.methods.retention import ALPHA_GRID, choose_alpha, interpolated_state

@@ -34,6 +34,7 @@ TSV_HEADERS = (["id", "text"], ["id", "title", "text"])
 def read_tsv(path: str | Path, context: ReadContext | None = None) -> list[Document]:
     """Documents of a TSV file: ``id<TAB>text`` or ``id<TAB>title<TAB>text`` (one untitled section). A line with
     another number of fields or an empty id is skipped and counted as ``"malformed_record"``."""
+    # these load torch: imported on use so that --help answers without it
     from lit_docemb.data.core.document import Document, Section
     from lit_docemb.data.core.reading import ReadContext, read_lines, require_path
 
@@ -58,6 +59,7 @@ def read_tsv(path: str | Path, context: ReadContext | None = None) -> list[Docum
 def read_documents(path: str | Path, stats: Counter | None = None) -> list[Document]:
     """The non-empty documents of a ``.jsonl``/``.tsv`` file (optionally ``.gz``/``.bz2``/``.xz``), in file order;
     bad lines and empty documents are counted into ``stats``."""
+    # these load torch: imported on use so that --help answers without it
     from lit_docemb.data.corpora.jsonl import read_jsonl
     from lit_docemb.data.core.reading import ReadContext
 
@@ -92,6 +94,7 @@ def without_subcommand_keys(path: str) -> str:
 def run_cli(config: Sequence[str], overrides: Sequence[str] = ()):
     """The run's :class:`~lit_docemb.commands.cli.DocEmbCLI` (method, DataModule, trainer and its callbacks) as
     ``config`` and ``overrides`` build it, without running a subcommand."""
+    # commands.cli loads Lightning: imported on use so that --help answers without it
     from lit_docemb.commands.cli import DocEmbCLI
 
     configs = [arg for path in config for arg in ("--config", without_subcommand_keys(path))]
@@ -150,6 +153,7 @@ def build_method(configs: Sequence[str | Path], overrides: Sequence[str] = (), c
     from jsonargparse import ArgumentError
     from lightning.pytorch.cli import LightningArgumentParser
 
+    # these load torch: imported on use so that --help answers without it
     import lit_docemb.methods  # noqa: F401  (registers the methods)
     from lit_docemb.commands.cli import one_line_parse_error, refuse_untrusted_arguments
     from lit_docemb.methods.base import EmbeddingMethod
@@ -181,6 +185,7 @@ def build_datamodule(configs: Sequence[str | Path], overrides: Sequence[str] = (
     from jsonargparse import ArgumentError
     from lightning.pytorch.cli import LightningArgumentParser
 
+    # these load torch: imported on use so that --help answers without it
     import lit_docemb.data  # noqa: F401  (registers the DataModules)
     from lit_docemb.commands.cli import one_line_parse_error, refuse_untrusted_arguments
     from lit_docemb.data.core.datamodule import DocumentDataModule
@@ -245,6 +250,7 @@ def model_overrides(overrides: Sequence[str]) -> list[str]:
 def interpolate_method(method, configs: Sequence[str | Path], overrides: Sequence[str], alpha: float) -> None:
     """Gives ``method`` (its trained weights loaded) the weights ``(1 - alpha)·θ₀ + alpha·θ``, θ₀ those of the
     method as ``configs`` and ``overrides`` build it (:mod:`lit_docemb.commands.interpolate`)."""
+    # loads torch: imported on use so that --help answers without it
     from lit_docemb.methods.retention import interpolated_state
 
     require(0.0 <= alpha <= 1.0, "--interpolate_alpha", "in [0, 1] (0 the starting weights, 1 the trained ones)",
@@ -265,6 +271,7 @@ def load_method(configs: Sequence[str | Path], ckpt_path: str | None, overrides:
     """The run's method with the checkpoint's weights (and its checkpoint state, e.g. a vocabulary), interpolated
     with the starting weights by ``interpolate_alpha`` when given, in eval mode; without ``ckpt_path``, the method
     as its config (and ``overrides``) builds it."""
+    # loads torch: imported on use so that --help answers without it
     from lit_docemb.methods.checkpoints import read_checkpoint
 
     refuse_without_checkpoint(interpolate_alpha, ckpt_path)

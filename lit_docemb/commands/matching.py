@@ -22,6 +22,7 @@ def matching(config: list[str], ckpt_path: str | None = None, classifier: Litera
         accelerator: ``auto``, ``cpu``, ``cuda`` (or ``gpu``), or a torch device such as ``cuda:1``.
         overrides: Config overrides (``--data.init_args.root DIR``).
     """
+    # these load torch: imported on use so that --help answers without it
     from lit_docemb.commands.cli import DocEmbCLI
     from lit_docemb.eval.matching import evaluate_pairs
     from lit_docemb.methods.checkpoints import load_method_checkpoint

@@ -53,6 +53,7 @@ def pooled_metrics(runs: list[Run], names: list[str], qrels: Qrels,
                    measures: list[str]) -> tuple[Run, dict[str, dict[str, float]]]:
     """(pooled run, {"pooled": metrics over all judged queries, "fold_mean": mean of the per-fold means,
     "fold<i>": each fold's metrics over its own queries})."""
+    # loads torch: imported on use so that --help answers without it
     from lit_docemb.eval.ranking import retrieval_metrics
 
     pooled = pool_runs(runs, names)
@@ -79,6 +80,7 @@ def pool_folds(runs: list[str], qrels: str, measures: Sequence[str] = DEFAULT_ME
         measures: mrr@k, ndcg@k, P@k, recall@k, map@k, map, ndcg, bpref (Graph-RoBERTa's Table 3: ndcg@20 P@20).
         output: Folder for pooled.run, pooled.md and pooled.json (default: print only).
     """
+    # these load torch: imported on use so that --help answers without it
     from lit_docemb.data.retrieval.trec import read_qrels, read_run, write_run
     from lit_docemb.eval.evaluation import markdown_table
     from lit_docemb.eval.ranking import trec_measure

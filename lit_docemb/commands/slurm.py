@@ -62,6 +62,7 @@ def resolve_fit_config(fit_args: list[str]) -> dict:
     ``--run_dir`` names: :func:`~lit_docemb.commands.run_folder.apply_run_dir`); parse errors exit."""
     from jsonargparse import dict_to_namespace
 
+    # commands.cli loads Lightning: imported on use so that --help answers without it
     from lit_docemb.commands.cli import main
     from lit_docemb.commands.run_folder import apply_run_dir
 

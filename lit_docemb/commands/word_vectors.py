@@ -10,6 +10,7 @@ import time
 from pathlib import Path
 
 from lit_docemb.commands.arguments import run_command
+from lit_docemb.commands.loading import build_datamodule, read_documents
 from lit_docemb.errors import ConfigError
 
 METHODS = ("word2vec", "glove")
@@ -19,6 +20,7 @@ INPUT_EXPECTED = "a text file (one document per line; .gz/.bz2/.xz read too), a 
 
 def _document_text(document) -> str:
     """Its title and sections as CTPE reads them for its own word2vec (a title kept as a section counts once)."""
+    # loads torch: imported on use so that --help answers without it
     from lit_docemb.views.ctpe import document_fields
 
     return "\n".join(text for _, text in document_fields(document))
@@ -26,7 +28,7 @@ def _document_text(document) -> str:
 
 def _file_texts(paths: list[str]):
     """A function returning a fresh iterator over the documents' texts of ``paths``."""
-    from lit_docemb.commands.loading import read_documents
+    # loads torch: imported on use so that --help answers without it
     from lit_docemb.data.core.reading import ReadContext, read_lines
 
     def texts():
@@ -41,8 +43,6 @@ def _file_texts(paths: list[str]):
 
 def _datamodule_texts(config: list[str], overrides: list[str]):
     """A function returning a fresh iterator over the texts of every document the configs' DataModule reads."""
-    from lit_docemb.commands.loading import build_datamodule
-
     data = build_datamodule(config, overrides)
     data.prepare_data()  # a missing path is one line naming its key
     data.setup("fit")
@@ -94,6 +94,7 @@ def word_vectors(output: str, method: str = "word2vec", input: list[str] | None 
     for path in input or []:
         if not Path(path).expanduser().is_file():
             raise ConfigError(f"--input: no file at {path!r}; give {INPUT_EXPECTED}")
+    # loads torch: imported on use so that --help answers without it
     from lit_docemb.models.word_vectors import WordSentences, train_word_vectors, write_word_vectors
 
     texts = _file_texts(input) if input else _datamodule_texts(config, overrides or [])
