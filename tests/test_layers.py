@@ -47,20 +47,33 @@ def imports_of(path: Path, module: str) -> list[tuple[str, int, bool]]:
     ``a.b`` (a submodule or a name of ``a``, resolved by the caller)."""
     tree = ast.parse(path.read_text(encoding="utf-8"))
     top = {id(node) for node in tree.body}
-    package = module if path.name == "__init__.py" else module.rpartition(".")[0]
     found = []
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
             found += [(alias.name, node.lineno, id(node) in top) for alias in node.names]
         elif isinstance(node, ast.ImportFrom):
-            base = node.module or ""
-            if node.level:  # relative import
-                anchor = package.split(".")[: len(package.split(".")) - node.level + 1]
-                base = ".".join(anchor + ([base] if base else []))
+            base = from_base(node, path, module)
             found += [(f"{base}.{alias.name}" if base else alias.name, node.lineno, id(node) in top)
                       for alias in node.names]
             found.append((base, node.lineno, id(node) in top))
     return found
+
+
+def from_base(node: ast.ImportFrom, path: Path, module: str) -> str:
+    """The absolute module a ``from ... import`` of ``module`` (at ``path``) imports from."""
+    base = node.module or ""
+    if node.level:  # relative import
+        package = module if path.name == "__init__.py" else module.rpartition(".")[0]
+        anchor = package.split(".")[: len(package.split(".")) - node.level + 1]
+        base = ".".join(anchor + ([base] if base else []))
+    return base
+
+
+def known_module(target: str, modules) -> str | None:
+    """``target`` or the nearest package above it that is one of ``modules`` (``a.b.name`` -> ``a.b``), if any."""
+    while target and target not in modules:
+        target = target.rpartition(".")[0]
+    return target or None
 
 
 def scan(root: Path) -> dict[str, list]:
@@ -68,11 +81,6 @@ def scan(root: Path) -> dict[str, list]:
     models/losses and import-time cycles."""
     modules = {module_name(p, root): p for p in sorted(root.rglob("*.py"))}
     name = root.name
-
-    def resolve(target: str) -> str | None:
-        while target and target not in modules:
-            target = target.rpartition(".")[0]
-        return target or None
 
     upward, distributed, lightning, graph = [], [], [], defaultdict(set)
     for module, path in modules.items():
@@ -87,7 +95,7 @@ def scan(root: Path) -> dict[str, list]:
                 lightning.append(f"{where} imports {target}")
             if not target.startswith(name + ".") and target != name:
                 continue
-            resolved = resolve(target)
+            resolved = known_module(target, modules)
             if resolved is None or resolved == module:
                 continue
             if floor_of(resolved) > own and not any(v.startswith(f"{where}: ") and v.endswith(
@@ -191,8 +199,7 @@ def command_cycles(root: Path = PACKAGE) -> list[list[str]]:
     graph = defaultdict(set)
     for module, path in modules.items():
         for target, _, _ in imports_of(path, module):
-            while target and target not in modules:
-                target = target.rpartition(".")[0]
+            target = known_module(target, modules)
             if target and target != module:
                 graph[module].add(target)
     return cycles(graph)
@@ -336,7 +343,6 @@ LAZY_FOR = {
 def function_imports(path: Path, module: str, modules: set[str]) -> list[tuple[str, int]]:
     """(module of ``modules`` imported, line) for every import of one of ``modules`` inside a function of ``path``:
     ``from a import b`` names ``a.b`` when that is a module, else ``a``."""
-    package = module if path.name == "__init__.py" else module.rpartition(".")[0]
     found = []
     for function in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
         if not isinstance(function, ast.FunctionDef | ast.AsyncFunctionDef):
@@ -345,17 +351,11 @@ def function_imports(path: Path, module: str, modules: set[str]) -> list[tuple[s
             if isinstance(node, ast.Import):
                 names = [alias.name for alias in node.names]
             elif isinstance(node, ast.ImportFrom):
-                base = node.module or ""
-                if node.level:  # relative import
-                    anchor = package.split(".")[: len(package.split(".")) - node.level + 1]
-                    base = ".".join(anchor + ([base] if base else []))
+                base = from_base(node, path, module)
                 names = [f"{base}.{alias.name}" if f"{base}.{alias.name}" in modules else base for alias in node.names]
             else:
                 continue
-            for name in names:
-                while name and name not in modules:
-                    name = name.rpartition(".")[0]
-                found += [(name, node.lineno)] if name else []
+            found += [(name, node.lineno) for name in (known_module(n, modules) for n in names) if name]
     return sorted(set(found))
 
 
@@ -373,8 +373,7 @@ def loads_at_import(root: Path) -> dict[str, set[str]]:
             if target.split(".")[0] != root.name:
                 third[module].add(target.split(".")[0])
                 continue
-            while target and target not in modules:
-                target = target.rpartition(".")[0]
+            target = known_module(target, modules)
             if target and target != module:
                 own[module].add(target)
     loads = {}
