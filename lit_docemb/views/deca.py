@@ -260,7 +260,7 @@ class Doc2VecCPairCollator(Doc2VecCCollator):
         cached = None if self.cached is None else self.cached.input_ids(doc.id)
         if cached is not None:
             return cached
-        return self.replacement.type_ids(words_of(document_text(doc, with_title=True)[:self.max_words * CHARS_PER_WORD]))
+        return self.replacement.type_ids(leading_words(doc, self.max_words))
 
     def augmented_ids(self, doc: Document, seed: str) -> tuple[list[int], list[int]]:
         """The document's word ids and those of its augmentation by a callable (no thesaurus table)."""

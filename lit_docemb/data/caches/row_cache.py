@@ -48,10 +48,10 @@ class CachedRows(Sequence):
         self.table = table
         self.fingerprint = fingerprint
         self._columns: dict[str, Any] | None = None
-        self._views: dict[str, tuple] | None = None
+        self._views: dict[str, tuple] = {}
 
     def __getstate__(self) -> dict[str, Any]:
-        return {**self.__dict__, "_columns": None, "_views": None}
+        return {**self.__dict__, "_columns": None, "_views": {}}
 
     def __len__(self) -> int:
         return len(self.table)
@@ -75,13 +75,11 @@ class CachedRows(Sequence):
     def _lists(self, name: str) -> tuple[np.ndarray, list[tuple[np.ndarray, np.ndarray]]]:
         """The list column ``name`` as, per Arrow chunk, its offsets and its values (numpy views of the mapped
         buffers, made once per process), and the first row of each chunk."""
-        lists = self._views.get(name) if self._views is not None else None
-        if lists is None:
+        if name not in self._views:
             column = self._column(name)
             starts = np.cumsum([0] + [len(chunk) for chunk in column.chunks])[:-1]
-            lists = starts, [(chunk.offsets.to_numpy(), chunk.values.to_numpy()) for chunk in column.chunks]
-            self._views = {**(self._views or {}), name: lists}
-        return lists
+            self._views[name] = starts, [(chunk.offsets.to_numpy(), chunk.values.to_numpy()) for chunk in column.chunks]
+        return self._views[name]
 
     @abstractmethod
     def row(self, index: int):
