@@ -30,7 +30,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "dense-search": ("dense_search", "rank a retrieval split with a checkpoint and write a TREC run"),
     "candidates": ("candidates", "rank candidate/test task folders (CTPE's tasks) with a checkpoint"),
     "ctpe-release": ("ctpe_release", "convert a CTPE released subset (opendata-ai/tr) to a candidates/test folder"),
-    "word-vectors": ("word_vectors", "train word2vec or GloVe vectors on a corpus, as a file CTPE's init: pretrained reads"),
+    "word-vectors": ("word_vectors", "train word2vec or GloVe vectors on a corpus, as a file CTPE's init: "
+                                     "pretrained reads"),
     "grid": ("grid", "fit every cell of a paper table (a grid file of rows and columns) and print the table"),
     "matching": ("matching", "document matching on labelled pairs (threshold and pair classifier)"),
     "pool-folds": ("pool_folds", "pool the TREC runs of a cross-validation's folds into one table (Robust04)"),

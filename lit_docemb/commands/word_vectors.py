@@ -15,7 +15,8 @@ from lit_docemb.errors import ConfigError
 
 METHODS = ("word2vec", "glove")
 FORMATS = ("word2vec_binary", "word2vec_text", "glove_text")
-INPUT_EXPECTED = "a text file (one document per line; .gz/.bz2/.xz read too), a lit_docemb .jsonl or an id<TAB>text .tsv"
+INPUT_EXPECTED = ("a text file (one document per line; .gz/.bz2/.xz read too), a lit_docemb .jsonl or an id<TAB>text "
+                  ".tsv")
 
 
 def _document_text(document) -> str:
@@ -90,7 +91,8 @@ def word_vectors(output: str, method: str = "word2vec", input: list[str] | None 
         raise ConfigError("--input / --config: give the corpus one way: --input FILE (" + INPUT_EXPECTED + ") or "
                           "--config a fit config whose data section reads it")
     if overrides and not config:
-        raise ConfigError(f"{overrides[0]}: data overrides need --config (the fit config whose data section they change)")
+        raise ConfigError(f"{overrides[0]}: data overrides need --config (the fit config whose data section they "
+                          "change)")
     for path in input or []:
         if not Path(path).expanduser().is_file():
             raise ConfigError(f"--input: no file at {path!r}; give {INPUT_EXPECTED}")

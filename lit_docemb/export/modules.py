@@ -77,8 +77,9 @@ class GraphDocumentModule(AggregatingModule):
     split into passages (:func:`~lit_docemb.data.core.text.chunk_passages`), each passage is tokenized and encoded,
     and the graph attention layers give the document node (:class:`~lit_docemb.models.graph_document.
     GraphDocumentEncoder`), for a text of one passage too. ``encode_query`` embeds each text as the method embeds
-    its queries, a single-node graph (§3.3: its initial node, no graph layers). Saved as ``config.json``, ``graph.safetensors`` (projection and graph layers) and
-    ``passage_encoder/`` (a Hugging Face folder with its tokenizer).
+    its queries, a single-node graph (§3.3: its initial node, no graph layers). Saved as ``config.json``,
+    ``graph.safetensors`` (projection and graph layers) and ``passage_encoder/`` (a Hugging Face folder with its
+    tokenizer).
 
     Args:
         passage_encoder: Folder of the Hugging Face passage encoder and tokenizer.

@@ -2,9 +2,9 @@
 
 Graph-RoBERTa §3.3: the query is embedded by the same model as a single-node graph, its initial node
 representation (the collator hands it over as a :class:`~lit_docemb.data.core.document.Query`; a one-passage
-document is still a graph of two nodes through the graph layers), and scored against documents by the dot product; the loss is the
-contrastive loss of pretraining over the actual query-document pairs, with in-batch negatives plus sampled
-ones (uniform for Robust04, from BM25's top 100 for MSMARCO and WIKIR, then from a run of the 5-epoch
+document is still a graph of two nodes through the graph layers), and scored against documents by the dot product;
+the loss is the contrastive loss of pretraining over the actual query-document pairs, with in-batch negatives plus
+sampled ones (uniform for Robust04, from BM25's top 100 for MSMARCO and WIKIR, then from a run of the 5-epoch
 checkpoint for MSMARCO's second phase). The examples and their negatives come from the ranking DataModules in
 ``mode: retrieval`` (:mod:`lit_docemb.data.retrieval.datamodule`).
 

@@ -13,8 +13,8 @@ class FrozenHeap(Callback):
     other modules' -- and again when training starts -- the model, the corpus tables, a vocabulary, an
     augmentation's thesaurus: about a million in DECA's MR run -- and unfreezes them when the run ends or fails.
     Each full collection walked them all again: DECA's DC+SC run on MR spent 4.4 CPU seconds in collections
-    without it, 1.4 with it (``docs/performance.md``). Dataloader workers forked after a freeze do not copy those pages by walking them
-    either. Garbage made of frozen objects waits for the unfreeze.
+    without it, 1.3 with it (``docs/performance.md``). Dataloader workers forked after a freeze do not copy those
+    pages by walking them either. Garbage made of frozen objects waits for the unfreeze.
 
     Every lit_docemb method adds it (:meth:`~lit_docemb.methods.base.EmbeddingMethod.configure_callbacks`).
     """
