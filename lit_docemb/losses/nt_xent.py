@@ -140,17 +140,24 @@ def _anchor_blocks(num_anchors: int, num_candidates: int) -> list[slice]:
     return [slice(start, start + rows) for start in range(0, num_anchors, rows)]
 
 
-def _not_negatives(positive: Tensor, ids: Tensor | None, all_ids: Tensor | None, num_candidates: int, rows: slice
-                   ) -> tuple[Tensor, Tensor, Tensor]:
+def _id_order(all_ids: Tensor | None) -> tuple[Tensor, Tensor] | None:
+    """The candidates' ids sorted, and the order that sorts them (what :func:`_not_negatives` searches)."""
+    if all_ids is None:
+        return None
+    order = all_ids.argsort(stable=True)
+    return order, all_ids[order]
+
+
+def _not_negatives(positive: Tensor, ids: Tensor | None, all_ids: Tensor | None, id_order: tuple[Tensor, Tensor] | None,
+                   num_candidates: int, rows: slice) -> tuple[Tensor, Tensor, Tensor]:
     """The logits of the anchors ``rows`` that are not negatives, as (row, column) index pairs within the block --
     each anchor's positive and, with ids, every augmentation of the same document (a handful, not a (b, N) mask) --
-    and the negatives of each anchor (b,)."""
+    and the negatives of each anchor (b,). ``id_order`` is :func:`_id_order` of ``all_ids``."""
     pos = positive[rows]
     local = torch.arange(len(pos), device=pos.device)
     if ids is None:
         return local, pos, torch.full_like(pos, num_candidates - 1)
-    order = all_ids.argsort(stable=True)
-    sorted_ids = all_ids[order]
+    order, sorted_ids = id_order
     left = torch.searchsorted(sorted_ids, ids[rows])
     same = torch.searchsorted(sorted_ids, ids[rows], right=True) - left  # (b,) augmentations of the same document
     row = torch.repeat_interleave(local, same)
@@ -185,9 +192,9 @@ class _PaperTerms(torch.autograd.Function):
         lse = h.new_empty(h.shape[0])
         floor = torch.finfo(h.dtype).min / 2
         keep = h.shape[0] * all_aug.shape[0] <= KEPT_SOFTMAX
-        ctx.softmax = []
+        ctx.softmax, id_order = [], _id_order(all_ids)
         for rows in _anchor_blocks(h.shape[0], all_aug.shape[0]):
-            *not_negative, negatives[rows] = _not_negatives(positive, ids, all_ids, all_aug.shape[0], rows)
+            *not_negative, negatives[rows] = _not_negatives(positive, ids, all_ids, id_order, all_aug.shape[0], rows)
             logits = _block_logits(h, all_aug, tuple(not_negative), temperature, rows, floor)
             top = logits.amax(1, keepdim=True)
             total = logits.sub_(top).exp_().sum(1, keepdim=True)  # 0 where not a negative: exp(floor - top)
@@ -205,12 +212,13 @@ class _PaperTerms(torch.autograd.Function):
         h, all_aug, positive, ids, all_ids, lse, negatives = ctx.saved_tensors
         tau = ctx.temperature
         grad_h, grad_aug = torch.zeros_like(h), torch.zeros_like(all_aug)
+        id_order = None if ctx.softmax else _id_order(all_ids)
         for block, rows in enumerate(_anchor_blocks(h.shape[0], all_aug.shape[0])):
             # d term_i / d s_ik = softmax over the negatives (0 elsewhere), minus 1 at the positive
             if ctx.softmax:
                 weights = ctx.softmax[block] * (grad_terms[rows, None] / tau)
             else:
-                *not_negative, _ = _not_negatives(positive, ids, all_ids, all_aug.shape[0], rows)
+                *not_negative, _ = _not_negatives(positive, ids, all_ids, id_order, all_aug.shape[0], rows)
                 weights = _block_logits(h, all_aug, tuple(not_negative), tau, rows, float("-inf"))
                 weights.sub_(lse[rows, None]).exp_().mul_(grad_terms[rows, None] / tau)
             weights[torch.arange(weights.shape[0], device=h.device), positive[rows]] -= grad_terms[rows] / tau
