@@ -25,7 +25,7 @@ from lit_docemb.data.core.document import Document
 from lit_docemb.errors import BadArgument, require
 from lit_docemb.methods.base import EmbeddingMethod
 from lit_docemb.methods.checkpoints import load_method_checkpoint
-from lit_docemb.methods.fine_tuning import checkpoint_activations, document_rows
+from lit_docemb.methods.fine_tuning import checkpoint_activations, document_rows, refuse_own_budget
 from lit_docemb.methods.grad_cache import CacheableBatch
 from lit_docemb.views.classifier import LabelledCollator
 
@@ -74,9 +74,7 @@ class DocumentClassifier(EmbeddingMethod):
         super().__init__(optimizer, scheduler, grad_cache_token_budget)
         if len(labels) < 2 or len(set(labels)) != len(labels):
             raise BadArgument("labels", f"must name at least 2 distinct classes, got {labels}")
-        require(getattr(backbone, "grad_cache_token_budget", None) is None, "backbone",
-                "without grad_cache_token_budget (the wrapper trains: set model.init_args.grad_cache_token_budget)",
-                getattr(backbone, "grad_cache_token_budget", None))
+        refuse_own_budget(backbone)
         require(not (activation_checkpointing and freeze_backbone), "activation_checkpointing",
                 "false with freeze_backbone (a frozen backbone keeps no activations to recompute)",
                 activation_checkpointing)

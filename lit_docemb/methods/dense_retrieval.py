@@ -26,9 +26,8 @@ from torch import Tensor
 from lit_docemb.data.core.batches import QueryDocumentBatch
 from lit_docemb.losses import InfoNCELoss
 from lit_docemb.methods.base import EmbeddingMethod
-from lit_docemb.errors import require
 from lit_docemb.methods.checkpoints import load_method_checkpoint
-from lit_docemb.methods.fine_tuning import checkpoint_activations, document_rows
+from lit_docemb.methods.fine_tuning import checkpoint_activations, document_rows, refuse_own_budget
 from lit_docemb.methods.grad_cache import CacheableBatch
 from lit_docemb.views.dense_retrieval import QueryDocumentCollator
 
@@ -67,9 +66,7 @@ class DenseRetrieval(EmbeddingMethod):
                  scheduler: LRSchedulerCallable | None = None, grad_cache_token_budget: int | None = None,
                  activation_checkpointing: bool = False) -> None:
         super().__init__(optimizer, scheduler, grad_cache_token_budget)
-        require(getattr(backbone, "grad_cache_token_budget", None) is None, "backbone",
-                "without grad_cache_token_budget (the wrapper trains: set model.init_args.grad_cache_token_budget)",
-                getattr(backbone, "grad_cache_token_budget", None))
+        refuse_own_budget(backbone)
         self.save_method_hyperparameters(ignore=["backbone", "optimizer", "scheduler"])
         self.backbone = backbone
         if checkpoint is not None:

@@ -26,7 +26,7 @@ from lit_docemb.data.core.batches import (
     SectionChunkBatch,
 )
 from lit_docemb.data.core.tokens import take_rows, token_lengths
-from lit_docemb.errors import BadArgument, ConfigError
+from lit_docemb.errors import BadArgument, ConfigError, require
 from lit_docemb.models import HFEncoder
 from lit_docemb.views.colde import select_documents
 from lit_docemb.views.graph_roberta import select_graphs
@@ -112,6 +112,14 @@ def _(batch: SectionChunkBatch) -> DocumentRows:  # CoLDE: a document is its sec
 @document_rows.register
 def _(batch: DocumentSectionsBatch) -> DocumentRows:  # CoLDE's predict reading: embed reads the whole documents
     return document_rows(batch.whole)
+
+
+def refuse_own_budget(backbone: nn.Module) -> None:
+    """Refuses a backbone that has a ``grad_cache_token_budget`` of its own: the wrapper trains, so the budget is
+    the wrapper's (:class:`~lit_docemb.errors.BadArgument` naming ``backbone``)."""
+    require(getattr(backbone, "grad_cache_token_budget", None) is None, "backbone",
+            "without grad_cache_token_budget (the wrapper trains: set model.init_args.grad_cache_token_budget)",
+            getattr(backbone, "grad_cache_token_budget", None))
 
 
 def checkpoint_activations(backbone: nn.Module, argument: str = "activation_checkpointing") -> int:
