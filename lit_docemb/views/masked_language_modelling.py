@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import torch
 
-from lit_docemb.data.core.batches import MaskedTokenBatch
+from lit_docemb.data.core.batches import MaskedTokenBatch, TokenBatch
 from lit_docemb.data.core.document import Document, doc_index
 from lit_docemb.data.core.tokens import document_text, mask_tokens, tokenize
 
@@ -35,7 +35,14 @@ class MaskedDocumentCollator:
         self.deterministic = deterministic
 
     def __call__(self, documents: list[Document]) -> MaskedTokenBatch:
-        tokens = tokenize(self.tokenizer, [document_text(d, self.with_title) for d in documents], self.max_length)
+        return self.masked(self.tokens(documents), documents)
+
+    def tokens(self, documents: list[Document]) -> TokenBatch:
+        """The documents' texts as tokens, cut to ``max_length``."""
+        return tokenize(self.tokenizer, [document_text(d, self.with_title) for d in documents], self.max_length)
+
+    def masked(self, tokens: TokenBatch, documents: list[Document]) -> MaskedTokenBatch:
+        """A masked copy of the documents' ``tokens``, its mask drawn as the class docstring says."""
         if self.deterministic:
             seed = doc_index(documents[0].id) if documents else 0
         else:
