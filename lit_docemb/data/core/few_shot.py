@@ -8,11 +8,12 @@ the paper's repeats are seeds ``0..9`` (``grids/docsplit_table2_few_shot.yaml``)
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Sequence
 
 import numpy as np
 
-from lit_docemb.data.core.datamodule import stable_fraction
+from lit_docemb.data.core.datamodule import DocumentDataModule, DocumentDataset, stable_fraction
 from lit_docemb.errors import ConfigError
 
 OPTION = "data.init_args.few_shot_per_class"
@@ -61,3 +62,11 @@ def few_shot_rows(documents, rows: np.ndarray, per_class: int, seed: int,
     """The rows (of ``documents``) among ``rows`` that :func:`draw_per_class` keeps."""
     rows = np.asarray(rows, dtype=np.int64)
     return rows[draw_per_class(ids_at(documents, rows), labels_at(documents, rows), per_class, seed, classes)]
+
+
+def keep_few_shot(data: DocumentDataModule, per_class: int, seed: int, classes: Sequence[str] | None = None) -> None:
+    """Replaces ``data``'s training set by the :func:`few_shot_rows` of it, and reports the draw."""
+    pool = data.train_set.indices
+    rows = few_shot_rows(data.documents, pool, per_class, seed, classes)
+    data.train_set = DocumentDataset(data.train_set.documents, rows)
+    data.report_reading(f"few-shot draw (seed {seed})", len(pool), {"train": len(rows)}, Counter())

@@ -11,7 +11,7 @@ import numpy as np
 from lit_docemb.data.core.arrow import ArrowDocuments
 from lit_docemb.data.corpora.arxiv_formats import LABEL_READINGS, iter_arxiv_classification, iter_arxiv_metadata
 from lit_docemb.data.core.datamodule import DocumentDataModule, DocumentDataset, stable_fraction
-from lit_docemb.data.core.few_shot import few_shot_rows, ids_at
+from lit_docemb.data.core.few_shot import ids_at, keep_few_shot
 from lit_docemb.data.core.reading import ReadContext, cached_documents, require_path
 from lit_docemb.errors import ConfigError, require
 
@@ -127,11 +127,7 @@ class ArxivDataModule(DocumentDataModule):
         if self.test_fraction:
             self._hold_out_test()
         if self.few_shot_per_class is not None:
-            pool = self.train_set.indices
-            rows = few_shot_rows(self.documents, pool, self.few_shot_per_class, self.few_shot_seed)
-            self.train_set = DocumentDataset(self.train_set.documents, rows)
-            self.report_reading(f"few-shot draw (seed {self.few_shot_seed})", len(pool), {"train": len(rows)},
-                                Counter())
+            keep_few_shot(self, self.few_shot_per_class, self.few_shot_seed)
 
     def _hold_out_test(self) -> None:
         train = self.train_set.indices

@@ -11,7 +11,7 @@ import numpy as np
 
 from lit_docemb.data.core.arrow import ArrowDocuments
 from lit_docemb.data.core.datamodule import ConcatDocuments, DocumentDataModule, DocumentDataset, stable_fraction
-from lit_docemb.data.core.few_shot import few_shot_rows, ids_at, labels_at
+from lit_docemb.data.core.few_shot import ids_at, keep_few_shot, labels_at
 from lit_docemb.data.corpora.labelled_formats import (
     hyperpartisan_ground_truth_path,
     iter_class_folders,
@@ -410,14 +410,7 @@ class LabelledTextDataModule(DocumentDataModule):
             self.unlabelled_set = DocumentDataset(unlabelled)
             self.report_reading("unlabelled", len(unlabelled), {"unlabelled": len(unlabelled)}, self.stats - before)
         if self.few_shot_per_class is not None:
-            self._draw_few_shot()
-
-    def _draw_few_shot(self) -> None:
-        """Keeps ``few_shot_per_class`` training documents of each class (:mod:`lit_docemb.data.core.few_shot`)."""
-        pool = self.train_set.indices
-        rows = few_shot_rows(self.documents, pool, self.few_shot_per_class, self.few_shot_seed, self.classes)
-        self.train_set = DocumentDataset(self.train_set.documents, rows)
-        self.report_reading(f"few-shot draw (seed {self.few_shot_seed})", len(pool), {"train": len(rows)}, Counter())
+            keep_few_shot(self, self.few_shot_per_class, self.few_shot_seed, self.classes)
 
     def _hold_out(self) -> None:
         """Re-splits the training split's documents (those the base split held out for validation included) into
