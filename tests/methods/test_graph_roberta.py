@@ -169,9 +169,9 @@ def test_training_step_reaches_every_weight(model):
 
 @pytest.mark.parametrize("objective", ["halves", "one_passage"])
 def test_grad_cache_equals_plain_training(no_dropout_encoder_dir, objective):
-    torch.manual_seed(0)
+    torch.manual_seed(0)  # float64: float32 rounding alone comes near any fixed bound (tests/methods/test_fine_tuning.py)
     plain = GraphRoBERTa(EncoderSpec(no_dropout_encoder_dir), node_dim=16, words_per_passage=8, max_passage_tokens=32,
-                         attention_dropout=0.0, objective=objective)
+                         attention_dropout=0.0, objective=objective).double()
     cached = copy.deepcopy(plain)
     cached.grad_cache_token_budget = 64
     docs = [sectioned_document(1 + i % 3, 2 + i) for i in range(6)]
@@ -184,9 +184,9 @@ def test_grad_cache_equals_plain_training(no_dropout_encoder_dir, objective):
     out = cached.grad_cache_forward(batch)
     out.backward_loss.backward()
     assert out.sub_batches > 2
-    assert abs(out.loss.item() - terms["info_nce_loss"].item()) <= 1e-5
+    assert abs(out.loss.item() - terms["info_nce_loss"].item()) <= 1e-9
     for (name, p), q in zip(plain.named_parameters(), cached.parameters()):
-        assert (p.grad - q.grad).abs().max().item() <= 1e-5, name
+        assert (p.grad - q.grad).abs().max().item() <= 1e-9, name
 
 
 def test_select_graphs_keeps_each_graphs_passages():
