@@ -7,6 +7,7 @@ Run as a script (``python tests/data/test_datamodule.py '<json>'``) it is the DD
 
 from __future__ import annotations
 
+import faulthandler
 import json
 import math
 import types
@@ -98,7 +99,10 @@ class RecordingModule(L.LightningModule):
 
 
 def ddp_fit(config: dict) -> None:
-    """One 2-process CPU DDP fit (the script's body; see the module docstring)."""
+    """One 2-process CPU DDP fit (the script's body; see the module docstring). A process still running after
+    HANG_S prints every thread's stack and exits, so that a hang reaches the test's failure message (the
+    relaunched rank runs this too) instead of a bare timeout."""
+    faulthandler.dump_traceback_later(HANG_S, exit=True)
     callbacks = []
     if config.get("checkpoint_at"):
         callbacks.append(ModelCheckpoint(dirpath=config["out"], filename="mid",
@@ -116,11 +120,14 @@ def ddp_fit(config: dict) -> None:
     close_process_group()  # as the CLI does: a gloo group left up can abort the finished process at exit
 
 
+HANG_S = 240  # a fit takes about 9 s on 2 cores
+
+
 def run_ddp(tmp_path: Path, name: str, **config) -> list[dict]:
     out = tmp_path / name
     out.mkdir()
     result = subprocess.run([sys.executable, __file__, json.dumps({"out": str(out), **config})],
-                            capture_output=True, text=True, timeout=300, cwd=tmp_path)
+                            capture_output=True, text=True, timeout=HANG_S + 60, cwd=tmp_path)
     assert result.returncode == 0, result.stderr[-4000:]
     return [json.loads((out / f"rank{rank}.json").read_text()) for rank in range(config.get("devices", 2))]
 
