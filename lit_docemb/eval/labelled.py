@@ -16,7 +16,7 @@ from typing import Literal
 import lightning as L
 
 from lit_docemb.data.core.document import Document
-from lit_docemb.data.core.sampling import iter_items
+from lit_docemb.data.core.datamodule import documents_at
 from lit_docemb.eval.classification import (
     few_shot_probe,
     kmeans_clustering,
@@ -49,8 +49,9 @@ def _check_labelled(train: list[Document], test: list[Document]) -> None:
                              f"{unlabelled} without a label)")
 
 
-def _documents(datasets, max_documents: int | None) -> list[Document]:
-    docs = [doc for d in datasets if d is not None for doc in iter_items(d)]
+def _documents(datasets, corpus, max_documents: int | None) -> list[Document]:
+    """The splits' documents in order (the corpus's behind a method's cached rows), the first ``max_documents``."""
+    docs = [doc for d in datasets if d is not None for doc in documents_at(d, range(len(d)), corpus)]
     return docs[:max_documents] if max_documents is not None else docs
 
 
@@ -67,7 +68,8 @@ def labelled_documents(data, evaluate_on: EvaluateOn = "test",
         fit, evaluated = (data.train_set,), (data.val_set,)
     else:
         raise ValueError(f"evaluate_on must be 'test' or 'val', got {evaluate_on!r}")
-    train, test = _documents(fit, max_documents), _documents(evaluated, max_documents)
+    corpus = getattr(data, "documents", None)
+    train, test = _documents(fit, corpus, max_documents), _documents(evaluated, corpus, max_documents)
     _check_labelled(train, test)
     return train, test
 

@@ -209,6 +209,9 @@ class DECA(EmbeddingMethod):
                 self.predictor = nn.SyncBatchNorm.convert_sync_batchnorm(self.predictor)
             else:  # torch's SyncBatchNorm is GPU-only
                 log.warning("SimSiam's predictor keeps per-device BatchNorm statistics: SyncBatchNorm needs GPUs")
+        # training reads the word cache's rows in place of the documents (no text read in the workers), validation
+        # and test the documents that are not rows of it (a test split, a published validation split) through it
+        self.token_cache = self.word_cache() if stage == "fit" and self.vocabulary is not None else None
         super().setup(stage)
         # training and validation read the word types, split once per corpus and vocabulary: opened by the first
         # collator, after a checkpoint's vocabulary is restored (validate/test restore it after setup)
@@ -241,6 +244,9 @@ class DECA(EmbeddingMethod):
             device = next(self.parameters(), torch.empty(0)).device
             self.backbone = Doc2VecC(len(self.index), s.embedding_dim, counts, s.negative_samples, s.corruption,
                                      s.window_size, s.learning_rate).to(device)
+        if self.token_cache is not None:  # a resumed fit restores the checkpoint's vocabulary after setup
+            self.token_cache = self.word_cache()
+            self.trainer.datamodule.connect(self.collator, self.token_cache)
 
     def on_save_checkpoint(self, checkpoint: dict) -> None:
         """The vocabulary as one string of words and two count tensors: pickling its dictionaries word by word

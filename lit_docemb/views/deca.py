@@ -28,7 +28,7 @@ from lit_docemb.data.core.batches import (
     WordDocumentBatch,
 )
 from lit_docemb.data.core.document import Document, doc_index
-from lit_docemb.data.caches.field_cache import FieldRows
+from lit_docemb.data.caches.field_cache import FieldRows, TokenizedFields
 from lit_docemb.data.core.tokens import document_text, tokenize
 
 #: Characters read per word of budget before splitting a document into words.
@@ -229,7 +229,8 @@ class Doc2VecCPairCollator(Doc2VecCCollator):
 
     With ``cached`` (a thesaurus augmentation only), a document the word cache holds is read as its cached word types
     (:class:`WordTypes`, made with this collator's index and augmentation) instead of its text: the same ids and the
-    same augmentation for the same seed.
+    same augmentation for the same seed. Where the DataModule's datasets hold the word cache's rows
+    (:class:`~lit_docemb.data.caches.field_cache.TokenizedFields`, DECA's training), an item is its row already.
     """
 
     def __init__(self, index: dict[str, int], augment: Augment, max_words: int, deterministic: bool,
@@ -242,7 +243,7 @@ class Doc2VecCPairCollator(Doc2VecCCollator):
             raise ValueError("cached word types need a thesaurus augmentation (wordnet, antonym, ppdb)")
         self.cached = cached
 
-    def pairs(self, documents: list[Document]) -> tuple[list[Document], np.ndarray, np.ndarray]:
+    def pairs(self, documents: list[Document | TokenizedFields]) -> tuple[list, np.ndarray, np.ndarray]:
         """The documents that are kept, their word ids and their augmentations' word ids, each (B', T) 0-padded
         on the right (T the longest row, at least 1)."""
         seeds = _seeds(documents, self.deterministic)
@@ -255,8 +256,11 @@ class Doc2VecCPairCollator(Doc2VecCCollator):
         kept = ((ids != 0).sum(1) >= 2) & (augmented != 0).any(1)
         return [doc for doc, keep in zip(documents, kept) if keep], _narrowed(ids[kept]), _narrowed(augmented[kept])
 
-    def types(self, doc: Document) -> np.ndarray:
-        """The document's word types (:meth:`IdReplacement.type_ids`): its cached row, or split from its text."""
+    def types(self, doc: Document | TokenizedFields) -> np.ndarray:
+        """The document's word types (:meth:`IdReplacement.type_ids`): its row of the word cache, the row the cache
+        holds for it, or split from its text."""
+        if isinstance(doc, TokenizedFields):
+            return doc.input_ids
         cached = None if self.cached is None else self.cached.input_ids(doc.id)
         if cached is not None:
             return cached

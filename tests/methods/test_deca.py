@@ -22,6 +22,8 @@ from lit_docemb.augment import DocumentAugmenter, Vocabulary, words_of
 from lit_docemb.augment.specs import PPDB, Antonym, BackTranslation, Uninformative, WordNet
 from lit_docemb.augment.thesaurus import draws_of
 from lit_docemb.commands.cli import main
+from lit_docemb.data.caches.field_cache import TokenizedFields
+from lit_docemb.data.core.datamodule import documents_at
 from lit_docemb.data.core.document import Document, Section
 from lit_docemb.data.core.tokens import document_text
 from lit_docemb.errors import ConfigError
@@ -340,7 +342,10 @@ def test_predict_from_a_checkpoint_through_the_cli(tmp_path):
     assert predicted.model.index == fitted.model.index
     outputs = predicted.trainer.predict_loop.predictions
     embeddings = torch.cat([o["embeddings"] for o in outputs])
-    documents = [fitted.datamodule.all_set[i] for i in range(len(fitted.datamodule.all_set))]
+    data = fitted.datamodule  # in training its splits held the word cache's rows: the documents behind them
+    assert isinstance(data.train_set[0], TokenizedFields) and isinstance(data.test_set[0], Document)
+    documents = documents_at(data.all_set, range(len(data.all_set)), data.documents)
+    assert all(isinstance(d, Document) for d in documents)
     fitted.model.eval()
     with torch.no_grad():
         expected = fitted.model.embed(fitted.model.collator("predict")(documents))
@@ -684,6 +689,15 @@ def test_views_from_cached_word_types_are_the_views_from_text(augmentation, tmp_
                 left, right = (getattr(b, field.name) for b in batches)
                 assert torch.equal(left, right) if isinstance(left, torch.Tensor) else left == right, field.name
     assert model.collator("predict").__class__ is WordDocumentCollator
+    rows = model.word_cache().open(docs[:-1])  # what a DataModule's splits hold in training (model.token_cache)
+    for seed in range(2):
+        batches = []
+        for items in ([*rows, docs[-1]], docs):  # a row, or a document (a test split's) read through the cache
+            torch.manual_seed(seed)
+            batches.append(model.collator("fit")(items))
+        for field in dataclasses.fields(batches[0]):
+            left, right = (getattr(b, field.name) for b in batches)
+            assert torch.equal(left, right) if isinstance(left, torch.Tensor) else left == right, field.name
     with pytest.raises(ValueError, match="thesaurus augmentation"):
         AppendedAugmentationCollator({"a": 1}, reversed_words, 10, True, cached=model.word_rows)
     assert WordTypes(cached.replacement, 60).key() != WordTypes(cached.replacement, 61).key()

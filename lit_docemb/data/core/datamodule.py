@@ -98,12 +98,12 @@ class ConcatDocuments(ConcatDataset):
 
 def documents_at(dataset, rows: Sequence[int], corpus: Sequence[Document] | None = None) -> list[Document]:
     """The documents at ``rows`` of a split: its items, or, where a method's cache has replaced them by cached rows
-    (Graph-RoBERTa's passages, DocSplit's sentences, CoLDE's sections), the documents of ``corpus`` (the
-    DataModule's ``documents``, which the split's indices index) behind them."""
+    (Graph-RoBERTa's passages, DocSplit's sentences, CoLDE's sections, DECA's word types in training), the documents
+    of ``corpus`` (the DataModule's ``documents``, which the split's indices index) behind them; read in one batch."""
     rows = list(rows)
     if rows and corpus is not None and hasattr(dataset, "indices") and not isinstance(dataset[rows[0]], Document):
-        return [corpus[int(dataset.indices[i])] for i in rows]
-    return [dataset[i] for i in rows]
+        return read_items(corpus, [int(dataset.indices[i]) for i in rows])
+    return read_items(dataset, rows)
 
 
 class DocumentDataModule(L.LightningDataModule, ABC):
