@@ -74,8 +74,8 @@ class IdReplacement:
 
     The draws are those of :func:`~lit_docemb.augment.replace_words` -- each word with candidates is, with
     ``probability``, replaced by a uniform draw among them, a multi-word candidate adding several words -- from a
-    numpy PCG64 generator seeded by the seed's BLAKE2 hash (:func:`seeded_generator`), not Python's ``random``: the
-    words drawn for a seed differ from ``replace_words``'s, their distribution is the same. As in
+    counter-based stream keyed by the seed's BLAKE2 hash (:func:`word_draws`), not Python's ``random``: the words
+    drawn for a seed differ from ``replace_words``'s, their distribution is the same. As in
     :meth:`Doc2VecCPairCollator.ids`, words outside ``index`` (a candidate's included) are dropped and each side is
     then cut at ``max_words``.
 
@@ -100,7 +100,6 @@ class IdReplacement:
                 self.counts[t], self.offsets[t] = entry[0], len(rows)
                 rows.extend([index.get(w, 0) for w in c] + [0] * (width - len(c)) for c in entry[2])
         self.candidates = np.array(rows, dtype=np.int64)  # (1 + all candidates, width) ids, 0 outside the index
-        self._generator = np.random.Generator(np.random.PCG64())  # re-seeded by every call
 
     def __call__(self, words: list[str], seed: str, max_words: int) -> tuple[np.ndarray, np.ndarray]:
         """(the words' ids, their augmentation's ids) as int64 arrays, each without out-of-index words and cut at
@@ -124,8 +123,7 @@ class IdReplacement:
         each document's draws still come from its own seed's stream."""
         lengths = np.array([len(r) for r in rows], dtype=np.int64)
         types = np.concatenate(rows) if rows else np.zeros(0, dtype=np.int64)  # (W,) the batch's words
-        draws = np.concatenate([seeded_generator(seed, self._generator).random((2, n))
-                                for n, seed in zip(lengths, seeds, strict=True)], axis=1) if rows else np.zeros((2, 0))
+        draws = word_draws(seeds, lengths)  # (2, W)
         ids, counts = self.word_ids[types], self.counts[types]
         replaced = (counts > 0) & (draws[0] < self.probability)  # (replace?, which candidate?) per word
         chosen = self.offsets[types] + (draws[1] * counts).astype(np.int64)
@@ -153,14 +151,24 @@ def rows_of_words(values: np.ndarray, lengths: np.ndarray, max_words: int) -> np
     return out
 
 
-def seeded_generator(seed: str, generator: np.random.Generator) -> np.random.Generator:
-    """``generator`` (a PCG64 one) set to the state and increment of the seed's 256-bit BLAKE2 hash: a stream of
-    its own per seed, at a tenth of the cost of ``np.random.default_rng`` (whose seed hashing is not needed after
-    BLAKE2)."""
-    digest = hashlib.blake2b(seed.encode("utf-8", "surrogatepass"), digest_size=32).digest()
-    generator.bit_generator.state = {"bit_generator": "PCG64", "has_uint32": 0, "uinteger": 0, "state": {
-        "state": int.from_bytes(digest[:16], "little"), "inc": int.from_bytes(digest[16:], "little") | 1}}
-    return generator
+#: splitmix64's increment and output mix (Steele, Lea and Flood 2014): a counter hashed to 64 uniform bits.
+GOLDEN, MIX_1, MIX_2 = np.uint64(0x9E3779B97F4A7C15), np.uint64(0xBF58476D1CE4E5B9), np.uint64(0x94D049BB133111EB)
+
+
+def word_draws(seeds: Sequence[str], lengths: np.ndarray) -> np.ndarray:
+    """(2, W) float64 uniform draws in [0, 1) for the words of documents of ``lengths`` words, W their sum: draw
+    ``s`` of a document's word ``j`` is splitmix64's output at counter ``key + (2 j + s + 1) * GOLDEN``, ``key`` the
+    64-bit BLAKE2 hash of the document's seed. A document's draws depend on its seed and its words' positions
+    alone, whatever batch it is in; the batch's words are drawn at once (one hash per document, numpy for the rest,
+    where a generator re-seeded per document cost a few microseconds each)."""
+    keys = np.fromiter((int.from_bytes(hashlib.blake2b(seed.encode("utf-8", "surrogatepass"), digest_size=8)
+                                       .digest(), "little") for seed in seeds), dtype=np.uint64, count=len(seeds))
+    document = np.repeat(np.arange(len(lengths)), lengths)
+    position = (np.arange(len(document)) - np.repeat(np.cumsum(lengths) - lengths, lengths)).astype(np.uint64)
+    counter = keys[document] + (np.uint64(2) * position + np.arange(1, 3, dtype=np.uint64)[:, None]) * GOLDEN
+    z = (counter ^ (counter >> np.uint64(30))) * MIX_1
+    z = (z ^ (z >> np.uint64(27))) * MIX_2
+    return ((z ^ (z >> np.uint64(31))) >> np.uint64(11)).astype(np.float64) * 2.0 ** -53
 
 
 class WordTypes:

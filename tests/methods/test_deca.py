@@ -4,6 +4,7 @@ configs/deca config through the CLI (CPU fast_dev_run)."""
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import shlex
 from collections import Counter
 from pathlib import Path
@@ -44,7 +45,6 @@ from lit_docemb.views.deca import (
     Doc2VecCPairCollator,
     IdReplacement,
     WordDocumentCollator,
-    seeded_generator,
     word_index,
 )
 
@@ -540,10 +540,21 @@ def test_doc2vecc_alone_trains_in_training_and_only_scores_otherwise(no_augmenta
     assert not torch.equal(before["backbone.word_embeddings.weight"], model.backbone.word_embeddings.weight)
 
 
+def reference_draw(seed: str, position: int, stream: int) -> float:
+    """word_draws' draw for one word in Python integers: splitmix64 of the seed's hash plus the word's counter."""
+    mask = 2**64 - 1
+    z = (int.from_bytes(hashlib.blake2b(seed.encode(), digest_size=8).digest(), "little")
+         + (2 * position + stream + 1) * 0x9E3779B97F4A7C15) & mask
+    z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & mask
+    z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & mask
+    return ((z ^ (z >> 31)) >> 11) / 2**53
+
+
 def reference_augmentation(words: list[str], index, table, seed: str, probability: float) -> list[str]:
-    """IdReplacement's draws written per word: (2, words) uniform draws (replace?, which candidate?) from the
-    seed's generator, a candidate's words added one by one."""
-    replace, which = seeded_generator(seed, np.random.Generator(np.random.PCG64())).random((2, len(words)))
+    """IdReplacement's draws written per word: two uniform draws (replace?, which candidate?) per word from the
+    seed's stream, a candidate's words added one by one."""
+    replace = [reference_draw(seed, j, 0) for j in range(len(words))]
+    which = [reference_draw(seed, j, 1) for j in range(len(words))]
     out = []
     for word, u, r in zip(words, replace, which):
         candidates = table.get(word)
