@@ -46,6 +46,7 @@ from lit_docemb.commands.console import tidy_loggers
 from lit_docemb.commands.loggers import configure_wandb_loggers
 from lit_docemb.commands.run_folder import apply_run_dir, check_fresh_fit, fill_run_folder, last_checkpoint
 from lit_docemb.commands.trust import load_yaml, parse_yaml, refuse_untrusted
+from lit_docemb.config_block import ConfigBlock
 from lit_docemb.data.core.datamodule import DocumentDataModule
 from lit_docemb.errors import BadArgument, ConfigError
 from lit_docemb.methods.base import EmbeddingMethod
@@ -86,7 +87,7 @@ def one_line_parse_error(message: str) -> str:
             reason = f"got the string {string.group(1)!r} where a block of options is expected"
             if path[-1] == "encoder":  # the old flat key of the methods that take an EncoderSpec
                 reason += f" (encoder: {{name: {string.group(1)}, pooling: ...}}: lit_docemb.models.EncoderSpec)"
-    hint = f" (options: --{keys[0]}.help {class_paths[-1].rsplit('.', 1)[-1]})" if class_paths and keys else ""
+    hint = f" (options: --{keys[0]}.help {class_paths[0].rsplit('.', 1)[-1]})" if class_paths and keys else ""
     return f"{'.'.join(path)}: {reason}{hint}"
 
 
@@ -145,6 +146,8 @@ class DocEmbCLI(LightningCLI):
         for key, base in (("model", EmbeddingMethod), ("data", DocumentDataModule)):
             self.parser.add_instantiator(SectionNaming(_InstantiatorFn(cli=self, key=key), key), base,
                                          subclasses=True, prepend=True)
+        # a config block (encoder, passages) is built before the method: its bad argument is named under the model
+        self.parser.add_instantiator(SectionNaming(build_plainly, "model"), ConfigBlock, subclasses=True, prepend=True)
         # ClassicalBaseline's representation is built before the method: its bad argument is named under its own key
         self.parser.add_instantiator(SectionNaming(build_plainly, "model.init_args.representation"),
                                      DocumentRepresentation, subclasses=True, prepend=True)
