@@ -11,6 +11,7 @@ words_per_passage 6``). A method saves a block in its hyperparameters as :meth:`
 from __future__ import annotations
 
 import inspect
+import typing
 from typing import ClassVar, TypeVar
 
 from lit_docemb.errors import BadArgument
@@ -59,3 +60,18 @@ class ConfigBlock:
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({', '.join(f'{k}={v!r}' for k, v in self.arguments().items())})"
+
+
+def block_option(cls, option: str) -> str | None:
+    """``<argument>.<option>`` when ``option``, not an argument of the class ``cls``, is one of a config block that
+    ``cls`` takes as ``argument`` (``passages.words_per_passage`` written flat under Graph-RoBERTa, as before it took
+    the block), else None: what an error about the unknown option can point to."""
+    try:
+        hints = typing.get_type_hints(cls.__init__) if isinstance(cls, type) else {}
+    except (NameError, TypeError):
+        return None
+    for argument, hint in hints.items():
+        blocks = [t for t in (hint, *typing.get_args(hint)) if isinstance(t, type) and issubclass(t, ConfigBlock)]
+        if any(option in inspect.signature(block).parameters for block in blocks):
+            return f"{argument}.{option}"
+    return None

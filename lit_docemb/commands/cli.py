@@ -46,7 +46,7 @@ from lit_docemb.commands.console import tidy_loggers
 from lit_docemb.commands.loggers import configure_wandb_loggers
 from lit_docemb.commands.run_folder import apply_run_dir, check_fresh_fit, fill_run_folder, last_checkpoint
 from lit_docemb.commands.trust import load_yaml, parse_yaml, refuse_untrusted
-from lit_docemb.config_block import ConfigBlock
+from lit_docemb.config_block import ConfigBlock, block_option
 from lit_docemb.data.core.datamodule import DocumentDataModule
 from lit_docemb.errors import BadArgument, ConfigError
 from lit_docemb.methods.base import EmbeddingMethod
@@ -56,7 +56,7 @@ from lit_docemb.methods.callbacks import (
     SlurmRequeue,
     Throughput,
 )
-from lit_docemb.methods.checkpoints import read_checkpoint
+from lit_docemb.methods.checkpoints import class_at, read_checkpoint
 from lit_docemb.methods.progress import RateProgressBar
 from lit_docemb.models.classical import DocumentRepresentation
 
@@ -76,6 +76,8 @@ def one_line_parse_error(message: str) -> str:
     if unknown:
         path.append(unknown.group(1))
         reason = f"unknown option of {class_paths[-1]}" if class_paths else "unknown option"
+        in_block = block_option(class_at(class_paths[-1]), unknown.group(1)) if class_paths else None
+        reason += f"; it is {in_block}" if in_block else ""
     else:
         reason = reasons[0] if reasons else lines[-1]
         expected = [line for line in reasons if line.startswith("Expected") and "NoneType" not in line]

@@ -77,6 +77,19 @@ def test_unknown_key_in_a_config_file(tmp_path, capsys):
                    "sections (options: --model.help GraphRoBERTa)")
 
 
+@pytest.mark.parametrize("option", ["words_per_passage", "max_passage_tokens", "max_passages",
+                                    "max_passages_inference", "title_passage", "graph"])
+def test_a_passage_option_written_flat_names_its_place_in_the_passages_block(tmp_path, capsys, option):
+    """A run config from before the ``passages`` block (its options flat under Graph-RoBERTa) stops in one line
+    naming where the option went; nothing reads it as before."""
+    config = tmp_path / "run.yaml"
+    config.write_text("model:\n  class_path: lit_docemb.methods.GraphRoBERTa\n  init_args:\n    encoder:\n"
+                      f"      name: x\n    {option}: 3\n")
+    err = run_cli(["fit", "--config", str(config)], capsys)
+    assert err == (f"error: model.init_args.{option}: unknown option of lit_docemb.methods.GraphRoBERTa; it is "
+                   f"passages.{option} (options: --model.help GraphRoBERTa)")
+
+
 def test_an_encoder_given_as_a_string_asks_for_the_block(tmp_path, capsys):
     config = tmp_path / "run.yaml"
     config.write_text("model:\n  class_path: lit_docemb.methods.DocSplit\n  init_args:\n    encoder: x\n")
