@@ -13,7 +13,7 @@ Readings where the paper is silent: a document with fewer than 2 passages cannot
 is dropped from the pretraining batch and counted (``train/skipped_documents``); each sub-document keeps the
 graph type's structure restricted to its passages, and a sub-document of one passage (``"halves"`` of 2 or 3
 passages) is a document of n + 1 = 2 nodes through the graph layers, like any one-passage document (only the
-pseudo-query of ``"one_passage"`` is a single node); passages are truncated to ``max_passage_tokens``.
+pseudo-query of ``"one_passage"`` is a single node); passages are truncated to ``passages.max_passage_tokens``.
 """
 
 from __future__ import annotations
@@ -148,7 +148,7 @@ class GraphRoBERTa(EmbeddingMethod):
     sections_sample = 1000
 
     def check_corpus(self, datamodule) -> None:
-        """``graph: section`` needs documents of several sections: on a corpus whose documents (the first
+        """``passages.graph: section`` needs documents of several sections: on a corpus whose documents (the first
         :attr:`sections_sample`) all have one, the section graph is a star, not the paper's section structure."""
         corpus = getattr(datamodule, "all_set", None)
         if self.passage_spec.graph != "section" or not corpus:
@@ -168,8 +168,8 @@ class GraphRoBERTa(EmbeddingMethod):
                                    deterministic=stage != "fit")
 
     def document_collator(self, stage: str):
-        """Whole documents as passage graphs: up to ``max_passages`` passages in training (``"fit"``, the
-        paper's 50) and ``max_passages_inference`` in validation, test and predict (the paper's 100)."""
+        """Whole documents as passage graphs: up to ``passages.max_passages`` passages in training (``"fit"``, the
+        paper's 50) and ``passages.max_passages_inference`` in validation, test and predict (the paper's 100)."""
         if stage != "fit":
             return self.collator("predict")
         return GraphDocumentCollator(self.graph_builder, self.passage_spec.max_passages)

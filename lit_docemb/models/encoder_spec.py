@@ -13,8 +13,9 @@ argument, so the encoder's options are written and documented here once::
 
 jsonargparse reads the block as the class's arguments (``class_path`` may be left out: it is the only class the
 argument takes) and a command line overrides one of them as ``--model.init_args.encoder.pooling mean``. How long a
-method's inputs are stays the method's own argument (DocSplit's ``max_length`` per view, Graph-RoBERTa's
-``max_passage_tokens``, CoLDE's ``chunk_tokens``): it is a property of the views a method builds, not of the encoder.
+method's inputs are stays the method's own (DocSplit's ``max_length`` per view, Graph-RoBERTa's
+``passages.max_passage_tokens``, CoLDE's ``chunk_tokens``): it is a property of the views a method builds, not of the
+encoder.
 
 A method saves the block in its hyperparameters as plain data (:meth:`EncoderSpec.hyperparameters`, the
 ``class_path`` / ``init_args`` form LightningCLI writes), never as the object, so checkpoints stay weights-only
