@@ -82,6 +82,7 @@ from lit_docemb.data.core.arrow import ArrowDocuments, document_to_row, row_to_d
 from lit_docemb.data.core.document import Document
 from lit_docemb.data.corpora.jsonl import read_jsonl
 from lit_docemb.data.caches.passage_cache import PassageCache
+from lit_docemb.data.core.passage_spec import PassageSpec
 from lit_docemb.data.core.text import chunk_passages
 from lit_docemb.models import EncoderSpec
 
@@ -165,7 +166,8 @@ def build_stages(tokenizer, documents: list[Document], jsonl: Path, cache_dir: d
             count.documents += 1
 
     def epoch(count: Count) -> None:
-        cache = PassageCache(tokenizer, max_length=512, cache_dir=str(cache_dir["current"]))
+        every_passage = PassageSpec(max_passage_tokens=512, max_passages_inference=10**9)  # as the other stages
+        cache = PassageCache(tokenizer, every_passage, cache_dir=str(cache_dir["current"]))
         for row in cache.open(open_cache(jsonl, cache_dir["current"])):
             count.tokens += len(row.input_ids)
             count.documents += 1
@@ -253,7 +255,7 @@ def paper_method(name: str, encoder: str):
         return DocSplit(EncoderSpec(encoder), max_length=512)
     if name == "colde":
         return CoLDE(EncoderSpec(encoder), num_sections=2, chunk_tokens=512)
-    return GraphRoBERTa(EncoderSpec(encoder), max_passages=50, max_passage_tokens=192)
+    return GraphRoBERTa(EncoderSpec(encoder), passages=PassageSpec(max_passages=50, max_passage_tokens=192))
 
 
 def sequences(batch) -> tuple[int, int]:

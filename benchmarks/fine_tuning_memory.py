@@ -88,9 +88,13 @@ def build(config: str, encoder: str, args, mode: str):
     section, _ = model_section(config)
     backbone_section = section["init_args"]["backbone"]
     options = dict(backbone_section["init_args"], encoder={**backbone_section["init_args"]["encoder"], "name": encoder})
-    if "max_passages" in options:  # Graph-RoBERTa
-        options.update(max_passages=min(options["max_passages"], args.max_passages), cache_passages=False,
-                       max_passage_tokens=min(options.get("max_passage_tokens", 192), args.max_passage_tokens))
+    if "passages" in options:  # Graph-RoBERTa
+        from lit_docemb.data import PassageSpec
+
+        passages = PassageSpec.of(options["passages"])
+        options.update(passages=PassageSpec(**{
+            **passages.arguments(), "max_passages": min(passages.max_passages, args.max_passages),
+            "max_passage_tokens": min(passages.max_passage_tokens, args.max_passage_tokens)}), cache_passages=False)
     else:  # DocSplit
         options["max_length"] = min(options.get("max_length", 512), args.max_length)
     backbone = load(backbone_section["class_path"])(**options)

@@ -46,6 +46,7 @@ from transformers import AutoTokenizer
 
 from common import load_line, machine_line, median_ratio, resampled_documents, write_bert
 from lit_docemb.data.core.batches import PassageGraphBatch, TokenBatch
+from lit_docemb.data.core.passage_spec import PassageSpec
 from lit_docemb.data.core.tokens import split_token_batch, take_rows, token_lengths
 from lit_docemb.views.graph_roberta import PassageGraphBuilder
 from lit_docemb.models import HFEncoder
@@ -129,7 +130,7 @@ def main() -> None:
         tokenizer = AutoTokenizer.from_pretrained(folder)
         model = GraphDocumentEncoder(HFEncoder(folder, pooling="cls"), node_dim=64,
                                      passage_token_budget=args.token_budget)
-    builder = PassageGraphBuilder(tokenizer, 100, args.max_passage_tokens, "full")
+    builder = PassageGraphBuilder(tokenizer, PassageSpec(max_passage_tokens=args.max_passage_tokens))
     documents = skewed_corpus(args.batches * args.batch_size, args.median_words, args.sigma, seed=0)
     batches = [builder(builder.passages(documents[i: i + args.batch_size], args.max_passages))
                for i in range(0, len(documents), args.batch_size)]

@@ -59,6 +59,7 @@ from common import load_line, machine_line, resampled_documents, write_bert
 from lit_docemb.data.core.batches import SubDocumentPairBatch, ViewPairBatch, count_tokens
 from lit_docemb.data.core.document import Document, Section
 from lit_docemb.data.corpora.installed_docs import iter_installed_docs
+from lit_docemb.data.core.passage_spec import PassageSpec
 from lit_docemb.data.core.tokens import split_token_batch
 from lit_docemb.methods import DocSplit, GraphRoBERTa
 from lit_docemb.models import EncoderSpec, HFEncoder, load_tokenizer
@@ -228,8 +229,9 @@ class PassageEncoderOnly(L.LightningModule):
         self.encoder = HFEncoder(encoder, pooling="cls", packed=packed)
 
     def collator(self, stage: str) -> SubDocumentCollator:
-        builder = PassageGraphBuilder(self.tokenizer, 100, self.hparams.max_passage_tokens, "full", False)
-        return SubDocumentCollator(builder, 50, "halves", deterministic=stage != "fit")
+        passages = PassageSpec(max_passage_tokens=self.hparams.max_passage_tokens)
+        return SubDocumentCollator(PassageGraphBuilder(self.tokenizer, passages), passages.max_passages, "halves",
+                                   deterministic=stage != "fit")
 
     def training_step(self, batch: SubDocumentPairBatch, batch_index: int) -> torch.Tensor:
         passages = concat_graphs(batch.view_a, batch.view_b).passages
@@ -247,8 +249,8 @@ def build_method(workload: str, encoder: str, args, packed: bool):
                         max_length=args.max_length)
     if not has_torch_geometric():
         return PassageEncoderOnly(encoder, args.max_length, packed)
-    return GraphRoBERTa(EncoderSpec(encoder, compile=args.compile, packed=packed), max_passage_tokens=args.max_length,
-                        cache_passages=False)
+    return GraphRoBERTa(EncoderSpec(encoder, compile=args.compile, packed=packed),
+                        passages=PassageSpec(max_passage_tokens=args.max_length), cache_passages=False)
 
 
 def train(model, batches: list, args, flops) -> tuple[StepTimer, float | None]:

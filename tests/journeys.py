@@ -253,17 +253,23 @@ that point the config at it."""
 
 
 # --- methods: class -> init_args overrides for the tiny encoder ------------------------------------------------
+def config_block(args: dict, key: str, **changes) -> dict:
+    """The config's ``key`` block (a :class:`~lit_docemb.config_block.ConfigBlock`, written plainly or as
+    ``class_path`` / ``init_args``; absent: empty) as its arguments, with ``changes``."""
+    block = dict(args.get(key) or {})
+    return {**block.get("init_args", block), **changes}
+
+
 def encoder_block(args: dict, name: str, **changes) -> dict:
-    """The config's ``encoder`` block (:class:`~lit_docemb.models.EncoderSpec`, written plainly or as ``class_path``
-    / ``init_args``) naming the encoder ``name``, with ``changes``."""
-    block = dict(args.get("encoder") or {})
-    return {**block.get("init_args", block), "name": name, **changes}
+    """The config's ``encoder`` block (:class:`~lit_docemb.models.EncoderSpec`) naming the encoder ``name``, with
+    ``changes``."""
+    return config_block(args, "encoder", name=name, **changes)
 
 
 def _graph_roberta(args: dict, encoder: str, folder: Path) -> dict:
     # head_init identity needs nodes at least as wide as the tiny encoder's 32
     update = {"encoder": encoder_block(args, encoder), "node_dim": 32 if args.get("head_init") == "identity" else 16,
-              "max_passage_tokens": 64}
+              "passages": config_block(args, "passages", max_passage_tokens=64)}
     if args.get("grad_cache_token_budget"):
         update["grad_cache_token_budget"] = 256
     return update

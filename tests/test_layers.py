@@ -23,7 +23,7 @@ import pytest
 PACKAGE = Path(__file__).resolve().parents[1] / "lit_docemb"
 
 #: Top-level part of a module path -> floor. ``lit_docemb`` itself (its ``__init__``) is floor 0.
-FLOORS = {"": 0, "distributed": 0, "errors": 0,
+FLOORS = {"": 0, "distributed": 0, "errors": 0, "config_block": 0,
           "data": 1, "losses": 1, "models": 1, "augment": 1,
           "views": 2, "methods": 3, "eval": 4, "export": 4, "commands": 5, "__main__": 5}
 NO_LIGHTNING = ("models", "losses")

@@ -46,6 +46,7 @@ from lit_docemb.commands.console import tidy_loggers
 from lit_docemb.commands.loggers import configure_wandb_loggers
 from lit_docemb.commands.run_folder import apply_run_dir, check_fresh_fit, fill_run_folder, last_checkpoint
 from lit_docemb.commands.trust import load_yaml, parse_yaml, refuse_untrusted
+from lit_docemb.config_block import ConfigBlock, block_option
 from lit_docemb.data.core.datamodule import DocumentDataModule
 from lit_docemb.errors import BadArgument, ConfigError
 from lit_docemb.methods.base import EmbeddingMethod
@@ -55,7 +56,7 @@ from lit_docemb.methods.callbacks import (
     SlurmRequeue,
     Throughput,
 )
-from lit_docemb.methods.checkpoints import read_checkpoint
+from lit_docemb.methods.checkpoints import class_at, read_checkpoint
 from lit_docemb.methods.progress import RateProgressBar
 from lit_docemb.models.classical import DocumentRepresentation
 
@@ -75,6 +76,8 @@ def one_line_parse_error(message: str) -> str:
     if unknown:
         path.append(unknown.group(1))
         reason = f"unknown option of {class_paths[-1]}" if class_paths else "unknown option"
+        in_block = block_option(class_at(class_paths[-1]), unknown.group(1)) if class_paths else None
+        reason += f"; it is {in_block}" if in_block else ""
     else:
         reason = reasons[0] if reasons else lines[-1]
         expected = [line for line in reasons if line.startswith("Expected") and "NoneType" not in line]
@@ -86,7 +89,7 @@ def one_line_parse_error(message: str) -> str:
             reason = f"got the string {string.group(1)!r} where a block of options is expected"
             if path[-1] == "encoder":  # the old flat key of the methods that take an EncoderSpec
                 reason += f" (encoder: {{name: {string.group(1)}, pooling: ...}}: lit_docemb.models.EncoderSpec)"
-    hint = f" (options: --{keys[0]}.help {class_paths[-1].rsplit('.', 1)[-1]})" if class_paths and keys else ""
+    hint = f" (options: --{keys[0]}.help {class_paths[0].rsplit('.', 1)[-1]})" if class_paths and keys else ""
     return f"{'.'.join(path)}: {reason}{hint}"
 
 
@@ -145,6 +148,8 @@ class DocEmbCLI(LightningCLI):
         for key, base in (("model", EmbeddingMethod), ("data", DocumentDataModule)):
             self.parser.add_instantiator(SectionNaming(_InstantiatorFn(cli=self, key=key), key), base,
                                          subclasses=True, prepend=True)
+        # a config block (encoder, passages) is built before the method: its bad argument is named under the model
+        self.parser.add_instantiator(SectionNaming(build_plainly, "model"), ConfigBlock, subclasses=True, prepend=True)
         # ClassicalBaseline's representation is built before the method: its bad argument is named under its own key
         self.parser.add_instantiator(SectionNaming(build_plainly, "model.init_args.representation"),
                                      DocumentRepresentation, subclasses=True, prepend=True)

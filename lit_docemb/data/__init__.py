@@ -1,6 +1,7 @@
 from lit_docemb.data.caches.passage_cache import PassageCache, TokenizedPassages
 from lit_docemb.data.core.datamodule import DocumentDataModule
 from lit_docemb.data.core.document import Document, Section
+from lit_docemb.data.core.passage_spec import PassageSpec
 from lit_docemb.data.corpora.aan import AANDataModule, DocumentPair
 from lit_docemb.data.corpora.arxiv import ArxivDataModule
 from lit_docemb.data.corpora.installed_docs import InstalledDocsDataModule
@@ -17,5 +18,6 @@ from lit_docemb.data.retrieval.datamodule import Query, RetrievalExample
 
 __all__ = ["AANDataModule", "ArxivDataModule", "Document", "DocumentDataModule", "DocumentPair",
            "InstalledDocsDataModule", "JSONLDataModule", "LabelledTextDataModule", "MSMARCODataModule",
-           "OpenWebTextDataModule", "PassageCache", "PatentDataModule", "Query", "RetrievalExample", "Robust04DataModule", "Section", "SimilarityGroupDataModule",
-           "TokenizedPassages", "WIKIRDataModule", "WikipediaDataModule"]
+           "OpenWebTextDataModule", "PassageCache", "PassageSpec", "PatentDataModule", "Query", "RetrievalExample",
+           "Robust04DataModule", "Section", "SimilarityGroupDataModule", "TokenizedPassages", "WIKIRDataModule",
+           "WikipediaDataModule"]

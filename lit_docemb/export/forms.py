@@ -250,8 +250,7 @@ class GraphRoBERTaExport(MethodExport):
         folder = self.save_hf(scratch / "passage_encoder")
         graph = GraphDocumentModule.aggregation_weights(self.method.model)
         return [GraphDocumentModule(str(folder), self.method.encoder_spec.pooling, hp.node_dim, hp.num_graph_layers,
-                                    hp.num_heads, hp.graph, hp.words_per_passage, hp.max_passage_tokens,
-                                    hp.max_passages_inference, hp.passage_token_budget, hp.head_init,
+                                    hp.num_heads, self.method.passage_spec, hp.passage_token_budget, hp.head_init,
                                     graph_weights=graph)]
 
 

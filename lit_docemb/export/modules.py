@@ -17,6 +17,7 @@ from torch import Tensor, nn
 
 from lit_docemb.data.core.batches import PassageGraphBatch, SectionChunks, TokenBatch
 from lit_docemb.data.core.document import Document, Section
+from lit_docemb.data.core.passage_spec import PassageSpec
 from lit_docemb.models.colde import CoLDEEncoder
 from lit_docemb.models.encoder import tokenizer_and_encoder
 from lit_docemb.models.graph_document import GraphDocumentEncoder
@@ -68,18 +69,23 @@ class AggregatingModule(InputModule):
         if not folder.is_dir():
             raise FileNotFoundError(f"{folder}: a {cls.__name__} export is a local folder")
         config = json.loads((folder / cls.config_file_name).read_text())
+        unknown = sorted(set(config) - set(cls.config_keys))
+        if unknown:  # read as defaults, they would embed otherwise than the method
+            raise ValueError(f"{folder / cls.config_file_name}: keys {unknown} are not {cls.__name__}'s "
+                             f"({cls.config_keys}); export the run again with this version of lit_docemb")
         return cls(str(folder / cls.encoder_folder), **{k: config[k] for k in cls.config_keys if k in config})
 
 
 # --- Graph-RoBERTa: passages -> graph ------------------------------------------------------------------------
 class GraphDocumentModule(AggregatingModule):
     """A sentence-transformers input module running Graph-RoBERTa's document model on a whole text: the text is
-    split into passages (:func:`~lit_docemb.data.core.text.chunk_passages`), each passage is tokenized and encoded,
+    split into passages as the method's ``passages`` block says (:class:`~lit_docemb.data.core.passage_spec.
+    PassageSpec`, up to its ``max_passages_inference``), each passage is tokenized and encoded,
     and the graph attention layers give the document node (:class:`~lit_docemb.models.graph_document.
     GraphDocumentEncoder`), for a text of one passage too. ``encode_query`` embeds each text as the method embeds
-    its queries, a single-node graph (§3.3: its initial node, no graph layers). Saved as ``config.json``,
-    ``graph.safetensors`` (projection and graph layers) and ``passage_encoder/`` (a Hugging Face folder with its
-    tokenizer).
+    its queries, a single-node graph (§3.3: its initial node, no graph layers). Saved as ``config.json`` (the
+    ``passages`` block as plain data among the other arguments), ``graph.safetensors`` (projection and graph layers)
+    and ``passage_encoder/`` (a Hugging Face folder with its tokenizer).
 
     Args:
         passage_encoder: Folder of the Hugging Face passage encoder and tokenizer.
@@ -87,35 +93,33 @@ class GraphDocumentModule(AggregatingModule):
         node_dim: Size of the nodes.
         num_graph_layers: Graph attention layers.
         num_heads: Heads per graph layer.
-        graph: ``"full"`` or ``"section"`` (a text is one section, so both connect its passages alike).
-        words_per_passage: Passage size in words.
-        max_passage_tokens: Tokens kept per passage.
-        max_passages: Passages kept per document (the method's ``max_passages_inference``).
+        passages: The method's passage spec, or its arguments as a dict (a text is one untitled section, so both
+            graphs connect its passages alike and ``title_passage`` adds none).
         passage_token_budget: Passages encoded per sub-batch, in padded tokens.
         head_init: The method's ``head_init`` (``"identity"``: passage nodes without ``tanh``).
         graph_weights: Weights of the projection and graph layers (``None``: read ``graph.safetensors`` from
             beside ``passage_encoder``).
     """
 
-    config_keys: ClassVar[list[str]] = ["pooling", "node_dim", "num_graph_layers", "num_heads", "graph", "words_per_passage",
-                   "max_passage_tokens", "max_passages", "passage_token_budget", "head_init"]
+    config_keys: ClassVar[list[str]] = ["pooling", "node_dim", "num_graph_layers", "num_heads", "passages",
+                                        "passage_token_budget", "head_init"]
     encoder_folder = "passage_encoder"
     weights_file = "graph.safetensors"
 
     def __init__(self, passage_encoder: str, pooling: str = "cls", node_dim: int = 512, num_graph_layers: int = 2,
-                 num_heads: int = 2, graph: str = "full", words_per_passage: int = 100, max_passage_tokens: int = 192,
-                 max_passages: int = 100, passage_token_budget: int = 32768, head_init: str = "random",
-                 graph_weights: dict[str, Tensor] | None = None) -> None:
+                 num_heads: int = 2, passages: PassageSpec | dict | None = None, passage_token_budget: int = 32768,
+                 head_init: str = "random", graph_weights: dict[str, Tensor] | None = None) -> None:
         super().__init__()
         self.pooling, self.node_dim, self.num_graph_layers, self.num_heads = pooling, node_dim, num_graph_layers, \
             num_heads
-        self.graph, self.words_per_passage, self.max_passage_tokens = graph, words_per_passage, max_passage_tokens
-        self.max_passages, self.passage_token_budget, self.head_init = max_passages, passage_token_budget, head_init
+        self.spec = PassageSpec.of(passages or {})
+        self.passages = self.spec.arguments()  # config.json's plain form
+        self.passage_token_budget, self.head_init = passage_token_budget, head_init
         self.tokenizer, encoder = tokenizer_and_encoder(passage_encoder, pretrained=True, pooling=pooling)
         self.model = GraphDocumentEncoder(encoder, node_dim, num_graph_layers, num_heads, 0.0, passage_token_budget,
                                           head_init=head_init)
         self.load_aggregation(passage_encoder, graph_weights)
-        self.builder = PassageGraphBuilder(self.tokenizer, words_per_passage, max_passage_tokens, graph)
+        self.builder = PassageGraphBuilder(self.tokenizer, self.spec)
 
     def preprocess(self, inputs: Sequence[str], prompt: str | None = None, task: str | None = None,
                    **kwargs) -> dict[str, Any]:
@@ -124,7 +128,8 @@ class GraphDocumentModule(AggregatingModule):
         single-node graph, its initial node (§3.3); otherwise (``encode``, ``encode_document``) a document graph."""
         texts = [(prompt or "") + text for text in inputs]
         documents = [Document(str(i), sections=[Section("", text)]) for i, text in enumerate(texts)]
-        graphs = self.builder(self.builder.passages(documents, self.max_passages), [task == "query"] * len(texts))
+        graphs = self.builder(self.builder.passages(documents, self.spec.max_passages_inference),
+                              [task == "query"] * len(texts))
         return {"input_ids": graphs.passages.input_ids, "attention_mask": graphs.passages.attention_mask,
                 "passage_counts": graphs.passage_counts, "edges": graphs.edges, "is_query": graphs.is_query}
 

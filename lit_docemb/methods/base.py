@@ -26,6 +26,7 @@ from lightning.pytorch.strategies import DeepSpeedStrategy
 from torch import Tensor
 from torch.nn.parallel import DistributedDataParallel
 
+from lit_docemb.config_block import ConfigBlock
 from lit_docemb.data.core.batches import DocumentBatch
 from lit_docemb.data.caches.token_cache import TokenCache
 from lit_docemb.data.core.tokens import split_rows_by_token_budget
@@ -49,7 +50,6 @@ from lit_docemb.methods.retention import (
     parameter_groups,
     scale_learning_rates,
 )
-from lit_docemb.models.encoder_spec import EncoderSpec
 
 
 class EmbeddingMethod(L.LightningModule, ABC):
@@ -104,7 +104,8 @@ class EmbeddingMethod(L.LightningModule, ABC):
         LightningCLI hands every module it builds under ``--model`` the hyperparameters of that top-level
         module; a method built inside another (a classifier's ``backbone``) would record the outer module's
         arguments instead of its own, so those given hyperparameters are set aside when their class is not ours.
-        An :class:`~lit_docemb.models.EncoderSpec` given as an object (a method built in Python) is saved as the
+        A config block given as an object (a method built in Python: an :class:`~lit_docemb.models.EncoderSpec`, a
+        :class:`~lit_docemb.data.PassageSpec`, any :class:`~lit_docemb.config_block.ConfigBlock`) is saved as the
         plain data LightningCLI would have saved (its ``class_path`` / ``init_args``): checkpoints hold no objects.
         """
         given = _given_hyperparameters.get()
@@ -116,7 +117,7 @@ class EmbeddingMethod(L.LightningModule, ABC):
             if token is not None:
                 _given_hyperparameters.reset(token)
         for name, value in self.hparams.items():
-            if isinstance(value, EncoderSpec):
+            if isinstance(value, ConfigBlock):
                 self.hparams[name] = value.hyperparameters()
 
     # --- what a method implements -------------------------------------------------------------------

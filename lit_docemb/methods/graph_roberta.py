@@ -13,7 +13,7 @@ Readings where the paper is silent: a document with fewer than 2 passages cannot
 is dropped from the pretraining batch and counted (``train/skipped_documents``); each sub-document keeps the
 graph type's structure restricted to its passages, and a sub-document of one passage (``"halves"`` of 2 or 3
 passages) is a document of n + 1 = 2 nodes through the graph layers, like any one-passage document (only the
-pseudo-query of ``"one_passage"`` is a single node); passages are truncated to ``max_passage_tokens``.
+pseudo-query of ``"one_passage"`` is a single node); passages are truncated to ``passages.max_passage_tokens``.
 """
 
 from __future__ import annotations
@@ -28,6 +28,7 @@ from lit_docemb.data.core.batches import (
     SubDocumentPairBatch,
 )
 from lit_docemb.data.core.document import Document
+from lit_docemb.data.core.passage_spec import PassageSpec
 from lit_docemb.data.caches.passage_cache import PassageCache
 from lit_docemb.data.core.tokens import token_lengths
 from lit_docemb.errors import ConfigError, require
@@ -42,7 +43,6 @@ from lit_docemb.models.graph_document import (
 )
 from lit_docemb.views.graph_roberta import (
     GraphDocumentCollator,
-    GraphType,
     Objective,
     PassageGraphBuilder,
     SubDocumentCollator,
@@ -69,15 +69,11 @@ class GraphRoBERTa(EmbeddingMethod):
         num_graph_layers: Graph attention layers T (paper: 2).
         num_heads: Attention heads per graph layer (paper: 2).
         attention_dropout: Dropout on the graph attention coefficients.
-        graph: ``"full"``: all nodes connected (the paper's default); ``"section"``: passages of a section
-            connected, the document node with the first passage of each section.
+        passages: How a document becomes passages and a graph (:class:`~lit_docemb.data.PassageSpec`:
+            ``words_per_passage``, ``max_passage_tokens``, ``max_passages`` in training, ``max_passages_inference``
+            when embedding, ``title_passage``, ``graph``); ``None``: the paper's (100 words, 192 tokens, 50 and 100
+            passages, no title, the full graph).
         objective: ``"halves"`` (§2.2, eq. 4-6) or ``"one_passage"`` (§3.3, the retrieval pretraining).
-        words_per_passage: Passage size in words (paper: about 100).
-        max_passage_tokens: Tokens kept per passage.
-        max_passages: Passages kept per document in training (paper: 50).
-        max_passages_inference: Passages kept per document when embedding (paper: 100).
-        title_passage: A document's title (MSMARCO's, Robust04's headlines) is its first passage. The paper does
-            not say that titles are encoded; ``False`` (its configs' value) embeds the body only.
         temperature: Divides the dot products (paper: none, i.e. 1.0).
         gather_across_devices: Use the sub-documents of all devices as negatives (exact gather with gradient).
         passage_token_budget: Passages are encoded in sub-batches of at most this many padded tokens.
@@ -109,13 +105,8 @@ class GraphRoBERTa(EmbeddingMethod):
         num_graph_layers: int = 2,
         num_heads: int = 2,
         attention_dropout: float = 0.1,
-        graph: GraphType = "full",
+        passages: PassageSpec | None = None,
         objective: Objective = "halves",
-        words_per_passage: int = 100,
-        max_passage_tokens: int = 192,
-        max_passages: int = 50,
-        max_passages_inference: int = 100,
-        title_passage: bool = False,
         temperature: float = 1.0,
         gather_across_devices: bool = True,
         passage_token_budget: int = 32768,
@@ -130,62 +121,58 @@ class GraphRoBERTa(EmbeddingMethod):
         retention: Retention | None = None,
     ) -> None:
         super().__init__(optimizer, scheduler, grad_cache_token_budget, retention)
+        self.passage_spec = PassageSpec.of(passages or {})
         self.save_method_hyperparameters(ignore=["optimizer", "scheduler"])
-        require(graph in ("full", "section"), "graph", "'full' or 'section'", graph)
+        self.hparams["passages"] = self.passage_spec.hyperparameters()  # the block used, also when left out
         require(head_init in ("random", "identity"), "head_init", "'random' or 'identity'", head_init)
         require(passage_cache_num_proc is None or passage_cache_num_proc >= 1, "passage_cache_num_proc",
                 ">= 1 (processes) or null", passage_cache_num_proc)
         require(objective in ("halves", "one_passage"), "objective", "'halves' or 'one_passage'", objective)
-        require(max_passages >= 2, "max_passages", ">= 2 to split documents in two", max_passages)
-        require(max_passage_tokens >= 1, "max_passage_tokens", ">= 1", max_passage_tokens)
         self.encoder_spec = EncoderSpec.of(encoder)
         self.encoder_spec.refuse(type(self).__name__, "first_token_global_attention", "instruction",
                                  "instruction_in_pooling", "sentence_transformers_head")
-        self.tokenizer, passage_encoder = self.encoder_spec.build(max_passage_tokens, "max_passage_tokens")
+        self.tokenizer, passage_encoder = self.encoder_spec.build(
+            self.passage_spec.max_passage_tokens, PassageSpec.key_of("max_passage_tokens"))
         require(head_init == "random" or node_dim >= passage_encoder.hidden_size, "node_dim",
                 f">= the encoder's hidden size {passage_encoder.hidden_size} with head_init 'identity'", node_dim)
         self.model = GraphDocumentEncoder(passage_encoder, node_dim, num_graph_layers, num_heads,
                                           attention_dropout, passage_token_budget, bucket_passages, head_init)
         self.contrastive = InfoNCELoss(temperature, similarity="dot", symmetric=objective == "halves",
                                        gather_across_devices=gather_across_devices)
+        self.graph_builder = PassageGraphBuilder(self.tokenizer, self.passage_spec)
         # the DataModule splits and tokenizes the corpus's passages once, on disk, and hands us those
-        self.token_cache = PassageCache(self.tokenizer, words_per_passage, max(max_passages, max_passages_inference),
-                                        max_passage_tokens, cache_dir=passage_cache_dir,
-                                        num_proc=passage_cache_num_proc, with_title=title_passage) if cache_passages else None
+        self.token_cache = PassageCache(self.tokenizer, self.passage_spec, cache_dir=passage_cache_dir,
+                                        num_proc=passage_cache_num_proc) if cache_passages else None
 
     #: Documents of the corpus looked at to tell whether it has sections.
     sections_sample = 1000
 
     def check_corpus(self, datamodule) -> None:
-        """``graph: section`` needs documents of several sections: on a corpus whose documents (the first
+        """``passages.graph: section`` needs documents of several sections: on a corpus whose documents (the first
         :attr:`sections_sample`) all have one, the section graph is a star, not the paper's section structure."""
         corpus = getattr(datamodule, "all_set", None)
-        if self.hparams.graph != "section" or not corpus:
+        if self.passage_spec.graph != "section" or not corpus:
             return
         sample = [corpus[i] for i in range(min(len(corpus), self.sections_sample))]
         if max(map(_sections_with_text, sample)) <= 1:
-            raise ConfigError(f"model.init_args.graph is 'section' but none of the first {len(sample)} documents of "
-                              f"{type(datamodule).__name__} has more than one section: set model.init_args.graph to "
-                              f"'full', or use a corpus with section headings (e.g. WikipediaDataModule, or "
-                              f"JSONLDataModule with \"sections\")")
+            key = f"model.init_args.{PassageSpec.key_of('graph')}"
+            raise ConfigError(f"{key} is 'section' but none of the first {len(sample)} documents of "
+                              f"{type(datamodule).__name__} has more than one section: set {key} to 'full', or use "
+                              f"a corpus with section headings (e.g. WikipediaDataModule, or JSONLDataModule with "
+                              f"\"sections\")")
 
     def collator(self, stage: str):
-        hp = self.hparams
-        builder = PassageGraphBuilder(self.tokenizer, hp.words_per_passage, hp.max_passage_tokens, hp.graph,
-                                      hp.title_passage)
         if stage == "predict":
-            return GraphDocumentCollator(builder, hp.max_passages_inference)
-        return SubDocumentCollator(builder, hp.max_passages, hp.objective, deterministic=stage != "fit")
+            return GraphDocumentCollator(self.graph_builder, self.passage_spec.max_passages_inference)
+        return SubDocumentCollator(self.graph_builder, self.passage_spec.max_passages, self.hparams.objective,
+                                   deterministic=stage != "fit")
 
     def document_collator(self, stage: str):
-        """Whole documents as passage graphs: up to ``max_passages`` passages in training (``"fit"``, the
-        paper's 50) and ``max_passages_inference`` in validation, test and predict (the paper's 100)."""
-        hp = self.hparams
+        """Whole documents as passage graphs: up to ``passages.max_passages`` passages in training (``"fit"``, the
+        paper's 50) and ``passages.max_passages_inference`` in validation, test and predict (the paper's 100)."""
         if stage != "fit":
             return self.collator("predict")
-        builder = PassageGraphBuilder(self.tokenizer, hp.words_per_passage, hp.max_passage_tokens, hp.graph,
-                                      hp.title_passage)
-        return GraphDocumentCollator(builder, hp.max_passages)
+        return GraphDocumentCollator(self.graph_builder, self.passage_spec.max_passages)
 
     def losses(self, batch: SubDocumentPairBatch) -> dict[str, Tensor]:
         return self._contrastive_terms(self.model(concat_graphs(batch.view_a, batch.view_b)), batch)

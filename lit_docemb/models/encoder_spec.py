@@ -13,11 +13,13 @@ argument, so the encoder's options are written and documented here once::
 
 jsonargparse reads the block as the class's arguments (``class_path`` may be left out: it is the only class the
 argument takes) and a command line overrides one of them as ``--model.init_args.encoder.pooling mean``. How long a
-method's inputs are stays the method's own argument (DocSplit's ``max_length`` per view, Graph-RoBERTa's
-``max_passage_tokens``, CoLDE's ``chunk_tokens``): it is a property of the views a method builds, not of the encoder.
+method's inputs are stays the method's own (DocSplit's ``max_length`` per view, Graph-RoBERTa's
+``passages.max_passage_tokens``, CoLDE's ``chunk_tokens``): it is a property of the views a method builds, not of the
+encoder.
 
 A method saves the block in its hyperparameters as plain data (:meth:`EncoderSpec.hyperparameters`, the
-``class_path`` / ``init_args`` form LightningCLI writes), never as the object, so checkpoints stay weights-only.
+``class_path`` / ``init_args`` form LightningCLI writes), never as the object, so checkpoints stay weights-only
+(:class:`~lit_docemb.config_block.ConfigBlock`, which Graph-RoBERTa's ``passages`` block shares).
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ import inspect
 
 from transformers import PreTrainedTokenizerBase
 
+from lit_docemb.config_block import ConfigBlock
 from lit_docemb.errors import BadArgument
 from lit_docemb.models.encoder import HFEncoder, Pooling, tokenizer_and_encoder
 
@@ -39,7 +42,7 @@ ENCODER_ARGUMENTS = {"encoder": "name", "packed": "packed", "first_token_global_
                      "sentence_transformers_head": "sentence_transformers_head"}
 
 
-class EncoderSpec:
+class EncoderSpec(ConfigBlock):
     """A Hugging Face encoder (BERT, RoBERTa, Longformer, BigBird, T5's encoder...) with its tokenizer, and how it
     turns tokens into one vector; :meth:`build` makes the :class:`~lit_docemb.models.encoder.HFEncoder`.
 
@@ -65,6 +68,9 @@ class EncoderSpec:
     A method that cannot use an option refuses it when set (:meth:`refuse`), naming the key.
     """
 
+    key = KEY
+    class_path = "lit_docemb.models.EncoderSpec"
+
     def __init__(
         self,
         name: str,
@@ -82,31 +88,13 @@ class EncoderSpec:
         self.instruction, self.instruction_in_pooling = instruction, instruction_in_pooling
         self.sentence_transformers_head = sentence_transformers_head
 
-    @classmethod
-    def of(cls, value: EncoderSpec | dict) -> EncoderSpec:
-        """The spec itself, or the spec that plain data describes: its :meth:`hyperparameters` (a checkpoint's
-        ``class_path`` / ``init_args`` form) or its arguments as a dict."""
-        if isinstance(value, cls):
-            return value
-        if isinstance(value, dict):
-            return cls(**value.get("init_args", value))
-        raise BadArgument(KEY, f"expected an encoder block (name, pooling, ...), got {value!r}")
-
-    def arguments(self) -> dict:
-        """The block's arguments, as plain values."""
-        return {name: getattr(self, name) for name in inspect.signature(type(self)).parameters}
-
-    def hyperparameters(self) -> dict:
-        """The block as plain data, in the ``class_path`` / ``init_args`` form LightningCLI saves."""
-        return {"class_path": f"lit_docemb.models.{type(self).__name__}", "init_args": self.arguments()}
-
     def refuse(self, method: str, *arguments: str) -> None:
         """Raises :class:`~lit_docemb.errors.BadArgument` (``encoder.<argument>``) at the first of ``arguments``
         set to other than its default: options ``method`` does not use."""
         defaults = inspect.signature(type(self)).parameters
         for name in arguments:
             if getattr(self, name) != defaults[name].default:
-                raise BadArgument(f"{KEY}.{name}", f"{method} does not use it, got {getattr(self, name)!r}: leave it "
+                raise BadArgument(self.key_of(name), f"{method} does not use it, got {getattr(self, name)!r}: leave it "
                                                    f"at {defaults[name].default!r}")
 
     def build(self, max_tokens: int | None, argument: str, with_mlm_head: bool = False,
@@ -129,7 +117,7 @@ class EncoderSpec:
         except BadArgument as err:
             if err.argument not in ENCODER_ARGUMENTS:
                 raise
-            raise BadArgument(f"{KEY}.{ENCODER_ARGUMENTS[err.argument]}", err.problem) from None
+            raise BadArgument(self.key_of(ENCODER_ARGUMENTS[err.argument]), err.problem) from None
 
     def __repr__(self) -> str:
         changed = ", ".join(f"{k}={v!r}" for k, v in self.arguments().items() if k != "name")

@@ -18,14 +18,12 @@ from lit_docemb.data.core.batches import (
 )
 from lit_docemb.data.core.document import Document, Query, doc_index
 from lit_docemb.data.caches.passage_cache import tokenize_passages
+from lit_docemb.data.core.passage_spec import PassageSpec
 from lit_docemb.data.core.tokens import frame_token_ids, pad_ids, take_rows
 from lit_docemb.models.graph_document import (
     fully_connected_edges,
     section_edges,
 )
-
-GraphType = Literal["full", "section"]
-
 
 Objective = Literal["halves", "one_passage"]
 
@@ -50,34 +48,29 @@ class TokenPassage:
 
 
 class PassageGraphBuilder:
-    """Documents -> passages as token ids -> :class:`PassageGraphBatch` with the configured graph's edges.
+    """Documents -> passages as token ids -> :class:`PassageGraphBatch` with the edges of the passage spec's graph.
 
     Items are :class:`~lit_docemb.data.core.document.Document` (split and tokenized here) or
     :class:`~lit_docemb.data.caches.passage_cache.TokenizedPassages` (the DataModule's passage cache: split and
-    tokenized once, with the same parameters); both go through
+    tokenized once, with the same :class:`~lit_docemb.data.core.passage_spec.PassageSpec`); both go through
     :func:`~lit_docemb.data.caches.passage_cache.tokenize_passages`, so both give the same ids. A passage left without a
     token besides the special ones (its words were control characters that the tokenizer drops) is left out; a
     document without any other passage keeps one (possibly empty: a document's title, a cached row's nothing),
     so it still has a node to embed, and training skips it with the documents of fewer than two passages.
     """
 
-    def __init__(self, tokenizer, words_per_passage: int, max_passage_tokens: int, graph: GraphType,
-                 with_title: bool = False) -> None:
+    def __init__(self, tokenizer, passages: PassageSpec) -> None:
         self.tokenizer = tokenizer
-        self.with_title = with_title
-        self.words_per_passage = words_per_passage
-        self.max_passage_tokens = max_passage_tokens
-        self.graph = graph
+        self.spec = PassageSpec.of(passages)
 
     def passages(self, items: list, max_passages: int) -> list[list[TokenPassage]]:
         fresh = iter(tokenize_passages([item for item in items if isinstance(item, Document)], self.tokenizer,
-                                       self.words_per_passage, max_passages, self.max_passage_tokens,
-                                       with_title=self.with_title))
+                                       self.spec, max_passages))
         rows = [next(fresh) if isinstance(item, Document) else item for item in items]
         # a document without passages keeps one node: its title (a cached row has none, so nothing)
         titles = [getattr(item, "title", "") for item, row in zip(items, rows, strict=True)
                     if not min(len(row), max_passages)]
-        fallback = iter(self.tokenizer(titles, truncation=True, max_length=self.max_passage_tokens)["input_ids"]
+        fallback = iter(self.tokenizer(titles, truncation=True, max_length=self.spec.max_passage_tokens)["input_ids"]
                         if titles else [])
         frame = frame_token_ids(self.tokenizer)
         out = []
@@ -89,7 +82,7 @@ class PassageGraphBuilder:
         return out
 
     def edges(self, passages: list[TokenPassage]) -> Tensor:
-        if self.graph == "full":
+        if self.spec.graph == "full":
             return fully_connected_edges(len(passages))
         return section_edges([p.section for p in passages])
 

@@ -31,7 +31,8 @@ def test_builds_the_configs_wrapper_at_reduced_size_with_its_batch(benchmark, tm
     encoder = benchmark.write_encoder(tmp_path / "roberta", "roberta", 32, 1, 64)
     method = benchmark.build(config, encoder, args, "GradCache + checkpointing")
     assert isinstance(method, DenseRetrieval) and method.hparams.activation_checkpointing
-    assert method.backbone.hparams.max_passages == 2 and method.backbone.hparams.max_passage_tokens == 16
+    passages = method.backbone.passage_spec
+    assert passages.max_passages == 2 and passages.max_passage_tokens == 16 and passages.max_passages_inference == 100
     documents = [Document(f"d{i}", sections=[Section("", " ".join(f"w{i}x{j}" for j in range(300)))])
                  for i in range(2 * 128)]
     batch = benchmark.examples(method, config, 128, documents)

@@ -71,10 +71,23 @@ def test_unknown_keys_and_wrong_types_are_one_line_naming_the_key(tmp_path, caps
 def test_unknown_key_in_a_config_file(tmp_path, capsys):
     config = tmp_path / "run.yaml"
     config.write_text("model:\n  class_path: lit_docemb.methods.GraphRoBERTa\n  init_args:\n    encoder:\n"
-                      "      name: x\n    graph: sections\n")
+                      "      name: x\n    passages:\n      graph: sections\n")
     err = run_cli(["fit", "--config", str(config)], capsys)
-    assert err == ("error: model.init_args.graph: Expected a typing.Literal['full', 'section']. Got value: sections "
-                   "(options: --model.help GraphRoBERTa)")
+    assert err == ("error: model.init_args.passages.graph: Expected a typing.Literal['full', 'section']. Got value: "
+                   "sections (options: --model.help GraphRoBERTa)")
+
+
+@pytest.mark.parametrize("option", ["words_per_passage", "max_passage_tokens", "max_passages",
+                                    "max_passages_inference", "title_passage", "graph"])
+def test_a_passage_option_written_flat_names_its_place_in_the_passages_block(tmp_path, capsys, option):
+    """A run config from before the ``passages`` block (its options flat under Graph-RoBERTa) stops in one line
+    naming where the option went; nothing reads it as before."""
+    config = tmp_path / "run.yaml"
+    config.write_text("model:\n  class_path: lit_docemb.methods.GraphRoBERTa\n  init_args:\n    encoder:\n"
+                      f"      name: x\n    {option}: 3\n")
+    err = run_cli(["fit", "--config", str(config)], capsys)
+    assert err == (f"error: model.init_args.{option}: unknown option of lit_docemb.methods.GraphRoBERTa; it is "
+                   f"passages.{option} (options: --model.help GraphRoBERTa)")
 
 
 def test_an_encoder_given_as_a_string_asks_for_the_block(tmp_path, capsys):
@@ -134,13 +147,13 @@ def test_section_graph_on_a_corpus_without_sections(tiny_encoder_dir, tmp_path, 
     corpus.write_text("".join(f'{{"id": "{i}", "text": "Sentence one of {i}. Sentence two. Three."}}\n'
                               for i in range(6)))
     graph = ["--model=lit_docemb.methods.GraphRoBERTa", f"--model.encoder.name={tiny_encoder_dir}",
-             "--model.node_dim=16", "--model.max_passage_tokens=32", "--model.words_per_passage=3",
-             "--model.cache_passages=false", "--model.graph=section"]
+             "--model.node_dim=16", "--model.passages.max_passage_tokens=32",
+             "--model.passages.words_per_passage=3", "--model.cache_passages=false", "--model.passages.graph=section"]
     args = fit_args(tiny_encoder_dir, str(corpus), tmp_path)[:1] + graph + fit_args(tiny_encoder_dir, str(corpus),
                                                                                      tmp_path)[4:]
     err = run_cli(args, capsys)
-    assert err.startswith("error: model.init_args.graph is 'section' but none of the first 6 documents of "
-                          "JSONLDataModule has more than one section: set model.init_args.graph to 'full'")
+    assert err.startswith("error: model.init_args.passages.graph is 'section' but none of the first 6 documents of "
+                          "JSONLDataModule has more than one section: set model.init_args.passages.graph to 'full'")
     assert not (tmp_path / "checkpoints").exists()
 
 

@@ -86,8 +86,8 @@ def test_docsplit_parquet_in_input_order(tiny_encoder_dir, tmp_path, caplog):
 
 def test_graph_roberta_npy(tiny_encoder_dir, tmp_path):
     torch.manual_seed(0)
-    args = {"encoder": {"name": tiny_encoder_dir}, "node_dim": 16, "words_per_passage": 8, "max_passage_tokens": 32,
-            "cache_passages": False}
+    args = {"encoder": {"name": tiny_encoder_dir}, "node_dim": 16,
+            "passages": {"words_per_passage": 8, "max_passage_tokens": 32}, "cache_passages": False}
     method = GraphRoBERTa(**args)
     config, ckpt = save_run(method, tmp_path / "run", args)
     docs = topic_documents(5)

@@ -12,10 +12,14 @@ from conftest import _topic_texts
 from runs import run_embed, save_run, write_tsv
 
 from lit_docemb.commands.cli import main
+from lit_docemb.data import PassageSpec
 from lit_docemb.data.core.document import Document, Section, query_document
+from lit_docemb.data.core.text import chunk_passages
+from lit_docemb.data.corpora.jsonl import read_jsonl
 from lit_docemb.data.core.tokens import document_text
 from lit_docemb.eval.embedding import embed_documents
 from lit_docemb.export.forms import ExportError, export_method
+from lit_docemb.export.modules import GraphDocumentModule
 from lit_docemb.methods import CTPE, DECA, CoLDE, DocSplit, GraphRoBERTa
 from lit_docemb.methods.deca_components import EncoderBackbone
 from lit_docemb.models.ctpe import WordEmbeddings
@@ -59,8 +63,8 @@ def test_docsplit_hf_and_sentence_transformers_round_trip(tiny_encoder_dir, tmp_
 
 def test_graph_roberta_sentence_transformer_equals_embed(tiny_encoder_dir, tmp_path):
     torch.manual_seed(0)
-    args = {"encoder": {"name": tiny_encoder_dir}, "node_dim": 16, "words_per_passage": 20, "max_passage_tokens": 32,
-            "cache_passages": False}
+    args = {"encoder": {"name": tiny_encoder_dir}, "node_dim": 16,
+            "passages": {"words_per_passage": 20, "max_passage_tokens": 32}, "cache_passages": False}
     method = GraphRoBERTa(**args)
     config, ckpt = save_run(method, tmp_path / "run", args)
     main(["export", "--config", str(config), "--ckpt_path", str(ckpt), "--output", str(tmp_path / "st")])
@@ -85,6 +89,42 @@ def test_graph_roberta_sentence_transformer_equals_embed(tiny_encoder_dir, tmp_p
     np.testing.assert_allclose(as_queries, embed_documents(method, [query_document(str(i), q) for i, q in
                                                                     enumerate(queries)]).numpy(), atol=1e-5)
     assert not np.allclose(as_queries[0], st.encode(queries[:1])[0], atol=1e-4)
+
+
+def test_a_passages_option_of_fit_reaches_the_cache_the_checkpoint_and_the_export(tiny_encoder_dir, corpus_jsonl,
+                                                                                    tmp_path):
+    """``--model.init_args.passages.words_per_passage 6`` sets one key of the one ``passages`` block: the fit's
+    passage cache splits at 6 words (its key and its rows), the checkpoint keeps the block, and the exported
+    module's config.json holds it, loaded back as the same spec; an export written with the flat keys is refused."""
+    run = tmp_path / "run"
+    cli = main(["fit", "--model=lit_docemb.methods.GraphRoBERTa", f"--model.init_args.encoder.name={tiny_encoder_dir}",
+                "--model.init_args.node_dim=16", "--model.init_args.passages.words_per_passage", "6",
+                "--model.init_args.passages.max_passage_tokens=32", f"--model.init_args.passage_cache_dir={tmp_path}",
+                "--data=lit_docemb.data.JSONLDataModule", f"--data.paths=[{corpus_jsonl}]", "--data.batch_size=4",
+                "--data.num_workers=0", "--data.val_fraction=0.2", "--trainer.accelerator=cpu",
+                "--trainer.devices=1", "--trainer.logger=false", "--trainer.enable_progress_bar=false",
+                "--trainer.max_steps=1", "--trainer.limit_val_batches=1", f"--trainer.default_root_dir={run}"])
+    spec = PassageSpec(words_per_passage=6, max_passage_tokens=32)
+    assert cli.model.passage_spec == spec and cli.model.graph_builder.spec is cli.model.passage_spec
+    assert cli.model.token_cache.passages is cli.model.passage_spec
+    assert cli.model.token_cache.key(cli.datamodule.all_set)["words_per_passage"] == 6
+    documents = {d.id: d for d in read_jsonl(corpus_jsonl)}
+    rows = list(cli.datamodule.train_set)
+    assert rows and all(len(row) == len(chunk_passages(documents[row.id], 6, 100)) for row in rows)
+    assert any(len(row) > len(chunk_passages(documents[row.id], 100, 100)) for row in rows)  # not the default
+    ckpt = next((run / "checkpoints").glob("*.ckpt"))
+    assert torch.load(ckpt, weights_only=True)["hyper_parameters"]["passages"] == spec.hyperparameters()
+
+    main(["export", "--config", str(run / "config.yaml"), "--ckpt_path", str(ckpt), "--output", str(tmp_path / "st")])
+    config = json.loads((tmp_path / "st" / "config.json").read_text())
+    assert config["passages"] == spec.arguments() and not {"words_per_passage", "graph"} & set(config)
+    loaded = GraphDocumentModule.load(str(tmp_path / "st"))
+    assert loaded.spec == spec and loaded.builder.spec == spec
+
+    flat = {k: v for k, v in config.items() if k != "passages"} | {"words_per_passage": 6, "max_passages": 100}
+    (tmp_path / "st" / "config.json").write_text(json.dumps(flat))
+    with pytest.raises(ValueError, match=r"keys \['max_passages', 'words_per_passage'\] are not GraphDocumentModule's"):
+        GraphDocumentModule.load(str(tmp_path / "st"))
 
 
 def test_deca_with_an_encoder_exports_like_docsplit(tiny_encoder_dir, tmp_path):

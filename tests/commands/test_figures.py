@@ -136,8 +136,8 @@ def test_figures_command_draws_colde_similarities_and_graph_attention(tiny_encod
     colde_args = {"encoder": {"name": tiny_encoder_dir}, "chunk_tokens": 24, "num_heads": 2, "lstm_output_size": 16,
                   "projection_size": 8, "chunk_embeddings": 32}
     colde = save_run(CoLDE(**colde_args), tmp_path / "colde", colde_args)
-    graph_args = {"encoder": {"name": tiny_encoder_dir}, "node_dim": 16, "words_per_passage": 20,
-                  "max_passage_tokens": 32, "cache_passages": False}
+    graph_args = {"encoder": {"name": tiny_encoder_dir}, "node_dim": 16,
+                  "passages": {"words_per_passage": 20, "max_passage_tokens": 32}, "cache_passages": False}
     graph = save_run(GraphRoBERTa(**graph_args), tmp_path / "graph", graph_args)
 
     def figures(run: tuple[Path, Path], *extra: str) -> list[Path]:

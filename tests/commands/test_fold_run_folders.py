@@ -38,7 +38,8 @@ def test_robust04_folds_run_in_their_own_folders(tiny_encoder_dir):
     folders = []
     for fold in (1, 2):
         cli = DocEmbCLI(args=["--config", ROBUST04, f"--model.init_args.backbone.init_args.encoder.name={tiny_encoder_dir}",
-                              "--model.init_args.backbone.init_args.max_passage_tokens=64", "--model.init_args.checkpoint=null",
+                              "--model.init_args.backbone.init_args.passages.max_passage_tokens=64",
+                              "--model.init_args.checkpoint=null",
                               f"--data.init_args.test_fold={fold}",
                               "--trainer.accelerator=cpu", "--trainer.devices=1", "--trainer.precision=32-true"],
                         run=False)

@@ -62,8 +62,9 @@ def test_docsplit_alpha_zero_is_the_baseline_one_the_checkpoint_and_export_match
 
 @pytest.mark.parametrize("head_init", ["random", "identity"])
 def test_graph_roberta_alpha_zero_is_the_seeded_baseline_heads_included(tiny_encoder_dir, tmp_path, head_init):
-    args = {"encoder": {"name": tiny_encoder_dir}, "node_dim": 32, "words_per_passage": 20, "max_passage_tokens": 32,
-            "cache_passages": False, "head_init": head_init}
+    args = {"encoder": {"name": tiny_encoder_dir}, "node_dim": 32,
+            "passages": {"words_per_passage": 20, "max_passage_tokens": 32}, "cache_passages": False,
+            "head_init": head_init}
     config, ckpt = trained_run(GraphRoBERTa(**args), tmp_path / "run", args)
     data = write_tsv(tmp_path / "docs.tsv", long_documents(), bad_lines=False)
     baseline = embedded(config, None, data, tmp_path / "baseline")

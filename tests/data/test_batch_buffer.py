@@ -16,7 +16,7 @@ from conftest import _topic_texts
 from lightning.pytorch.callbacks import Callback
 
 from lit_docemb.augment import Vocabulary
-from lit_docemb.data import JSONLDataModule
+from lit_docemb.data import JSONLDataModule, PassageSpec
 from lit_docemb.data.core.batch_buffer import BufferedBatch, BufferedCollate, tensors_of, to_device_in_one_copy
 from lit_docemb.data.core.batches import MaskedTokenBatch, PassageGraphBatch, TokenBatch, ViewPairBatch
 from lit_docemb.data.core.document import Document, Section
@@ -87,7 +87,8 @@ def test_the_buffer_keeps_fields_dtypes_shapes_none_and_empty_tensors():
 def collators(tiny_encoder_dir) -> dict:
     """(collator, method whose ``losses`` reads its batches or None) of every method's stages."""
     docs = documents()
-    graph = GraphRoBERTa(EncoderSpec(tiny_encoder_dir), node_dim=16, words_per_passage=40, max_passage_tokens=64)
+    graph = GraphRoBERTa(EncoderSpec(tiny_encoder_dir), node_dim=16,
+                         passages=PassageSpec(words_per_passage=40, max_passage_tokens=64))
     docsplit = DocSplit(EncoderSpec(tiny_encoder_dir), max_length=64)
     deca = DECA(Doc2VecCBackbone(min_word_count=1, embedding_dim=8))
     append = DECA(Doc2VecCBackbone(min_word_count=1, embedding_dim=8), Append())
@@ -201,7 +202,7 @@ def test_training_steps_give_the_same_losses_with_a_worker(tiny_encoder_dir, cor
     losses = []
     for workers in (0, 1):
         L.seed_everything(0, verbose=False)
-        model = GraphRoBERTa(EncoderSpec(tiny_encoder_dir), node_dim=16, max_passage_tokens=64,
+        model = GraphRoBERTa(EncoderSpec(tiny_encoder_dir), node_dim=16, passages=PassageSpec(max_passage_tokens=64),
                              passage_cache_dir=str(tmp_path / "passages")) if method == "graph_roberta" else \
             DocSplit(EncoderSpec(tiny_encoder_dir), max_length=64)
         recorder = FirstLoss()

@@ -10,6 +10,7 @@ from transformers import AutoTokenizer
 
 from lit_docemb.data.caches.field_cache import FieldTokenCache
 from lit_docemb.data.caches.passage_cache import PassageCache
+from lit_docemb.data.core.passage_spec import PassageSpec
 from lit_docemb.data.caches.row_cache import CachedRows, RowCache
 from lit_docemb.data.caches.section_cache import SectionCache
 from lit_docemb.data.caches.sentence_cache import SentenceCache
@@ -36,7 +37,8 @@ class LetterCodes:
 
 
 CACHES = {
-    "passages": lambda tokenizer, folder: PassageCache(tokenizer, 6, max_length=16, cache_dir=folder),
+    "passages": lambda tokenizer, folder: PassageCache(tokenizer, PassageSpec(6, max_passage_tokens=16),
+                                                       cache_dir=folder),
     "sentences": lambda tokenizer, folder: SentenceCache(tokenizer, 16, cache_dir=folder),
     "sections": lambda tokenizer, folder: SectionCache(tokenizer, cache_dir=folder),
     "fields": lambda tokenizer, folder: FieldTokenCache(LetterCodes(), folder),

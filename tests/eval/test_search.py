@@ -12,6 +12,7 @@ from lit_docemb.data.core.document import Document, Section, query_document
 from lit_docemb.eval.embedding import embed_documents, embed_sharded, embed_with_ids
 from lit_docemb.eval.search import ExactSearch, FaissSearch, inner_product_space, rank
 from lit_docemb.methods import GraphRoBERTa
+from lit_docemb.data import PassageSpec
 from lit_docemb.models import EncoderSpec
 
 
@@ -89,7 +90,8 @@ def test_each_rank_embeds_its_shard_and_the_gather_restores_document_order(monke
 
 def test_rank_embeds_graph_roberta_queries_as_single_nodes_and_documents_as_graphs(tiny_encoder_dir):
     torch.manual_seed(0)
-    method = GraphRoBERTa(EncoderSpec(tiny_encoder_dir), node_dim=16, words_per_passage=8, max_passage_tokens=32).eval()
+    method = GraphRoBERTa(EncoderSpec(tiny_encoder_dir), node_dim=16,
+                          passages=PassageSpec(words_per_passage=8, max_passage_tokens=32)).eval()
     corpus = [doc(0, "Cats sleep most of the day."), doc(1, "Stocks fell sharply today. Markets were closed early.")]
     run = rank(method, corpus, {"q": "sleeping cats"}, depth=2)
     collate = method.collator("predict")

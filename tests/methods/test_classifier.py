@@ -16,6 +16,7 @@ from lit_docemb.commands.cli import main
 from lit_docemb.data.core.document import Document, Section
 from lit_docemb.data.corpora.labelled import LabelledTextDataModule
 from lit_docemb.methods import DocSplit, DocumentClassifier, GraphRoBERTa
+from lit_docemb.data import PassageSpec
 from lit_docemb.models import EncoderSpec
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -50,14 +51,15 @@ def test_labels_must_be_distinct(tiny_encoder_dir):
 
 def test_starts_from_the_pretraining_checkpoint(tiny_encoder_dir, tmp_path):
     torch.manual_seed(0)
-    pretrained = GraphRoBERTa(EncoderSpec(tiny_encoder_dir), node_dim=16, max_passage_tokens=32)
+    pretrained = GraphRoBERTa(EncoderSpec(tiny_encoder_dir), node_dim=16, passages=PassageSpec(max_passage_tokens=32))
     torch.save({"state_dict": pretrained.state_dict()}, tmp_path / "pre.ckpt")
     torch.manual_seed(1)
-    fresh = GraphRoBERTa(EncoderSpec(tiny_encoder_dir), node_dim=16, max_passage_tokens=32)
+    fresh = GraphRoBERTa(EncoderSpec(tiny_encoder_dir), node_dim=16, passages=PassageSpec(max_passage_tokens=32))
     model = DocumentClassifier(fresh, labels=["code", "sea"], checkpoint=str(tmp_path / "pre.ckpt"))
     for (name, a), b in zip(pretrained.state_dict().items(), model.backbone.state_dict().values()):
         assert torch.equal(a, b), name
-    other = GraphRoBERTa(EncoderSpec(tiny_encoder_dir), node_dim=8, max_passage_tokens=32)  # another architecture
+    other = GraphRoBERTa(EncoderSpec(tiny_encoder_dir), node_dim=8,
+                         passages=PassageSpec(max_passage_tokens=32))  # another architecture
     torch.save({"state_dict": other.state_dict()}, tmp_path / "other.ckpt")
     with pytest.raises(ValueError, match="does not fit GraphRoBERTa as configured"):
         DocumentClassifier(fresh, labels=["code", "sea"], checkpoint=str(tmp_path / "other.ckpt"))
@@ -87,7 +89,7 @@ def test_every_classification_config_runs_fast_dev_run(config, tiny_encoder_dir,
     (folder / "dev.jsonl").write_text((folder / "test.jsonl").read_text())  # Hyperpartisan's published dev split
     graph = "graph_roberta" in config
     size = ["--model.init_args.backbone.init_args.node_dim=16",
-            "--model.init_args.backbone.init_args.max_passage_tokens=64"] if graph else [
+            "--model.init_args.backbone.init_args.passages.max_passage_tokens=64"] if graph else [
             "--model.init_args.backbone.init_args.max_length=64"]
     settings = with_pieces(yaml.safe_load((ROOT / config).read_text(encoding="utf-8")), (ROOT / config).parent)
     # the config's corpus replaced whole (its release's columns, splits and formats are not this fixture's)
@@ -107,7 +109,8 @@ def test_every_classification_config_runs_fast_dev_run(config, tiny_encoder_dir,
     assert cli.trainer.global_step == 2
     assert "val/macro_f1" in cli.trainer.callback_metrics
     # the nested backbone records its own arguments, not the classifier's (LightningCLI hands both the latter)
-    assert cli.model.backbone.hparams["max_passage_tokens" if graph else "max_length"] == 64
+    backbone = cli.model.backbone.hparams
+    assert (backbone["passages"]["init_args"]["max_passage_tokens"] if graph else backbone["max_length"]) == 64
     assert "labels" not in cli.model.backbone.hparams
     assert cli.model.hparams.labels == ["code", "sea"]
 
@@ -119,8 +122,9 @@ def long_document(identifier: str, label: str | None = None) -> Document:
 
 def test_graph_roberta_fine_tuning_trains_on_max_passages_and_infers_on_max_passages_inference(tiny_encoder_dir):
     """Seed 000, Appendix A: up to 50 passages per document in training, 100 at inference (here 2 and 5)."""
-    backbone = GraphRoBERTa(EncoderSpec(tiny_encoder_dir), node_dim=16, words_per_passage=3, max_passage_tokens=16,
-                            max_passages=2, max_passages_inference=5, cache_passages=False)
+    backbone = GraphRoBERTa(EncoderSpec(tiny_encoder_dir), node_dim=16,
+                            passages=PassageSpec(words_per_passage=3, max_passage_tokens=16, max_passages=2,
+                                                 max_passages_inference=5), cache_passages=False)
     model = DocumentClassifier(backbone, labels=["code", "sea"])
     docs = [long_document("a", "sea"), long_document("b", "code")]
     assert model.collator("fit")(docs).inputs.graphs.passage_counts.tolist() == [2, 2]

@@ -13,6 +13,7 @@ from lit_docemb.commands.cli import main
 from lit_docemb.data.core.document import Document, Section
 from lit_docemb.data.retrieval.datamodule import RetrievalExample
 from lit_docemb.methods import DenseRetrieval, GraphRoBERTa
+from lit_docemb.data import PassageSpec
 from lit_docemb.models import EncoderSpec
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -26,8 +27,8 @@ def doc(i: int) -> Document:
 @pytest.fixture(scope="module")
 def model(tiny_encoder_dir) -> DenseRetrieval:
     torch.manual_seed(0)
-    return DenseRetrieval(GraphRoBERTa(EncoderSpec(tiny_encoder_dir), node_dim=16, words_per_passage=6,
-                                       max_passage_tokens=32))
+    return DenseRetrieval(GraphRoBERTa(EncoderSpec(tiny_encoder_dir), node_dim=16,
+                                       passages=PassageSpec(words_per_passage=6, max_passage_tokens=32)))
 
 
 def test_batch_holds_queries_positives_then_negatives(model):
@@ -81,7 +82,8 @@ def test_other_positive_of_the_same_query_is_not_a_negative(model):
 def test_starts_from_a_fine_tuned_wrappers_checkpoint(model, tiny_encoder_dir, tmp_path):
     torch.save({"state_dict": model.state_dict()}, tmp_path / "phase1.ckpt")
     torch.manual_seed(5)
-    backbone = GraphRoBERTa(EncoderSpec(tiny_encoder_dir), node_dim=16, words_per_passage=6, max_passage_tokens=32)
+    backbone = GraphRoBERTa(EncoderSpec(tiny_encoder_dir), node_dim=16,
+                            passages=PassageSpec(words_per_passage=6, max_passage_tokens=32))
     phase2 = DenseRetrieval(backbone, checkpoint=str(tmp_path / "phase1.ckpt"))
     for (name, a), b in zip(model.backbone.state_dict().items(), phase2.backbone.state_dict().values()):
         assert torch.equal(a, b), name
@@ -93,7 +95,8 @@ def test_every_retrieval_config_runs_fast_dev_run(config, tiny_encoder_dir, tmp_
     cli = main(["fit", "--config", str(ROOT / config),
                 f"--model.init_args.backbone.init_args.encoder.name={tiny_encoder_dir}",
                 "--model.init_args.backbone.init_args.node_dim=16",
-                "--model.init_args.backbone.init_args.max_passage_tokens=64", "--model.init_args.checkpoint=null",
+                "--model.init_args.backbone.init_args.passages.max_passage_tokens=64",
+                "--model.init_args.checkpoint=null",
                 "--data=lit_docemb.data.WIKIRDataModule", f"--data.root={root}", "--data.mode=retrieval",
                 "--data.negatives=run", "--data.negatives_run=null", "--data.num_negatives=2",
                 "--data.val_queries_from_train=0",
@@ -110,8 +113,9 @@ def test_graph_roberta_retrieval_trains_on_max_passages_and_infers_on_max_passag
     """Seed 000: documents of up to 50 passages in training, 100 at inference (here 2 and 5)."""
     words = " ".join(f"word{i}" for i in range(40))
     long = [Document(f"long{i}", sections=[Section("", words)]) for i in range(3)]
-    model = DenseRetrieval(GraphRoBERTa(EncoderSpec(tiny_encoder_dir), node_dim=16, words_per_passage=3,
-                                        max_passage_tokens=16, max_passages=2, max_passages_inference=5,
+    model = DenseRetrieval(GraphRoBERTa(EncoderSpec(tiny_encoder_dir), node_dim=16,
+                                        passages=PassageSpec(words_per_passage=3, max_passage_tokens=16,
+                                                             max_passages=2, max_passages_inference=5),
                                         cache_passages=False))
     batch = model.collator("fit")([RetrievalExample("q1", "word1 word2", long[0], long[1:])])
     assert batch.documents.graphs.passage_counts.tolist() == [2, 2, 2]

@@ -20,6 +20,7 @@ from lit_docemb.data.core.document import Document, Section
 from lit_docemb.data.core.tokens import split_rows_by_token_budget
 from lit_docemb.data.retrieval.datamodule import RetrievalExample
 from lit_docemb.errors import BadArgument, ConfigError
+from lit_docemb.data import PassageSpec
 from lit_docemb.models import EncoderSpec, HFEncoder
 from lit_docemb.methods import CoLDE, DenseRetrieval, DocSplit, DocumentClassifier, GraphRoBERTa
 from lit_docemb.methods import grad_cache
@@ -41,7 +42,8 @@ def retrieval_examples() -> list[RetrievalExample]:
 
 
 def graph_backbone(encoder: str, **kwargs) -> GraphRoBERTa:
-    return GraphRoBERTa(EncoderSpec(encoder), node_dim=16, words_per_passage=6, max_passage_tokens=24, cache_passages=False,
+    return GraphRoBERTa(EncoderSpec(encoder), node_dim=16,
+                        passages=PassageSpec(words_per_passage=6, max_passage_tokens=24), cache_passages=False,
                         **kwargs)
 
 
@@ -300,7 +302,8 @@ def test_a_retrieval_config_trains_with_grad_cache_and_checkpointing(tiny_encode
     cli = main(["fit", "--config", str(ROOT / "configs/graph_roberta/retrieval_wikir.yaml"),
                 f"--model.init_args.backbone.init_args.encoder.name={tiny_encoder_dir}",
                 "--model.init_args.backbone.init_args.node_dim=16",
-                "--model.init_args.backbone.init_args.max_passage_tokens=64", "--model.init_args.checkpoint=null",
+                "--model.init_args.backbone.init_args.passages.max_passage_tokens=64",
+                "--model.init_args.checkpoint=null",
                 "--model.init_args.grad_cache_token_budget=128", "--model.init_args.activation_checkpointing=true",
                 "--data.root", str(root), "--data.negatives=run", "--data.negatives_run=null",
                 "--data.num_negatives=2", "--data.val_queries_from_train=0", "--data.global_batch_size=3",
@@ -324,7 +327,8 @@ def test_a_classification_config_trains_with_grad_cache(tiny_encoder_dir, tmp_pa
     written.write_text(yaml.safe_dump(settings), encoding="utf-8")
     cli = main(["fit", "--config", str(written), f"--model.init_args.backbone.init_args.encoder.name={tiny_encoder_dir}",
                 "--model.init_args.backbone.init_args.node_dim=16",
-                "--model.init_args.backbone.init_args.max_passage_tokens=32", "--model.init_args.checkpoint=null",
+                "--model.init_args.backbone.init_args.passages.max_passage_tokens=32",
+                "--model.init_args.checkpoint=null",
                 "--model.init_args.labels=[code,sea]", "--model.init_args.grad_cache_token_budget=64",
                 "--trainer.accelerator=cpu", "--trainer.devices=1", "--trainer.precision=32-true",
                 "--trainer.logger=lightning.pytorch.loggers.CSVLogger", f"--trainer.logger.save_dir={tmp_path}",

@@ -29,6 +29,8 @@ from lit_docemb.views.graph_roberta import (
     select_graphs,
     split_passages,
 )
+from lit_docemb.data import PassageSpec
+from lit_docemb.errors import BadArgument
 from lit_docemb.models import EncoderSpec
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -47,7 +49,30 @@ def sectioned_document(n_sections: int = 3, sentences: int = 4) -> Document:
 @pytest.fixture(scope="module")
 def model(tiny_encoder_dir) -> GraphRoBERTa:
     torch.manual_seed(0)
-    return GraphRoBERTa(EncoderSpec(tiny_encoder_dir), node_dim=16, words_per_passage=8, max_passage_tokens=32)
+    return GraphRoBERTa(EncoderSpec(tiny_encoder_dir), node_dim=16,
+                        passages=PassageSpec(words_per_passage=8, max_passage_tokens=32))
+
+
+def test_the_passages_block_is_checked_once_and_saved_as_plain_data(tiny_encoder_dir):
+    method = GraphRoBERTa(EncoderSpec(tiny_encoder_dir), node_dim=16, passages={"max_passage_tokens": 32},
+                          cache_passages=False)
+    assert method.passage_spec == PassageSpec(max_passage_tokens=32)
+    assert method.graph_builder.spec is method.passage_spec
+    assert method.hparams["passages"] == {"class_path": "lit_docemb.data.PassageSpec", "init_args": {
+        "words_per_passage": 100, "max_passage_tokens": 32, "max_passages": 50, "max_passages_inference": 100,
+        "title_passage": False, "graph": "full"}}  # the whole block used is in the checkpoint
+    given = PassageSpec(words_per_passage=7, graph="section")
+    assert PassageSpec.of(given.hyperparameters()) == PassageSpec.of(given.arguments()) == given
+    for bad, message in [({"words_per_passage": 0}, "words_per_passage: must be >= 1, got 0"),
+                         ({"max_passage_tokens": 0}, "max_passage_tokens: must be >= 1, got 0"),
+                         ({"max_passages": 1}, "max_passages: must be >= 2 to split documents in two, got 1"),
+                         ({"max_passages_inference": 0}, "max_passages_inference: must be >= 1, got 0"),
+                         ({"graph": "sections"}, "graph: must be 'full' or 'section', got 'sections'")]:
+        with pytest.raises(BadArgument) as refused:
+            PassageSpec(**bad)
+        assert str(refused.value) == f"passages.{message}"
+    with pytest.raises(BadArgument, match=r"^passages: expected a block of words_per_passage, max_passage_tokens"):
+        PassageSpec.of(100)
 
 
 def test_fully_connected_graph_links_every_pair_of_nodes():
@@ -65,7 +90,8 @@ def test_section_graph_edges():
 
 def test_collated_section_graph_follows_the_document(model):
     doc = sectioned_document()
-    batch = GraphDocumentCollator(PassageGraphBuilder(model.tokenizer, 8, 32, "section"), 100)([doc])
+    builder = PassageGraphBuilder(model.tokenizer, PassageSpec(8, 32, graph="section"))
+    batch = GraphDocumentCollator(builder, 100)([doc])
     sections = [p.section_index for p in chunk_passages(doc, 8)]
     assert batch.graphs.passage_counts.tolist() == [len(sections)]
     assert len(sections) >= 6 and sorted(set(sections)) == [0, 1, 2]  # 3 sections, several passages each
@@ -76,7 +102,8 @@ def test_collated_section_graph_follows_the_document(model):
 def test_a_query_is_the_encoder_and_projection_a_one_passage_document_goes_through_the_graph(model, graph):
     text = "A single short passage."
     doc, query = Document("one", sections=[Section("", text)]), query_document("q", text)
-    batch = GraphDocumentCollator(PassageGraphBuilder(model.tokenizer, 8, 32, graph), 100)([doc, query])
+    builder = PassageGraphBuilder(model.tokenizer, PassageSpec(8, 32, graph=graph))
+    batch = GraphDocumentCollator(builder, 100)([doc, query])
     assert batch.graphs.passage_counts.tolist() == [1, 1] and batch.graphs.is_query.tolist() == [False, True]
     assert edge_set(batch.graphs.edges[0]) == {(0, 1), (1, 0)} and batch.graphs.edges[1].shape == (2, 0)
     model.eval()
@@ -124,8 +151,8 @@ def test_one_passage_split_takes_the_first_half_the_time():
 
 
 def test_pretraining_batch_keeps_at_most_max_passages_and_counts_short_documents(tiny_encoder_dir):
-    model = GraphRoBERTa(EncoderSpec(tiny_encoder_dir), node_dim=16, words_per_passage=8, max_passage_tokens=32,
-                         max_passages=5)
+    model = GraphRoBERTa(EncoderSpec(tiny_encoder_dir), node_dim=16,
+                         passages=PassageSpec(words_per_passage=8, max_passage_tokens=32, max_passages=5))
     long_doc = sectioned_document(n_sections=4, sentences=6)
     batch = model.collator("fit")([long_doc, Document("short", sections=[Section("", "Too short.")])])
     assert len(batch) == 1 and batch.skipped == 1
@@ -135,7 +162,8 @@ def test_pretraining_batch_keeps_at_most_max_passages_and_counts_short_documents
 
 @pytest.mark.parametrize("objective", ["halves", "one_passage"])
 def test_one_passage_sub_documents_are_documents_and_only_the_pseudo_query_is_a_query(tiny_encoder_dir, objective):
-    model = GraphRoBERTa(EncoderSpec(tiny_encoder_dir), node_dim=16, words_per_passage=8, max_passage_tokens=32,
+    model = GraphRoBERTa(EncoderSpec(tiny_encoder_dir), node_dim=16,
+                         passages=PassageSpec(words_per_passage=8, max_passage_tokens=32),
                          objective=objective)
     two = Document("two", sections=[Section("", "One two three four five six seven eight. Nine ten eleven.")])
     batch = model.collator("fit")([two, sectioned_document()])
@@ -170,7 +198,8 @@ def test_training_step_reaches_every_weight(model):
 @pytest.mark.parametrize("objective", ["halves", "one_passage"])
 def test_grad_cache_equals_plain_training(no_dropout_encoder_dir, objective):
     torch.manual_seed(0)  # float64: float32 rounding alone comes near any fixed bound (tests/methods/test_fine_tuning.py)
-    plain = GraphRoBERTa(EncoderSpec(no_dropout_encoder_dir), node_dim=16, words_per_passage=8, max_passage_tokens=32,
+    plain = GraphRoBERTa(EncoderSpec(no_dropout_encoder_dir), node_dim=16,
+                         passages=PassageSpec(words_per_passage=8, max_passage_tokens=32),
                          attention_dropout=0.0, objective=objective).double()
     cached = copy.deepcopy(plain)
     cached.grad_cache_token_budget = 64
@@ -222,7 +251,7 @@ def test_warmup_fraction_follows_the_run_length():
 @pytest.mark.parametrize("config", CONFIGS)
 def test_every_pretraining_config_runs_fast_dev_run(config, tiny_encoder_dir, corpus_jsonl, tmp_path):
     cli = main(["fit", "--config", str(ROOT / config), f"--model.init_args.encoder.name={tiny_encoder_dir}",
-                "--model.init_args.node_dim=16", "--model.init_args.max_passage_tokens=64",
+                "--model.init_args.node_dim=16", "--model.init_args.passages.max_passage_tokens=64",
                 "--model.init_args.grad_cache_token_budget=256", "--data=lit_docemb.data.JSONLDataModule",
                 f"--data.paths=[{corpus_jsonl}]", "--data.global_batch_size=4", "--data.num_workers=0",
                 "--trainer.accelerator=cpu", "--trainer.devices=1", "--trainer.strategy=auto",
@@ -292,8 +321,8 @@ def test_title_passage_makes_the_title_the_first_passage(tiny_encoder_dir, tmp_p
         "Harbour tides", "The boat left."]
     assert chunk_passages(Document("u", sections=[Section("", "No title here.")]), 4, with_title=True)[0].text == \
         "No title here."
-    plain, titled = (GraphRoBERTa(EncoderSpec(tiny_encoder_dir), node_dim=16, words_per_passage=4,
-                                  max_passage_tokens=16, title_passage=title,
+    plain, titled = (GraphRoBERTa(EncoderSpec(tiny_encoder_dir), node_dim=16,
+                                  passages=PassageSpec(words_per_passage=4, max_passage_tokens=16, title_passage=title),
                                   passage_cache_dir=str(tmp_path)) for title in (False, True))
     assert titled.collator("predict")([document]).graphs.passage_counts.tolist() == [4]
     assert plain.collator("predict")([document]).graphs.passage_counts.tolist() == [3]

@@ -174,7 +174,7 @@ def method_losses_and_gradients(model) -> tuple[torch.Tensor, dict[str, torch.Te
 def test_methods_train_the_same_with_packed_encoding(no_dropout_encoder_dir, method):
     from lit_docemb import methods
 
-    arguments = {"GraphRoBERTa": {"node_dim": 16, "words_per_passage": 12, "max_passage_tokens": 32,
+    arguments = {"GraphRoBERTa": {"node_dim": 16, "passages": {"words_per_passage": 12, "max_passage_tokens": 32},
                                   "attention_dropout": 0.0, "cache_passages": False},
                  "DocSplit": {"max_length": 48, "mlm_probability": 0.3},
                  "CoLDE": {"chunk_tokens": 24, "num_heads": 2, "lstm_output_size": 16, "projection_size": 8,

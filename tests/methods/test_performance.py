@@ -8,6 +8,7 @@ import torch
 
 from lit_docemb.data.core.batches import TokenBatch
 from lit_docemb.methods.guards import all_finite, finite_by_max_norm, finite_on_device
+from lit_docemb.data import PassageSpec
 from lit_docemb.models import EncoderSpec
 
 
@@ -44,8 +45,9 @@ def test_length_bucketed_passages_give_the_same_document_embeddings_and_gradient
     embeddings, gradients = [], []
     for bucket in (False, True):
         torch.manual_seed(0)
-        model = GraphRoBERTa(EncoderSpec(no_dropout_encoder_dir), node_dim=16, words_per_passage=12,
-                             max_passage_tokens=32, attention_dropout=0.0, passage_token_budget=96,
+        model = GraphRoBERTa(EncoderSpec(no_dropout_encoder_dir), node_dim=16,
+                             passages=PassageSpec(words_per_passage=12, max_passage_tokens=32), attention_dropout=0.0,
+                             passage_token_budget=96,
                              bucket_passages=bucket)
         batch = model.collator("predict")(docs)
         lengths = batch.graphs.passages.attention_mask.sum(1)

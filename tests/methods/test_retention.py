@@ -9,7 +9,7 @@ import torch
 from conftest import _topic_texts
 
 from lit_docemb.commands.cli import main
-from lit_docemb.data import JSONLDataModule
+from lit_docemb.data import JSONLDataModule, PassageSpec
 from lit_docemb.data.core.document import Document, Section
 from lit_docemb.errors import ConfigError
 from lit_docemb.methods import DECA, CoLDE, DocSplit, GraphRoBERTa
@@ -31,8 +31,9 @@ def split_means(vectors: torch.Tensor, counts: torch.Tensor) -> torch.Tensor:
 @pytest.mark.parametrize("pooling", ["cls", "mean"])
 def test_graph_roberta_identity_head_starts_as_the_mean_of_passage_vectors(tiny_encoder_dir, pooling):
     torch.manual_seed(0)
-    method = GraphRoBERTa(EncoderSpec(tiny_encoder_dir, pooling=pooling), node_dim=32, words_per_passage=12,
-                          max_passage_tokens=32, cache_passages=False, head_init="identity").eval()
+    method = GraphRoBERTa(EncoderSpec(tiny_encoder_dir, pooling=pooling), node_dim=32,
+                          passages=PassageSpec(words_per_passage=12, max_passage_tokens=32), cache_passages=False,
+                          head_init="identity").eval()
     batch = method.collator("predict")(long_documents())
     graphs = batch.graphs
     assert (graphs.passage_counts > 1).any() and (graphs.passage_counts == 1).any()
@@ -44,14 +45,16 @@ def test_graph_roberta_identity_head_starts_as_the_mean_of_passage_vectors(tiny_
 
 def test_graph_roberta_random_head_is_the_papers_and_identity_is_trainable(tiny_encoder_dir):
     torch.manual_seed(0)
-    random_head = GraphRoBERTa(EncoderSpec(tiny_encoder_dir), node_dim=32, words_per_passage=12, max_passage_tokens=32,
+    random_head = GraphRoBERTa(EncoderSpec(tiny_encoder_dir), node_dim=32,
+                               passages=PassageSpec(words_per_passage=12, max_passage_tokens=32),
                                cache_passages=False).eval()
     batch = random_head.collator("predict")(long_documents())
     with torch.no_grad():
         passages = random_head.model.encoder(batch.graphs.passages.input_ids, batch.graphs.passages.attention_mask)
         assert not torch.allclose(random_head.embed(batch), split_means(passages, batch.graphs.passage_counts),
                                   atol=1e-3)
-    identity = GraphRoBERTa(EncoderSpec(tiny_encoder_dir), node_dim=32, words_per_passage=12, max_passage_tokens=32,
+    identity = GraphRoBERTa(EncoderSpec(tiny_encoder_dir), node_dim=32,
+                            passages=PassageSpec(words_per_passage=12, max_passage_tokens=32),
                             cache_passages=False, head_init="identity")
     identity.embed(batch).sum().backward()
     assert all(layer.lin.weight.grad.abs().sum() > 0 for layer in identity.model.layers)  # zero, not dead
@@ -59,7 +62,8 @@ def test_graph_roberta_random_head_is_the_papers_and_identity_is_trainable(tiny_
 
 def test_identity_graph_head_wider_than_the_encoder_keeps_dot_products(tiny_encoder_dir):
     torch.manual_seed(0)
-    method = GraphRoBERTa(EncoderSpec(tiny_encoder_dir), node_dim=64, words_per_passage=12, max_passage_tokens=32,
+    method = GraphRoBERTa(EncoderSpec(tiny_encoder_dir), node_dim=64,
+                          passages=PassageSpec(words_per_passage=12, max_passage_tokens=32),
                           cache_passages=False, head_init="identity").eval()
     batch = method.collator("predict")(long_documents())
     with torch.no_grad():
@@ -89,7 +93,8 @@ def test_bad_head_init_values_are_one_line_errors(tiny_encoder_dir):
     with pytest.raises(ConfigError, match="^head_init: must be 'random' or 'identity'"):
         GraphRoBERTa(EncoderSpec(tiny_encoder_dir), head_init="orthogonal")
     with pytest.raises(ConfigError, match="^node_dim: must be >= the encoder's hidden size 32"):
-        GraphRoBERTa(EncoderSpec(tiny_encoder_dir), node_dim=16, max_passage_tokens=32, head_init="identity")
+        GraphRoBERTa(EncoderSpec(tiny_encoder_dir), node_dim=16, passages=PassageSpec(max_passage_tokens=32),
+                     head_init="identity")
     with pytest.raises(ConfigError, match="^head_init"):
         CoLDE(EncoderSpec(tiny_encoder_dir), head_init="zero")
 
@@ -112,7 +117,8 @@ def test_layer_wise_learning_rate_decay_groups(tiny_encoder_dir):
 def test_layer_rates_scale_a_configured_optimizer_and_reach_graph_heads(tiny_encoder_dir):
     import functools
 
-    method = GraphRoBERTa(EncoderSpec(tiny_encoder_dir), node_dim=32, max_passage_tokens=32, cache_passages=False,
+    method = GraphRoBERTa(EncoderSpec(tiny_encoder_dir), node_dim=32, passages=PassageSpec(max_passage_tokens=32),
+                          cache_passages=False,
                           optimizer=functools.partial(torch.optim.SGD, lr=0.1),
                           retention=Retention(layer_learning_rate_decay=0.8))
     optimizer = method.configure_optimizers()

@@ -20,13 +20,13 @@ import torch
 from corpus_files import _write_wikir, write_aan_network, write_labelled_folder
 
 TESTS = Path(__file__).resolve().parents[1]
-GRAPH = ["--model.init_args.node_dim=16", "--model.init_args.max_passage_tokens=64"]
+GRAPH = ["--model.init_args.node_dim=16", "--model.init_args.passages.max_passage_tokens=64"]
 
 
 def backbone(encoder: str) -> list[str]:
     return [f"--model.init_args.backbone.init_args.encoder.name={encoder}",
             "--model.init_args.backbone.init_args.node_dim=16",
-            "--model.init_args.backbone.init_args.max_passage_tokens=64", "--model.init_args.checkpoint=null"]
+            "--model.init_args.backbone.init_args.passages.max_passage_tokens=64", "--model.init_args.checkpoint=null"]
 
 
 def colde(encoder: str) -> list[str]:

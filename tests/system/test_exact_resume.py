@@ -34,6 +34,7 @@ from lit_docemb.data.core.sampling import (
 )
 from lit_docemb.methods import DocSplit, GraphRoBERTa
 from lit_docemb.methods.callbacks import RandomStateCheckpoint
+from lit_docemb.data import PassageSpec
 from lit_docemb.models import EncoderSpec
 
 SUPPORT = Path(__file__).parents[1] / "support"
@@ -94,8 +95,9 @@ def test_training_views_are_a_function_of_the_batch_seed(method, tiny_encoder_di
     """The methods' random views (sentence splits and MLM masks, passage halves) come from the generators the
     loader seeds per batch, and from nothing else."""
     build = {"DocSplit": lambda: DocSplit(EncoderSpec(tiny_encoder_dir), max_length=48),
-             "GraphRoBERTa": lambda: GraphRoBERTa(EncoderSpec(tiny_encoder_dir), node_dim=16, words_per_passage=8,
-                                                  max_passage_tokens=32)}[method]
+             "GraphRoBERTa": lambda: GraphRoBERTa(EncoderSpec(tiny_encoder_dir), node_dim=16,
+                                                  passages=PassageSpec(words_per_passage=8,
+                                                                       max_passage_tokens=32))}[method]
     collate = build().collator("fit")
     documents = [Document(f"d{i}", title="T", sections=[Section(f"S{s}", " ".join(
         f"Section {s} of document {i} sentence {j} has some words." for j in range(4))) for s in range(3)])

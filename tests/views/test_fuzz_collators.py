@@ -30,6 +30,7 @@ from hypothesis import strategies as st
 
 from lit_docemb.data.core.document import Document, Section
 from lit_docemb.data.caches.passage_cache import PassageCache, TokenizedPassages
+from lit_docemb.data.core.passage_spec import PassageSpec
 from lit_docemb.data.core.reading import ReadContext
 from lit_docemb.data.core.text import chunk_passages, split_sentences
 from lit_docemb.data.corpora.wikipedia_formats import split_plain_text_sections
@@ -238,19 +239,21 @@ def test_graph_roberta_views_from_documents_and_from_the_cache(tokenizer, docs, 
         SubDocumentCollator,
     )
 
-    builder = PassageGraphBuilder(tokenizer, words_per_passage, 16, graph)
-    collate = SubDocumentCollator(builder, 6, objective, deterministic)
+    spec = PassageSpec(words_per_passage, max_passage_tokens=16, max_passages=6, max_passages_inference=8,
+                       graph=graph)
+    builder = PassageGraphBuilder(tokenizer, spec)
+    collate = SubDocumentCollator(builder, spec.max_passages, objective, deterministic)
     seed = random.randrange(2**31)
     torch.manual_seed(seed)
     batch = collate(docs)
     assert len(batch) + batch.skipped == len(docs)
     check_graphs(batch.view_a, tokenizer)
     check_graphs(batch.view_b, tokenizer)
-    embedded = GraphDocumentCollator(builder, 8)(docs)
+    embedded = GraphDocumentCollator(builder, spec.max_passages_inference)(docs)
     assert embedded.ids == [d.id for d in docs]
     check_graphs(embedded.graphs, tokenizer, training=False)
 
-    rows = cached_rows(PassageCache(tokenizer, words_per_passage, 8, 16), docs)
+    rows = cached_rows(PassageCache(tokenizer, spec), docs)
     torch.manual_seed(seed)
     from_cache = collate(rows)
     assert torch.equal(from_cache.view_a.passages.input_ids, batch.view_a.passages.input_ids)

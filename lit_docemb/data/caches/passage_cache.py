@@ -11,22 +11,26 @@ later runs (:class:`~lit_docemb.data.caches.row_cache.RowCache` writes and reads
   ``input_ids``, then N (``list<int32>``, P + 1 offsets); ``section_index``, the section of each passage
   (``list<int32>``, P); ``headings``, the document's section headings (``list<string>``, one per section), so a
   section graph can be built without the text. A document without text has P = 0.
+* **Parameters**: one :class:`~lit_docemb.data.core.passage_spec.PassageSpec`, the method's ``passages`` block: its
+  ``words_per_passage``, ``max_passage_tokens`` (``max_length`` below), ``title_passage`` and the larger of
+  ``max_passages`` and ``max_passages_inference`` (every stage reads its first passages from the same rows).
 * **Key** (the table's fingerprint): the corpus's fingerprint
   (:func:`~lit_docemb.data.caches.row_cache.corpus_fingerprint`: the Arrow table behind a corpus read through
   :func:`~lit_docemb.data.core.reading.cached_documents`, or a hash of every document's content), the tokenizer's
   serialised state (vocabulary, normaliser, pre-tokeniser, special-token template:
   :func:`~lit_docemb.data.caches.row_cache.tokenizer_fingerprint`), ``words_per_passage``, ``max_passages``,
-  ``max_length``, ``add_special_tokens``, and the source of :mod:`lit_docemb.data.core.text` (a change to the
-  splitting rules invalidates every cache). Anything else may change without a rebuild.
-* **Exactness**: each passage is tokenized exactly as ``tokenizer(passages, truncation=max_length is not None,
-  max_length=max_length, add_special_tokens=add_special_tokens)`` tokenizes it; the cache only batches the
-  passages of several documents into one call, which leaves every passage's ids unchanged.
+  ``max_length``, ``add_special_tokens`` (always true: special tokens around each passage), ``with_title`` when true,
+  and the source of :mod:`lit_docemb.data.core.text` (a change to the splitting rules invalidates every cache).
+  Anything else may change without a rebuild.
+* **Exactness**: each passage is tokenized exactly as ``tokenizer(passages, truncation=True,
+  max_length=max_length)`` tokenizes it; the cache only batches the passages of several documents into one call,
+  which leaves every passage's ids unchanged.
 
 Splitting and tokenizing is written once, :func:`tokenize_passages`: the cache stores its output, and a collator
 given documents rather than cached rows calls it itself, so both give the same ids.
 
 A method that wants passages instead of documents sets its ``token_cache`` attribute to a :class:`PassageCache`
-built with its own tokenizer and hands it to
+built with its own tokenizer and passage spec and hands it to
 :meth:`DocumentDataModule.connect <lit_docemb.data.core.datamodule.DocumentDataModule.connect>`, which opens it over
 the corpus; its collator then receives :class:`TokenizedPassages`.
 """
@@ -45,6 +49,7 @@ import numpy as np
 from lit_docemb.data.caches.row_cache import CachedRows, RowCache, tokenizer_fingerprint
 from lit_docemb.data.core import text
 from lit_docemb.data.core.document import Document
+from lit_docemb.data.core.passage_spec import PassageSpec
 from lit_docemb.data.core.text import chunk_passages
 
 CACHE_VERSION = "1"  # bump when the layout of the rows changes
@@ -77,43 +82,32 @@ class TokenizedPassages:
         """(T,) the token ids of passage ``index`` (a view, no copy)."""
         return self.input_ids[self.passage_offsets[index] : self.passage_offsets[index + 1]]
 
-    def section_ids(self, section: int) -> np.ndarray:
-        """(T,) the ids of the passages of section ``section`` one after the other (a view; empty when it has no
-        passage). Built with ``add_special_tokens=False`` and no ``max_length``, these are the section's tokens
-        (its passages tokenized one by one) to cut into CoLDE's windows with
-        :func:`~lit_docemb.data.core.text.token_windows`."""
-        passages = np.flatnonzero(self.section_index == section)  # contiguous: passages follow the sections
-        if not len(passages):
-            return self.input_ids[:0]
-        return self.input_ids[self.passage_offsets[passages[0]] : self.passage_offsets[passages[-1] + 1]]
-
     def passage_ids(self) -> list[list[int]]:
         """The P passages' token ids as lists, as the tokenizer returns them."""
         return [self.passage(index).tolist() for index in range(len(self))]
 
 
-def tokenize_passages(documents: Sequence[Document], tokenizer, words_per_passage: int,
-                      max_passages: int | None = None, max_length: int | None = 512,
-                      add_special_tokens: bool = True, with_title: bool = False) -> list[TokenizedPassages]:
-    """Each document split into passages (:func:`~lit_docemb.data.core.text.chunk_passages`) and tokenized, the
-    passages of all documents in one tokenizer call (which leaves every passage's ids as a call of its own gives).
+def tokenize_passages(documents: Sequence[Document], tokenizer, passages: PassageSpec,
+                      max_passages: int) -> list[TokenizedPassages]:
+    """Each document split into passages as ``passages`` says (:func:`~lit_docemb.data.core.text.chunk_passages`:
+    its ``words_per_passage``, its ``title_passage``) and tokenized, each passage truncated to its
+    ``max_passage_tokens`` with the tokenizer's special tokens around it; the passages of all documents in one
+    tokenizer call (which leaves every passage's ids as a call of its own gives).
 
     Args:
         documents: The documents, in the order of the result.
         tokenizer: A ``transformers`` tokenizer.
-        words_per_passage: Word budget of a passage.
-        max_passages: Keep only a document's first this many passages (None: all).
-        max_length: Truncate each passage to this many tokens, special tokens included (None: no truncation).
-        add_special_tokens: Add the tokenizer's special tokens around each passage.
-        with_title: Each document's title is its first passage (:func:`~lit_docemb.data.core.text.chunk_passages`).
+        passages: How a document becomes passages.
+        max_passages: Keep only a document's first this many passages (the spec's ``max_passages`` in training,
+            ``max_passages_inference`` when embedding, the larger in the cache).
 
     Returns:
         One :class:`TokenizedPassages` per document (P = 0 for a document without text).
     """
-    splits = [chunk_passages(document, words_per_passage, max_passages, with_title) for document in documents]
+    splits = [chunk_passages(document, passages.words_per_passage, max_passages, passages.title_passage)
+              for document in documents]
     flat = [passage.text for passage in chain.from_iterable(splits)]
-    encoded = tokenizer(flat, truncation=max_length is not None, max_length=max_length,
-                        add_special_tokens=add_special_tokens)["input_ids"] if flat else []
+    encoded = tokenizer(flat, truncation=True, max_length=passages.max_passage_tokens)["input_ids"] if flat else []
     bounds = [0, *accumulate(map(len, splits))]
     return [TokenizedPassages(
         id=document.id,
@@ -145,40 +139,30 @@ class PassageCache(RowCache):
 
     Args:
         tokenizer: A fast ``transformers`` tokenizer (part of the cache key).
-        words_per_passage: Word budget of a passage (:func:`~lit_docemb.data.core.text.chunk_passages`).
-        max_passages: Keep only a document's first this many passages (None: all).
-        max_length: Truncate each passage to this many tokens, special tokens included (None: no truncation).
-        add_special_tokens: Add the tokenizer's special tokens around each passage (``[CLS] ... [SEP]``);
-            ``False`` gives bare ids, e.g. to cut a section's tokens into windows.
+        passages: How a document becomes passages (:class:`~lit_docemb.data.core.passage_spec.PassageSpec`); rows
+            hold its :attr:`~lit_docemb.data.core.passage_spec.PassageSpec.most_passages` first passages.
         cache_dir, batch_documents, num_proc: Those of :class:`~lit_docemb.data.caches.row_cache.RowCache`
             (``batch_documents``: documents whose passages are tokenized in one call).
-        with_title: Each document's title is its first passage (:func:`~lit_docemb.data.core.text.chunk_passages`).
     """
 
     name = "passage"
     cached = CachedPassages
 
-    def __init__(self, tokenizer, words_per_passage: int = 100, max_passages: int | None = None,
-                 max_length: int | None = 512, add_special_tokens: bool = True, cache_dir: str | None = None,
-                 batch_documents: int = 64, num_proc: int | None = None, with_title: bool = False) -> None:
-        if words_per_passage < 1 or (max_length is not None and max_length < 1):
-            raise ValueError(f"need words_per_passage and max_length >= 1, got {words_per_passage=}, {max_length=}")
+    def __init__(self, tokenizer, passages: PassageSpec, cache_dir: str | None = None, batch_documents: int = 64,
+                 num_proc: int | None = None) -> None:
         super().__init__(cache_dir, batch_documents, num_proc)
         self.tokenizer = tokenizer
-        self.words_per_passage = words_per_passage
-        self.max_passages = max_passages
-        self.max_length = max_length
-        self.add_special_tokens = add_special_tokens
-        self.with_title = with_title
+        self.passages = PassageSpec.of(passages)
 
     def key(self, documents: Sequence[Document]) -> dict[str, Any]:
+        # the names and values of the keys before the passage spec, so that those caches are still found
         return {
             "tokenizer": tokenizer_fingerprint(self.tokenizer),
-            "words_per_passage": self.words_per_passage, "max_passages": self.max_passages,
-            "max_length": self.max_length, "add_special_tokens": self.add_special_tokens,
+            "words_per_passage": self.passages.words_per_passage, "max_passages": self.passages.most_passages,
+            "max_length": self.passages.max_passage_tokens, "add_special_tokens": True,
             "splitter": hashlib.blake2b(Path(text.__file__).read_bytes(), digest_size=16).hexdigest(),
             "version": CACHE_VERSION,
-            **({"with_title": True} if self.with_title else {}),  # absent when off: earlier caches stay valid
+            **({"with_title": True} if self.passages.title_passage else {}),  # absent when off: earlier caches valid
         }
 
     @staticmethod
@@ -191,8 +175,7 @@ class PassageCache(RowCache):
 
     def tokenize(self, documents: Sequence[Document]) -> list[TokenizedPassages]:
         """The rows of ``documents``, computed now (no cache): what a collator given documents uses."""
-        return tokenize_passages(documents, self.tokenizer, self.words_per_passage, self.max_passages,
-                                 self.max_length, self.add_special_tokens, self.with_title)
+        return tokenize_passages(documents, self.tokenizer, self.passages, self.passages.most_passages)
 
     @staticmethod
     def table_row(row: TokenizedPassages) -> dict[str, Any]:
