@@ -304,7 +304,7 @@ class DECA(EmbeddingMethod):
         if self.augmentation is None:  # Doc2VecCAlone: the documents' own words
             return Doc2VecCCollator(self.index, s.max_words, deterministic=stage != "fit")
         if self.word_rows is None and self.word_corpus is not None:
-            cache = self.word_cache()
+            cache = self.token_cache or self.word_cache()  # in fit, the cache setup connected
             if cache is not None:
                 self.word_rows = FieldRows(cache.open(self.word_corpus))
         return self._pair_collator(stage, self.word_rows)
