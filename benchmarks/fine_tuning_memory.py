@@ -54,7 +54,7 @@ MODES = ["plain", "GradCache", "GradCache + checkpointing"]
 
 
 def write_encoder(folder: Path, family: str, hidden: int, layers: int, max_positions: int,
-                  tokenizer_folder: str | None) -> str:
+                  tokenizer_folder: str | None = None) -> str:
     """A random-init BERT or RoBERTa (FFN 4 x hidden, heads hidden / 64) with all-MiniLM-L6-v2's tokenizer (the
     installed package's, or the folder ``tokenizer_folder`` holds: a GPU machine without the package)."""
     import torch
@@ -104,7 +104,7 @@ def build(config: str, encoder: str, args, mode: str):
         options["max_length"] = min(options.get("max_length", 512), args.max_length)
     backbone = load(backbone_section["class_path"])(**options)
     wrapper = {k: v for k, v in section["init_args"].items()
-               if k not in ("backbone", "checkpoint", "optimizer", "scheduler")}
+               if k not in ("backbone", "checkpoint", "optimizer", "scheduler", "grad_cache_token_budget")}  # the mode's
     if mode == "GradCache + checkpointing":
         wrapper["activation_checkpointing"] = True
     return load(section["class_path"])(backbone, **wrapper)

