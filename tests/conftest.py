@@ -52,7 +52,8 @@ def _isolated_process_state():
 
 @pytest.fixture(scope="session")
 def tiny_encoder_dir(tmp_path_factory) -> str:
-    """A folder with a 1,000-token WordPiece tokenizer and a 2-layer, 32-dim BERT (random weights)."""
+    """A folder with a 1,000-token WordPiece tokenizer and a 2-layer, 32-dim BERT (random weights, seed 0)."""
+    import torch
     from tokenizers import (
         Tokenizer,
         decoders,
@@ -80,7 +81,10 @@ def tiny_encoder_dir(tmp_path_factory) -> str:
     config = BertConfig(vocab_size=len(tokenizer), hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
                         intermediate_size=64, max_position_embeddings=128)
     path = tmp_path_factory.mktemp("tiny_bert")
-    BertForMaskedLM(config).save_pretrained(path)
+    with torch.random.fork_rng():  # the same weights whichever test asks first (bf16 tolerances depend on them)
+        torch.manual_seed(0)
+        model = BertForMaskedLM(config)
+    model.save_pretrained(path)
     tokenizer.save_pretrained(path)
     return str(path)
 

@@ -94,6 +94,6 @@ def test_zero2_and_zero3_equal_ddp_in_fp32_and_bf16(tiny_encoder_dir, corpus_jso
             else:  # bf16 keeps 8 significant bits (relative 2**-8 = 0.4 %) in the forward and backward pass
                 assert loss == pytest.approx(ddp_loss, rel=2e-2), stage
                 norm, largest = update_error(state, ddp_state, before)
-                # the norm, not the largest element: one weight's update, rounded in bf16 at several places, moved
-                # the largest-element ratio from 0.06 to 0.15 between identical runs (docs/cluster.md)
+                # the norm, not the largest element (one weight's update, rounded in bf16 at several places); 0.02
+                # with the fixture's seeded weights, up to 0.13 with other random ones (docs/cluster.md)
                 assert norm <= 0.1, (stage, norm, largest)
