@@ -55,8 +55,8 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="lit_docemb_compile_") as tmp:
         encoder = write_bert(os.path.join(tmp, "bert"), args.hidden, args.layers, max_positions=args.max_length)
         torch.manual_seed(0)
-        eager = DocSplit(EncoderSpec(encoder, pooling="cls"), max_length=args.max_length)
-        compiled = DocSplit(EncoderSpec(encoder, pooling="cls", compile=True), max_length=args.max_length)
+        eager = DocSplit(EncoderSpec(encoder, pooling="cls", max_length=args.max_length))
+        compiled = DocSplit(EncoderSpec(encoder, pooling="cls", compile=True, max_length=args.max_length))
     compiled.load_state_dict(eager.state_dict())
     optimizers = {m: torch.optim.AdamW(m.parameters(), lr=m.default_learning_rate) for m in (eager, compiled)}
     collate = eager.collator("fit")

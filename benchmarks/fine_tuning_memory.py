@@ -101,7 +101,7 @@ def build(config: str, encoder: str, args, mode: str):
             **passages.arguments(), "max_passages": min(passages.max_passages, args.max_passages),
             "max_passage_tokens": min(passages.max_passage_tokens, args.max_passage_tokens)}), cache_passages=False)
     else:  # DocSplit
-        options["max_length"] = min(options.get("max_length", 512), args.max_length)
+        options["encoder"]["max_length"] = min(options["encoder"].get("max_length", 512), args.max_length)
     backbone = load(backbone_section["class_path"])(**options)
     wrapper = {k: v for k, v in section["init_args"].items()
                if k not in ("backbone", "checkpoint", "optimizer", "scheduler", "grad_cache_token_budget")}  # the mode's

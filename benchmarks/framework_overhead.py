@@ -164,7 +164,7 @@ def main() -> None:
 
     with tempfile.TemporaryDirectory(prefix="lit_docemb_overhead_") as tmp:
         encoder = write_bert(os.path.join(tmp, "bert"), args.hidden, args.layers, max_positions=args.max_length)
-        model = DocSplit(EncoderSpec(encoder, pooling="cls"), max_length=args.max_length)
+        model = DocSplit(EncoderSpec(encoder, pooling="cls", max_length=args.max_length))
         plain_model = copy.deepcopy(model).to(device)
         collate = model.collator("fit")
         documents = resampled_documents(steps * args.batch_size, 400, ["pydoc"], seed=0)

@@ -109,7 +109,7 @@ def lit_docemb_steps(folder: str, batch_size: int) -> dict:
     from lit_docemb.methods.docsplit import DocSplit
     from lit_docemb.models import EncoderSpec
 
-    model = DocSplit(EncoderSpec(folder, pooling="mean"), max_length=SEQUENCE_LENGTH, mlm_weight=0.0,
+    model = DocSplit(EncoderSpec(folder, pooling="mean", max_length=SEQUENCE_LENGTH), mlm_weight=0.0,
                      grad_cache_token_budget=ROWS_PER_SUB_BATCH * SEQUENCE_LENGTH)
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-5)
     view_a, view_b = (token_batch(model.tokenizer, batch_size, seed) for seed in (1, 2))

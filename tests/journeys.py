@@ -289,10 +289,11 @@ def _wrapper(args: dict, encoder: str, folder: Path) -> dict:
 
 
 def _docsplit(args: dict, encoder: str, folder: Path) -> dict:
-    block = encoder_block(args, encoder, first_token_global_attention=False)  # Longformer's: the tiny BERT has none
+    block = encoder_block(args, encoder, first_token_global_attention=False,  # Longformer's: the tiny BERT has none
+                          max_length=64)
     if block.get("instruction") or block.get("sentence_transformers_head"):  # INSTRUCTOR: a tiny T5 in its layout
         block["name"] = str(write_instructor_folder(folder / "tiny_instructor"))
-    return {"encoder": block, "max_length": 64}
+    return {"encoder": block}
 
 
 def _deca(args: dict, encoder: str, folder: Path) -> dict:

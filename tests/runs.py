@@ -29,7 +29,7 @@ def collate_letters(documents):
 
 def tiny_args(encoder: str, corpus: str, root: Path) -> list[str]:
     return [
-        "--model=lit_docemb.methods.DocSplit", f"--model.encoder.name={encoder}", "--model.max_length=64",
+        "--model=lit_docemb.methods.DocSplit", f"--model.encoder.name={encoder}", "--model.encoder.max_length=64",
         "--data=lit_docemb.data.JSONLDataModule", f"--data.paths=[{corpus}]", "--data.batch_size=4",
         "--data.num_workers=0", "--data.val_fraction=0.2", "--trainer.accelerator=cpu", "--trainer.devices=1",
         "--trainer.logger=false", "--trainer.enable_progress_bar=false", f"--trainer.default_root_dir={root}",

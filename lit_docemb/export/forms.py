@@ -177,7 +177,7 @@ class FlatEncoderExport(MethodExport):
         return self.method.encoder, self.method.tokenizer
 
     def max_length(self) -> int:
-        return int(self.method.hparams.max_length)
+        return int(self.method.encoder_spec.max_length)
 
     def sentence_transformer_modules(self, scratch: Path) -> list[nn.Module]:
         folder = self.save_hf(scratch / "encoder")

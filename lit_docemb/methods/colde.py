@@ -52,8 +52,8 @@ class CoLDE(EmbeddingMethod):
 
     Args:
         encoder: The chunk encoder (:class:`~lit_docemb.models.EncoderSpec`: ``name``, paper bert-base-uncased;
-            ``pooling`` gives a chunk's vector). No ``first_token_global_attention``, ``instruction`` or
-            ``sentence_transformers_head``.
+            ``pooling`` gives a chunk's vector). No ``first_token_global_attention``, ``instruction``,
+            ``sentence_transformers_head`` or ``max_length`` (a chunk's length is ``chunk_tokens``).
         num_sections: Sections per training document (paper: 2; §4.5.4 tries 2-5).
         chunk_tokens: Tokens per chunk, special tokens included (paper: 512).
         max_chunks_per_section: Keep at most this many chunks of a section, dropping (and counting, as
@@ -135,7 +135,8 @@ class CoLDE(EmbeddingMethod):
                 "max_chunks_per_section", f"in 1..chunk_embeddings={chunk_embeddings} or null", max_chunks_per_section)
         self.encoder_spec = EncoderSpec.of(encoder)
         self.encoder_spec.refuse(type(self).__name__, "first_token_global_attention", "instruction",
-                                 "instruction_in_pooling", "sentence_transformers_head")
+                                 "instruction_in_pooling", "sentence_transformers_head", "max_length",
+                                 instead={"max_length": "chunk_tokens"})
         self.tokenizer, chunk_encoder = self.encoder_spec.build(chunk_tokens, "chunk_tokens")
         self.model = CoLDEEncoder(chunk_encoder, augmentation, aggregation, num_sections, chunk_embeddings,
                                   num_heads, lstm_output_size, projection_size if objective == "supcon" else None,

@@ -49,10 +49,10 @@ class DocSplit(EmbeddingMethod):
 
     Args:
         encoder: The Hugging Face encoder (:class:`~lit_docemb.models.EncoderSpec`: ``name``, ``pooling``, ...; BERT,
-            RoBERTa, Longformer, BigBird...). Its ``instruction`` counts against ``max_length`` (texts get
-            ``max_length`` minus its tokens); the paper (DocSplit Tables 1-2) gives none. ``packed`` also encodes the
-            masked-LM copies without padding.
-        max_length: Tokens per view (512 for BERT, 4,096 for Longformer in the paper).
+            RoBERTa, Longformer, BigBird...). Its ``max_length`` is the tokens per view (512 for BERT, 4,096 for
+            Longformer in the paper); its ``instruction`` counts against it (texts get ``max_length`` minus its
+            tokens); the paper (DocSplit Tables 1-2) gives none. ``packed`` also encodes the masked-LM copies without
+            padding.
         temperature: InfoNCE temperature (paper: 0.05).
         mlm_weight: Weight of the masked-LM loss in the total (paper: 0.1); 0 disables MLM.
         mlm_probability: Share of tokens masked for the MLM loss.
@@ -71,8 +71,8 @@ class DocSplit(EmbeddingMethod):
         sentence_cache_num_proc: Processes building that cache on its first run, each over a contiguous range of
             the corpus (``None``: one); the cache is the same for any number.
         sentence_pooling: How a whole document is embedded (predict/evaluate): ``"none"`` encodes its text in one
-            pass (title and body, truncated to ``max_length``); ``"sum"`` / ``"mean"`` encode each of its sentences
-            alone (DocSplit's sentences, each truncated to ``max_length``, pooled by the encoder's ``pooling``) and
+            pass (title and body, truncated to ``encoder.max_length``); ``"sum"`` / ``"mean"`` encode each of its
+            sentences alone (DocSplit's sentences, each truncated to ``encoder.max_length``, pooled by the encoder's ``pooling``) and
             add / average the sentence vectors: DECA's BERT-ST baseline (seed paper 002, §4.1: "uses BERT to learn
             sentence embeddings and then gets document embeddings by summing their sentence embeddings") is ``"sum"``
             with [CLS] pooling, as its BERT row reads a text. Sentences come from the body only, so it requires
@@ -85,7 +85,6 @@ class DocSplit(EmbeddingMethod):
     def __init__(
         self,
         encoder: EncoderSpec,
-        max_length: int = 512,
         temperature: float = 0.05,
         mlm_weight: float = 0.1,
         mlm_probability: float = 0.15,
@@ -110,13 +109,12 @@ class DocSplit(EmbeddingMethod):
                 embed_with_title)
         self.save_method_hyperparameters(ignore=["optimizer", "scheduler"])
         self.encoder_spec = EncoderSpec.of(encoder)
-        self.tokenizer, self.encoder = self.encoder_spec.build(max_length, "max_length", with_mlm_head=mlm_weight > 0,
-                                                               mlm_argument="mlm_weight")
+        self.tokenizer, self.encoder = self.encoder_spec.build(with_mlm_head=mlm_weight > 0, mlm_argument="mlm_weight")
         self.contrastive = InfoNCELoss(temperature, similarity="cos", symmetric=symmetric,
                                        gather_across_devices=gather_across_devices)
         self.mlm = MaskedLMLoss()
         self.loss_weights = {"mlm_loss": mlm_weight}
-        text_tokens = self.encoder.text_tokens(max_length)  # the instruction's tokens come out of max_length
+        text_tokens = self.encoder.text_tokens(self.encoder_spec.max_length)  # less the instruction's tokens
         self.token_cache = SentenceCache(self.tokenizer, text_tokens, embed_with_title, cache_dir=sentence_cache_dir,
                                          num_proc=sentence_cache_num_proc)
 
@@ -192,10 +190,10 @@ class DocSplit(EmbeddingMethod):
         encoder cut at its length and the row is not the sentence-sum baseline it claims to be."""
         lengths = batch.sentences.attention_mask.sum(1)  # (S,)
         if (getattr(self, "_warned_one_sentence", False) or len(batch) < 2
-                or not bool((batch.sentence_counts == 1).all()) or int(lengths.min()) < self.hparams.max_length):
+                or not bool((batch.sentence_counts == 1).all()) or int(lengths.min()) < self.encoder_spec.max_length):
             return
         self._warned_one_sentence = True
-        log.warning("sentence_pooling: every document of a batch is one sentence cut at max_length=%d tokens, so "
-                    "the sum of sentences is the encoder on each document's first %d tokens: the text has no "
+        log.warning("sentence_pooling: every document of a batch is one sentence cut at encoder.max_length=%d tokens, "
+                    "so the sum of sentences is the encoder on each document's first %d tokens: the text has no "
                     "sentence ends (text_gcn's cleaned corpora: read the raw one, data.init_args.text_gcn_corpus: "
-                    "raw)", self.hparams.max_length, self.hparams.max_length)
+                    "raw)", self.encoder_spec.max_length, self.encoder_spec.max_length)

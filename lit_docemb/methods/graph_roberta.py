@@ -64,7 +64,8 @@ class GraphRoBERTa(EmbeddingMethod):
     Args:
         encoder: The passage encoder (:class:`~lit_docemb.models.EncoderSpec`: ``name``, paper roberta-base;
             ``pooling`` gives a passage's vector, the paper's ``"cls"``). No ``first_token_global_attention``,
-            ``instruction`` or ``sentence_transformers_head``.
+            ``instruction``, ``sentence_transformers_head`` or ``max_length`` (a passage's length is
+            ``passages.max_passage_tokens``).
         node_dim: Size of passage and document nodes (paper: 512).
         num_graph_layers: Graph attention layers T (paper: 2).
         num_heads: Attention heads per graph layer (paper: 2).
@@ -130,7 +131,8 @@ class GraphRoBERTa(EmbeddingMethod):
         require(objective in ("halves", "one_passage"), "objective", "'halves' or 'one_passage'", objective)
         self.encoder_spec = EncoderSpec.of(encoder)
         self.encoder_spec.refuse(type(self).__name__, "first_token_global_attention", "instruction",
-                                 "instruction_in_pooling", "sentence_transformers_head")
+                                 "instruction_in_pooling", "sentence_transformers_head", "max_length",
+                                 instead={"max_length": "passages.max_passage_tokens"})
         self.tokenizer, passage_encoder = self.encoder_spec.build(
             self.passage_spec.max_passage_tokens, PassageSpec.key_of("max_passage_tokens"))
         require(head_init == "random" or node_dim >= passage_encoder.hidden_size, "node_dim",

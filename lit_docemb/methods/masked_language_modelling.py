@@ -6,7 +6,7 @@ the "[CLS]" embedding, as for the BERT row. The paper gives no epochs, learning 
 defaults here are the usual masked-LM fine-tuning values (BERT's 15% masking with its 80/10/10 rule, AdamW at 5e-5,
 as Hugging Face's ``run_mlm.py``), and ``configs/deca/r8_bert_mlm.yaml`` states the rest.
 
-Reading chosen where the paper is silent: one document is one training row (title and body, cut to ``max_length``),
+Reading chosen where the paper is silent: one document is one training row (title and body, cut to ``encoder.max_length``),
 not a stream of documents concatenated into blocks, so every document is seen as it is later embedded; no
 contrastive term (DocSplit with a contrastive weight of 0 would not be the same: its masked input is a random half of
 the sentences, :mod:`lit_docemb.methods.docsplit`).
@@ -33,8 +33,8 @@ class MaskedLanguageModelling(EmbeddingMethod):
     Args:
         encoder: The Hugging Face encoder (:class:`~lit_docemb.models.EncoderSpec`: ``name``, ``pooling``, ...); its
             tokenizer needs a mask token. DECA's BERT rows pool ``"cls"``. No ``instruction`` or
-            ``sentence_transformers_head``.
-        max_length: Tokens per document in training and embedding (512 for BERT, 4,096 for Longformer).
+            ``sentence_transformers_head``. Its ``max_length`` is the tokens per document in training and embedding
+            (512 for BERT, 4,096 for Longformer).
         mlm_probability: Share of each document's real tokens chosen for prediction (BERT: 0.15).
         embed_with_title: Prefix the title to the body, in training and when embedding.
         optimizer: Optimizer factory; ``None`` is AdamW with lr 5e-5.
@@ -48,7 +48,6 @@ class MaskedLanguageModelling(EmbeddingMethod):
     def __init__(
         self,
         encoder: EncoderSpec,
-        max_length: int = 512,
         mlm_probability: float = 0.15,
         embed_with_title: bool = True,
         optimizer: OptimizerCallable | None = None,
@@ -61,7 +60,7 @@ class MaskedLanguageModelling(EmbeddingMethod):
         self.encoder_spec = EncoderSpec.of(encoder)
         self.encoder_spec.refuse(type(self).__name__, "instruction", "instruction_in_pooling",
                                  "sentence_transformers_head")
-        self.tokenizer, self.encoder = self.encoder_spec.build(max_length, "max_length", with_mlm_head=True)
+        self.tokenizer, self.encoder = self.encoder_spec.build(with_mlm_head=True)
         require(self.tokenizer.mask_token_id is not None, "encoder.name",
                 "an encoder whose tokenizer has a mask token", self.encoder_spec.name)
         self.mlm = MaskedLMLoss()
@@ -69,9 +68,9 @@ class MaskedLanguageModelling(EmbeddingMethod):
     def collator(self, stage: str):
         hp = self.hparams
         if stage == "predict":
-            return DocumentCollator(self.tokenizer, hp.max_length, hp.embed_with_title)
-        return MaskedDocumentCollator(self.tokenizer, hp.max_length, hp.embed_with_title, hp.mlm_probability,
-                                      deterministic=stage != "fit")
+            return DocumentCollator(self.tokenizer, self.encoder_spec.max_length, hp.embed_with_title)
+        return MaskedDocumentCollator(self.tokenizer, self.encoder_spec.max_length, hp.embed_with_title,
+                                      hp.mlm_probability, deterministic=stage != "fit")
 
     def losses(self, batch: MaskedTokenBatch) -> dict[str, Tensor]:
         masked = batch.labels != -100  # (B, T)

@@ -10,7 +10,7 @@ recipe, which §4.1 takes from Gao et al.) and the embedding of a document are t
 
 Reading chosen where the paper is silent: no MLP over the [CLS] vector in training (SimCSE's unsupervised models
 train with one and drop it at test time; DocSplit has none, so the comparison changes only the views); a document
-is its title and body cut to ``max_length`` tokens, as it is embedded.
+is its title and body cut to ``encoder.max_length`` tokens, as it is embedded.
 """
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ class SimCSE(EmbeddingMethod):
     Args:
         encoder: The Hugging Face encoder (:class:`~lit_docemb.models.EncoderSpec`: ``name``, ``pooling``, ...); its
             ``instruction``, ``instruction_in_pooling``, ``sentence_transformers_head`` and ``packed`` are not used.
-        max_length: Tokens per document (both views and the embedding).
+            Its ``max_length`` is the tokens per document (both views and the embedding).
         temperature: InfoNCE temperature (SimCSE and DocSplit: 0.05).
         mlm_weight: Weight of the auxiliary masked-LM loss (DocSplit's recipe: 0.1; SimCSE's default: 0).
         mlm_probability: Share of tokens masked for the masked-LM loss.
@@ -52,7 +52,6 @@ class SimCSE(EmbeddingMethod):
     def __init__(
         self,
         encoder: EncoderSpec,
-        max_length: int = 512,
         temperature: float = 0.05,
         mlm_weight: float = 0.0,
         mlm_probability: float = 0.15,
@@ -69,7 +68,7 @@ class SimCSE(EmbeddingMethod):
         self.encoder_spec = EncoderSpec.of(encoder)
         self.encoder_spec.refuse(type(self).__name__, "instruction", "instruction_in_pooling",
                                  "sentence_transformers_head", "packed")
-        self.tokenizer, self.encoder = self.encoder_spec.build(max_length, "max_length", with_mlm_head=mlm_weight > 0,
+        self.tokenizer, self.encoder = self.encoder_spec.build(with_mlm_head=mlm_weight > 0,
                                                                mlm_argument="mlm_weight")
         self.contrastive = InfoNCELoss(temperature, similarity="cos", symmetric=False,
                                        gather_across_devices=gather_across_devices)
@@ -79,8 +78,8 @@ class SimCSE(EmbeddingMethod):
     def collator(self, stage: str):
         hp = self.hparams
         if stage == "predict":
-            return DocumentCollator(self.tokenizer, hp.max_length, hp.embed_with_title)
-        return SameDocumentCollator(self.tokenizer, hp.max_length, hp.embed_with_title,
+            return DocumentCollator(self.tokenizer, self.encoder_spec.max_length, hp.embed_with_title)
+        return SameDocumentCollator(self.tokenizer, self.encoder_spec.max_length, hp.embed_with_title,
                                     hp.mlm_probability if hp.mlm_weight > 0 else 0.0, deterministic=stage != "fit")
 
     def losses(self, batch: ViewPairBatch) -> dict[str, Tensor]:

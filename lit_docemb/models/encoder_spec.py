@@ -9,13 +9,14 @@ argument, so the encoder's options are written and documented here once::
         encoder:
           name: bert-base-uncased
           pooling: cls
-        max_length: 512
+          max_length: 512
 
 jsonargparse reads the block as the class's arguments (``class_path`` may be left out: it is the only class the
-argument takes) and a command line overrides one of them as ``--model.init_args.encoder.pooling mean``. How long a
-method's inputs are stays the method's own (DocSplit's ``max_length`` per view, Graph-RoBERTa's
-``passages.max_passage_tokens``, CoLDE's ``chunk_tokens``): it is a property of the views a method builds, not of the
-encoder.
+argument takes) and a command line overrides one of them as ``--model.init_args.encoder.pooling mean``. The block's
+``max_length`` is how many tokens one input of the encoder holds where a method gives it whole texts (DocSplit's
+views, MaskedLanguageModelling's and SimCSE's documents); Graph-RoBERTa and CoLDE cut documents into passages and
+chunks of their own length (``passages.max_passage_tokens``, ``chunk_tokens``) and refuse a ``max_length`` other than
+the default, naming that key.
 
 A method saves the block in its hyperparameters as plain data (:meth:`EncoderSpec.hyperparameters`, the
 ``class_path`` / ``init_args`` form LightningCLI writes), never as the object, so checkpoints stay weights-only
@@ -51,6 +52,9 @@ class EncoderSpec(ConfigBlock):
             shipped in an installed Python package.
         pretrained: Start from the checkpoint's weights; ``False`` trains its architecture from scratch.
         pooling: The vector of an input: the ``"cls"`` (first) token's state or the ``"mean"`` of token states.
+        max_length: Tokens of one input, the instruction's included (texts get ``max_length`` minus its tokens):
+            512 for BERT, 4,096 for Longformer in the papers. Methods that split documents into passages or chunks
+            set their length with their own key and refuse this one.
         compile: Compile the transformer with ``torch.compile`` (see ``HFEncoder``'s ``compile``).
         packed: Encode without padding (see ``HFEncoder``'s ``packed``): the same embeddings and gradients, less
             compute on a GPU; BERT-family encoders only, no dropout on attention probabilities.
@@ -76,6 +80,7 @@ class EncoderSpec(ConfigBlock):
         name: str,
         pretrained: bool = True,
         pooling: Pooling = "cls",
+        max_length: int = 512,
         compile: bool = False,
         packed: bool = False,
         first_token_global_attention: bool = False,
@@ -83,30 +88,36 @@ class EncoderSpec(ConfigBlock):
         instruction_in_pooling: bool | None = None,
         sentence_transformers_head: bool = False,
     ) -> None:
-        self.name, self.pretrained, self.pooling = name, pretrained, pooling
+        self.name, self.pretrained, self.pooling, self.max_length = name, pretrained, pooling, max_length
         self.compile, self.packed, self.first_token_global_attention = compile, packed, first_token_global_attention
         self.instruction, self.instruction_in_pooling = instruction, instruction_in_pooling
         self.sentence_transformers_head = sentence_transformers_head
 
-    def refuse(self, method: str, *arguments: str) -> None:
+    def refuse(self, method: str, *arguments: str, instead: dict[str, str] | None = None) -> None:
         """Raises :class:`~lit_docemb.errors.BadArgument` (``encoder.<argument>``) at the first of ``arguments``
-        set to other than its default: options ``method`` does not use."""
+        set to other than its default: options ``method`` does not use; ``instead`` names, per argument, the
+        method's own key that does its work."""
         defaults = inspect.signature(type(self)).parameters
         for name in arguments:
             if getattr(self, name) != defaults[name].default:
+                use = f" ({method} reads {instead[name]})" if instead and name in instead else ""
                 raise BadArgument(self.key_of(name), f"{method} does not use it, got {getattr(self, name)!r}: leave it "
-                                                   f"at {defaults[name].default!r}")
+                                                   f"at {defaults[name].default!r}{use}")
 
-    def build(self, max_tokens: int | None, argument: str, with_mlm_head: bool = False,
+    def build(self, max_tokens: int | None = None, argument: str | None = None, with_mlm_head: bool = False,
               mlm_argument: str = "with_mlm_head") -> tuple[PreTrainedTokenizerBase, HFEncoder]:
         """The tokenizer and the :class:`~lit_docemb.models.encoder.HFEncoder`, checked to hold ``max_tokens``.
 
         Args:
-            max_tokens: Longest input the method gives the encoder (instruction included); ``None`` skips the check.
-            argument: The method's config key of ``max_tokens``, named when the encoder cannot hold it.
+            max_tokens: Longest input the method gives the encoder (instruction included); ``None``: the block's
+                ``max_length``.
+            argument: The method's config key of ``max_tokens``, named when the encoder cannot hold it (``None``:
+                ``encoder.max_length``).
             with_mlm_head: Also build the masked-LM head.
             mlm_argument: The method's config key that asks for the head, named when the encoder has none.
         """
+        if max_tokens is None:
+            max_tokens, argument = self.max_length, self.key_of("max_length")
         try:
             return tokenizer_and_encoder(
                 self.name, max_tokens, argument, mlm_argument=mlm_argument, pretrained=self.pretrained,

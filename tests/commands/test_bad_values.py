@@ -21,7 +21,7 @@ from lit_docemb.methods import DocSplit
 from lit_docemb.models import EncoderSpec
 
 METHODS = {
-    "docsplit": ["--model=lit_docemb.methods.DocSplit", "--model.max_length=64"],
+    "docsplit": ["--model=lit_docemb.methods.DocSplit", "--model.encoder.max_length=64"],
     "graph_roberta": ["--model=lit_docemb.methods.GraphRoBERTa", "--model.node_dim=16",
                       "--model.passages.max_passage_tokens=32", "--model.passages.words_per_passage=3",
                       "--model.cache_passages=false"],
@@ -36,9 +36,10 @@ FIT_CASES = [
      "model.init_args.temperature: must be > 0, got -1"),
     ("docsplit-temperature-zero", "docsplit", ["--model.temperature=0"],
      "model.init_args.temperature: must be > 0, got 0"),
-    ("docsplit-max-length-positions", "docsplit", ["--model.max_length=100000"],
-     "model.init_args.max_length: 100000 exceeds the 128 positions of encoder"),
-    ("docsplit-max-length-zero", "docsplit", ["--model.max_length=0"], "model.init_args.max_length: must be >= 1"),
+    ("docsplit-max-length-positions", "docsplit", ["--model.encoder.max_length=100000"],
+     "model.init_args.encoder.max_length: 100000 exceeds the 128 positions of encoder"),
+    ("docsplit-max-length-zero", "docsplit", ["--model.encoder.max_length=0"],
+     "model.init_args.encoder.max_length: must be >= 1"),
     ("docsplit-grad-cache", "docsplit", ["--model.grad_cache_token_budget=0"],
      "model.init_args.grad_cache_token_budget: must be >= 1"),
     ("docsplit-missing-encoder", "docsplit", ["--model.encoder.name={root}/no-such-encoder"],
@@ -55,6 +56,13 @@ FIT_CASES = [
      "model.init_args.passages.max_passages_inference: must be >= 1, got 0"),
     ("colde-temperature", "colde", ["--model.temperature=0"], "model.init_args.temperature: must be > 0, got 0"),
     ("colde-num-sections", "colde", ["--model.num_sections=7"], "model.init_args.num_sections: must be in 2..5"),
+    ("docsplit-max-length-outside-the-encoder", "docsplit", ["--model.max_length=64"],
+     "model.init_args.max_length: unknown option of lit_docemb.methods.DocSplit; it is encoder.max_length"),
+    ("graph-encoder-max-length", "graph_roberta", ["--model.encoder.max_length=64"],
+     "model.init_args.encoder.max_length: GraphRoBERTa does not use it, got 64: leave it at 512 (GraphRoBERTa reads "
+     "passages.max_passage_tokens)"),
+    ("colde-encoder-max-length", "colde", ["--model.encoder.max_length=64"],
+     "model.init_args.encoder.max_length: CoLDE does not use it, got 64: leave it at 512 (CoLDE reads chunk_tokens)"),
     ("colde-max-chunks", "colde", ["--model.max_chunks_per_section=0"],
      "model.init_args.max_chunks_per_section: must be in 1..chunk_embeddings"),
     ("colde-chunk-tokens", "colde", ["--model.chunk_tokens=1000"],
@@ -153,8 +161,8 @@ CHECKPOINT_PROBLEMS = {
 def saved_run(tiny_encoder_dir, corpus_jsonl, tmp_path_factory) -> tuple[Path, Path]:
     """A run folder (config.yaml with model, data and trainer; checkpoints/last.ckpt) of a tiny DocSplit."""
     root = tmp_path_factory.mktemp("run")
-    method = DocSplit(EncoderSpec(tiny_encoder_dir), max_length=64)
-    config, ckpt = save_run(method, root / "checkpoints", {"encoder": {"name": tiny_encoder_dir}, "max_length": 64})
+    method = DocSplit(EncoderSpec(tiny_encoder_dir, max_length=64))
+    config, ckpt = save_run(method, root / "checkpoints", {"encoder": {"name": tiny_encoder_dir, "max_length": 64}})
     full = yaml.safe_load(config.read_text())
     full["data"] = {"class_path": "lit_docemb.data.JSONLDataModule",
                     "init_args": {"paths": [corpus_jsonl], "batch_size": 4, "num_workers": 0}}
@@ -231,7 +239,7 @@ def test_a_missing_file_inside_the_corpus_root_is_one_line(tiny_encoder_dir, tmp
     root = tmp_path / "wikir"
     (root / "training").mkdir(parents=True)  # the root exists, its documents.csv does not
     argv = ["fit", "--model=lit_docemb.methods.DocSplit", f"--model.encoder.name={tiny_encoder_dir}",
-            "--model.max_length=64", "--data=lit_docemb.data.corpora.wikir.WIKIRDataModule", f"--data.root={root}",
+            "--model.encoder.max_length=64", "--data=lit_docemb.data.corpora.wikir.WIKIRDataModule", f"--data.root={root}",
             f"--data.cache_dir={tmp_path / 'cache'}", "--data.num_workers=0", "--trainer.accelerator=cpu",
             "--trainer.devices=1", "--trainer.logger=false", "--trainer.max_steps=1",
             f"--trainer.default_root_dir={tmp_path / 'run'}"]

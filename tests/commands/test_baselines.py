@@ -20,13 +20,14 @@ from lit_docemb.eval.embedding import embed_documents
 from lit_docemb.methods import DocSplit
 from lit_docemb.models import EncoderSpec
 
-MODEL = {"max_length": 64, "mlm_weight": 0.0}
+MODEL = {"mlm_weight": 0.0}
 
 
 def write_config(tmp_path, labelled_folder=None) -> str:
     """A fit config of DocSplit whose encoder is a folder that does not exist: each test overrides it."""
     config = {"model": {"class_path": "lit_docemb.methods.DocSplit",
-                        "init_args": {"encoder": {"name": str(tmp_path / "replaced-by-an-override"), "pooling": "mean"},
+                        "init_args": {"encoder": {"name": str(tmp_path / "replaced-by-an-override"), "pooling": "mean",
+                                                                "max_length": 64},
                                       **MODEL}},
               "trainer": {"accelerator": "cpu", "devices": 1, "logger": False, "default_root_dir": str(tmp_path)}}
     if labelled_folder is not None:
@@ -50,7 +51,7 @@ def test_embed_without_checkpoint_writes_the_vectors_of_the_method_built_from_co
     documents = labelled_docs(6)
     with caplog.at_level(logging.WARNING, logger="lit_docemb.commands.embed"):
         embedded = embed_baseline(write_config(tmp_path), tiny_encoder_dir, documents, tmp_path)
-    method = DocSplit(EncoderSpec(tiny_encoder_dir, pooling="mean"), **MODEL).eval()
+    method = DocSplit(EncoderSpec(tiny_encoder_dir, pooling="mean", max_length=64), **MODEL).eval()
     expected = embed_documents(method, documents).numpy()
     np.testing.assert_allclose(embedded, expected, atol=1e-6)
     assert f"no --ckpt_path: scoring {tiny_encoder_dir} as initialised (a baseline)" in caplog.messages

@@ -26,7 +26,7 @@ from lit_docemb.models import EncoderSpec
 
 
 def fit_args(encoder: str, corpus: str, root: Path, *extra: str) -> list[str]:
-    return ["fit", "--model=lit_docemb.methods.DocSplit", f"--model.encoder.name={encoder}", "--model.max_length=32",
+    return ["fit", "--model=lit_docemb.methods.DocSplit", f"--model.encoder.name={encoder}", "--model.encoder.max_length=32",
             "--data=lit_docemb.data.JSONLDataModule", f"--data.paths=[{corpus}]", "--data.batch_size=2",
             "--data.num_workers=0", "--trainer.accelerator=cpu", "--trainer.devices=1", "--trainer.logger=false",
             "--trainer.enable_progress_bar=false", "--trainer.max_steps=1", f"--trainer.default_root_dir={root}",
@@ -168,7 +168,7 @@ class OneProcessDeepSpeed(DeepSpeedStrategy):
 def test_grad_cache_with_deepspeed_stops_before_training(tiny_encoder_dir, corpus_jsonl, tmp_path):
     """Refused in the method's setup, before DeepSpeed builds its engine and before the first step."""
     started = TrainingStarted()
-    model = DocSplit(EncoderSpec(tiny_encoder_dir), max_length=32, grad_cache_token_budget=128)
+    model = DocSplit(EncoderSpec(tiny_encoder_dir, max_length=32), grad_cache_token_budget=128)
     strategy = OneProcessDeepSpeed(stage=2, parallel_devices=[torch.device("cpu")])
     trainer = L.Trainer(accelerator="cpu", strategy=strategy, callbacks=[started], logger=False, max_steps=1,
                         default_root_dir=tmp_path,

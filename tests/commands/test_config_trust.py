@@ -164,7 +164,7 @@ def test_a_new_temperature_on_resume_is_used_and_reported(one_step_checkpoint, t
 def test_a_checkpoint_of_another_architecture_stops_with_the_differing_keys(
         one_step_checkpoint, tiny_encoder_dir, corpus_jsonl, tmp_path, capsys):
     checkpoint = torch.load(one_step_checkpoint, map_location="cpu", weights_only=True)
-    checkpoint["hyper_parameters"]["max_length"] = 16
+    checkpoint["hyper_parameters"]["encoder"]["init_args"]["max_length"] = 16
     checkpoint["state_dict"] = {k: v[:16] if "position_embeddings" in k else v
                                 for k, v in checkpoint["state_dict"].items()}
     other = tmp_path / "other.ckpt"
@@ -172,4 +172,4 @@ def test_a_checkpoint_of_another_architecture_stops_with_the_differing_keys(
     line = run_cli(fit_args(tiny_encoder_dir, corpus_jsonl, tmp_path / "second", "--trainer.max_steps=2",
                             f"--ckpt_path={other}"), capsys)
     assert line.startswith(f"error: --ckpt_path {other}: its weights do not fit the model of this config"), line
-    assert "model.init_args.max_length=16 (config: 32)" in line
+    assert "model.init_args.encoder.init_args.max_length=16 (config: 32)" in line

@@ -20,7 +20,7 @@ from lit_docemb.models import EncoderSpec
 @pytest.fixture(scope="module")
 def method(tiny_encoder_dir) -> DenseRetrieval:
     torch.manual_seed(0)
-    return DenseRetrieval(DocSplit(EncoderSpec(tiny_encoder_dir, pooling="mean"), max_length=48,
+    return DenseRetrieval(DocSplit(EncoderSpec(tiny_encoder_dir, pooling="mean", max_length=48),
                                    mlm_weight=0.0)).eval()
 
 
@@ -70,7 +70,7 @@ def test_command_line_ranks_a_split_with_a_checkpoint(method, tiny_encoder_dir, 
   init_args:
     backbone:
       class_path: lit_docemb.methods.DocSplit
-      init_args: {{encoder: {{name: {tiny_encoder_dir}, pooling: mean}}, max_length: 48, mlm_weight: 0.0}}
+      init_args: {{encoder: {{name: {tiny_encoder_dir}, pooling: mean, max_length: 48}}, mlm_weight: 0.0}}
 data:
   class_path: lit_docemb.data.WIKIRDataModule
   init_args: {{root: {root}, cache_dir: {tmp_path / 'c'}}}

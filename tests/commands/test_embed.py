@@ -67,7 +67,7 @@ def test_length_buckets_deal_every_document_once_to_the_ranks():
 
 def test_docsplit_parquet_in_input_order(tiny_encoder_dir, tmp_path, caplog):
     torch.manual_seed(0)
-    args = {"encoder": {"name": tiny_encoder_dir, "pooling": "mean"}, "max_length": 64}
+    args = {"encoder": {"name": tiny_encoder_dir, "pooling": "mean", "max_length": 64}}
     method = DocSplit(**args)
     config, ckpt = save_run(method, tmp_path / "run", args)
     docs = topic_documents(7)
@@ -142,7 +142,7 @@ def test_two_processes_merge_to_the_one_process_output(tiny_encoder_dir, tmp_pat
     """DDP on 2 CPU processes (gloo): each rank writes the batches dealt to it; the merged file is the same as
     one process's (ids in input order, vectors equal)."""
     torch.manual_seed(0)
-    args = {"encoder": {"name": tiny_encoder_dir}, "max_length": 64}
+    args = {"encoder": {"name": tiny_encoder_dir, "max_length": 64}}
     config, ckpt = save_run(DocSplit(**args), tmp_path / "run", args)
     data = write_tsv(tmp_path / "docs.tsv", topic_documents(11))
     run_embed(config, ckpt, data, tmp_path / "one")

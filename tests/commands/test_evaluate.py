@@ -101,7 +101,7 @@ def test_labelled_evaluations_refuse_missing_splits_and_labels(labelled_data):
 @pytest.fixture(scope="module")
 def method(tiny_encoder_dir) -> DenseRetrieval:
     torch.manual_seed(0)
-    return DenseRetrieval(DocSplit(EncoderSpec(tiny_encoder_dir, pooling="mean"), max_length=48,
+    return DenseRetrieval(DocSplit(EncoderSpec(tiny_encoder_dir, pooling="mean", max_length=48),
                                    mlm_weight=0.0)).eval()
 
 
@@ -178,7 +178,7 @@ model:
   init_args:
     backbone:
       class_path: lit_docemb.methods.DocSplit
-      init_args: {{encoder: {{name: {tiny_encoder_dir}, pooling: mean}}, max_length: 48, mlm_weight: 0.0}}
+      init_args: {{encoder: {{name: {tiny_encoder_dir}, pooling: mean, max_length: 48}}, mlm_weight: 0.0}}
 data:
   class_path: lit_docemb.data.WIKIRDataModule
   init_args: {{root: {root}, cache_dir: {tmp_path / 'c'}, mode: retrieval, negatives: uniform, batch_size: 3,

@@ -38,7 +38,7 @@ def test_docsplit_hf_and_sentence_transformers_round_trip(tiny_encoder_dir, tmp_
     from transformers import AutoModel, AutoTokenizer
 
     torch.manual_seed(0)
-    args = {"encoder": {"name": tiny_encoder_dir, "pooling": "mean"}, "max_length": 64}
+    args = {"encoder": {"name": tiny_encoder_dir, "pooling": "mean", "max_length": 64}}
     method = DocSplit(**args)
     config, ckpt = save_run(method, tmp_path / "run", args)
     main(["export", "--config", str(config), "--ckpt_path", str(ckpt), "--output", str(tmp_path / "hf"),
@@ -195,7 +195,7 @@ def test_exported_files_are_readable_as_the_umask_allows(tiny_encoder_dir, tmp_p
     """safetensors stages model.safetensors through mkstemp (mode 0o600): an export is readable like other outputs."""
     import os
 
-    method = DocSplit(EncoderSpec(tiny_encoder_dir), max_length=64)
+    method = DocSplit(EncoderSpec(tiny_encoder_dir, max_length=64))
     previous = os.umask(0o022)
     try:
         folder = export_method(method, tmp_path / "out", output_format)

@@ -101,7 +101,7 @@ def test_callback_logs_the_map_to_an_offline_wandb_run(tiny_encoder_dir, tmp_pat
     trainer = L.Trainer(accelerator="cpu", max_epochs=1, limit_train_batches=1, limit_val_batches=1,
                         num_sanity_val_steps=0, logger=logger, callbacks=[figures], enable_progress_bar=False,
                         enable_checkpointing=False, default_root_dir=tmp_path)
-    trainer.fit(DocSplit(EncoderSpec(tiny_encoder_dir), max_length=32, mlm_weight=0.0), datamodule=data)
+    trainer.fit(DocSplit(EncoderSpec(tiny_encoder_dir, max_length=32), mlm_weight=0.0), datamodule=data)
     logger.experiment.finish()
     assert len(figures.paths) == 1
     assert_png(figures.paths[0])

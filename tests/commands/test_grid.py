@@ -67,7 +67,9 @@ def test_docsplit_table2_grid_cells_are_table_1s_classifiers_on_k_per_class(monk
             data, model, trainer = printed["data"]["init_args"], printed["model"]["init_args"], printed["trainer"]
             assert (data["few_shot_per_class"], data["few_shot_seed"]) == (shots[row], 3), (row, column)
             assert data["global_batch_size"] == 8 and model["optimizer"]["init_args"]["lr"] == 3e-4
-            assert model["freeze_backbone"] and model["backbone"]["init_args"]["max_length"] == 512, (row, column)
+            encoder = model["backbone"]["init_args"]["encoder"]
+            encoder = encoder.get("init_args", encoder)
+            assert model["freeze_backbone"] and encoder["max_length"] == 512, (row, column)
             assert trainer["limit_val_batches"] == 0 and not trainer["enable_checkpointing"]
             assert not trainer["callbacks"] and trainer["max_epochs"] == 100 and trainer["devices"] == 1
             backbone = model["backbone"]["class_path"].rsplit(".", 1)[-1]
@@ -75,8 +77,7 @@ def test_docsplit_table2_grid_cells_are_table_1s_classifiers_on_k_per_class(monk
             assert model["checkpoint"] == PRETRAINED.get(column), (row, column)  # ours, or the hub's (null)
             if row == "FakeNews":  # Table 1's 11 documented types, for the data and the head alike
                 assert data["classes"] == model["labels"] == FAKENEWS_TYPES, column
-            encoder = model["backbone"]["init_args"]["encoder"]
-            instruction = encoder.get("init_args", encoder).get("instruction") or ""
+            instruction = encoder.get("instruction") or ""
             domain = "science paper" if row == "arXiv" else "news article"
             assert instruction.startswith(f"Represent the {domain}") == column.startswith("INSTRUCTOR"), (row, column)
             checked += 1
@@ -92,7 +93,7 @@ def test_a_few_shot_grid_trains_each_seed_on_k_per_class_and_gives_mean_and_sd(t
                                   "--config", str(ROOT / "configs/trainer/few_shot.yaml"),
                                   "--data.init_args.few_shot_per_class=3"]},
             "columns": {"tiny": [f"--model.init_args.backbone.init_args.encoder.name={tiny_encoder_dir}",
-                                 "--model.init_args.backbone.init_args.max_length=32",
+                                 "--model.init_args.backbone.init_args.encoder.max_length=32",
                                  "--model.init_args.checkpoint=null"]},
             "repeats": {f"seed {s}": [f"--data.init_args.few_shot_seed={s}"] for s in range(3)}}
     (tmp_path / "grid.yaml").write_text(yaml.safe_dump(grid))
@@ -126,7 +127,7 @@ def test_fit_with_too_few_documents_of_a_class_stops_in_one_line_with_status_2(t
                   f"--data.init_args.source={source}", f"--data.init_args.cache_dir={tmp_path / 'cache'}",
                   "--data.init_args.val_fraction=0.2", "--data.init_args.test_fraction=0.2",
                   "--data.init_args.num_workers=0", f"--model.init_args.backbone.init_args.encoder.name={tiny_encoder_dir}",
-                  "--model.init_args.backbone.init_args.max_length=32",
+                  "--model.init_args.backbone.init_args.encoder.max_length=32",
                   "--model.init_args.checkpoint=null", "--trainer.accelerator=cpu", "--trainer.logger=false",
                   f"--trainer.default_root_dir={tmp_path / 'run'}"])
     assert stopped.value.code == 2

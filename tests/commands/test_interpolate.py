@@ -42,7 +42,7 @@ def embedded(config: Path, ckpt: Path | None, data: Path, out: Path, *extra: str
 
 
 def test_docsplit_alpha_zero_is_the_baseline_one_the_checkpoint_and_export_matches(tiny_encoder_dir, tmp_path):
-    args = {"encoder": {"name": tiny_encoder_dir, "pooling": "mean"}, "max_length": 64}
+    args = {"encoder": {"name": tiny_encoder_dir, "pooling": "mean", "max_length": 64}}
     config, ckpt = trained_run(DocSplit(**args), tmp_path / "run", args)
     data = write_tsv(tmp_path / "docs.tsv", long_documents(), bad_lines=False)
     baseline = embedded(config, None, data, tmp_path / "baseline")
@@ -75,7 +75,7 @@ def test_graph_roberta_alpha_zero_is_the_seeded_baseline_heads_included(tiny_enc
 
 
 def test_alpha_needs_a_checkpoint_and_a_range(tiny_encoder_dir, tmp_path, capsys):
-    args = {"encoder": {"name": tiny_encoder_dir}, "max_length": 64}
+    args = {"encoder": {"name": tiny_encoder_dir, "max_length": 64}}
     config, ckpt = trained_run(DocSplit(**args), tmp_path / "run", args)
     data = write_tsv(tmp_path / "docs.tsv", long_documents(), bad_lines=False)
     for extra in (["--interpolate_alpha", "0.5"], ["--ckpt_path", str(ckpt), "--interpolate_alpha", "2"]):
@@ -98,10 +98,10 @@ def test_an_encoder_option_overrides_the_block_a_run_saved(tiny_encoder_dir, tmp
     """A run's config.yaml holds the encoder block as LightningCLI saves it (``class_path`` / ``init_args``): a
     command's override of one of its options changes that option and keeps the others."""
     saved = {"class_path": "lit_docemb.models.EncoderSpec",
-             "init_args": {"name": tiny_encoder_dir, "pretrained": False}}
+             "init_args": {"name": tiny_encoder_dir, "pretrained": False, "max_length": 32}}
     config = tmp_path / "config.yaml"
     config.write_text(yaml.safe_dump({"model": {"class_path": "lit_docemb.methods.DocSplit",
-                                                "init_args": {"encoder": saved, "max_length": 32}}}))
+                                                "init_args": {"encoder": saved}}}))
     method = build_method([config], ["--model.init_args.encoder.pooling", "mean"])
     assert method.encoder_spec.pooling == "mean" and method.encoder_spec.pretrained is False
 

@@ -82,7 +82,7 @@ def test_secrets_from_the_environment_never_reach_the_run_folder(tiny_encoder_di
         f"    - class_path: lightning.pytorch.loggers.WandbLogger\n      init_args:\n        save_dir: {run}\n"
         "        offline: true\n        project: secrets-test\n")
     cmd = [sys.executable, "-m", "lit_docemb", "fit", "--config", str(config),
-           "--model=lit_docemb.methods.DocSplit", f"--model.encoder.name={tiny_encoder_dir}", "--model.max_length=32",
+           "--model=lit_docemb.methods.DocSplit", f"--model.encoder.name={tiny_encoder_dir}", "--model.encoder.max_length=32",
            "--data=lit_docemb.data.JSONLDataModule", f"--data.paths=[{corpus_jsonl}]", "--data.batch_size=2",
            "--data.num_workers=0", "--data.max_documents=8", "--trainer.accelerator=cpu", "--trainer.devices=1",
            "--trainer.max_steps=2", "--trainer.limit_val_batches=1", "--trainer.enable_progress_bar=false",

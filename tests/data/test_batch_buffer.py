@@ -89,7 +89,7 @@ def collators(tiny_encoder_dir) -> dict:
     docs = documents()
     graph = GraphRoBERTa(EncoderSpec(tiny_encoder_dir), node_dim=16,
                          passages=PassageSpec(words_per_passage=40, max_passage_tokens=64))
-    docsplit = DocSplit(EncoderSpec(tiny_encoder_dir), max_length=64)
+    docsplit = DocSplit(EncoderSpec(tiny_encoder_dir, max_length=64))
     deca = DECA(Doc2VecCBackbone(min_word_count=1, embedding_dim=8))
     append = DECA(Doc2VecCBackbone(min_word_count=1, embedding_dim=8), Append())
     for method in (deca, append):
@@ -104,7 +104,7 @@ def collators(tiny_encoder_dir) -> dict:
         "graph_roberta_fit": (graph.collator("fit"), graph),
         "graph_roberta_predict": (graph.collator("predict"), None),
         "docsplit_fit_mlm": (docsplit.collator("fit"), docsplit),
-        "docsplit_validate": (DocSplit(EncoderSpec(tiny_encoder_dir), max_length=64,
+        "docsplit_validate": (DocSplit(EncoderSpec(tiny_encoder_dir, max_length=64),
                                        mlm_weight=0.0).collator("validate"),
                               None),
         "docsplit_predict": (docsplit.collator("predict"), None),
@@ -204,7 +204,7 @@ def test_training_steps_give_the_same_losses_with_a_worker(tiny_encoder_dir, cor
         L.seed_everything(0, verbose=False)
         model = GraphRoBERTa(EncoderSpec(tiny_encoder_dir), node_dim=16, passages=PassageSpec(max_passage_tokens=64),
                              passage_cache_dir=str(tmp_path / "passages")) if method == "graph_roberta" else \
-            DocSplit(EncoderSpec(tiny_encoder_dir), max_length=64)
+            DocSplit(EncoderSpec(tiny_encoder_dir, max_length=64))
         recorder = FirstLoss()
         trainer = L.Trainer(accelerator="cpu", max_steps=2, logger=False, enable_checkpointing=False,
                             enable_progress_bar=False, enable_model_summary=False, limit_val_batches=0,

@@ -92,7 +92,7 @@ def test_key_changes_with_tokenizer_parameters_and_corpus(tiny_encoder_dir, toke
 
 def test_docsplit_reads_the_sentence_cache_through_its_datamodule(tmp_path, tiny_encoder_dir):
     corpus = str(write_corpus_jsonl(tmp_path / "docs.jsonl", n_documents=20))
-    method = DocSplit(EncoderSpec(tiny_encoder_dir), max_length=32, sentence_cache_dir=str(tmp_path / "hf"))
+    method = DocSplit(EncoderSpec(tiny_encoder_dir, max_length=32), sentence_cache_dir=str(tmp_path / "hf"))
     datamodule = JSONLDataModule(paths=[corpus], batch_size=4, num_workers=2, val_fraction=0.2, seed=1)
     datamodule.setup("fit")
     datamodule.connect(method.collator, method.token_cache)
@@ -111,14 +111,14 @@ def test_docsplit_reads_the_sentence_cache_through_its_datamodule(tmp_path, tiny
 def test_docsplit_builds_its_sentence_cache_with_the_processes_it_is_given(tmp_path, tiny_encoder_dir, monkeypatch):
     documents = read_jsonl(write_corpus_jsonl(tmp_path / "docs.jsonl", n_documents=12))
     built_with = record_cache_builds(monkeypatch)
-    parallel = DocSplit(EncoderSpec(tiny_encoder_dir), max_length=32, sentence_cache_dir=str(tmp_path / "parallel"),
+    parallel = DocSplit(EncoderSpec(tiny_encoder_dir, max_length=32), sentence_cache_dir=str(tmp_path / "parallel"),
                         sentence_cache_num_proc=2).token_cache.open(documents)
-    serial = DocSplit(EncoderSpec(tiny_encoder_dir), max_length=32,
+    serial = DocSplit(EncoderSpec(tiny_encoder_dir, max_length=32),
                       sentence_cache_dir=str(tmp_path / "serial")).token_cache.open(documents)
     assert built_with == [2, None]
     assert [row_values(row) for row in parallel] == [row_values(row) for row in serial]
     with pytest.raises(ConfigError, match="sentence_cache_num_proc"):
-        DocSplit(EncoderSpec(tiny_encoder_dir), max_length=32, sentence_cache_num_proc=0)
+        DocSplit(EncoderSpec(tiny_encoder_dir, max_length=32), sentence_cache_num_proc=0)
 
 
 def test_wordpiece_ignores_a_leading_space_and_byte_level_bpe_does_not(tokenizer, documents):

@@ -26,7 +26,7 @@ WORDS = {"sea": "tide wave boat harbour sailor salt shore anchor", "code": "comp
 
 
 def test_unknown_and_missing_labels_are_skipped_and_counted(tiny_encoder_dir):
-    model = DocumentClassifier(DocSplit(EncoderSpec(tiny_encoder_dir), max_length=32, mlm_weight=0.0),
+    model = DocumentClassifier(DocSplit(EncoderSpec(tiny_encoder_dir, max_length=32), mlm_weight=0.0),
                                labels=["code", "sea"])
     docs = labelled_docs(4) + [Document("x", sections=[Section("", "no label")]),
                                Document("y", sections=[Section("", "odd")], label="weather")]
@@ -37,7 +37,7 @@ def test_unknown_and_missing_labels_are_skipped_and_counted(tiny_encoder_dir):
 
 def test_an_empty_evaluation_batch_leaves_the_metric_untouched(tiny_encoder_dir):
     """Under DDP a rank's share of the last validation batch can be empty (every rank runs as many batches)."""
-    model = DocumentClassifier(DocSplit(EncoderSpec(tiny_encoder_dir), max_length=32, mlm_weight=0.0),
+    model = DocumentClassifier(DocSplit(EncoderSpec(tiny_encoder_dir, max_length=32), mlm_weight=0.0),
                                labels=["code", "sea"])
     model.validation_step(model.collator("validate")([Document("x", sections=[Section("", "no label")])]), 0)
     model.validation_step(model.collator("validate")(labelled_docs(2)), 1)
@@ -46,7 +46,7 @@ def test_an_empty_evaluation_batch_leaves_the_metric_untouched(tiny_encoder_dir)
 
 def test_labels_must_be_distinct(tiny_encoder_dir):
     with pytest.raises(ValueError, match="at least 2 distinct classes"):
-        DocumentClassifier(DocSplit(EncoderSpec(tiny_encoder_dir), max_length=32, mlm_weight=0.0), labels=["a", "a"])
+        DocumentClassifier(DocSplit(EncoderSpec(tiny_encoder_dir, max_length=32), mlm_weight=0.0), labels=["a", "a"])
 
 
 def test_starts_from_the_pretraining_checkpoint(tiny_encoder_dir, tmp_path):
@@ -71,7 +71,7 @@ def test_starts_from_the_pretraining_checkpoint(tiny_encoder_dir, tmp_path):
 
 def test_fine_tuning_separates_a_separable_set(tiny_encoder_dir, tmp_path):
     torch.manual_seed(0)
-    model = DocumentClassifier(DocSplit(EncoderSpec(tiny_encoder_dir), max_length=48,
+    model = DocumentClassifier(DocSplit(EncoderSpec(tiny_encoder_dir, max_length=48),
                                         mlm_weight=0.0), labels=["code", "sea"],
                                optimizer=lambda params: torch.optim.AdamW(params, lr=3e-3))
     data = LabelledTextDataModule(str(write_labelled_folder(tmp_path / "set")), batch_size=8, num_workers=0,
@@ -90,7 +90,7 @@ def test_every_classification_config_runs_fast_dev_run(config, tiny_encoder_dir,
     graph = "graph_roberta" in config
     size = ["--model.init_args.backbone.init_args.node_dim=16",
             "--model.init_args.backbone.init_args.passages.max_passage_tokens=64"] if graph else [
-            "--model.init_args.backbone.init_args.max_length=64"]
+            "--model.init_args.backbone.init_args.encoder.max_length=64"]
     settings = with_pieces(yaml.safe_load((ROOT / config).read_text(encoding="utf-8")), (ROOT / config).parent)
     # the config's corpus replaced whole (its release's columns, splits and formats are not this fixture's)
     published = settings["data"]["init_args"].get("val_split")
@@ -110,7 +110,7 @@ def test_every_classification_config_runs_fast_dev_run(config, tiny_encoder_dir,
     assert "val/macro_f1" in cli.trainer.callback_metrics
     # the nested backbone records its own arguments, not the classifier's (LightningCLI hands both the latter)
     backbone = cli.model.backbone.hparams
-    assert (backbone["passages"]["init_args"]["max_passage_tokens"] if graph else backbone["max_length"]) == 64
+    assert (backbone["passages"]["init_args"]["max_passage_tokens"] if graph else backbone["encoder"]["init_args"]["max_length"]) == 64
     assert "labels" not in cli.model.backbone.hparams
     assert cli.model.hparams.labels == ["code", "sea"]
 
@@ -135,7 +135,7 @@ def test_graph_roberta_fine_tuning_trains_on_max_passages_and_infers_on_max_pass
 def test_a_frozen_backbone_trains_the_head_only(tiny_encoder_dir):
     """DocSplit Appendix A.1: only the last layer is trained; the encoder's weights and its dropout stay off."""
     torch.manual_seed(0)
-    model = DocumentClassifier(DocSplit(EncoderSpec(tiny_encoder_dir), max_length=32,
+    model = DocumentClassifier(DocSplit(EncoderSpec(tiny_encoder_dir, max_length=32),
                                         mlm_weight=0.0), labels=["code", "sea"],
                                freeze_backbone=True)
     before = {k: v.clone() for k, v in model.backbone.state_dict().items()}

@@ -28,7 +28,7 @@ DOC = Document(
 @pytest.fixture(scope="module")
 def docsplit(tiny_encoder_dir) -> DocSplit:
     torch.manual_seed(0)
-    return DocSplit(EncoderSpec(tiny_encoder_dir), max_length=64)
+    return DocSplit(EncoderSpec(tiny_encoder_dir, max_length=64))
 
 
 def _views(tokenizer, document: Document, seed: int) -> list[list[int]] | None:
@@ -90,7 +90,7 @@ def test_validation_views_do_not_depend_on_the_global_rng(docsplit):
 def test_training_step_updates_encoder_and_mlm_head(docsplit, tiny_encoder_dir):
     docs = [Document(f"d{i}", sections=[Section("", f"Topic {i} begins here. It continues with detail {i}. "
                                                    f"Then it ends on point {i}.")]) for i in range(4)]
-    model = DocSplit(EncoderSpec(tiny_encoder_dir), max_length=64)
+    model = DocSplit(EncoderSpec(tiny_encoder_dir, max_length=64))
     batch = model.collator("fit")(docs)
     terms = model.losses(batch)
     assert set(terms) == {"info_nce_loss", "negatives_per_anchor", "mlm_loss", "skipped_documents"}
@@ -112,20 +112,20 @@ def test_predict_returns_document_embeddings(docsplit):
 
 
 def test_no_mlm_head_when_weight_is_zero(tiny_encoder_dir):
-    model = DocSplit(EncoderSpec(tiny_encoder_dir), max_length=64, mlm_weight=0.0)
+    model = DocSplit(EncoderSpec(tiny_encoder_dir, max_length=64), mlm_weight=0.0)
     batch = model.collator("fit")([DOC, DOC])
     assert batch.mlm is None
     assert "mlm_loss" not in model.losses(batch)
 
 
 def test_max_length_beyond_positions_is_rejected(tiny_encoder_dir):
-    with pytest.raises(ValueError, match="max_length: 512 exceeds the 128 positions"):
-        DocSplit(EncoderSpec(tiny_encoder_dir), max_length=512)
+    with pytest.raises(ValueError, match="^encoder.max_length: 512 exceeds the 128 positions"):
+        DocSplit(EncoderSpec(tiny_encoder_dir, max_length=512))
 
 
 def test_a_batch_that_lost_every_document_still_uses_every_weight(tiny_encoder_dir):
     """Under DDP a device whose documents were all unusable must still run the encoder and MLM head."""
-    model = DocSplit(EncoderSpec(tiny_encoder_dir), max_length=64)
+    model = DocSplit(EncoderSpec(tiny_encoder_dir, max_length=64))
     batch = model.collator("fit")([Document("a", sections=[Section("", "x")])])
     assert len(batch) == 0 and batch.skipped == 1 and batch.mlm is not None
     terms = model.losses(batch)
@@ -137,7 +137,7 @@ def test_a_batch_that_lost_every_document_still_uses_every_weight(tiny_encoder_d
 
 def test_mlm_on_masked_positions_equals_the_full_head(tiny_encoder_dir):
     torch.manual_seed(0)
-    model = DocSplit(EncoderSpec(tiny_encoder_dir), max_length=64).eval()
+    model = DocSplit(EncoderSpec(tiny_encoder_dir, max_length=64)).eval()
     mlm = model.collator("fit")([DOC, DOC]).mlm
     masked = mlm.labels != -100
     full = model.encoder.mlm_logits(mlm.input_ids, mlm.attention_mask)  # (B, T, V)

@@ -30,7 +30,7 @@ def methods(no_dropout_encoder_dir) -> dict[str, DocSplit]:
     made = {}
     for pooling in ("none", "sum", "mean"):
         torch.manual_seed(0)
-        made[pooling] = DocSplit(EncoderSpec(no_dropout_encoder_dir), max_length=32, mlm_weight=0.0,
+        made[pooling] = DocSplit(EncoderSpec(no_dropout_encoder_dir, max_length=32), mlm_weight=0.0,
                                  embed_with_title=False, sentence_pooling=pooling).eval()
     return made
 
@@ -75,9 +75,9 @@ def test_none_reads_the_whole_document_and_differs_from_the_sum(methods):
 
 def test_a_title_cannot_be_pooled_and_no_export_pretends_to(methods, no_dropout_encoder_dir):
     with pytest.raises(BadArgument, match="embed_with_title"):
-        DocSplit(EncoderSpec(no_dropout_encoder_dir), max_length=32, mlm_weight=0.0, sentence_pooling="sum")
+        DocSplit(EncoderSpec(no_dropout_encoder_dir, max_length=32), mlm_weight=0.0, sentence_pooling="sum")
     with pytest.raises(BadArgument, match="sentence_pooling"):
-        DocSplit(EncoderSpec(no_dropout_encoder_dir), max_length=32, mlm_weight=0.0, embed_with_title=False,
+        DocSplit(EncoderSpec(no_dropout_encoder_dir, max_length=32), mlm_weight=0.0, embed_with_title=False,
                  sentence_pooling="max")
     with pytest.raises(ExportError, match="lit_docemb embed"):
         exporter(methods["sum"])
@@ -87,7 +87,7 @@ def test_a_title_cannot_be_pooled_and_no_export_pretends_to(methods, no_dropout_
 def test_a_batch_of_single_cut_sentences_is_named_in_one_warning(no_dropout_encoder_dir, caplog):
     """DECA's BERT-ST on a cleaned corpus (no full stops): each document one "sentence" cut at max_length, so the
     row would be the encoder cut at max_length; one warning names it, documents with sentence ends raise none."""
-    method = DocSplit(EncoderSpec(no_dropout_encoder_dir), max_length=16, mlm_weight=0.0, embed_with_title=False,
+    method = DocSplit(EncoderSpec(no_dropout_encoder_dir, max_length=16), mlm_weight=0.0, embed_with_title=False,
                       sentence_pooling="sum").eval()
     cleaned = [Document(id=f"c{i}", sections=[Section("", " ".join(["river bank water"] * 20))]) for i in range(3)]
     def warnings() -> list[str]:

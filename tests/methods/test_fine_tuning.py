@@ -49,7 +49,7 @@ def graph_backbone(encoder: str, **kwargs) -> GraphRoBERTa:
 
 BACKBONES = {
     "graph-roberta": lambda encoder, dropout: graph_backbone(encoder, attention_dropout=dropout),
-    "docsplit": lambda encoder, dropout: DocSplit(EncoderSpec(encoder), max_length=48, mlm_weight=0.0),
+    "docsplit": lambda encoder, dropout: DocSplit(EncoderSpec(encoder, max_length=48), mlm_weight=0.0),
 }
 
 
@@ -172,7 +172,7 @@ def test_document_rows_cost_and_take_each_backbones_documents(no_dropout_encoder
         assert torch.allclose(colde.embed(taken), colde.embed(colde_batch)[1:2], atol=TOLERANCE)
     kinds = []
     for reading in ({}, {"sentence_pooling": "sum", "embed_with_title": False}):  # DocumentBatch, its sentences
-        docsplit = DocSplit(EncoderSpec(no_dropout_encoder_dir), max_length=48, mlm_weight=0.0, **reading).eval()
+        docsplit = DocSplit(EncoderSpec(no_dropout_encoder_dir, max_length=48), mlm_weight=0.0, **reading).eval()
         whole = docsplit.document_collator("fit")(docs)
         kinds.append(type(whole).__name__)
         rows = document_rows(whole)
@@ -285,7 +285,7 @@ def test_a_frozen_backbone_with_checkpointing_is_refused_in_one_line(no_dropout_
     with pytest.raises(SystemExit) as stopped:
         main(["fit", "--model=lit_docemb.methods.DocumentClassifier",
               "--model.backbone=lit_docemb.methods.DocSplit", f"--model.backbone.encoder.name={no_dropout_encoder_dir}",
-              "--model.backbone.max_length=64",
+              "--model.backbone.encoder.max_length=64",
               "--model.labels=[code,sea]", "--model.freeze_backbone=true", "--model.activation_checkpointing=true",
               "--data=lit_docemb.data.LabelledTextDataModule", "--data.source=unused", "--trainer.logger=false"])
     err = capsys.readouterr().err

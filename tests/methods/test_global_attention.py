@@ -46,6 +46,6 @@ def test_the_first_token_attends_globally_only_when_asked(tiny_longformer_dir):
 
 def test_an_encoder_without_global_attention_refuses_it(tiny_encoder_dir, tiny_longformer_dir):
     with pytest.raises(BadArgument, match="first_token_global_attention.*has no global attention"):
-        DocSplit(EncoderSpec(tiny_encoder_dir, first_token_global_attention=True), max_length=32)
-    model = DocSplit(EncoderSpec(tiny_longformer_dir, first_token_global_attention=True), max_length=32)
+        DocSplit(EncoderSpec(tiny_encoder_dir, first_token_global_attention=True, max_length=32))
+    model = DocSplit(EncoderSpec(tiny_longformer_dir, first_token_global_attention=True, max_length=32))
     assert model.encoder.first_token_global_attention

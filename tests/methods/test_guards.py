@@ -61,7 +61,7 @@ def fused_adamw(parameters):
 def fit(encoder: str, corpus: str, root, poison: set[int], steps: int, callbacks: list, optimizer=None,
         log_every_n_steps: int = 50) -> tuple:
     torch.manual_seed(0)
-    model = PoisonedDocSplit(EncoderSpec(encoder), max_length=64, optimizer=optimizer)
+    model = PoisonedDocSplit(EncoderSpec(encoder, max_length=64), optimizer=optimizer)
     model.poison_steps = poison
     data = JSONLDataModule([corpus], batch_size=4, num_workers=0, val_fraction=0.0)
     trainer = L.Trainer(accelerator="cpu", devices=1, max_steps=steps, logger=False, enable_progress_bar=False,
@@ -100,7 +100,7 @@ def test_skip_on_the_device_equals_skip_by_reading(tiny_encoder_dir, corpus_json
                         optimizer=fused_adamw)
     assert next(c for c in trainer.callbacks if isinstance(c, NonFiniteGuard)).skipped == 2
     assert not any(torch.equal(a, b) for a, b in zip(on_device.parameters(), PoisonedDocSplit(
-        EncoderSpec(tiny_encoder_dir), max_length=64).parameters()) if a.numel() > 1)  # it trained
+        EncoderSpec(tiny_encoder_dir, max_length=64)).parameters()) if a.numel() > 1)  # it trained
     for (name, a), b in zip(on_device.named_parameters(), read.parameters()):
         assert torch.equal(a, b), name
 

@@ -129,8 +129,8 @@ def test_a_prefix_goes_after_cls_and_is_pooled_on_a_bert_folder(tiny_encoder_dir
 
 def test_max_length_cuts_the_text_and_keeps_the_instruction(instructor_dir):
     spec = EncoderSpec(instructor_dir, pooling="mean", instruction=INSTRUCTION, instruction_in_pooling=False,
-                       sentence_transformers_head=True)
-    method = DocSplit(spec, max_length=30, mlm_weight=0.0, embed_with_title=False)
+                       sentence_transformers_head=True, max_length=30)
+    method = DocSplit(spec, mlm_weight=0.0, embed_with_title=False)
     encoder, count = method.encoder, method.encoder.instruction_tokens
     assert method.token_cache.max_length == 30 - count
     long_text = " ".join(TEXTS * 5)
@@ -148,8 +148,9 @@ def test_max_length_cuts_the_text_and_keeps_the_instruction(instructor_dir):
 
 def test_an_instruction_longer_than_max_length_stops_in_one_line(instructor_dir):
     with pytest.raises(ConfigError,
-                       match=r"^encoder\.instruction: its \d+ tokens leave no room for text within max_length 8"):
-        DocSplit(EncoderSpec(instructor_dir, pooling="mean", instruction=INSTRUCTION * 2), max_length=8,
+                       match=r"^encoder\.instruction: its \d+ tokens leave no room for text within encoder\.max_length 8: "
+                             r"shorten it or raise encoder\.max_length"):
+        DocSplit(EncoderSpec(instructor_dir, pooling="mean", instruction=INSTRUCTION * 2, max_length=8),
                  mlm_weight=0.0)
 
 
@@ -187,8 +188,8 @@ def test_the_sentence_transformers_export_encodes_as_embed_does(instructor_dir, 
     from lit_docemb.export.forms import export_method
 
     spec = EncoderSpec(instructor_dir, pooling="mean", instruction=INSTRUCTION, instruction_in_pooling=False,
-                       sentence_transformers_head=True)
-    method = DocSplit(spec, max_length=40, mlm_weight=0.0, embed_with_title=False)
+                       sentence_transformers_head=True, max_length=40)
+    method = DocSplit(spec, mlm_weight=0.0, embed_with_title=False)
     documents = [Document(f"d{i}", sections=[Section("", text)]) for i, text in enumerate(TEXTS + [" ".join(TEXTS)])]
     with torch.no_grad():
         embedded = method.eval().embed(WholeDocumentCollator(method.token_cache)(documents))
@@ -202,7 +203,6 @@ def test_a_prefix_left_out_of_the_mean_after_cls_is_not_exported(tiny_encoder_di
     from lit_docemb.export.forms import ExportError, exporter
 
     method = DocSplit(EncoderSpec(tiny_encoder_dir, pooling="mean", instruction="query: ",
-                                  instruction_in_pooling=False),
-                      max_length=32, mlm_weight=0.0)
+                                  instruction_in_pooling=False, max_length=32), mlm_weight=0.0)
     with pytest.raises(ExportError, match="after a \\[CLS\\] token and left out of the mean"):
         exporter(method)

@@ -25,7 +25,7 @@ DOCUMENTS = [Document(id=f"d{i}", title="", sections=[Section("", text)]) for i,
 @pytest.fixture
 def method(no_dropout_encoder_dir) -> MaskedLanguageModelling:
     torch.manual_seed(0)
-    return MaskedLanguageModelling(EncoderSpec(no_dropout_encoder_dir), max_length=32, mlm_probability=0.3)
+    return MaskedLanguageModelling(EncoderSpec(no_dropout_encoder_dir, max_length=32), mlm_probability=0.3)
 
 
 def test_the_loss_is_hugging_face_masked_lm_loss(method, no_dropout_encoder_dir):
@@ -64,17 +64,17 @@ def test_a_step_moves_the_encoder_and_the_vector_is_the_cls_of_the_text(method):
 
 def test_a_masking_rate_outside_0_1_is_refused(no_dropout_encoder_dir):
     with pytest.raises(BadArgument, match="mlm_probability"):
-        MaskedLanguageModelling(EncoderSpec(no_dropout_encoder_dir), max_length=32, mlm_probability=0.0)
+        MaskedLanguageModelling(EncoderSpec(no_dropout_encoder_dir, max_length=32), mlm_probability=0.0)
 
 
 def test_the_encoder_block_is_saved_as_plain_data_and_rebuilds_the_method(method):
     saved = method.hparams["encoder"]
     assert saved == {"class_path": "lit_docemb.models.EncoderSpec",
                      "init_args": method.encoder_spec.arguments()}
-    again = MaskedLanguageModelling(saved, max_length=32, mlm_probability=0.3)
+    again = MaskedLanguageModelling(saved, mlm_probability=0.3)
     assert again.encoder_spec.arguments() == method.encoder_spec.arguments()
 
 
 def test_an_option_it_does_not_use_is_refused_under_its_key(no_dropout_encoder_dir):
     with pytest.raises(BadArgument, match=r"^encoder\.instruction: MaskedLanguageModelling does not use it"):
-        MaskedLanguageModelling(EncoderSpec(no_dropout_encoder_dir, instruction="query: "), max_length=32)
+        MaskedLanguageModelling(EncoderSpec(no_dropout_encoder_dir, instruction="query: ", max_length=32))

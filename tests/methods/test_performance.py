@@ -87,8 +87,8 @@ def test_encoders_use_sdpa_attention_by_default_and_fall_back_cleanly(tiny_encod
 def test_compile_flag_compiles_the_transformer_and_keeps_its_weights(tiny_encoder_dir):
     from lit_docemb.methods import DocSplit
 
-    eager = DocSplit(EncoderSpec(tiny_encoder_dir), max_length=32)
-    compiled = DocSplit(EncoderSpec(tiny_encoder_dir, compile=True), max_length=32)
+    eager = DocSplit(EncoderSpec(tiny_encoder_dir, max_length=32))
+    compiled = DocSplit(EncoderSpec(tiny_encoder_dir, compile=True, max_length=32))
     assert compiled.encoder.backbone._compiled_call_impl is not None
     assert eager.encoder.backbone._compiled_call_impl is None
     assert eager.state_dict().keys() == compiled.state_dict().keys()  # checkpoints interchange

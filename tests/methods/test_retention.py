@@ -101,7 +101,7 @@ def test_bad_head_init_values_are_one_line_errors(tiny_encoder_dir):
 
 # --- layer-wise learning rates and frozen layers -------------------------------------------------------------------
 def test_layer_wise_learning_rate_decay_groups(tiny_encoder_dir):
-    method = DocSplit(EncoderSpec(tiny_encoder_dir), max_length=64, retention=Retention(layer_learning_rate_decay=0.5))
+    method = DocSplit(EncoderSpec(tiny_encoder_dir, max_length=64), retention=Retention(layer_learning_rate_decay=0.5))
     optimizer = method.configure_optimizers()
     lr = method.default_learning_rate
     rate = {id(p): group["lr"] for group in optimizer.param_groups for p in group["params"]}
@@ -139,7 +139,7 @@ def fit_few_steps(method, corpus_jsonl: str, steps: int = 2) -> L.Trainer:
 
 def test_frozen_layers_and_embeddings_do_not_change_and_the_rest_trains(tiny_encoder_dir, corpus_jsonl):
     torch.manual_seed(0)
-    method = DocSplit(EncoderSpec(tiny_encoder_dir), max_length=64, mlm_weight=0.0,
+    method = DocSplit(EncoderSpec(tiny_encoder_dir, max_length=64), mlm_weight=0.0,
                       retention=Retention(freeze_layers=1, freeze_embeddings=True))
     before = {k: v.clone() for k, v in method.encoder.backbone.named_parameters()}
     fit_few_steps(method, corpus_jsonl)
@@ -153,7 +153,7 @@ def test_frozen_layers_and_embeddings_do_not_change_and_the_rest_trains(tiny_enc
 # --- anchoring -------------------------------------------------------------------------------------------------
 def test_anchor_term_is_logged_trained_against_a_frozen_unsaved_copy(tiny_encoder_dir, corpus_jsonl):
     torch.manual_seed(0)
-    method = DocSplit(EncoderSpec(tiny_encoder_dir), max_length=64,
+    method = DocSplit(EncoderSpec(tiny_encoder_dir, max_length=64),
                       retention=Retention(anchor_weight=2.0, anchor_distance="mse"))
     start = {k: v.clone() for k, v in method.encoder.backbone.state_dict().items()}
     trainer = fit_few_steps(method, corpus_jsonl, steps=3)
@@ -168,7 +168,7 @@ def test_anchor_term_is_logged_trained_against_a_frozen_unsaved_copy(tiny_encode
 
 def test_anchor_term_is_zero_at_the_start_and_pulls_moved_weights_back(no_dropout_encoder_dir):
     torch.manual_seed(0)
-    method = DocSplit(EncoderSpec(no_dropout_encoder_dir), max_length=64, mlm_weight=0.0,
+    method = DocSplit(EncoderSpec(no_dropout_encoder_dir, max_length=64), mlm_weight=0.0,
                       retention=Retention(anchor_weight=1.0))
     method._apply_retention()
     batch = method.collator("validate")(long_documents())
@@ -201,10 +201,10 @@ def test_bad_retention_values_are_one_line_errors(arguments, key):
 
 
 def test_retention_needs_a_pretrained_encoder_and_fits_its_layers(tiny_encoder_dir):
-    method = DocSplit(EncoderSpec(tiny_encoder_dir), max_length=64, retention=Retention(freeze_layers=3))
+    method = DocSplit(EncoderSpec(tiny_encoder_dir, max_length=64), retention=Retention(freeze_layers=3))
     with pytest.raises(ConfigError, match="freeze_layers: 3 exceeds the encoder's 2 layers"):
         method._apply_retention()
-    method = DocSplit(EncoderSpec(tiny_encoder_dir), max_length=64, grad_cache_token_budget=256,
+    method = DocSplit(EncoderSpec(tiny_encoder_dir, max_length=64), grad_cache_token_budget=256,
                       retention=Retention(anchor_weight=1.0))
     with pytest.raises(ConfigError, match="anchor_weight with grad_cache_token_budget"):
         method._apply_retention()

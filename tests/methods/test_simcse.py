@@ -14,9 +14,9 @@ from lit_docemb.models import EncoderSpec
 
 def test_both_views_are_the_same_document_and_the_mlm_copy_is_optional(tiny_encoder_dir):
     docs = labelled_docs(4)
-    batch = SimCSE(EncoderSpec(tiny_encoder_dir), max_length=32).collator("fit")(docs)
+    batch = SimCSE(EncoderSpec(tiny_encoder_dir, max_length=32)).collator("fit")(docs)
     assert torch.equal(batch.view_a.input_ids, batch.view_b.input_ids) and batch.mlm is None and len(batch) == 4
-    with_mlm = SimCSE(EncoderSpec(tiny_encoder_dir), max_length=32, mlm_weight=0.1)
+    with_mlm = SimCSE(EncoderSpec(tiny_encoder_dir, max_length=32), mlm_weight=0.1)
     masked = with_mlm.collator("validate")(docs)
     assert (masked.mlm.labels != -100).any() and torch.equal(masked.mlm.labels,
                                                              with_mlm.collator("validate")(docs).mlm.labels)
@@ -25,12 +25,12 @@ def test_both_views_are_the_same_document_and_the_mlm_copy_is_optional(tiny_enco
 def test_dropout_is_the_only_noise_and_the_loss_is_info_nce_on_the_two_passes(tiny_encoder_dir,
                                                                                 no_dropout_encoder_dir):
     docs = labelled_docs(6)
-    model = SimCSE(EncoderSpec(tiny_encoder_dir), max_length=32).train()
+    model = SimCSE(EncoderSpec(tiny_encoder_dir, max_length=32)).train()
     batch = model.collator("fit")(docs)
     torch.manual_seed(0)
     first, second = (model.encoder(batch.view_a.input_ids, batch.view_a.attention_mask) for _ in range(2))
     assert not torch.allclose(first, second)  # dropout on: the two passes of a document differ
-    plain = SimCSE(EncoderSpec(no_dropout_encoder_dir), max_length=32).train()
+    plain = SimCSE(EncoderSpec(no_dropout_encoder_dir, max_length=32)).train()
     loss = plain.losses(batch)["info_nce_loss"]
     embeddings = plain.encoder(batch.view_a.input_ids, batch.view_a.attention_mask)  # (B, D), both views alike
     unit = F.normalize(embeddings.float(), dim=-1)
@@ -40,7 +40,7 @@ def test_dropout_is_the_only_noise_and_the_loss_is_info_nce_on_the_two_passes(ti
 
 def test_a_few_steps_move_the_encoder_and_the_mlm_head(tiny_encoder_dir):
     torch.manual_seed(0)
-    model = SimCSE(EncoderSpec(tiny_encoder_dir), max_length=32, mlm_weight=0.1).train()
+    model = SimCSE(EncoderSpec(tiny_encoder_dir, max_length=32), mlm_weight=0.1).train()
     before = {k: v.clone() for k, v in model.state_dict().items()}
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
     batch = model.collator("fit")(labelled_docs(8))

@@ -55,7 +55,7 @@ class ShownRateProgressBar(RateProgressBar):
 @pytest.mark.parametrize("bar", ["none", "rate", "tqdm"])
 def test_terms_are_logged_where_the_loggers_read_them(tiny_encoder_dir, corpus_jsonl, tmp_path, bar):
     torch.manual_seed(0)
-    model = CountedDocSplit(EncoderSpec(tiny_encoder_dir), max_length=64)
+    model = CountedDocSplit(EncoderSpec(tiny_encoder_dir, max_length=64))
     model.step_losses = []
     data = JSONLDataModule([corpus_jsonl], batch_size=4, num_workers=0, val_fraction=0.0)
     steps = 7

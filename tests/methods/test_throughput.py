@@ -59,7 +59,7 @@ def test_throughput_is_logged_from_the_cli_with_the_trained_counts(tiny_encoder_
     monkeypatch.setattr(callbacks, "time", types.SimpleNamespace(perf_counter=lambda: float(next(clock))))
     recorder = BatchRecorder()
     cli = DocEmbCLI(args=[
-        "fit", "--model=lit_docemb.methods.DocSplit", f"--model.encoder.name={tiny_encoder_dir}", "--model.max_length=64",
+        "fit", "--model=lit_docemb.methods.DocSplit", f"--model.encoder.name={tiny_encoder_dir}", "--model.encoder.max_length=64",
         "--data=lit_docemb.data.JSONLDataModule", f"--data.paths=[{corpus_jsonl}]", "--data.batch_size=3",
         "--data.num_workers=0", "--data.val_fraction=0.0", "--trainer.accelerator=cpu", "--trainer.devices=1",
         "--trainer.logger=lightning.pytorch.loggers.CSVLogger", f"--trainer.logger.save_dir={tmp_path}",

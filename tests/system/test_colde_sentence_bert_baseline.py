@@ -34,7 +34,7 @@ def naive_threshold_metrics(prepared: Path) -> dict[str, float]:
 
     def vector(document) -> np.ndarray:
         if document.id not in vectors:
-            tokens = method.tokenizer(document_text(document, True), max_length=method.hparams.max_length,
+            tokens = method.tokenizer(document_text(document, True), max_length=method.encoder_spec.max_length,
                                       truncation=True, return_tensors="pt")
             with torch.no_grad():
                 vectors[document.id] = method.encoder(tokens["input_ids"], tokens["attention_mask"])[0].numpy()

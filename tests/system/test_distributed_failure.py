@@ -16,7 +16,7 @@ SUPPORT = Path(__file__).parents[1] / "support"
 
 def run(method: str, encoder: str, corpus: str, root: Path, *extra: str) -> tuple[subprocess.CompletedProcess, float]:
     cmd = [sys.executable, "-m", "lit_docemb", "fit", f"--model=failing_method.{method}",
-           f"--model.encoder.name={encoder}", "--model.max_length=64", "--data=lit_docemb.data.JSONLDataModule",
+           f"--model.encoder.name={encoder}", "--model.encoder.max_length=64", "--data=lit_docemb.data.JSONLDataModule",
            f"--data.paths=[{corpus}]", "--data.batch_size=4", "--data.num_workers=0", "--data.val_fraction=0",
            "--trainer.accelerator=cpu", "--trainer.devices=2", "--trainer.strategy=ddp", "--trainer.max_steps=6",
            "--trainer.logger=false", "--trainer.enable_progress_bar=false", f"--trainer.default_root_dir={root}",

@@ -94,7 +94,7 @@ def same(a, b) -> bool:
 def test_training_views_are_a_function_of_the_batch_seed(method, tiny_encoder_dir):
     """The methods' random views (sentence splits and MLM masks, passage halves) come from the generators the
     loader seeds per batch, and from nothing else."""
-    build = {"DocSplit": lambda: DocSplit(EncoderSpec(tiny_encoder_dir), max_length=48),
+    build = {"DocSplit": lambda: DocSplit(EncoderSpec(tiny_encoder_dir, max_length=48)),
              "GraphRoBERTa": lambda: GraphRoBERTa(EncoderSpec(tiny_encoder_dir), node_dim=16,
                                                   passages=PassageSpec(words_per_passage=8,
                                                                        max_passage_tokens=32))}[method]
@@ -145,7 +145,7 @@ def fit_command(encoder: str, corpus: str, root: Path, *extra: str) -> list[str]
     """A tiny DocSplit fit (dropout 0.1, MLM on) of two epochs with a checkpoint every CHECKPOINT_EVERY steps."""
     return [
         sys.executable, "-m", "lit_docemb", "fit", "--seed_everything=7",
-        "--model=lit_docemb.methods.DocSplit", f"--model.encoder.name={encoder}", "--model.max_length=48",
+        "--model=lit_docemb.methods.DocSplit", f"--model.encoder.name={encoder}", "--model.encoder.max_length=48",
         "--model.scheduler=lit_docemb.methods.LinearWarmupDecay", "--model.scheduler.warmup_steps=3",
         "--data=lit_docemb.data.JSONLDataModule", f"--data.paths=[{corpus}]", "--data.batch_size=4",
         "--data.num_workers=1", "--data.val_fraction=0.2", "--data.max_documents=40",

@@ -42,7 +42,7 @@ def gradients(model: DocSplit) -> dict[str, torch.Tensor]:
 @pytest.mark.parametrize("mlm_weight", [0.1, 0.0], ids=["with-mlm", "no-mlm"])
 def test_cached_step_equals_plain_step(no_dropout_encoder_dir, mlm_weight):
     torch.manual_seed(0)
-    plain = DocSplit(EncoderSpec(no_dropout_encoder_dir), max_length=64, mlm_weight=mlm_weight)
+    plain = DocSplit(EncoderSpec(no_dropout_encoder_dir, max_length=64), mlm_weight=mlm_weight)
     cached = copy.deepcopy(plain)
     cached.grad_cache_token_budget = 96
     torch.manual_seed(1)
@@ -68,7 +68,7 @@ def test_cached_step_equals_plain_step(no_dropout_encoder_dir, mlm_weight):
 
 
 def test_a_batch_that_lost_every_document_still_uses_every_weight(no_dropout_encoder_dir):
-    model = DocSplit(EncoderSpec(no_dropout_encoder_dir), max_length=64, grad_cache_token_budget=64)
+    model = DocSplit(EncoderSpec(no_dropout_encoder_dir, max_length=64), grad_cache_token_budget=64)
     batch = model.collator("fit")([Document("a", sections=[Section("", "x")])])
     assert len(batch) == 0
     out = model.grad_cache_forward(batch)
@@ -78,7 +78,7 @@ def test_a_batch_that_lost_every_document_still_uses_every_weight(no_dropout_enc
 
 
 def fit_args(encoder: str, corpus: str, root: Path, *extra: str) -> list[str]:
-    return ["fit", "--model=lit_docemb.methods.DocSplit", f"--model.encoder.name={encoder}", "--model.max_length=64",
+    return ["fit", "--model=lit_docemb.methods.DocSplit", f"--model.encoder.name={encoder}", "--model.encoder.max_length=64",
             f"--model.optimizer={SGD}", "--data=lit_docemb.data.JSONLDataModule", f"--data.paths=[{corpus}]",
             "--data.batch_size=8", "--data.num_workers=0", "--data.val_fraction=0", "--data.max_documents=24",
             "--trainer.accelerator=cpu", "--trainer.logger=false", "--trainer.enable_progress_bar=false",
@@ -93,7 +93,7 @@ def test_fit_with_grad_cache_ends_with_the_same_parameters(no_dropout_encoder_di
                             *extra))
         runs[name] = {k: v.detach().clone() for k, v in cli.model.state_dict().items()}
         assert cli.trainer.global_step == 3
-    start = DocSplit(EncoderSpec(no_dropout_encoder_dir), max_length=64).state_dict()
+    start = DocSplit(EncoderSpec(no_dropout_encoder_dir, max_length=64)).state_dict()
     moved = max((runs["plain"][k] - start[k]).abs().max().item() for k in start)
     assert moved > 1e-3  # training changed the weights, so equality below is not trivial
     assert max((runs["cached"][k] - runs["plain"][k]).abs().max().item() for k in start) <= TOLERANCE
@@ -124,7 +124,7 @@ def test_two_process_ddp_fit_with_grad_cache_matches_plain_ddp(no_dropout_encode
 ])
 def test_unsupported_combinations_are_refused_before_training(no_dropout_encoder_dir, trainer_kwargs, precision,
                                                              message):
-    model = DocSplit(EncoderSpec(no_dropout_encoder_dir), max_length=64, grad_cache_token_budget=128)
+    model = DocSplit(EncoderSpec(no_dropout_encoder_dir, max_length=64), grad_cache_token_budget=128)
     model.trainer = L.Trainer(accelerator="cpu", devices=1, logger=False, **trainer_kwargs)
     if precision is not None:
         model.trainer.strategy.precision_plugin.precision = precision
@@ -137,4 +137,4 @@ def test_unsupported_combinations_are_refused_before_training(no_dropout_encoder
 
 def test_budget_must_be_positive(no_dropout_encoder_dir):
     with pytest.raises(ValueError, match="grad_cache_token_budget: must be >= 1"):
-        DocSplit(EncoderSpec(no_dropout_encoder_dir), max_length=64, grad_cache_token_budget=0)
+        DocSplit(EncoderSpec(no_dropout_encoder_dir, max_length=64), grad_cache_token_budget=0)

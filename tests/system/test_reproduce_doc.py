@@ -191,8 +191,9 @@ def test_longformer_and_bigbird_rows_read_the_length_their_paper_gives(first_hea
     checked = 0
     for argv in long_encoder_commands(first_heading, next_heading):
         model = resolved_model(argv)["init_args"]
-        encoder = model["backbone"]["init_args"] if "backbone" in model else model
-        if re.search(r"longformer|bigbird", encoder["encoder"]["init_args"]["name"]):
+        method = model["backbone"]["init_args"] if "backbone" in model else model
+        encoder = method["encoder"]["init_args"]
+        if re.search(r"longformer|bigbird", encoder["name"]):
             assert encoder["max_length"] == tokens, f"{shlex.join(argv)!r} reads {encoder['max_length']} tokens"
             checked += 1
     assert checked >= 10

@@ -24,7 +24,7 @@ def test_deca_encoder_baseline_through_the_plain_encoder_path(tiny_encoder_dir, 
     out = tmp_path / "baselines" / "deca_r8" / "bert-base-uncased"
     evaluate_main(["--config", str(ROOT / "configs/deca/r8_dc_sc.yaml"), "--config",
                    str(ROOT / "configs/baselines/bert-base-uncased.yaml"), f"--model.init_args.encoder.name={tiny_encoder_dir}",
-                   "--model.init_args.max_length=128",
+                   "--model.init_args.encoder.max_length=128",
                    f"--data.init_args.source={source}", "--data.init_args.num_workers=0", "--output", str(out),
                    "--accelerator", "cpu"])
     results = json.loads((out / "evaluation.json").read_text())

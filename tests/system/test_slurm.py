@@ -44,7 +44,7 @@ def write_config(path: Path, encoder: str, corpus: str, root: Path, max_steps: i
               init_args: {{every_n_train_steps: 1}}{extra}
         model:
           class_path: lit_docemb.methods.DocSplit
-          init_args: {{encoder: {{name: {encoder}}}, max_length: 64}}
+          init_args: {{encoder: {{name: {encoder}, max_length: 64}}}}
         data:
           class_path: lit_docemb.data.JSONLDataModule
           init_args: {{paths: [{corpus}], batch_size: 2, num_workers: 0, val_fraction: 0}}
