@@ -28,7 +28,7 @@ def labelled_metrics(results: dict) -> dict[str, float]:
 def test_bert_mlm_fit_then_evaluate_gives_tables_3_and_4(tiny_encoder_dir, tmp_path):
     source = write_text_gcn_release(tmp_path / "text_gcn", "R8")
     common = ["--config", str(ROOT / "configs/deca/r8_bert_mlm.yaml"), f"--model.init_args.encoder.name={tiny_encoder_dir}",
-              "--model.init_args.max_length=64", f"--data.init_args.source={source}",
+              "--model.init_args.encoder.max_length=64", f"--data.init_args.source={source}",
               "--data.init_args.num_workers=0"]
     run = tmp_path / "runs" / "deca_r8_bert_mlm"
     fitted = main(["fit", *common, "--trainer.accelerator=cpu", "--trainer.devices=1", "--trainer.max_epochs=1",
@@ -50,7 +50,7 @@ def test_bert_st_through_the_plain_encoder_path(tiny_encoder_dir, tmp_path):
     out = tmp_path / "baselines" / "deca_r8" / "bert-st"
     evaluate_main(["--config", str(ROOT / "configs/deca/r8_dc_sc.yaml"), "--config",
                    str(ROOT / "configs/baselines/sentence_sum/bert-base-uncased.yaml"),
-                   f"--model.init_args.encoder.name={tiny_encoder_dir}", "--model.init_args.max_length=64",
+                   f"--model.init_args.encoder.name={tiny_encoder_dir}", "--model.init_args.encoder.max_length=64",
                    f"--data.init_args.source={source}", "--data.init_args.num_workers=0", "--output", str(out),
                    "--accelerator", "cpu"])
     metrics = labelled_metrics(json.loads((out / "evaluation.json").read_text()))
