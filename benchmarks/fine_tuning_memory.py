@@ -103,8 +103,8 @@ def build(config: str, encoder: str, args, mode: str):
     else:  # DocSplit
         options["encoder"]["max_length"] = min(options["encoder"].get("max_length", 512), args.max_length)
     backbone = load(backbone_section["class_path"])(**options)
-    wrapper = {k: v for k, v in section["init_args"].items()
-               if k not in ("backbone", "checkpoint", "optimizer", "scheduler", "grad_cache_token_budget")}  # the mode's
+    wrapper = {k: v for k, v in section["init_args"].items()  # GradCache or not: the mode's, not the config's
+               if k not in ("backbone", "checkpoint", "optimizer", "scheduler", "grad_cache_token_budget")}
     if mode == "GradCache + checkpointing":
         wrapper["activation_checkpointing"] = True
     return load(section["class_path"])(backbone, **wrapper)

@@ -245,7 +245,8 @@ class PassageEncoderOnly(L.LightningModule):
 def build_method(workload: str, encoder: str, args, packed: bool):
     L.seed_everything(0, verbose=False)  # the same weights for both encodings
     if workload == "docsplit":
-        return DocSplit(EncoderSpec(encoder, pooling="cls", compile=args.compile, packed=packed, max_length=args.max_length))
+        return DocSplit(EncoderSpec(encoder, pooling="cls", compile=args.compile, packed=packed,
+                                    max_length=args.max_length))
     if not has_torch_geometric():
         return PassageEncoderOnly(encoder, args.max_length, packed)
     return GraphRoBERTa(EncoderSpec(encoder, compile=args.compile, packed=packed),

@@ -70,10 +70,10 @@ class DocSplit(EmbeddingMethod):
             on the first run, views assembled from its ids on every pass; ``None``: the ``datasets`` cache folder).
         sentence_cache_num_proc: Processes building that cache on its first run, each over a contiguous range of
             the corpus (``None``: one); the cache is the same for any number.
-        sentence_pooling: How a whole document is embedded (predict/evaluate): ``"none"`` encodes its text in one
-            pass (title and body, truncated to ``encoder.max_length``); ``"sum"`` / ``"mean"`` encode each of its
-            sentences alone (DocSplit's sentences, each truncated to ``encoder.max_length``, pooled by the encoder's ``pooling``) and
-            add / average the sentence vectors: DECA's BERT-ST baseline (seed paper 002, §4.1: "uses BERT to learn
+        sentence_pooling: How a whole document is embedded (predict/evaluate): ``"none"`` encodes its text in one pass
+            (title and body, truncated to ``encoder.max_length``); ``"sum"`` / ``"mean"`` encode each of its sentences
+            alone (DocSplit's sentences, each truncated to ``encoder.max_length``, pooled by the encoder's ``pooling``)
+            and add / average the sentence vectors: DECA's BERT-ST baseline (seed paper 002, §4.1: "uses BERT to learn
             sentence embeddings and then gets document embeddings by summing their sentence embeddings") is ``"sum"``
             with [CLS] pooling, as its BERT row reads a text. Sentences come from the body only, so it requires
             ``embed_with_title: false``; a document with fewer than two words is its whole text, one sentence.

@@ -6,10 +6,10 @@ the "[CLS]" embedding, as for the BERT row. The paper gives no epochs, learning 
 defaults here are the usual masked-LM fine-tuning values (BERT's 15% masking with its 80/10/10 rule, AdamW at 5e-5,
 as Hugging Face's ``run_mlm.py``), and ``configs/deca/r8_bert_mlm.yaml`` states the rest.
 
-Reading chosen where the paper is silent: one document is one training row (title and body, cut to ``encoder.max_length``),
-not a stream of documents concatenated into blocks, so every document is seen as it is later embedded; no
-contrastive term (DocSplit with a contrastive weight of 0 would not be the same: its masked input is a random half of
-the sentences, :mod:`lit_docemb.methods.docsplit`).
+Reading chosen where the paper is silent: one document is one training row (title and body, cut to
+``encoder.max_length``), not a stream of documents concatenated into blocks, so every document is seen as it is
+later embedded; no contrastive term (DocSplit with a contrastive weight of 0 would not be the same: its masked input
+is a random half of the sentences, :mod:`lit_docemb.methods.docsplit`).
 """
 
 from __future__ import annotations
