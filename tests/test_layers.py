@@ -5,8 +5,8 @@ imports ``torch.distributed``; ``models/`` and ``losses/`` import no Lightning; 
 (directly or through others) at import time. Imports inside functions count as much as those at the top.
 ``commands/`` (entry points only) defines no ``nn.Module`` and no Lightning ``Callback``; ``views/`` (CPU-only
 collators) neither defines nor imports an ``nn.Module``. Above the data floor no code tests whether a DataModule is
-a ``RetrievalDataModule``: it asks the DataModule instead. ``commands/`` imports the package's own modules at the top,
-inside a function only to put off a heavy package its module does not load otherwise (:data:`LAZY_FOR`).
+a ``RetrievalDataModule``: it asks the DataModule instead. ``commands/`` imports the package's own modules at the top
+only (a command's ``--help`` reads its signature from the source, not from an import).
 """
 
 from __future__ import annotations
@@ -326,20 +326,6 @@ def test_every_folder_is_a_package_that_an_install_ships():
     assert folders - shipped == set()
 
 
-#: The only reasons a module of ``commands/`` imports one of lit_docemb's own modules inside a function (the
-#: dispatcher's ``importlib`` of the command's module aside): the package, and the reason to load it only when the
-#: function runs. Such an import is allowed when its module loads one of these at import time and the importing module
-#: does not; any other import of lit_docemb in ``commands/`` belongs at the top of its module.
-LAZY_FOR = {
-    "torch": "`python -m lit_docemb --help` and every `<command> --help` answer without torch "
-             "(tests/commands/test_main.py, test_vocabulary.py); lit_docemb's library floors load it",
-    "lightning": "as torch (commands.cli and the library floors load Lightning)",
-    "transformers": "as torch",
-    "sklearn": "lit_docemb.eval loads scikit-learn, pandas and pytrec_eval (about 0.5 s): fit, validate and test "
-               "go without them, only predict's writer needs eval",
-}
-
-
 def function_imports(path: Path, module: str, modules: set[str]) -> list[tuple[str, int]]:
     """(module of ``modules`` imported, line) for every import of one of ``modules`` inside a function of ``path``:
     ``from a import b`` names ``a.b`` when that is a module, else ``a``."""
@@ -359,66 +345,37 @@ def function_imports(path: Path, module: str, modules: set[str]) -> list[tuple[s
     return sorted(set(found))
 
 
-def loads_at_import(root: Path) -> dict[str, set[str]]:
-    """Module -> the third-party top-level packages that importing it loads: its own imports at import time, those of
-    the package's modules it imports and of their parent packages."""
-    modules = {module_name(p, root): p for p in sorted(root.rglob("*.py"))}
-    own, third = defaultdict(set), defaultdict(set)
-    for module, path in modules.items():
-        if module.count("."):
-            own[module].add(module.rpartition(".")[0])
-        for target, _, at_import in imports_of(path, module):
-            if not at_import:
-                continue
-            if target.split(".")[0] != root.name:
-                third[module].add(target.split(".")[0])
-                continue
-            target = known_module(target, modules)
-            if target and target != module:
-                own[module].add(target)
-    loads = {}
-    for module in modules:
-        seen, todo = set(), [module]
-        while todo:
-            current = todo.pop()
-            if current not in seen:
-                seen.add(current)
-                todo += own[current]
-        loads[module] = set().union(*(third[m] for m in seen))
-    return loads
-
-
-def needless_function_imports(root: Path = PACKAGE) -> list[str]:
-    """The imports of the package inside a function of ``commands/`` that no entry of :data:`LAZY_FOR` explains:
-    the imported module loads none of those packages that the importing module does not load already."""
+def function_imports_in_commands(root: Path = PACKAGE) -> list[str]:
+    """The imports of the package's own modules inside a function of ``commands/`` (the dispatcher's ``importlib`` of
+    a command's module aside): a command module imports what it runs at its top, and ``<command> --help`` reads the
+    command's signature from its source (``lit_docemb.commands.arguments``) instead of importing it."""
     modules = {module_name(p, root) for p in root.rglob("*.py")}
-    loads = loads_at_import(root)
     found = []
     for path in sorted((root / "commands").rglob("*.py")):
         module = module_name(path, root)
-        for target, line in function_imports(path, module, modules):
-            if target != module and not set(LAZY_FOR) & (loads[target] - loads[module]):
-                found.append(f"{path.relative_to(root.parent)}:{line} imports {target} inside a function")
+        found += [f"{path.relative_to(root.parent)}:{line} imports {target} inside a function"
+                  for target, line in function_imports(path, module, modules) if target != module]
     return found
 
 
-def test_commands_import_the_package_inside_a_function_only_to_put_off_a_heavy_package():
-    assert needless_function_imports() == []
+def test_commands_import_the_package_at_the_top_only():
+    assert function_imports_in_commands() == []
 
 
-def test_the_function_import_check_finds_an_import_that_could_be_at_the_top(tmp_path):
+def test_the_function_import_check_finds_every_form(tmp_path):
     root = _package(tmp_path, {
         "__init__.py": "",
         "models/__init__.py": "import torch\n",
         "models/m.py": "X = 1\n",
         "commands/__init__.py": "",
         "commands/light.py": "import json\n",
-        "commands/heavy.py": "import lightning\n",
-        "commands/a.py": ("def f():\n    from lit_docemb.models.m import X  # torch: allowed\n"
-                          "    from lit_docemb.commands import light  # loads nothing heavy\n"
-                          "    from . import heavy  # Lightning: allowed\n    import json\n"),
-        "commands/b.py": "import torch\n\n\ndef f():\n    from lit_docemb.models import m  # torch loaded already\n",
+        "commands/a.py": ("def f():\n    from lit_docemb.models.m import X\n"
+                          "    from lit_docemb.commands import light\n    from . import light as again\n"
+                          "    import json\n"),
+        "commands/b.py": "from lit_docemb.models import m\n\n\ndef f():\n    import lit_docemb.models\n",
     })
-    assert [v.removesuffix(" inside a function") for v in needless_function_imports(root)] == [
+    assert [v.removesuffix(" inside a function") for v in function_imports_in_commands(root)] == [
         "lit_docemb/commands/a.py:3 imports lit_docemb.commands.light",
-        "lit_docemb/commands/b.py:5 imports lit_docemb.models.m"]
+        "lit_docemb/commands/a.py:4 imports lit_docemb.commands.light",
+        "lit_docemb/commands/a.py:2 imports lit_docemb.models.m",
+        "lit_docemb/commands/b.py:5 imports lit_docemb.models"]

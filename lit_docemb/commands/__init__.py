@@ -2,7 +2,11 @@
 
 :func:`main` reads the command name and imports that command's module only then, so ``python -m lit_docemb
 --help`` answers without loading torch or Lightning. ``fit``, ``validate``, ``test`` and ``predict`` are
-LightningCLI's (:mod:`lit_docemb.commands.cli`); every other command is a module here with a ``main(argv)``.
+LightningCLI's (:mod:`lit_docemb.commands.cli`); every other command is a module here with a ``main(argv)`` that
+parses ``argv`` into the arguments of the module's function of the same name (``dense-search``:
+:func:`lit_docemb.commands.dense_search.dense_search`). A command module imports what it runs at its top: its
+``--help`` is built from that function's signature read from the source (:mod:`lit_docemb.commands.arguments`;
+``slurm``'s options are :mod:`lit_docemb.commands.sbatch`'s), without importing it.
 """
 
 from __future__ import annotations
@@ -11,6 +15,7 @@ import importlib
 import os
 import sys
 
+from lit_docemb.commands import arguments, sbatch
 from lit_docemb.commands.console import quiet_third_parties
 from lit_docemb.commands.help_cache import print_help
 from lit_docemb.errors import ConfigError
@@ -62,14 +67,16 @@ def main(argv: list[str] | None = None):
     if module_name == "cli":
         if argv[1:] in (["--help"], ["-h"]):  # LightningCLI's help, kept after its first answer
             print_help(argv[0], lambda: importlib.import_module("lit_docemb.commands.cli").main(argv))
-        cli = importlib.import_module("lit_docemb.commands.cli").main(argv)
-        from lit_docemb.distributed import close_process_group  # torch: --help and every other command go without it
-
-        close_process_group()  # every rank returned: end the process group before the interpreter does
-        return cli
+        return importlib.import_module("lit_docemb.commands.cli").run(argv)
+    options = argv[1:argv.index("--")] if "--" in argv else argv[1:]  # after --: grid's and slurm's fit arguments
+    if "--help" in options or "-h" in options:
+        if module_name == "slurm":
+            sbatch.parser().print_help()
+            raise SystemExit(0)
+        arguments.print_help(f"lit_docemb.commands.{module_name}", module_name, f"python -m lit_docemb {argv[0]}")
     module = importlib.import_module(f"lit_docemb.commands.{module_name}")
     try:
-        return (module.submit_main if module_name == "slurm" else module.main)(argv[1:])
+        return module.main(argv[1:])
     except ConfigError as err:  # a config or argument that cannot run: one line, as for fit
         print(f"error: {err}", file=sys.stderr)
         raise SystemExit(2) from err

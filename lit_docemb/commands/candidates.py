@@ -6,14 +6,12 @@ import importlib
 import json
 
 from lit_docemb.commands.arguments import run_command
+from lit_docemb.eval.candidates import evaluate_candidates, read_candidate_task
 
 
 def evaluate_checkpoint(checkpoint: str, root: str, method: str = "lit_docemb.methods.CTPE", k: int = 20,
                         batch_size: int = 256) -> dict[str, float]:
     """Loads a checkpoint of ``method`` (a class path) and ranks the task folder ``root`` with it."""
-    # loads torch: imported on use so that --help answers without it
-    from lit_docemb.eval.candidates import evaluate_candidates, read_candidate_task
-
     module_name, _, class_name = method.rpartition(".")
     cls = getattr(importlib.import_module(module_name), class_name)
     model = cls.load_from_checkpoint(checkpoint, map_location="cpu", weights_only=True)  # no pickled code

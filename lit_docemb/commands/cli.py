@@ -48,14 +48,11 @@ from lit_docemb.commands.run_folder import apply_run_dir, check_fresh_fit, fill_
 from lit_docemb.commands.trust import load_yaml, parse_yaml, refuse_untrusted
 from lit_docemb.config_block import ConfigBlock, block_option
 from lit_docemb.data.core.datamodule import DocumentDataModule
+from lit_docemb.distributed import close_process_group
 from lit_docemb.errors import BadArgument, ConfigError
+from lit_docemb.eval.embedding_writers import PredictionWriter
 from lit_docemb.methods.base import EmbeddingMethod
-from lit_docemb.methods.callbacks import (
-    AtomicCheckpointIO,
-    SaveRunConfig,
-    SlurmRequeue,
-    Throughput,
-)
+from lit_docemb.methods.callbacks import AtomicCheckpointIO, SaveRunConfig, SlurmRequeue, Throughput
 from lit_docemb.methods.checkpoints import class_at, read_checkpoint
 from lit_docemb.methods.progress import RateProgressBar
 from lit_docemb.models.classical import DocumentRepresentation
@@ -201,9 +198,6 @@ class DocEmbCLI(LightningCLI):
         if self.subcommand == "predict":  # predict logs nothing: no second logger folder or wandb run beside fit's
             trainer.loggers = []
         if self.subcommand == "predict" and not any(isinstance(c, BasePredictionWriter) for c in trainer.callbacks):
-            # lit_docemb.eval loads scikit-learn and pytrec_eval: only predict needs them
-            from lit_docemb.eval.embedding_writers import PredictionWriter
-
             trainer.callbacks.append(PredictionWriter(Path(trainer.default_root_dir) / "predictions"))
         if isinstance(self.datamodule, DocumentDataModule):  # what the corpus read and skipped, in the run folder
             self.datamodule.stats_dir = trainer.default_root_dir
@@ -386,3 +380,11 @@ def main(args: list[str] | None = None) -> DocEmbCLI | None:
     except ConfigError as err:  # found before training started: one line, as jsonargparse reports a bad key
         print(f"error: {err}", file=sys.stderr)
         raise SystemExit(2) from err
+
+
+def run(argv: list[str]) -> DocEmbCLI | None:
+    """``python -m lit_docemb fit|validate|test|predict``: :func:`main`, then the process group ended in step on
+    every rank (:func:`~lit_docemb.distributed.close_process_group`) before the interpreter ends it."""
+    cli = main(argv)
+    close_process_group()
+    return cli

@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 
 from lit_docemb.commands.arguments import run_command
+from lit_docemb.data.corpora.ctpe_release import convert_ctpe_release
 from lit_docemb.errors import ConfigError
 
 
@@ -17,9 +18,6 @@ def ctpe_release(input: str, output: str) -> dict[str, int]:
         input: The released file: a ground-truth dict line, then id<TAB>title<TAB>abstract lines.
         output: The task folder to write (e.g. data/ctpe/arxiv).
     """
-    # loads torch: imported on use so that --help answers without it
-    from lit_docemb.data.corpora.ctpe_release import convert_ctpe_release
-
     if not Path(input).expanduser().is_file():
         raise ConfigError(f"--input: no file at {input!r}; download a subset from github.com/opendata-ai/tr")
     try:

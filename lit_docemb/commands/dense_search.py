@@ -5,7 +5,12 @@ from __future__ import annotations
 import logging
 from typing import Literal
 
-from lit_docemb.commands.arguments import run_command, torch_device
+from lit_docemb.commands.arguments import run_command
+from lit_docemb.commands.cli import DocEmbCLI
+from lit_docemb.commands.loading import torch_device
+from lit_docemb.data.retrieval.trec import write_run
+from lit_docemb.eval.search import rank
+from lit_docemb.methods.checkpoints import load_method_checkpoint
 
 log = logging.getLogger(__name__)
 
@@ -25,12 +30,6 @@ def dense_search(config: list[str], ckpt_path: str, output: str, split: Literal[
         accelerator: ``auto``, ``cpu``, ``cuda`` (or ``gpu``), or a torch device such as ``cuda:1``.
         overrides: Config overrides (``--data.init_args.root DIR``).
     """
-    # these load torch: imported on use so that --help answers without it
-    from lit_docemb.commands.cli import DocEmbCLI
-    from lit_docemb.data.retrieval.trec import write_run
-    from lit_docemb.eval.search import rank
-    from lit_docemb.methods.checkpoints import load_method_checkpoint
-
     configs = [arg for path in config for arg in ("--config", path)]
     cli = DocEmbCLI(args=[*configs, *(overrides or []), "--data.init_args.mode", "retrieval"], run=False)
     method, data = cli.model, cli.datamodule

@@ -36,13 +36,12 @@ from typing import Literal
 
 from lit_docemb.commands.arguments import count_or_name, run_command
 from lit_docemb.commands.loading import (
-    announce_baseline,
-    build_method,
-    interpolate_method,
-    read_documents,
-    refuse_without_checkpoint,
+    announce_baseline, build_method, interpolate_method, read_documents, refuse_without_checkpoint
 )
+from lit_docemb.data.core.reading import reading_summary
 from lit_docemb.errors import require
+from lit_docemb.eval.embedding_writers import write_embeddings
+from lit_docemb.methods.checkpoints import read_checkpoint, restore_method
 
 log = logging.getLogger(__name__)
 
@@ -55,11 +54,6 @@ def embed_documents(configs: Sequence[str | Path], ckpt_path: str | None, input_
     """Embeds ``input_path`` with the run's method (and checkpoint, when given; interpolated with the starting
     weights by ``interpolate_alpha``) into ``output_dir`` and writes ``embed_stats.json``; returns the stats on
     rank 0 (``None`` on the other ranks)."""
-    # these load torch: imported on use so that --help answers without it
-    from lit_docemb.data.core.reading import reading_summary
-    from lit_docemb.eval.embedding_writers import write_embeddings
-    from lit_docemb.methods.checkpoints import read_checkpoint, restore_method
-
     refuse_without_checkpoint(interpolate_alpha, ckpt_path)
     if ckpt_path is not None:
         read_checkpoint(ckpt_path, mmap=True)  # a missing or unreadable file stops here, before reading the input

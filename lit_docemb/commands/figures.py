@@ -10,6 +10,7 @@ from typing import Literal
 from lit_docemb.commands.arguments import run_command
 from lit_docemb.commands.loading import load_method, read_documents
 from lit_docemb.errors import ConfigError
+from lit_docemb.eval import figures as drawing
 
 
 def output_folder(output: str | None, run: str | None, embeddings: str | None) -> Path:
@@ -60,9 +61,6 @@ def figures(run: str | None = None, metrics: list[str] | None = None, embeddings
     """
     drawn_by_model = bool(similarities or attention)
     check_figure_arguments(run, embeddings, input, config, ckpt_path, drawn_by_model)
-    # loads torch: imported on use so that --help answers without it
-    from lit_docemb.eval import figures as drawing  # matplotlib and torch: after --help and the argument checks
-
     folder = output_folder(output, run, embeddings)
     written = []
     if run:

@@ -29,19 +29,21 @@ import json
 import sys
 from pathlib import Path
 
-from lit_docemb.commands.arguments import run_command, torch_device
+from lit_docemb.commands.arguments import run_command
 from lit_docemb.commands.evaluate import build_evaluation, run_evaluations
-from lit_docemb.commands.loading import run_cli
+from lit_docemb.commands.loading import run_cli, torch_device
 from lit_docemb.errors import ConfigError, require
+from lit_docemb.eval.evaluation import Evaluation, EvaluationContext
+from lit_docemb.eval.heldout import HeldOutRetrieval
+from lit_docemb.eval.labelled import Clustering, LinearProbe
+from lit_docemb.eval.retrieval import RetrievalEvaluation
+from lit_docemb.methods.checkpoints import read_checkpoint, restore_method
+from lit_docemb.methods.retention import ALPHA_GRID, choose_alpha, interpolated_state
+
 
 def validation_evaluations(data) -> list:
     """What ``data`` supports on its validation split: retrieval of its validation queries, clustering and the
     linear probe on validation documents, or held-out retrieval; a :class:`ConfigError` otherwise."""
-    # these load torch: imported on use so that --help answers without it
-    from lit_docemb.eval.heldout import HeldOutRetrieval
-    from lit_docemb.eval.labelled import Clustering, LinearProbe
-    from lit_docemb.eval.retrieval import RetrievalEvaluation
-
     if data.ranked_split() is not None:  # a ranking DataModule: its validation queries
         return [RetrievalEvaluation(split="val")]
     if hasattr(data, "labels") or getattr(data, "test_set", None) is not None:
@@ -104,11 +106,6 @@ def interpolate(config: list[str], ckpt_path: str, evaluation: list[str] | None 
         accelerator: ``auto``, ``cpu``, ``cuda`` (or ``gpu``), or a torch device such as ``cuda:1``.
         overrides: Config overrides (``--data.init_args.root DIR``).
     """
-    # these load torch: imported on use so that --help answers without it
-    from lit_docemb.eval.evaluation import Evaluation, EvaluationContext
-    from lit_docemb.methods.checkpoints import read_checkpoint, restore_method
-    from lit_docemb.methods.retention import ALPHA_GRID, choose_alpha, interpolated_state
-
     grid = ALPHA_GRID if not alphas else tuple(float(a) for a in alphas)
     for alpha in grid:
         require(0.0 <= alpha <= 1.0, "--alphas", "values in [0, 1]", alpha)

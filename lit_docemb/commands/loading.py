@@ -2,9 +2,8 @@
 from its config(s) and ``--model...`` overrides (a baseline without a checkpoint), restored from a checkpoint and
 optionally interpolated with its starting weights (WiSE-FT: :mod:`lit_docemb.commands.interpolate`).
 
-Imports of torch, Lightning and the package's torch-using modules are inside the functions that need them: every
-command module imports this one, and ``python -m lit_docemb <command> --help`` answers without loading torch
-(``tests/commands/test_vocabulary.py``).
+It loads torch and Lightning; ``python -m lit_docemb <command> --help`` still does not, since it reads the command's
+signature from its source (:mod:`lit_docemb.commands.arguments`).
 """
 
 from __future__ import annotations
@@ -13,16 +12,25 @@ import logging
 from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
 
+import lightning as L
+import torch
 import yaml
+from jsonargparse import ArgumentError
+from lightning.pytorch.cli import LightningArgumentParser
 
+import lit_docemb.data  # noqa: F401  (registers the DataModules)
+import lit_docemb.methods  # noqa: F401  (registers the methods)
+from lit_docemb.commands.cli import DocEmbCLI, one_line_parse_error, refuse_untrusted_arguments
 from lit_docemb.commands.trust import load_yaml, refuse_untrusted
+from lit_docemb.data.core.datamodule import DocumentDataModule
+from lit_docemb.data.core.document import Document, Section
+from lit_docemb.data.core.reading import ReadContext, read_lines, require_path
+from lit_docemb.data.corpora.jsonl import read_jsonl
 from lit_docemb.errors import ConfigError, require
-
-if TYPE_CHECKING:  # annotations only: the data package loads torch
-    from lit_docemb.data.core.document import Document
-    from lit_docemb.data.core.reading import ReadContext
+from lit_docemb.methods.base import EmbeddingMethod
+from lit_docemb.methods.checkpoints import read_checkpoint
+from lit_docemb.methods.retention import interpolated_state
 
 log = logging.getLogger(__name__)
 
@@ -34,10 +42,6 @@ TSV_HEADERS = (["id", "text"], ["id", "title", "text"])
 def read_tsv(path: str | Path, context: ReadContext | None = None) -> list[Document]:
     """Documents of a TSV file: ``id<TAB>text`` or ``id<TAB>title<TAB>text`` (one untitled section). A line with
     another number of fields or an empty id is skipped and counted as ``"malformed_record"``."""
-    # these load torch: imported on use so that --help answers without it
-    from lit_docemb.data.core.document import Document, Section
-    from lit_docemb.data.core.reading import ReadContext, read_lines, require_path
-
     context = ReadContext() if context is None else context
     path = require_path(path, "TSV documents", TSV_EXPECTED)
     documents = []
@@ -59,10 +63,6 @@ def read_tsv(path: str | Path, context: ReadContext | None = None) -> list[Docum
 def read_documents(path: str | Path, stats: Counter | None = None) -> list[Document]:
     """The non-empty documents of a ``.jsonl``/``.tsv`` file (optionally ``.gz``/``.bz2``/``.xz``), in file order;
     bad lines and empty documents are counted into ``stats``."""
-    # these load torch: imported on use so that --help answers without it
-    from lit_docemb.data.corpora.jsonl import read_jsonl
-    from lit_docemb.data.core.reading import ReadContext
-
     context = ReadContext(stats=Counter() if stats is None else stats)
     suffixes = [s.lower() for s in Path(path).suffixes if s.lower() not in (".gz", ".bz2", ".xz")]
     if suffixes[-1:] in ([".tsv"], [".tab"]):
@@ -94,9 +94,6 @@ def without_subcommand_keys(path: str) -> str:
 def run_cli(config: Sequence[str], overrides: Sequence[str] = ()):
     """The run's :class:`~lit_docemb.commands.cli.DocEmbCLI` (method, DataModule, trainer and its callbacks) as
     ``config`` and ``overrides`` build it, without running a subcommand."""
-    # commands.cli loads Lightning: imported on use so that --help answers without it
-    from lit_docemb.commands.cli import DocEmbCLI
-
     configs = [arg for path in config for arg in ("--config", without_subcommand_keys(path))]
     return DocEmbCLI(args=[*configs, *overrides], run=False)
 
@@ -150,14 +147,6 @@ def config_overrides(overrides: Sequence[str], command: str, section: str = "mod
 def build_method(configs: Sequence[str | Path], overrides: Sequence[str] = (), command: str = "embed"):
     """The method of a run's config(s) (the ``model`` section; later files win, then ``overrides``), built without
     its weights; a key the method's signature does not have is a one-line :class:`ConfigError`."""
-    from jsonargparse import ArgumentError
-    from lightning.pytorch.cli import LightningArgumentParser
-
-    # these load torch: imported on use so that --help answers without it
-    import lit_docemb.methods  # noqa: F401  (registers the methods)
-    from lit_docemb.commands.cli import one_line_parse_error, refuse_untrusted_arguments
-    from lit_docemb.methods.base import EmbeddingMethod
-
     model: dict = {}
     for path in configs:
         config = load_yaml(path) or {}  # safe YAML, class paths checked before jsonargparse imports any
@@ -182,14 +171,6 @@ def build_datamodule(configs: Sequence[str | Path], overrides: Sequence[str] = (
     """The DataModule of fit config(s) (the ``data`` section; later files win, then ``--data...`` overrides), built
     as LightningCLI builds it and not yet set up; a key its signature does not have is a one-line
     :class:`ConfigError`."""
-    from jsonargparse import ArgumentError
-    from lightning.pytorch.cli import LightningArgumentParser
-
-    # these load torch: imported on use so that --help answers without it
-    import lit_docemb.data  # noqa: F401  (registers the DataModules)
-    from lit_docemb.commands.cli import one_line_parse_error, refuse_untrusted_arguments
-    from lit_docemb.data.core.datamodule import DocumentDataModule
-
     data: dict = {}
     for path in configs:
         config = load_yaml(path) or {}  # safe YAML, class paths checked before jsonargparse imports any
@@ -216,8 +197,6 @@ def seed_as_configured(configs: Sequence[str | Path]) -> None:
     """Seeds the random generators with the configs' ``seed_everything`` (the last that sets an integer), as
     ``fit`` did before building the method: weights a config initialises at random (Graph-RoBERTa's and CoLDE's
     heads) are then the same draw every time the method is built."""
-    import lightning as L
-
     seeds = [c["seed_everything"] for c in map(load_yaml, configs) if isinstance(c, dict)
              and isinstance(c.get("seed_everything"), int) and not isinstance(c.get("seed_everything"), bool)]
     if seeds:
@@ -250,9 +229,6 @@ def model_overrides(overrides: Sequence[str]) -> list[str]:
 def interpolate_method(method, configs: Sequence[str | Path], overrides: Sequence[str], alpha: float) -> None:
     """Gives ``method`` (its trained weights loaded) the weights ``(1 - alpha)·θ₀ + alpha·θ``, θ₀ those of the
     method as ``configs`` and ``overrides`` build it (:mod:`lit_docemb.commands.interpolate`)."""
-    # loads torch: imported on use so that --help answers without it
-    from lit_docemb.methods.retention import interpolated_state
-
     require(0.0 <= alpha <= 1.0, "--interpolate_alpha", "in [0, 1] (0 the starting weights, 1 the trained ones)",
             alpha)
     starting = build_method(configs, model_overrides(overrides), "interpolate").state_dict()
@@ -271,9 +247,6 @@ def load_method(configs: Sequence[str | Path], ckpt_path: str | None, overrides:
     """The run's method with the checkpoint's weights (and its checkpoint state, e.g. a vocabulary), interpolated
     with the starting weights by ``interpolate_alpha`` when given, in eval mode; without ``ckpt_path``, the method
     as its config (and ``overrides``) builds it."""
-    # loads torch: imported on use so that --help answers without it
-    from lit_docemb.methods.checkpoints import read_checkpoint
-
     refuse_without_checkpoint(interpolate_alpha, ckpt_path)
     method = build_method(configs, overrides, "export")
     if ckpt_path is None:
@@ -285,3 +258,15 @@ def load_method(configs: Sequence[str | Path], ckpt_path: str | None, overrides:
     if interpolate_alpha is not None:
         interpolate_method(method, configs, overrides, interpolate_alpha)
     return method.eval()
+
+
+def torch_device(accelerator: str = "auto") -> str:
+    """The torch device of a one-process command: ``auto`` is ``cuda`` when a GPU is visible, else ``cpu``;
+    ``gpu`` is ``cuda``; any other value (``cpu``, ``cuda:1``, ``mps``) is used as given.
+
+    Args:
+        accelerator: The ``--accelerator`` value.
+    """
+    if accelerator == "auto":
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    return "cuda" if accelerator == "gpu" else accelerator

@@ -5,7 +5,11 @@ from __future__ import annotations
 import json
 from typing import Literal
 
-from lit_docemb.commands.arguments import run_command, torch_device
+from lit_docemb.commands.arguments import run_command
+from lit_docemb.commands.cli import DocEmbCLI
+from lit_docemb.commands.loading import torch_device
+from lit_docemb.eval.matching import evaluate_pairs
+from lit_docemb.methods.checkpoints import load_method_checkpoint
 
 
 def matching(config: list[str], ckpt_path: str | None = None, classifier: Literal["logistic", "mlp"] = "logistic",
@@ -22,11 +26,6 @@ def matching(config: list[str], ckpt_path: str | None = None, classifier: Litera
         accelerator: ``auto``, ``cpu``, ``cuda`` (or ``gpu``), or a torch device such as ``cuda:1``.
         overrides: Config overrides (``--data.init_args.root DIR``).
     """
-    # these load torch: imported on use so that --help answers without it
-    from lit_docemb.commands.cli import DocEmbCLI
-    from lit_docemb.eval.matching import evaluate_pairs
-    from lit_docemb.methods.checkpoints import load_method_checkpoint
-
     configs = [arg for path in config for arg in ("--config", path)]
     cli = DocEmbCLI(args=[*configs, *(overrides or [])], run=False)
     method, data = cli.model, cli.datamodule

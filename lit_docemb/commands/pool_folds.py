@@ -23,13 +23,11 @@ from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
 
-from typing import TYPE_CHECKING
-
 from lit_docemb.commands.arguments import run_command
+from lit_docemb.data.retrieval.trec import Qrels, Run, read_qrels, read_run, write_run
 from lit_docemb.errors import ConfigError
-
-if TYPE_CHECKING:  # the data and eval floors import torch: loaded when the command runs, not for --help
-    from lit_docemb.data.retrieval.trec import Qrels, Run
+from lit_docemb.eval.evaluation import markdown_table
+from lit_docemb.eval.ranking import retrieval_metrics, trec_measure
 
 #: Graph-RoBERTa's Table 3 measures.
 DEFAULT_MEASURES = ("ndcg@20", "P@20")
@@ -53,9 +51,6 @@ def pooled_metrics(runs: list[Run], names: list[str], qrels: Qrels,
                    measures: list[str]) -> tuple[Run, dict[str, dict[str, float]]]:
     """(pooled run, {"pooled": metrics over all judged queries, "fold_mean": mean of the per-fold means,
     "fold<i>": each fold's metrics over its own queries})."""
-    # loads torch: imported on use so that --help answers without it
-    from lit_docemb.eval.ranking import retrieval_metrics
-
     pooled = pool_runs(runs, names)
     results = {"pooled": retrieval_metrics(pooled, qrels, measures)}
     per_fold = {}
@@ -80,11 +75,6 @@ def pool_folds(runs: list[str], qrels: str, measures: Sequence[str] = DEFAULT_ME
         measures: mrr@k, ndcg@k, P@k, recall@k, map@k, map, ndcg, bpref (Graph-RoBERTa's Table 3: ndcg@20 P@20).
         output: Folder for pooled.run, pooled.md and pooled.json (default: print only).
     """
-    # these load torch: imported on use so that --help answers without it
-    from lit_docemb.data.retrieval.trec import read_qrels, read_run, write_run
-    from lit_docemb.eval.evaluation import markdown_table
-    from lit_docemb.eval.ranking import trec_measure
-
     for measure in measures:
         try:
             trec_measure(measure)

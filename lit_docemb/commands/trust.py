@@ -12,7 +12,9 @@ read with the safe loader only (:func:`load_yaml`): ``!!python/...`` tags are re
 
 from __future__ import annotations
 
+import functools
 import os
+import types
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -73,9 +75,6 @@ def _check_object(key: str, target: Any, prefixes: tuple[str, ...]) -> None:
 
 def _is_code(value: Any) -> bool:
     """A class or a function/method/partial: something a config may have had resolved from an import string."""
-    import functools
-    import types
-
     return isinstance(value, (type, types.FunctionType, types.BuiltinFunctionType, types.MethodType,
                               functools.partial))
 

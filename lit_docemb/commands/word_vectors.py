@@ -11,7 +11,10 @@ from pathlib import Path
 
 from lit_docemb.commands.arguments import run_command
 from lit_docemb.commands.loading import build_datamodule, read_documents
+from lit_docemb.data.core.reading import ReadContext, read_lines
 from lit_docemb.errors import ConfigError
+from lit_docemb.models.word_vectors import WordSentences, train_word_vectors, write_word_vectors
+from lit_docemb.views.ctpe import document_fields
 
 METHODS = ("word2vec", "glove")
 FORMATS = ("word2vec_binary", "word2vec_text", "glove_text")
@@ -21,17 +24,11 @@ INPUT_EXPECTED = ("a text file (one document per line; .gz/.bz2/.xz read too), a
 
 def _document_text(document) -> str:
     """Its title and sections as CTPE reads them for its own word2vec (a title kept as a section counts once)."""
-    # loads torch: imported on use so that --help answers without it
-    from lit_docemb.views.ctpe import document_fields
-
     return "\n".join(text for _, text in document_fields(document))
 
 
 def _file_texts(paths: list[str]):
     """A function returning a fresh iterator over the documents' texts of ``paths``."""
-    # loads torch: imported on use so that --help answers without it
-    from lit_docemb.data.core.reading import ReadContext, read_lines
-
     def texts():
         for path in paths:
             suffixes = [s.lower() for s in Path(path).suffixes if s.lower() not in (".gz", ".bz2", ".xz")]
@@ -96,9 +93,6 @@ def word_vectors(output: str, method: str = "word2vec", input: list[str] | None 
     for path in input or []:
         if not Path(path).expanduser().is_file():
             raise ConfigError(f"--input: no file at {path!r}; give {INPUT_EXPECTED}")
-    # loads torch: imported on use so that --help answers without it
-    from lit_docemb.models.word_vectors import WordSentences, train_word_vectors, write_word_vectors
-
     texts = _file_texts(input) if input else _datamodule_texts(config, overrides or [])
     start = time.perf_counter()
     try:

@@ -41,4 +41,4 @@ def test_every_command_module_has_its_entry_point():
 
     for name, (module_name, _) in COMMANDS.items():
         module = importlib.import_module(f"lit_docemb.commands.{module_name}")
-        assert callable(getattr(module, "submit_main" if name == "slurm" else "main")), name
+        assert callable(getattr(module, "main")), name

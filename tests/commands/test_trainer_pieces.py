@@ -13,7 +13,8 @@ import yaml
 from jsonargparse import ArgumentParser
 from jsonargparse._util import import_object
 
-from lit_docemb.commands.slurm import check_run_config, resolve_fit_config
+from lit_docemb.commands.sbatch import check_run_config
+from lit_docemb.commands.slurm import resolve_fit_config
 
 ROOT = Path(__file__).resolve().parents[2]
 CONFIGS = ROOT / "configs"

@@ -3,6 +3,8 @@ loads no torch for the commands that are not LightningCLI's, and refuses the old
 
 from __future__ import annotations
 
+import importlib
+import inspect
 import json
 import subprocess
 import sys
@@ -10,7 +12,7 @@ import sys
 import pytest
 
 from lit_docemb.commands import COMMANDS
-from lit_docemb.commands.arguments import docstring_arguments, parse_command
+from lit_docemb.commands.arguments import Signature, build_parser, docstring_arguments, parse_command
 from lit_docemb.commands.candidates import candidates
 from lit_docemb.commands.candidates import main as candidates_main
 from lit_docemb.commands.embed import embed
@@ -71,6 +73,23 @@ def test_every_command_but_lightnings_answers_help_from_its_signature_without_to
         assert not any(old in result["help"] for old in OLD_SPELLINGS), command
 
 
+@pytest.mark.parametrize("command", [c for c, (module, _) in COMMANDS.items() if module not in ("cli", "slurm")])
+def test_the_help_read_from_the_source_is_the_help_of_the_imported_function(command):
+    module = COMMANDS[command][0]
+    read = Signature.read(f"lit_docemb.commands.{module}", module)
+    imported = Signature.of(getattr(importlib.import_module(f"lit_docemb.commands.{module}"), module))
+    assert read == imported
+    assert build_parser(read, command).format_help() == build_parser(imported, command).format_help()
+
+
+def test_a_signature_the_source_reader_cannot_read_is_named(tmp_path, monkeypatch):
+    (tmp_path / "probe_command.py").write_text(
+        "import collections\n\n\ndef probe_command(a: collections.OrderedDict = None):\n    return a\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    with pytest.raises(ValueError, match="annotation 'collections.OrderedDict'"):
+        Signature.read("probe_command", "probe_command")
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("command", ["fit", "predict"])
 def test_lightning_commands_help_names_config_and_ckpt_path(command):
@@ -79,7 +98,7 @@ def test_lightning_commands_help_names_config_and_ckpt_path(command):
 
 
 def test_help_text_is_the_docstring():
-    helps = docstring_arguments(embed)
+    helps = docstring_arguments(inspect.getdoc(embed))
     assert helps["batch_size"] == "Documents per batch and device."
     assert helps["ckpt_path"].startswith("A checkpoint of that method; without it")
     assert "overrides" in helps and set(helps) == set(embed.__code__.co_varnames[:embed.__code__.co_argcount])

@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from lit_docemb.commands.slurm import submit_main
+from lit_docemb.commands.slurm import main as slurm_main
 
 
 def write_config(path: Path, encoder: str, corpus: str, root: Path, max_steps: int,
@@ -60,7 +60,7 @@ def test_dry_run_writes_the_job_script_into_the_run_folder(tiny_encoder_dir, cor
                                                            capsys):
     monkeypatch.chdir(tmp_path)
     config = write_config(tmp_path / "tiny.yaml", tiny_encoder_dir, corpus_jsonl, Path("runs/tiny"), 3)
-    assert submit_main(["--config", str(config), "--nodes", "2", "--gpus-per-node", "4", "--cpus-per-task", "6",
+    assert slurm_main(["--config", str(config), "--nodes", "2", "--gpus-per-node", "4", "--cpus-per-task", "6",
                         "--partition", "gpu", "--time", "1:00:00", "--account", "lab", "--dry-run",
                         "--", "--data.init_args.batch_size=8"]) is None
     [script_path] = (tmp_path / "runs" / "tiny" / "slurm").glob("*/job.sbatch")
@@ -80,7 +80,7 @@ def test_dry_run_writes_the_job_script_into_the_run_folder(tiny_encoder_dir, cor
 def test_cpu_job_asks_for_no_gpus(tiny_encoder_dir, corpus_jsonl, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     config = write_config(tmp_path / "tiny.yaml", tiny_encoder_dir, corpus_jsonl, tmp_path / "run", 3)
-    submit_main(["--config", str(config), "--cpu-tasks-per-node", "2", "--job-name", "cpu-test", "--dry-run"])
+    slurm_main(["--config", str(config), "--cpu-tasks-per-node", "2", "--job-name", "cpu-test", "--dry-run"])
     [script_path] = (tmp_path / "run" / "slurm").glob("*/job.sbatch")
     found = directives(script_path.read_text())
     assert "gpus-per-node" not in found and "cpus-per-task" not in found
@@ -99,7 +99,7 @@ def test_cpu_job_asks_for_no_gpus(tiny_encoder_dir, corpus_jsonl, tmp_path, monk
 def test_bad_arguments_are_refused(tiny_encoder_dir, corpus_jsonl, tmp_path, capsys, extra, message):
     config = write_config(tmp_path / "tiny.yaml", tiny_encoder_dir, corpus_jsonl, tmp_path / "run", 3)
     with pytest.raises(SystemExit):
-        submit_main(["--config", str(config), *extra])
+        slurm_main(["--config", str(config), *extra])
     assert message in capsys.readouterr().err
     assert not (tmp_path / "run").exists()
 
@@ -107,13 +107,13 @@ def test_bad_arguments_are_refused(tiny_encoder_dir, corpus_jsonl, tmp_path, cap
 def test_config_that_cannot_resume_is_refused(tiny_encoder_dir, corpus_jsonl, tmp_path, capsys):
     config = write_config(tmp_path / "tiny.yaml", tiny_encoder_dir, corpus_jsonl, tmp_path / "run", 3)
     with pytest.raises(SystemExit, match="no lit_docemb.methods.callbacks.RunCheckpoint"):
-        submit_main(["--config", str(config), "--gpus-per-node", "1", "--", "--trainer.callbacks=[]"])
+        slurm_main(["--config", str(config), "--gpus-per-node", "1", "--", "--trainer.callbacks=[]"])
     no_root = tmp_path / "no_root.yaml"
     no_root.write_text(re.sub(r" *default_root_dir: .*\n", "", config.read_text()))
     with pytest.raises(SystemExit, match="no trainer.default_root_dir"):
-        submit_main(["--config", str(no_root), "--gpus-per-node", "1"])
+        slurm_main(["--config", str(no_root), "--gpus-per-node", "1"])
     with pytest.raises(SystemExit):
-        submit_main(["--config", str(tmp_path / "missing.yaml"), "--gpus-per-node", "1"])
+        slurm_main(["--config", str(tmp_path / "missing.yaml"), "--gpus-per-node", "1"])
     assert "--config: no such file" in capsys.readouterr().err
     assert not (tmp_path / "run").exists()
 
