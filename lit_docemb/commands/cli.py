@@ -24,6 +24,7 @@ configured model stop the command with the differing keys.
 
 from __future__ import annotations
 
+import functools
 import importlib
 import os
 import re
@@ -45,11 +46,12 @@ from lit_docemb.commands import main as run_command
 from lit_docemb.commands.console import tidy_loggers
 from lit_docemb.commands.loggers import configure_wandb_loggers
 from lit_docemb.commands.run_folder import apply_run_dir, check_fresh_fit, fill_run_folder, last_checkpoint
+from lit_docemb.commands.section_errors import SectionNaming, build_plainly, config_error_in
 from lit_docemb.commands.trust import load_yaml, parse_yaml, refuse_untrusted
 from lit_docemb.config_block import ConfigBlock, block_option
 from lit_docemb.data.core.datamodule import DocumentDataModule
 from lit_docemb.distributed import close_process_group
-from lit_docemb.errors import BadArgument, ConfigError
+from lit_docemb.errors import ConfigError
 from lit_docemb.eval.embedding_writers import PredictionWriter
 from lit_docemb.methods.base import EmbeddingMethod
 from lit_docemb.methods.callbacks import AtomicCheckpointIO, SaveRunConfig, SlurmRequeue, Throughput
@@ -143,13 +145,18 @@ class DocEmbCLI(LightningCLI):
         builds under its section (:class:`SectionNaming`)."""
         super()._add_instantiators()
         for key, base in (("model", EmbeddingMethod), ("data", DocumentDataModule)):
-            self.parser.add_instantiator(SectionNaming(_InstantiatorFn(cli=self, key=key), key), base,
-                                         subclasses=True, prepend=True)
-        # a config block (encoder, passages) is built before the method: its bad argument is named under the model
-        self.parser.add_instantiator(SectionNaming(build_plainly, "model"), ConfigBlock, subclasses=True, prepend=True)
+            naming = SectionNaming(_InstantiatorFn(cli=self, key=key), key, functools.partial(self.parsed_section, key))
+            self.parser.add_instantiator(naming, base, subclasses=True, prepend=True)
+        # a config block (encoder, passages) is built before the method: its bad argument is named under its method
+        naming = SectionNaming(build_plainly, "model", functools.partial(self.parsed_section, "model"))
+        self.parser.add_instantiator(naming, ConfigBlock, subclasses=True, prepend=True)
         # ClassicalBaseline's representation is built before the method: its bad argument is named under its own key
         self.parser.add_instantiator(SectionNaming(build_plainly, "model.init_args.representation"),
                                      DocumentRepresentation, subclasses=True, prepend=True)
+
+    def parsed_section(self, key: str):
+        """The parsed section ``key`` (``model``, ``data``) of the running subcommand."""
+        return (self.config[self.config.subcommand] if self.config.get("subcommand") else self.config).get(key)
 
     def _parse_ckpt_path(self) -> None:
         """Lightning merges a checkpoint's stored hyper-parameters over the config here; lit_docemb does not (a
@@ -227,39 +234,6 @@ def _names_progress_bar(class_path: str | None) -> bool:
     module, _, name = class_path.rpartition(".")
     found = getattr(importlib.import_module(module), name, None)
     return isinstance(found, type) and issubclass(found, ProgressBar)
-
-
-def build_plainly(class_type, *args, applied_instantiation_links: dict | None = None, **kwargs):
-    """jsonargparse's default instantiation (``class_type(*args, **kwargs)``), for :class:`SectionNaming`."""
-    return class_type(*args, **kwargs)
-
-
-class SectionNaming:
-    """Builds a class of one config section (``model``, ``data``) with ``instantiator``, turning a
-    :class:`~lit_docemb.errors.BadArgument` of its ``__init__`` (or of a loss or encoder it builds from that
-    argument) into a :class:`ConfigError` under the section's key: ``model.init_args.temperature: ...``."""
-
-    def __init__(self, instantiator, section: str) -> None:
-        self.instantiator, self.section = instantiator, section
-
-    def __call__(self, class_type, *args, applied_instantiation_links: dict, **kwargs):
-        try:
-            return self.instantiator(class_type, *args, applied_instantiation_links=applied_instantiation_links,
-                                     **kwargs)
-        except BadArgument as err:
-            raise err.under(self.section) from None
-
-
-def config_error_in(err: BaseException) -> ConfigError | None:
-    """The :class:`ConfigError` that ``err`` is, or that caused it (jsonargparse re-raises an error of a class's
-    ``__init__`` as "Does not validate against any of the Union subtypes"), else None."""
-    seen = set()
-    while err is not None and id(err) not in seen:
-        if isinstance(err, ConfigError):
-            return err
-        seen.add(id(err))
-        err = err.__cause__ or err.__context__
-    return None
 
 
 def refuse_untrusted_arguments(args: list[str]) -> None:

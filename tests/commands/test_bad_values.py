@@ -28,6 +28,10 @@ METHODS = {
     "colde": ["--model=lit_docemb.methods.CoLDE", "--model.chunk_tokens=16"],
     "deca": ["--model=lit_docemb.methods.DECA"],
     "ctpe": ["--model=lit_docemb.methods.CTPE", "--model.embeddings=lit_docemb.methods.WordEmbeddings"],
+    "classified_graph": ["--model=lit_docemb.methods.DocumentClassifier", "--model.labels=[x,y]",
+                         "--model.backbone=lit_docemb.methods.GraphRoBERTa", "--model.backbone.encoder.name={encoder}",
+                         "--model.backbone.node_dim=16", "--model.backbone.passages.max_passage_tokens=32",
+                         "--model.backbone.cache_passages=false"],
 }
 
 #: (id, method, extra arguments, the error line's start)
@@ -56,6 +60,16 @@ FIT_CASES = [
      "model.init_args.passages.max_passages_inference: must be >= 1, got 0"),
     ("colde-temperature", "colde", ["--model.temperature=0"], "model.init_args.temperature: must be > 0, got 0"),
     ("colde-num-sections", "colde", ["--model.num_sections=7"], "model.init_args.num_sections: must be in 2..5"),
+    ("nested-temperature", "classified_graph", ["--model.backbone.temperature=-1"],
+     "model.init_args.backbone.init_args.temperature: must be > 0, got -1"),
+    ("nested-encoder-max-length", "classified_graph", ["--model.backbone.encoder.max_length=64"],
+     "model.init_args.backbone.init_args.encoder.max_length: GraphRoBERTa does not use it"),
+    ("nested-words-per-passage", "classified_graph", ["--model.backbone.passages.words_per_passage=0"],
+     "model.init_args.backbone.init_args.passages.words_per_passage: must be >= 1, got 0"),
+    ("nested-missing-encoder", "classified_graph", ["--model.backbone.encoder.name={root}/no-such-encoder"],
+     "model.init_args.backbone.init_args.encoder.name: folder '{root}/no-such-encoder' does not exist"),
+    ("wrapper-labels", "classified_graph", ["--model.labels=[x]"],
+     "model.init_args.labels: must name at least 2 distinct classes"),
     ("docsplit-max-length-outside-the-encoder", "docsplit", ["--model.max_length=64"],
      "model.init_args.max_length: unknown option of lit_docemb.methods.DocSplit; it is encoder.max_length"),
     ("graph-encoder-max-length", "graph_roberta", ["--model.encoder.max_length=64"],
@@ -122,8 +136,8 @@ def one_error_line(argv: list[str], capsys) -> str:
 def test_a_bad_value_of_fit_is_one_line_naming_the_key(tiny_encoder_dir, corpus_jsonl, tmp_path, capsys, method,
                                                        extra, expected):
     base = tiny_args(tiny_encoder_dir, corpus_jsonl, tmp_path)
-    encoder = [f"--model.encoder.name={tiny_encoder_dir}"] * (method not in ("ctpe", "deca"))
-    model = METHODS[method][:1] + encoder + METHODS[method][1:]
+    encoder = [f"--model.encoder.name={tiny_encoder_dir}"] * (method not in ("ctpe", "deca", "classified_graph"))
+    model = [arg.format(encoder=tiny_encoder_dir) for arg in METHODS[method][:1] + encoder + METHODS[method][1:]]
     extra = [e.format(root=tmp_path, encoder=tiny_encoder_dir) for e in extra]
     argv = ["fit", *model, *base[3:], "--trainer.max_steps=1", *extra]
     assert one_error_line(argv, capsys).startswith(expected.format(root=tmp_path))
@@ -257,3 +271,23 @@ def test_a_bad_command_option_is_one_line(saved_run, corpus_jsonl, tmp_path, cap
     config, ckpt = saved_run
     (tmp_path / "docs.jsonl").write_text(Path(corpus_jsonl).read_text())
     assert one_error_line([*COMMANDS[command](config, ckpt, tmp_path), flag, value], capsys) == expected
+
+
+@pytest.mark.parametrize("command", ["embed", "export"])
+@pytest.mark.parametrize("backbone_args, expected", [
+    ({"temperature": -1}, "model.init_args.backbone.init_args.temperature: must be > 0, got -1"),
+    ({"passages": {"words_per_passage": 0}},
+     "model.init_args.backbone.init_args.passages.words_per_passage: must be >= 1, got 0"),
+])
+def test_a_bad_value_of_a_nested_method_in_a_run_config_is_one_line(tiny_encoder_dir, corpus_jsonl, tmp_path, capsys,
+                                                                   command, backbone_args, expected):
+    backbone = {"class_path": "lit_docemb.methods.GraphRoBERTa",
+                "init_args": {"encoder": {"name": str(tiny_encoder_dir)}, "node_dim": 16, **backbone_args}}
+    backbone["init_args"]["passages"] = {"max_passage_tokens": 32, **backbone_args.get("passages", {})}
+    config = tmp_path / "config.yaml"
+    config.write_text(yaml.safe_dump({"model": {"class_path": "lit_docemb.methods.DocumentClassifier",
+                                                "init_args": {"labels": ["x", "y"], "backbone": backbone}}}))
+    inputs = ["--input", str(corpus_jsonl)] * (command == "embed")
+    argv = [command, "--config", str(config), *inputs, "--output", str(tmp_path / "out")]
+    assert one_error_line(argv, capsys).startswith(expected)
+    assert not (tmp_path / "out").exists()

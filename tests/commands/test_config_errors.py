@@ -13,15 +13,17 @@ from lightning.pytorch.callbacks import Callback
 from lightning.pytorch.strategies import DeepSpeedStrategy
 
 from lit_docemb.commands.cli import DocEmbCLI, main, one_line_parse_error
+from lit_docemb.commands.section_errors import owner_key
 from lit_docemb.data import (
     JSONLDataModule,
     MSMARCODataModule,
+    PassageSpec,
     Robust04DataModule,
     WikipediaDataModule,
 )
 from lit_docemb.data.corpora.wikir import WIKIRDataModule
 from lit_docemb.errors import ConfigError
-from lit_docemb.methods import DocSplit
+from lit_docemb.methods import DocSplit, GraphRoBERTa
 from lit_docemb.models import EncoderSpec
 
 
@@ -179,3 +181,19 @@ def test_grad_cache_with_deepspeed_stops_before_training(tiny_encoder_dir, corpu
     from deepspeed import DeepSpeedEngine
 
     assert trainer.strategy.model is model and not isinstance(trainer.strategy.model, DeepSpeedEngine)  # no engine
+
+
+def test_an_error_of_a_nested_class_is_named_where_the_class_is():
+    def node(class_path, **init_args):
+        return {"class_path": class_path, "init_args": init_args}
+
+    graph = node("lit_docemb.methods.GraphRoBERTa", encoder=node("lit_docemb.models.EncoderSpec"),
+                 passages=node("lit_docemb.data.PassageSpec"))
+    wrapped = node("lit_docemb.methods.DocumentClassifier", backbone=graph)
+    assert owner_key(wrapped, "model", GraphRoBERTa) == "model.init_args.backbone"
+    assert owner_key(wrapped, "model", PassageSpec) == "model.init_args.backbone"  # the block's owner
+    assert owner_key(wrapped, "model", EncoderSpec) == "model.init_args.backbone"
+    assert owner_key(graph, "model", GraphRoBERTa) == "model"
+    assert owner_key(graph, "model", EncoderSpec) == "model"
+    two = node("lit_docemb.methods.Pair", first=graph, second=graph)
+    assert owner_key(two, "model", GraphRoBERTa) == "model"  # named twice: the section, as before
