@@ -46,7 +46,7 @@ from lit_docemb.commands import main as run_command
 from lit_docemb.commands.console import tidy_loggers
 from lit_docemb.commands.loggers import configure_wandb_loggers
 from lit_docemb.commands.run_folder import apply_run_dir, check_fresh_fit, fill_run_folder, last_checkpoint
-from lit_docemb.commands.section_errors import SectionNaming, build_plainly, config_error_in
+from lit_docemb.commands.section_errors import SectionNaming, build_plainly, unwrapped_config_errors
 from lit_docemb.commands.trust import load_yaml, parse_yaml, refuse_untrusted
 from lit_docemb.config_block import ConfigBlock, block_option
 from lit_docemb.data.core.datamodule import DocumentDataModule
@@ -172,13 +172,8 @@ class DocEmbCLI(LightningCLI):
         self._checkpoint_differences = checkpoint_differences(self.config)
 
     def instantiate_classes(self) -> None:
-        try:
+        with unwrapped_config_errors():  # jsonargparse wraps a class's error in its own union report
             super().instantiate_classes()
-        except (ValueError, TypeError) as err:  # jsonargparse wraps a class's error in its own union report
-            found = config_error_in(err)
-            if found is None:
-                raise
-            raise found from None
         report_checkpoint_differences(self.model, *self._checkpoint_differences)
 
     def before_instantiate_classes(self) -> None:

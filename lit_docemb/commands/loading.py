@@ -22,7 +22,7 @@ from lightning.pytorch.cli import LightningArgumentParser
 import lit_docemb.data  # noqa: F401  (registers the DataModules)
 import lit_docemb.methods  # noqa: F401  (registers the methods)
 from lit_docemb.commands.cli import DocEmbCLI, one_line_parse_error, refuse_untrusted_arguments
-from lit_docemb.commands.section_errors import SectionNaming, build_plainly, config_error_in
+from lit_docemb.commands.section_errors import SectionNaming, build_plainly, unwrapped_config_errors
 from lit_docemb.commands.trust import load_yaml, refuse_untrusted
 from lit_docemb.config_block import ConfigBlock
 from lit_docemb.data.core.datamodule import DocumentDataModule
@@ -166,15 +166,12 @@ def build_method(configs: Sequence[str | Path], overrides: Sequence[str] = (), c
     refuse_untrusted(parsed)  # callables resolved from strings, before anything is built
     seed_as_configured(configs)
     # a bad value of the method, or of a class or block nested in it, is one line naming its key, as in fit
-    parser.add_instantiator(SectionNaming(build_plainly, "model", lambda: parsed.model), EmbeddingMethod,
-                            subclasses=True, prepend=True)
-    parser.add_instantiator(SectionNaming(build_plainly, "model", lambda: parsed.model), ConfigBlock,
-                            subclasses=True, prepend=True)
+    naming = SectionNaming(build_plainly, "model", lambda: parsed.model)
+    for base in (EmbeddingMethod, ConfigBlock):
+        parser.add_instantiator(naming, base, subclasses=True, prepend=True)
     instantiate = getattr(parser, "instantiate", None) or parser.instantiate_classes
-    try:
+    with unwrapped_config_errors():  # jsonargparse wraps a nested class's error in its own union report
         return instantiate(parsed).model
-    except (ValueError, TypeError) as err:  # jsonargparse wraps a nested class's error in its own union report
-        raise config_error_in(err) or err from None
 
 
 def build_datamodule(configs: Sequence[str | Path], overrides: Sequence[str] = (), command: str = "word-vectors"):

@@ -7,7 +7,8 @@ an argument relative to its class, reaches the user as one line under the key th
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import contextlib
+from collections.abc import Callable, Iterator
 
 from lit_docemb.config_block import ConfigBlock
 from lit_docemb.errors import BadArgument, ConfigError
@@ -57,6 +58,19 @@ class SectionNaming:
             section = self.parsed() if self.parsed else None
             section = section.as_dict() if hasattr(section, "as_dict") else {}
             raise err.under(owner_key(section, self.section, class_type)) from None
+
+
+@contextlib.contextmanager
+def unwrapped_config_errors() -> Iterator[None]:
+    """Around an instantiation: a :class:`ConfigError` that jsonargparse wrapped in its own report (a ``ValueError``
+    or ``TypeError``, :func:`config_error_in`) is raised as itself; any other error as it was."""
+    try:
+        yield
+    except (ValueError, TypeError) as err:
+        found = config_error_in(err)
+        if found is None:
+            raise
+        raise found from None
 
 
 def config_error_in(err: BaseException) -> ConfigError | None:

@@ -68,8 +68,7 @@ class SimCSE(EmbeddingMethod):
         self.encoder_spec = EncoderSpec.of(encoder)
         self.encoder_spec.refuse(type(self).__name__, "instruction", "instruction_in_pooling",
                                  "sentence_transformers_head", "packed")
-        self.tokenizer, self.encoder = self.encoder_spec.build(with_mlm_head=mlm_weight > 0,
-                                                               mlm_argument="mlm_weight")
+        self.tokenizer, self.encoder = self.encoder_spec.build(with_mlm_head=mlm_weight > 0, mlm_argument="mlm_weight")
         self.contrastive = InfoNCELoss(temperature, similarity="cos", symmetric=False,
                                        gather_across_devices=gather_across_devices)
         self.mlm = MaskedLMLoss()
