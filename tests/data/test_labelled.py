@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 from collections import Counter
+from pathlib import Path
 
 import pytest
 from corpus_files import FAKENEWS_HEADER, write_fakenews, write_hyperpartisan, write_labelled_folder
@@ -311,3 +312,55 @@ def test_test_fraction_by_id_hash_and_its_refusals(tmp_path):
     published = LabelledTextDataModule(str(folder), test_fraction=0.1, cache_dir=str(tmp_path / "cache"))
     with pytest.raises(ConfigError, match="has its own test split .* set test_fraction to 0, or test_split to null"):
         published.setup("fit")
+
+
+def write_acl_imdb_release(root):
+    """aclImdb_v1.tar.gz unpacked (Maas et al. 2011), every kind of file in its place: ``README``, ``imdb.vocab`` and
+    ``imdbEr.txt`` at the root; ``{train,test}/{neg,pos}/<id>_<rating>.txt`` reviews (ratings 1-4 negative, 7-10
+    positive), ``train/unsup/<id>_0.txt`` unlabelled ones; ``urls_<class>.txt`` and the bag-of-words ``labeledBow.feat``
+    (``unsupBow.feat`` in train) beside the class folders. Reviews hold the release's ``<br /><br />`` line breaks
+    and one Latin-1 byte (the release is UTF-8 with a few stray bytes)."""
+    files = {"README": "Large Movie Review Dataset v1.0\n", "imdb.vocab": "the\nand\na\n", "imdbEr.txt": "0.0490\n",
+             "train/labeledBow.feat": "0 0:9 1:1\n", "train/unsupBow.feat": "0 0:2\n", "test/labeledBow.feat": "0 0:9\n"}
+    reviews = {"train/pos/0_9.txt": "A wonderful film about patient snails.<br /><br />See it twice.",
+               "train/pos/10_7.txt": "Snails, but good ones.", "train/neg/0_3.txt": "Too many snails, not enough plot.",
+               "train/neg/1_1.txt": "Dull.", "train/unsup/0_0.txt": "Unlabelled snail thoughts.",
+               "train/unsup/1_0.txt": "More unlabelled thoughts.", "test/pos/0_10.txt": "Snails again, and better.",
+               "test/neg/0_2.txt": "I fell asleep before the snails arrived."}
+    for name, text in {**files, **reviews}.items():
+        (root / name).parent.mkdir(parents=True, exist_ok=True)
+        (root / name).write_text(text, encoding="utf-8")
+    for split, classes in (("train", ("neg", "pos", "unsup")), ("test", ("neg", "pos"))):
+        for label in classes:
+            (root / split / f"urls_{label}.txt").write_text("http://www.imdb.com/title/tt0000000/usercomments\n")
+    (root / "train/neg/2_4.txt").write_bytes(b"Caf\xe9 scenes, no snails.")
+    return root
+
+
+def test_acl_imdb_release_reads_with_the_deca_config_options(tmp_path):
+    """aclImdb read as configs/deca/imdb_dc_sc.yaml reads it: neg/pos labelled, train/unsup unlabelled and trained on
+    (fit_on: all), the release's other files counted, never read as reviews; no review dropped for its bytes."""
+    import yaml
+
+    root = write_acl_imdb_release(tmp_path / "aclImdb")
+    config = yaml.safe_load((Path(__file__).resolve().parents[2] / "configs/deca/imdb_dc_sc.yaml").read_text())
+    data = config["data"]["init_args"]
+    options = {key: data[key] for key in ("classes", "unlabelled_class", "fit_on")}
+    assert options == {"classes": ["neg", "pos"], "unlabelled_class": "unsup", "fit_on": "all"}
+    dm = LabelledTextDataModule(source=str(root), batch_size=4, num_workers=0, val_fraction=0.0,
+                                cache_dir=str(tmp_path / "cache"), **options)
+    dm.collate_fn = list
+    dm.setup("fit")
+    assert sorted((d.id, d.label) for d in dm.train_set) == [
+        ("train/neg/0_3.txt", "neg"), ("train/neg/1_1.txt", "neg"), ("train/neg/2_4.txt", "neg"),
+        ("train/pos/0_9.txt", "pos"), ("train/pos/10_7.txt", "pos")]
+    assert sorted((d.id, d.label) for d in dm.test_set) == [("test/neg/0_2.txt", "neg"), ("test/pos/0_10.txt", "pos")]
+    assert sorted(d.id for d in dm.unlabelled_set) == ["train/unsup/0_0.txt", "train/unsup/1_0.txt"]
+    served = sorted(d.id for batch in dm.train_dataloader() for d in batch)
+    assert len(served) == 9 and "train/unsup/1_0.txt" in served and "test/neg/0_2.txt" in served
+    assert next(d for d in dm.train_set if d.id == "train/neg/2_4.txt").text == "Caf\xe9 scenes, no snails."
+    assert next(d for d in dm.train_set if d.id == "train/pos/0_9.txt").text.endswith("<br /><br />See it twice.")
+    # train: labeledBow.feat, unsupBow.feat and 3 urls files (read twice: the labelled and the unsup folders);
+    # test: labeledBow.feat and 2 urls files; the root's README, imdb.vocab and imdbEr.txt are never looked at
+    assert dm.stats == Counter(file_outside_class_folder=2 * 5 + 3, record_decoded_with_fallback_encoding=1)
+    assert dm.labels == ["neg", "pos"]

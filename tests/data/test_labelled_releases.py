@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from corpus_files import labelled_docs, write_semeval_hyperpartisan, write_text_gcn
+from corpus_files import labelled_docs, write_bbc_release, write_semeval_hyperpartisan, write_text_gcn
 
 from lit_docemb.data.corpora.labelled import LabelledTextDataModule
 from lit_docemb.data.corpora.labelled_formats import iter_semeval_hyperpartisan, iter_text_gcn, text_gcn_corpus
@@ -31,8 +31,9 @@ NG_LIST = ["data/20ng/20news-bydate-train/sci.space/6001\t20news-bydate-train\ts
 
 
 def module(source: Path, tmp_path: Path, **kwargs) -> LabelledTextDataModule:
-    dm = LabelledTextDataModule(source=str(source), batch_size=8, num_workers=0, val_fraction=0.0,
-                                cache_dir=str(tmp_path / "cache"), **kwargs)
+    kwargs = {"val_fraction": 0.0, **kwargs}
+    dm = LabelledTextDataModule(source=str(source), batch_size=8, num_workers=0, cache_dir=str(tmp_path / "cache"),
+                                **kwargs)
     dm.collate_fn = list
     dm.setup("fit")
     return dm
@@ -93,8 +94,8 @@ def test_deca_configs_read_yaos_text_gcn_files_and_train_on_all_documents(name):
 
 
 def _hyperpartisan(articles: Path, **options) -> LabelledTextDataModule:
-    datamodule = LabelledTextDataModule(str(articles), source_format="semeval_hyperpartisan",
-                                        cache_dir=str(articles.parent / "cache"), num_workers=0, **options)
+    options = {"cache_dir": str(articles.parent / "cache"), **options}
+    datamodule = LabelledTextDataModule(str(articles), source_format="semeval_hyperpartisan", num_workers=0, **options)
     datamodule.setup("fit")
     return datamodule
 
@@ -137,8 +138,10 @@ def test_semeval_hyperpartisan_bad_input_is_named(tmp_path):
     with pytest.raises(MalformedInputError, match=r"article 0000004: no entry in .*ground-truth"):
         list(iter_semeval_hyperpartisan(str(articles), str(truth), context=ReadContext(strict=True)))
     bad_splits = tmp_path / "hp-splits.json"
-    bad_splits.write_text(json.dumps({"train": list(range(10)), "dev": [10, 11], "test": [12, 13]}))
-    with pytest.raises(ConfigError, match=r"splits_file: .*hp-splits.json.*positions of the 20 articles"):
+    bad_splits.write_text(json.dumps({"train": list(range(10)), "dev": [10, 11], "test": [12, 20]}))
+    with pytest.raises(ConfigError, match=r"^data\.init_args\.splits_file: .*hp-splits.json': split 'test' lists 1 "
+                                          r"position\(s\) that are not article positions \(first 20\); expected a "
+                                          r"JSON object of split name -> list of 0-based positions of the 20 articles"):
         _hyperpartisan(articles, splits_file=str(bad_splits), val_split="dev", val_fraction=0.0)
     for key in ("splits_file", "ground_truth"):  # a misspelt path: its key named before anything is read
         misspelt = LabelledTextDataModule(str(articles), source_format="semeval_hyperpartisan",
@@ -152,3 +155,167 @@ def test_semeval_hyperpartisan_bad_input_is_named(tmp_path):
     with pytest.raises(ConfigError, match="not a SemEval-2019 task 4 articles file"):
         _hyperpartisan(renamed)
     assert len(_hyperpartisan(renamed, ground_truth=str(truth)).train_set) == 19
+
+
+def _write_splits(articles: Path, splits) -> str:
+    path = articles.parent / "hp-splits.json"
+    path.write_text(json.dumps(splits), encoding="utf-8")
+    return str(path)
+
+
+def test_longformers_overlapping_splits_are_read_as_listed_with_one_warning(tmp_path, caplog):
+    """Longformer's real hp-splits.json is no partition (51 of its 65 test positions are also in train, 7 in dev, 58
+    articles in no list): read as Longformer reads it, each split's positions as listed, and said in one line."""
+    articles = write_semeval_hyperpartisan(tmp_path / "hyperpartisan")
+    ids = [f"{3 * i + 1:07d}" for i in range(20)]  # the fixture's article ids, in file order
+    splits = {"train": list(range(12)), "dev": [14, 13, 12], "test": [0, 1, 2, 12, 15, 16]}  # 17-19 in no list
+    caplog.set_level("WARNING")
+    datamodule = _hyperpartisan(articles, splits_file=_write_splits(articles, splits), val_split="dev",
+                                val_fraction=0.0)
+    for name, dataset in (("train", datamodule.train_set), ("dev", datamodule.val_set),
+                          ("test", datamodule.test_set)):
+        assert sorted(document.id for document in dataset) == sorted(ids[i] for i in splits[name])
+    warnings = [r.getMessage() for r in caplog.records if "not a partition" in r.getMessage()]
+    assert len(warnings) == 1 and "\n" not in warnings[0]
+    assert warnings[0].endswith("of the 6 test articles, 3 also in train, 1 also in dev (2 in neither); 3 of the 20 "
+                                "articles are in no split; for a test on unseen articles, drop splits_file and set "
+                                "cross_validation_folds")
+    caplog.clear()
+    _hyperpartisan(articles, splits_file=_write_splits(articles, {"train": list(range(16)), "dev": [16, 17],
+                                                                  "test": [18, 19]}), val_split="dev",
+                   val_fraction=0.0, cache_dir=str(tmp_path / "cache2"))
+    assert not [r for r in caplog.records if "not a partition" in r.getMessage()]  # a partition: nothing to say
+
+
+@pytest.mark.parametrize(("splits", "says"), [
+    ([[0, 1], [2]], "expected a JSON object of split name -> list of 0-based positions of the 20 articles"),
+    ({"train": "0-11", "test": [12]}, "expected a JSON object"),
+    ({"train": ["0000001"], "test": [12]}, r"split 'train' lists 1 position\(s\) that are not article positions "
+                                          r"\(first '0000001'\)"),
+    ({"train": [0, 1, -1], "test": [12]}, r"first -1"),
+    ({"train": [0, True], "test": [12]}, r"first True"),
+    ({"train": [0, 1, 1], "test": [12]}, r"split 'train' lists 1 position\(s\) twice"),
+])
+def test_a_splits_file_that_is_not_positions_of_these_articles_is_refused_in_one_line(tmp_path, splits, says):
+    articles = write_semeval_hyperpartisan(tmp_path / "hyperpartisan")
+    with pytest.raises(ConfigError, match=rf"^data\.init_args\.splits_file: '.*hp-splits\.json'.*{says}") as caught:
+        _hyperpartisan(articles, splits_file=_write_splits(articles, splits), val_fraction=0.0)
+    assert "\n" not in str(caught.value)
+    (articles.parent / "hp-splits.json").write_text("{not json")
+    with pytest.raises(ConfigError, match=r"splits_file: '.*hp-splits.json' is not JSON"):
+        _hyperpartisan(articles, splits_file=str(articles.parent / "hp-splits.json"), val_fraction=0.0)
+
+
+def test_cross_validation_folds_test_every_article_once_with_the_class_proportions(tmp_path):
+    """The clean evaluation: k folds over the release's articles (no splits_file), drawn per label; fold i is the
+    test split, the others train (validation held out of them), whatever the seed's draw."""
+    articles = write_semeval_hyperpartisan(tmp_path / "hyperpartisan")  # 10 hyperpartisan, 10 not
+    tested: list[str] = []
+    for fold in range(4):
+        datamodule = _hyperpartisan(articles, cross_validation_folds=4, cross_validation_fold=fold, val_fraction=0.25,
+                                    stratified=True)
+        train, val, test = ({d.id for d in split} for split in (datamodule.train_set, datamodule.val_set,
+                                                                 datamodule.test_set))
+        assert not (train & test or val & test or train & val) and len(train | val | test) == 20
+        assert Counter(d.label for d in datamodule.test_set) in (Counter(true=3, false=2), Counter(true=2, false=3))
+        assert Counter(d.label for d in datamodule.val_set) == Counter(true=2, false=2)  # 25% of 7 or 8 a class
+        assert datamodule.data_stats[f"cross-validation fold {fold} of 4"]["test"] == len(test)
+        tested += sorted(test)
+    assert sorted(tested) == sorted(f"{3 * i + 1:07d}" for i in range(20))  # every article tested once
+    again = _hyperpartisan(articles, cross_validation_folds=4, cross_validation_fold=3, val_fraction=0.25,
+                           stratified=True, cache_dir=str(tmp_path / "again"))
+    assert sorted(d.id for d in again.test_set) == tested[-len(again.test_set):]
+    other_seed = _hyperpartisan(articles, cross_validation_folds=4, cross_validation_fold=3, val_fraction=0.0,
+                                seed=7)
+    assert sorted(d.id for d in other_seed.test_set) != tested[-len(again.test_set):]
+
+
+@pytest.mark.parametrize(("options", "says"), [
+    ({"cross_validation_fold": 2}, "cross_validation_fold is 2 but cross_validation_folds is null"),
+    ({"cross_validation_folds": 1}, "^cross_validation_folds: must be >= 2 or null, got 1$"),
+    ({"cross_validation_folds": 5, "cross_validation_fold": 5}, r"^cross_validation_fold: must be in \[0, 5\)"),
+    ({"cross_validation_folds": 5, "splits_file": "hp-splits.json"}, "but splits_file .* sets splits too"),
+    ({"cross_validation_folds": 5, "test_fraction": 0.1}, "but test_fraction .* sets splits too"),
+    ({"cross_validation_folds": 5, "val_split": "dev", "val_fraction": 0.0}, "but val_split .* sets splits too"),
+    ({"cross_validation_folds": 5, "label_column": None}, "label_column is null"),
+    ({"group_duplicates": True, "val_fraction": 0.0}, "group_duplicates: nothing is drawn"),
+    ({"group_duplicates": True, "splits_file": "hp-splits.json", "val_split": "dev", "val_fraction": 0.0},
+     "group_duplicates keeps duplicates together .* published ones"),
+])
+def test_held_out_options_that_cannot_do_what_they_say_are_refused_in_one_line(tmp_path, options, says):
+    with pytest.raises(ConfigError, match=says if says.startswith("^") else f"^data\\.init_args\\..*{says}") as caught:
+        LabelledTextDataModule(str(tmp_path / "articles-training-byarticle-20181122.xml"),
+                               source_format="semeval_hyperpartisan", **options)
+    assert "\n" not in str(caught.value)
+
+
+def test_cross_validation_or_grouping_of_a_source_with_its_own_test_split_is_refused(tmp_path):
+    listing = write_text_gcn(tmp_path / "data", "R8", R8_LIST, R8_RAW, R8_CLEAN)
+    for options, says in (({"cross_validation_folds": 2}, "cross_validation_folds 2 holds a test split out"),
+                          ({"group_duplicates": True, "val_fraction": 0.2}, "group_duplicates keeps duplicates")):
+        datamodule = LabelledTextDataModule(str(listing), source_format="text_gcn", num_workers=0,
+                                            cache_dir=str(tmp_path / "cache"), **{"val_fraction": 0.0, **options})
+        with pytest.raises(ConfigError, match=f"{says}.* has its own test split \\('test'\\)"):
+            datamodule.setup("fit")
+
+
+def _sides(datamodule: LabelledTextDataModule) -> dict[str, set[str]]:
+    """Normalised text -> the splits holding a document with it."""
+    sides: dict[str, set[str]] = {}
+    for name, split in (("train", datamodule.train_set), ("val", datamodule.val_set), ("test", datamodule.test_set)):
+        for document in split:
+            sides.setdefault(" ".join(document.text.split()), set()).add(name)
+    return sides
+
+
+def test_bbc_release_folders_split_with_duplicates_on_one_side_as_the_config_reads_them(tmp_path):
+    """BBC News as the release unzips (README.TXT beside the topic folders, Latin-1 pound signs, no split; duplicate
+    articles): read with classify_bbc.yaml's data options, every duplicate group lands in one split, seeded."""
+    root = write_bbc_release(tmp_path / "bbc")
+    copy = (root / "sport" / "002.txt").read_bytes()
+    (root / "sport" / "013.txt").write_bytes(copy.replace(b"\n\n", b"\n\n  \n", 1))  # a copy, other spacing
+    data = yaml.safe_load((ROOT / "configs/docsplit/classify_bbc.yaml").read_text())["data"]["init_args"]
+    options = {key: data[key] for key in ("encoding", "test_split", "val_fraction", "test_fraction", "stratified",
+                                          "group_duplicates")}
+    assert options["group_duplicates"] is True and options["encoding"] == "latin-1"  # the release's encoding
+    splits = []
+    for seed in range(6):
+        datamodule = module(root, tmp_path / f"seed{seed}", seed=seed, **{**options, "val_fraction": 0.2,
+                                                                         "test_fraction": 0.2})
+        sides = _sides(datamodule)
+        assert len(sides) == 9 and all(len(where) == 1 for where in sides.values())  # 25 files, 9 texts
+        assert sum(map(len, (datamodule.train_set, datamodule.val_set, datamodule.test_set))) == 25
+        splits.append(sorted(d.id for d in datamodule.test_set))
+    assert len({tuple(test) for test in splits}) > 1  # the seed draws
+    assert sorted(d.id for d in module(root, tmp_path / "again", seed=5, **{**options, "val_fraction": 0.2,
+                                                                          "test_fraction": 0.2}).test_set) == splits[5]
+    assert datamodule.stats == Counter(file_outside_class_folder=1)  # README.TXT, counted, not read
+    assert "It costs \xa3100." in next(d for d in datamodule.documents if d.id == "business/001.txt").text
+    by_default = module(root, tmp_path / "utf8", **{**options, "encoding": "utf-8"})  # UTF-8, then Latin-1
+    assert by_default.stats == Counter(file_outside_class_folder=1, record_decoded_with_fallback_encoding=1)
+    assert "It costs \xa3100." in next(d for d in by_default.documents if d.id == "business/001.txt").text
+    assert "(duplicates kept together: 8 groups of 24 documents)" in " ".join(datamodule.data_stats)
+    apart = [_sides(module(root, tmp_path / f"apart{seed}", seed=seed, **{**options, "val_fraction": 0.2,
+                                                                         "test_fraction": 0.2,
+                                                                         "group_duplicates": False}))
+             for seed in range(6)]
+    assert any(len(where) > 1 for sides in apart for where in sides.values())  # what grouping prevents
+
+
+def test_text_gcn_raw_lines_that_are_not_utf8_are_decoded_as_text_gcn_decodes_them(tmp_path):
+    """text_gcn's scripts read the corpus with ``line.decode('latin1')``: the raw mr.txt's 229 such lines are kept,
+    decoded as Latin-1 (counted once, for the split holding them), never dropped or replaced."""
+    listing = write_text_gcn(tmp_path / "data", "mr", ["0\ttrain\t1", "1\ttest\t0", "2\ttrain\t0"],
+                             ["x", "y", "z"], None)
+    (tmp_path / "data" / "corpus" / "mr.txt").write_bytes(
+        b"absorbing character study by andr\xe9 turpin .\nit works \x97 to an extent .\nsaf\xc3\xa9 utf-8 .\n")
+    datamodule = module(listing, tmp_path, source_format="text_gcn", text_gcn_corpus="raw")
+    assert [d.text for d in datamodule.train_set] == ["absorbing character study by andr\xe9 turpin .",
+                                                      "saf\xe9 utf-8 ."]
+    assert [d.text for d in datamodule.test_set] == ["it works \x97 to an extent ."]
+    assert datamodule.data_stats["documents"] == {"documents_read": 2, "train": 2, "validation": 0, "skipped": {},
+                                                  "decoded": {"line_decoded_with_fallback_encoding": 1}}
+    assert datamodule.data_stats["test"]["decoded"] == {"line_decoded_with_fallback_encoding": 1}
+    replaced = module(listing, tmp_path / "replaced", source_format="text_gcn", text_gcn_corpus="raw",
+                      fallback_encoding=None)
+    assert [d.text for d in replaced.train_set][0] == "absorbing character study by andr\ufffd turpin ."

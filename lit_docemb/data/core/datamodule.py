@@ -39,7 +39,7 @@ from torch.utils.data import ConcatDataset, DataLoader, Dataset
 from lit_docemb.data.core.batch_buffer import to_device_in_one_copy
 from lit_docemb.data.core.document import Document
 from lit_docemb.data.caches.token_cache import TokenCache
-from lit_docemb.data.core.reading import READ_COUNT_KEYS, reading_summary
+from lit_docemb.data.core.reading import READ_COUNT_KEYS, is_decoding_count, reading_summary
 from lit_docemb.data.core.sampling import DistributedBatchSampler, ResumableLoader, read_items
 from lit_docemb.errors import ConfigError, require
 
@@ -237,14 +237,18 @@ class DocumentDataModule(L.LightningDataModule, ABC):
 
     def report_reading(self, part: str, documents_read: int, splits: dict[str, int], skipped: Counter) -> None:
         """Makes a read visible, cached or not: one WARNING line (documents read and kept, per split, skipped by
-        reason: a skipped record is in no count but its reason's), and, when the DataModule runs in a trainer,
+        reason: a skipped record is in no count but its reason's; kept documents whose bytes the encoding could not
+        decode counted apart, under ``decoded`` in ``data_stats``), and, when the DataModule runs in a trainer,
         ``<stats_dir>/data_stats.json`` (rank 0, when a run folder was set as ``stats_dir``, as the CLI does; every
         part read so far, under ``part``) and a
         ``data_stats`` hyper-parameter of each of the trainer's loggers."""
-        skipped = {reason: int(n) for reason, n in sorted(skipped.items()) if n and reason not in READ_COUNT_KEYS}
+        counted = {reason: int(n) for reason, n in sorted(skipped.items()) if n and reason not in READ_COUNT_KEYS}
         self.data_stats[part] = {"documents_read": int(documents_read), **{k: int(v) for k, v in splits.items()},
-                                 "skipped": skipped}
-        log.warning(reading_summary(f"{type(self).__name__} {part}", documents_read, splits, skipped))
+                                 "skipped": {k: n for k, n in counted.items() if not is_decoding_count(k)}}
+        decoded = {k: n for k, n in counted.items() if is_decoding_count(k)}
+        if decoded:  # kept documents, not skipped ones
+            self.data_stats[part]["decoded"] = decoded
+        log.warning(reading_summary(f"{type(self).__name__} {part}", documents_read, splits, counted))
         trainer = self.trainer
         if trainer is None:
             return

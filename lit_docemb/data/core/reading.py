@@ -223,13 +223,26 @@ def read_lines(path: str | os.PathLike, context: ReadContext, keepends: bool = F
 READ_COUNT_KEYS = frozenset({"document"})
 
 
+def is_decoding_count(key: str) -> bool:
+    """Whether a ``stats`` key counts kept text whose bytes the encoding could not decode (decoded with the
+    fallback encoding, or bytes replaced by U+FFFD), not a skipped record."""
+    return key.endswith("_decoded_with_fallback_encoding") or key.startswith("undecodable_")
+
+
 def reading_summary(name: str, documents_read: int, splits: dict[str, int], skipped: dict[str, int]) -> str:
     """One line saying what a read gave: ``<name>: read 50 documents (train 40, validation 10); skipped 3
-    (empty_document 1, malformed_record 2)``."""
+    (empty_document 1, malformed_record 2)``, then, for the counts of :func:`is_decoding_count` (kept, not
+    skipped), ``; kept with bytes not in the encoding 1 (record_decoded_with_fallback_encoding 1)``."""
     parts = ", ".join(f"{split} {n}" for split, n in splits.items())
-    reasons = ", ".join(f"{reason} {n}" for reason, n in sorted(skipped.items()) if n)
-    return (f"{name}: read {documents_read} documents" + (f" ({parts})" if parts else "")
-            + f"; skipped {sum(skipped.values())}" + (f" ({reasons})" if reasons else ""))
+    dropped = {reason: n for reason, n in skipped.items() if n and not is_decoding_count(reason)}
+    decoded = {reason: n for reason, n in skipped.items() if n and is_decoding_count(reason)}
+    reasons = ", ".join(f"{reason} {n}" for reason, n in sorted(dropped.items()))
+    line = (f"{name}: read {documents_read} documents" + (f" ({parts})" if parts else "")
+            + f"; skipped {sum(dropped.values())}" + (f" ({reasons})" if reasons else ""))
+    if decoded:
+        line += (f"; kept with bytes not in the encoding {sum(decoded.values())} ("
+                 + ", ".join(f"{reason} {n}" for reason, n in sorted(decoded.items())) + ")")
+    return line
 
 
 class MissingPathError(FileNotFoundError, ConfigError):

@@ -10,10 +10,12 @@ from typing import Literal
 import numpy as np
 
 from lit_docemb.data.core.arrow import ArrowDocuments
-from lit_docemb.data.core.datamodule import ConcatDocuments, DocumentDataModule, DocumentDataset, stable_fraction
+from lit_docemb.data.core.datamodule import ConcatDocuments, DocumentDataModule, DocumentDataset
 from lit_docemb.data.core.few_shot import ids_at, keep_few_shot, labels_at
+from lit_docemb.data.core.held_out import TEST, TRAIN, VALIDATION, draw_parts, texts_at
 from lit_docemb.data.corpora.labelled_formats import (
     hyperpartisan_ground_truth_path,
+    hyperpartisan_splits_overlap,
     iter_class_folders,
     iter_hf_labelled,
     iter_labelled_table,
@@ -108,6 +110,11 @@ class LabelledTextDataModule(DocumentDataModule):
             as ``other_class``), so that every model and evaluation of a config sees the same class set (FakeNews:
             the release's 11 documented types, not its stray ones).
         encoding: Encoding of local files (``"latin-1"`` for the original 20 Newsgroups).
+        fallback_encoding: Encoding of a local file (one per class folder) or line (tables, text_gcn, rt-polarity)
+            that ``encoding`` cannot decode, counted as ``<unit>_decoded_with_fallback_encoding`` and reported in
+            the reading line; Latin-1 (the default) decodes any bytes, so no document is dropped or altered for its
+            bytes, and it is how the releases that are not UTF-8 were written (BBC News' pound signs, text_gcn's
+            raw ``mr.txt``, which text_gcn's own scripts decode as Latin-1). ``None`` replaces such bytes by U+FFFD.
         strict: Raise on a malformed record instead of skipping and counting it.
         cache_dir: Cache of ``datasets`` (converted Arrow tables); ``None`` uses its default.
         text_gcn_corpus: ``source_format: text_gcn``: ``"clean"`` (``corpus/<name>.clean.txt``, text_gcn's cleaned
@@ -120,12 +127,28 @@ class LabelledTextDataModule(DocumentDataModule):
         unlabelled_class: A class folder of the training split holding unlabelled documents, read only with
             ``fit_on: all`` (aclImdb's ``unsup``; folder layout only).
         splits_file: ``source_format: semeval_hyperpartisan``: Longformer's ``hp-splits.json`` (split name → 0-based
-            positions of the articles in the file; they must cover every article once), ``None``: no split file.
+            positions of the articles in the file), read as Longformer reads it: each split's positions as listed,
+            overlaps included (the released file's test split shares 51 of its 65 articles with train and 7 with
+            dev, and 58 of the 645 articles are in no split: one warning line says so; ``cross_validation_folds``
+            gives a test on unseen articles). ``None``: no split file.
         ground_truth: ``source_format: semeval_hyperpartisan``: the ground-truth file (``None``: the
             ``ground-truth-<part>.xml`` beside ``articles-<part>.xml``).
         test_fraction: For a source without a test split (FakeNews, a class-folder tree): share of the training
             split's documents held out as the test split, disjoint from validation (``test_split`` must then find
             nothing: ``null``); ``0`` holds none out.
+        group_duplicates: Keep documents whose normalised text (title and text, whitespace collapsed) is the same on
+            one side of every split this DataModule draws (validation, ``test_fraction``, the folds): BBC News has
+            98 groups of duplicate articles, which a split by id puts on both sides. The draw stays seeded and
+            deterministic, a group keyed by its smallest id (:mod:`~lit_docemb.data.core.held_out`). Needs a source
+            without a published test or validation split (those are taken as they are).
+        cross_validation_folds: Stratified k-fold cross-validation over every document of the training split (a
+            source without a test split: Hyperpartisan's 645 articles without ``splits_file``, BBC's folders): in
+            each class the documents, ordered by their seeded id hash (``seed``), are dealt to ``k`` folds so that
+            every fold keeps the class proportions; fold ``cross_validation_fold`` is the test split, the other
+            folds train (validation, ``val_fraction``, held out of them). Run every fold and report the mean and
+            standard deviation of the test scores (``grids/hyperpartisan_cross_validation.yaml`` runs the 5 folds of
+            Hyperpartisan with ``python -m lit_docemb grid``). ``None``: no cross-validation.
+        cross_validation_fold: The test fold, ``0 <= cross_validation_fold < cross_validation_folds``.
         stratified: Hold validation (``val_fraction``) and test (``test_fraction``) out per label: in each class
             the documents are ordered by their seeded id hash (``seed``), the first ``round(test_fraction * n)``
             become test, the next ``round(val_fraction * n)`` validation, so every split keeps the class
@@ -166,6 +189,7 @@ class LabelledTextDataModule(DocumentDataModule):
         csv_quoting: bool | None = None,
         classes: list[str] | None = None,
         encoding: str = "utf-8",
+        fallback_encoding: str | None = "latin-1",
         strict: bool = False,
         cache_dir: str | None = None,
         text_gcn_corpus: Literal["clean", "raw"] = "clean",
@@ -175,6 +199,9 @@ class LabelledTextDataModule(DocumentDataModule):
         ground_truth: str | None = None,
         test_fraction: float = 0.0,
         stratified: bool = False,
+        group_duplicates: bool = False,
+        cross_validation_folds: int | None = None,
+        cross_validation_fold: int = 0,
         topics: dict[str, list[str]] | None = None,
         sample_size: int | None = None,
         few_shot_per_class: int | None = None,
@@ -188,6 +215,7 @@ class LabelledTextDataModule(DocumentDataModule):
                         "title_column": title_column}
         self.table_options = {"column_names": column_names, "delimiter": delimiter, "quoting": csv_quoting}
         self.classes, self.encoding, self.strict, self.cache_dir = classes, encoding, strict, cache_dir
+        self.fallback_encoding = fallback_encoding
         self.test_set: DocumentDataset | None = None
         self.val_split = val_split
         if val_split is not None and self.val_fraction:
@@ -209,6 +237,10 @@ class LabelledTextDataModule(DocumentDataModule):
             raise ConfigError("data.init_args.stratified holds validation and test documents out per label, but "
                               "val_fraction and test_fraction are both 0: set one of them, or stratified: false")
         self.test_fraction, self.stratified = test_fraction, stratified
+        self._check_held_out(group_duplicates, cross_validation_folds, cross_validation_fold, test_source, val_split,
+                             splits_file, label_column)
+        self.group_duplicates = group_duplicates
+        self.cross_validation_folds, self.cross_validation_fold = cross_validation_folds, cross_validation_fold
         if (splits_file is not None or ground_truth is not None) and source_format != "semeval_hyperpartisan":
             raise ConfigError("data.init_args.splits_file and ground_truth belong to source_format: "
                               f"semeval_hyperpartisan (source_format is {source_format!r}): remove them")
@@ -230,6 +262,37 @@ class LabelledTextDataModule(DocumentDataModule):
                               "fit_on: train and a label_column")
         self.few_shot_per_class, self.few_shot_seed = few_shot_per_class, few_shot_seed
         self.unlabelled_set: DocumentDataset | None = None
+        self._hyperpartisan_splits: dict[str, list[int]] | None = None
+
+    def _check_held_out(self, group_duplicates: bool, folds: int | None, fold: int, test_source: str | None,
+                        val_split: str | None, splits_file: str | None, label_column: str | None) -> None:
+        """One-line ConfigErrors for cross-validation and duplicate grouping that cannot do what they say."""
+        if folds is None:
+            if fold != 0:
+                raise ConfigError(f"data.init_args.cross_validation_fold is {fold} but cross_validation_folds is "
+                                  "null: set cross_validation_folds (e.g. 5), or remove cross_validation_fold")
+        else:
+            require(folds >= 2, "cross_validation_folds", ">= 2 or null", folds)
+            require(0 <= fold < folds, "cross_validation_fold", f"in [0, {folds}) (cross_validation_folds {folds})",
+                    fold)
+            taken = {"test_fraction": self.test_fraction or None, "test_source": test_source,
+                     "splits_file": splits_file, "val_split": val_split}
+            clash = next((key for key, value in taken.items() if value is not None), None)
+            if clash is not None:
+                raise ConfigError(f"data.init_args.cross_validation_folds: the folds are the test split, but "
+                                  f"{clash} ({taken[clash]!r}) sets splits too: remove {clash}, or "
+                                  "cross_validation_folds")
+            if label_column is None:
+                raise ConfigError("data.init_args.cross_validation_folds draws the folds per label, but label_column "
+                                  "is null: name the label column, or remove cross_validation_folds")
+        if group_duplicates:
+            if test_source is not None or val_split is not None or splits_file is not None:
+                raise ConfigError("data.init_args.group_duplicates keeps duplicates together in the splits drawn here, "
+                                  "but test_source, val_split or splits_file gives published ones: remove them, or "
+                                  "group_duplicates")
+            if not (self.val_fraction or self.test_fraction or folds):
+                raise ConfigError("data.init_args.group_duplicates: nothing is drawn (val_fraction and test_fraction "
+                                  "are 0, no cross_validation_folds): set one of them, or group_duplicates: false")
 
     # ------------------------------------------------------------------------------------------------- sources
     def _local_split(self, split: str) -> Path | None:
@@ -273,7 +336,7 @@ class LabelledTextDataModule(DocumentDataModule):
         return bool(hf_files) or (path / "state.json").exists() or (path / "dataset_dict.json").exists()
 
     def _read_split(self, split: str) -> ArrowDocuments | None:
-        context = ReadContext(strict=self.strict, encoding=self.encoding)
+        context = ReadContext(strict=self.strict, encoding=self.encoding, fallback_encoding=self.fallback_encoding)
         if self.source_format == "semeval_hyperpartisan":
             documents = self._read_semeval(split, context)
         elif self.source_format in ("text_gcn", "rt_polarity", "nyt_annotated"):
@@ -317,11 +380,8 @@ class LabelledTextDataModule(DocumentDataModule):
         articles = Path(self.source).expanduser()
         positions = None
         if self.splits_file is not None:
-            splits_file = require_path(Path(self.splits_file).expanduser(), "Hyperpartisan splits file", LAYOUT)
-            try:
-                splits = read_hyperpartisan_splits(splits_file, sum(1 for _ in _article_positions(articles)))
-            except ValueError as err:
-                raise ConfigError(f"data.init_args.splits_file: {err}") from None
+            splits_file = Path(self.splits_file).expanduser()
+            splits = self._read_splits_file(articles)
             if split not in splits:
                 if split == self.train_split:
                     raise ConfigError(f"data.init_args.train_split {split!r} is not in {str(splits_file)!r} "
@@ -343,6 +403,25 @@ class LabelledTextDataModule(DocumentDataModule):
         inputs = [articles, truth] + ([Path(self.splits_file)] if self.splits_file is not None else [])
         return cached_documents(iter_semeval_hyperpartisan, kwargs, inputs=inputs, context=context,
                                 cache_dir=self.cache_dir)
+
+    def _read_splits_file(self, articles: Path) -> dict[str, list[int]]:
+        """``splits_file`` read once (:func:`read_hyperpartisan_splits`), with one warning line when its lists are not
+        a partition of the articles (Longformer's released file), read as Longformer reads it all the same."""
+        if self._hyperpartisan_splits is None:
+            splits_file = require_path(Path(self.splits_file).expanduser(), "Hyperpartisan splits file", LAYOUT)
+            count = sum(1 for _ in _article_positions(articles))
+            try:
+                splits = read_hyperpartisan_splits(splits_file, count)
+            except ValueError as err:
+                raise ConfigError(f"data.init_args.splits_file: {err}") from None
+            others = [name for name in (self.train_split, self.val_split) if name is not None]
+            overlap = hyperpartisan_splits_overlap(splits, count, self.test_split, others)
+            if overlap is not None:
+                log.warning("%s is not a partition of the articles and is read as Longformer reads it (each split's "
+                            "positions as listed): %s; for a test on unseen articles, drop splits_file and set "
+                            "cross_validation_folds", splits_file, overlap)
+            self._hyperpartisan_splits = splits
+        return self._hyperpartisan_splits
 
     def _read_release(self, split: str, context: ReadContext) -> ArrowDocuments | None:
         """A split of a text_gcn list, of the rt-polarity folder or of the NYT corpus (``source_format``)."""
@@ -402,7 +481,7 @@ class LabelledTextDataModule(DocumentDataModule):
                                   f"name its validation split, or set val_split to null")
             self.val_set = DocumentDataset(val)
             self.report_reading("validation", len(val), {"validation": len(val)}, self.stats - before)
-        if self.test_fraction or self.stratified:
+        if self.test_fraction or self.stratified or self.group_duplicates or self.cross_validation_folds:
             self._hold_out()
         if self.unlabelled_class is not None:
             before = Counter(self.stats)
@@ -414,51 +493,56 @@ class LabelledTextDataModule(DocumentDataModule):
 
     def _hold_out(self) -> None:
         """Re-splits the training split's documents (those the base split held out for validation included) into
-        training, validation and test: per label when ``stratified``, else by id hash as the base split does (test
-        = hash in ``[val_fraction, val_fraction + test_fraction)``)."""
-        if self.test_fraction and self.test_set is not None:
-            raise ConfigError(f"data.init_args.test_fraction {self.test_fraction} holds a test split out of the "
-                              f"training documents, but {self.source!r} has its own test split "
-                              f"({self.test_split!r}): set test_fraction to 0, or test_split to null")
+        training, validation and test (:func:`~lit_docemb.data.core.held_out.draw_parts`): a cross-validation fold
+        or ``test_fraction`` as test, per label when ``stratified``, duplicates together when ``group_duplicates``."""
+        drawn = "cross_validation_folds" if self.cross_validation_folds else "test_fraction" if self.test_fraction \
+            else "group_duplicates" if self.group_duplicates else None
+        if drawn not in (None, "group_duplicates") and self.test_set is not None:
+            value = self.test_fraction if drawn == "test_fraction" else self.cross_validation_folds
+            undo = "test_fraction to 0" if drawn == "test_fraction" else "cross_validation_folds to null"
+            raise ConfigError(f"data.init_args.{drawn} {value} holds a test split out of the training documents, "
+                              f"but {self.source!r} has its own test split ({self.test_split!r}): set {undo}, or "
+                              "test_split to null")
+        if self.group_duplicates and self.test_set is not None:
+            raise ConfigError(f"data.init_args.group_duplicates keeps duplicates on one side of the splits drawn here, "
+                              f"but {self.source!r} has its own test split ({self.test_split!r}): set test_split to "
+                              "null (and test_fraction), or group_duplicates: false")
         held_val = self.val_split is None  # a published validation split stays as read
         pool = np.sort(np.concatenate([self.train_set.indices, self.val_set.indices])) if held_val \
             else self.train_set.indices
-        ids = ids_at(self.documents, pool)
-        hashes = np.fromiter((stable_fraction(doc_id, self.seed) for doc_id in ids), dtype=np.float64,
-                             count=len(ids))
-        val_fraction = self.val_fraction if held_val else 0.0
-        part = np.zeros(len(pool), dtype=np.int8)  # 0 train, 1 validation, 2 test
-        if self.stratified:
-            labels = labels_at(self.documents, pool)
-            by_label: dict[str | None, list[int]] = {}
-            for position, label in enumerate(labels):
-                by_label.setdefault(label, []).append(position)
-            for positions in by_label.values():
-                order = np.asarray(positions)[np.argsort(hashes[positions], kind="stable")]
-                n_test, n_val = round(self.test_fraction * len(order)), round(val_fraction * len(order))
-                part[order[:n_test]] = 2
-                part[order[n_test:n_test + n_val]] = 1
-        else:
-            part[hashes < val_fraction] = 1
-            part[(hashes >= val_fraction) & (hashes < val_fraction + self.test_fraction)] = 2
-        if not (part == 0).any():
+        labels = labels_at(self.documents, pool) if self.stratified or self.cross_validation_folds else None
+        texts = texts_at(self.documents, pool) if self.group_duplicates else None
+        part = draw_parts(ids_at(self.documents, pool), labels, self.seed,
+                          val_fraction=self.val_fraction if held_val else 0.0, test_fraction=self.test_fraction,
+                          stratified=self.stratified, folds=self.cross_validation_folds,
+                          fold=self.cross_validation_fold,
+                          texts=texts)
+        if not (part == TRAIN).any():
             raise ConfigError(f"data.init_args.test_fraction {self.test_fraction} and val_fraction "
                               f"{self.val_fraction} leave no training document (of {len(pool)}): lower them")
-        self.train_set = DocumentDataset(self.documents, pool[part == 0])
+        held_test = bool(self.test_fraction or self.cross_validation_folds)
+        self.train_set = DocumentDataset(self.documents, pool[part == TRAIN])
         if held_val:
-            val = pool[part == 1]
+            val = pool[part == VALIDATION]
             if self.max_val_documents is not None:
                 val = val[: self.max_val_documents]
             self.val_set = DocumentDataset(self.documents, val)
-            self.all_set = DocumentDataset(self.documents, np.sort(np.concatenate([pool[part == 0], val])))
-        if self.test_fraction:
-            self.test_set = DocumentDataset(self.documents, pool[part == 2])
+            self.all_set = DocumentDataset(self.documents, np.sort(np.concatenate([pool[part == TRAIN], val])))
+        if held_test:
+            self.test_set = DocumentDataset(self.documents, pool[part == TEST])
         self._open_token_cache()
-        if self.test_fraction:
+        if held_test:
             self.test_set.documents = self.train_set.documents
         splits = {"train": len(self.train_set), "validation": len(self.val_set),
                   "test": len(self.test_set) if self.test_set is not None else 0}
-        self.report_reading("stratified split" if self.stratified else "test split", len(pool), splits, Counter())
+        name = (f"cross-validation fold {self.cross_validation_fold} of {self.cross_validation_folds}"
+                if self.cross_validation_folds else "stratified split" if self.stratified else "test split"
+                if self.test_fraction else "validation split")
+        if texts is not None:
+            copies = Counter(Counter(texts).values())
+            name += (f" (duplicates kept together: {sum(n for size, n in copies.items() if size > 1)} groups of "
+                     f"{sum(size * n for size, n in copies.items() if size > 1)} documents)")
+        self.report_reading(name, len(pool), splits, Counter())
 
     def _open_token_cache(self) -> None:
         """The training split's cached rows for the training documents; a published validation split, like
@@ -477,7 +561,7 @@ class LabelledTextDataModule(DocumentDataModule):
             raise ConfigError(f"data.init_args.unlabelled_class: no folder {self.unlabelled_class!r} in the training "
                               f"split of {self.source!r} (aclImdb: source aclImdb, unlabelled_class unsup, classes "
                               f"[neg, pos])")
-        context = ReadContext(strict=self.strict, encoding=self.encoding)
+        context = ReadContext(strict=self.strict, encoding=self.encoding, fallback_encoding=self.fallback_encoding)
         kwargs = {"root": str(path), "classes": [self.unlabelled_class], "unlabelled": True,
                   "id_prefix": f"{self.train_split}/" if Path(path) != Path(self.source).expanduser() else ""}
         documents = cached_documents(iter_class_folders, kwargs, inputs=[path], context=context,

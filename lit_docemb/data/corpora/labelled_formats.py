@@ -26,6 +26,7 @@ from lit_docemb.data.core.reading import (
     ReadContext,
     load_hf_splits,
     normalise_paragraphs,
+    open_binary,
     read_lines,
     walk_files,
 )
@@ -245,9 +246,16 @@ def iter_text_gcn(list_path: str, corpus_path: str, split: str, *, context: Read
     of ``list_path`` is ``<document name>\\t<split>\\t<label>`` and line *i* of ``corpus_path`` the document's
     text. A document belongs to ``split`` ("train" or "test") when its split field contains it, as text_gcn
     reads it (20ng's fields are ``20news-bydate-train`` / ``-test``). Id: the document name (``<line>`` when it
-    is empty or repeated). Two files of different lengths are an error naming both."""
+    is empty or repeated). Two files of different lengths are an error naming both.
+
+    Text: each line of the split decoded with ``context.encoding`` (UTF-8), a line it cannot decode with the
+    fallback encoding (:class:`~lit_docemb.data.corpora.labelled.LabelledTextDataModule`: Latin-1, counted as
+    ``line_decoded_with_fallback_encoding``), as text_gcn's own scripts decode the corpus (``line.decode('latin1')``
+    in ``remove_words.py`` and ``build_graph.py``): the 229 such lines of the raw ``corpus/mr.txt`` read as text_gcn
+    reads them, and no document is dropped for its bytes."""
     names = [line for _, line in read_lines(list_path, context, unit="line")]
-    texts = [line for _, line in read_lines(corpus_path, context, unit="line")]
+    with open_binary(corpus_path) as stream:
+        texts = list(stream)  # bytes: only the split's lines are decoded (and counted)
     if len(names) != len(texts):
         raise ValueError(f"{list_path} has {len(names)} lines but {corpus_path} has {len(texts)}: they must be the "
                          f"list and the corpus file of the same text_gcn data set, line for line")
@@ -263,7 +271,8 @@ def iter_text_gcn(list_path: str, corpus_path: str, split: str, *, context: Read
             continue
         document_id = name if name and name not in seen else str(number)
         seen.add(document_id)
-        document = Document(id=document_id, sections=[Section("", text.strip())], label=label)
+        decoded = context.decode(text, unit="line")
+        document = Document(id=document_id, sections=[Section("", decoded.lstrip("\ufeff").strip())], label=label)
         if context.keep(document):
             yield document
 
@@ -302,17 +311,49 @@ def hyperpartisan_ground_truth_path(articles_path: str | Path) -> Path:
 
 def read_hyperpartisan_splits(splits_file: str | Path, count: int) -> dict[str, list[int]]:
     """Longformer's ``scripts/hp-splits.json``: a JSON object of split name → 0-based positions of the articles in
-    the articles file's order. The lists must partition ``range(count)``; anything else (ids of another file, a
-    truncated copy) raises ValueError naming the file."""
-    with open(splits_file, encoding="utf-8") as handle:
-        splits = json.load(handle)
-    positions = [p for rows in splits.values() for p in rows] if isinstance(splits, dict) else None
-    if (positions is None or not all(isinstance(rows, list) for rows in splits.values())
-            or not all(isinstance(p, int) for p in positions) or sorted(positions) != list(range(count))):
-        raise ValueError(f"{str(splits_file)!r}: expected a JSON object of split name -> positions of the "
-                         f"{count} articles (0-based, every article in exactly one split), as Longformer's "
-                         "hp-splits.json")
+    the articles file's order, read as Longformer's ``hp_preprocess.py`` reads it: each list as listed, whether or not
+    the lists overlap or cover every article (the released file does neither: see :func:`hyperpartisan_splits_overlap`).
+    Anything else (not such an object, a position repeated in one list or outside ``range(count)``: ids of another
+    file, a copy for another articles file) raises ValueError naming the file."""
+    expected = (f"expected a JSON object of split name -> list of 0-based positions of the {count} articles of the "
+                "articles file (Longformer's scripts/hp-splits.json)")
+    try:
+        with open(splits_file, encoding="utf-8") as handle:
+            splits = json.load(handle)
+    except (json.JSONDecodeError, UnicodeDecodeError) as err:
+        raise ValueError(f"{str(splits_file)!r} is not JSON ({err}); {expected}") from None
+    if not isinstance(splits, dict) or not all(isinstance(rows, list) for rows in splits.values()):
+        raise ValueError(f"{str(splits_file)!r}: {expected}")
+    for name, rows in splits.items():
+        wrong = [p for p in rows if isinstance(p, bool) or not isinstance(p, int) or not 0 <= p < count]
+        if wrong:
+            raise ValueError(f"{str(splits_file)!r}: split {name!r} lists {len(wrong)} position(s) that are not "
+                             f"article positions (first {wrong[0]!r}); {expected}: use the file made for this "
+                             "articles file")
+        if len(set(rows)) != len(rows):
+            raise ValueError(f"{str(splits_file)!r}: split {name!r} lists {len(rows) - len(set(rows))} position(s) "
+                             f"twice; {expected}, each position at most once per split")
     return splits
+
+
+def hyperpartisan_splits_overlap(splits: dict[str, list[int]], count: int, test: str | None,
+                                 others: Sequence[str]) -> str | None:
+    """Why a split file is not a partition of the ``count`` articles, in one clause: how many of the ``test``
+    split's articles are also in each split of ``others`` and how many articles are in no split; None for a
+    partition. Longformer's released file: of the 65 test articles 51 are also in train, 7 in dev (7 in neither),
+    and 58 of the 645 articles are in no split."""
+    sets = {name: set(rows) for name, rows in splits.items()}
+    listed = set().union(*sets.values())
+    if sum(map(len, sets.values())) == len(listed) == count:
+        return None
+    said = []
+    if test in sets:
+        seen = [name for name in others if name in sets and name != test]
+        also = ", ".join(f"{len(sets[test] & sets[name])} also in {name}" for name in seen)
+        unseen = len(sets[test] - set().union(*(sets[name] for name in seen)))
+        said.append(f"of the {len(sets[test])} {test} articles, {also} ({unseen} in neither)")
+    said.append(f"{count - len(listed)} of the {count} articles are in no split")
+    return "; ".join(said)
 
 
 def iter_semeval_hyperpartisan(articles_path: str, ground_truth_path: str, positions: list[int] | None = None, *,
