@@ -968,3 +968,33 @@ def write_skip_thoughts_release(folder: Path, words: list[str], seed: int = 0, d
                    "saveto": f"{model}.npz", "reload_": False}
         (folder / f"{model}.npz.pkl").write_bytes(pickle.dumps(options, protocol=0))
     return folder
+
+
+def write_beir(root: Path, train: bool = True) -> Path:
+    """A retrieval set in the BEIR layout (as ``beir``'s zips and the Cranfield conversion ship it): ``corpus.jsonl``
+    (``{"_id", "title", "text"}`` a line, ids strings of digits, one empty document as Cranfield has two),
+    ``queries.jsonl`` (``{"_id", "text"}``, every split's queries), ``qrels/test.tsv`` and, with ``train``,
+    ``qrels/train.tsv`` (``query-id<TAB>corpus-id<TAB>score`` after that header line; graded scores, a 0 judged
+    non-relevant). Document ``d`` is about topic ``d % 4``; query ``q`` asks about topic ``q % 4`` and judges the
+    documents of its topic relevant (score 2 for the first, 1 for the others), one other document 0. Queries 1-4 are
+    test queries, 5-8 training ones. Returns ``root``."""
+    topics = ["wing slipstream lift propeller", "boundary layer heat transfer", "shock wave supersonic flow",
+              "panel flutter vibration buckling"]
+    (root / "qrels").mkdir(parents=True, exist_ok=True)
+    documents = [{"_id": str(d), "title": f"{topics[d % 4]} study {d}",
+                  "text": f"an experimental study of {topics[d % 4]} . results for case {d} are given ."}
+                 for d in range(1, 17)]
+    documents.insert(5, {"_id": "99", "title": "", "text": ""})
+    (root / "corpus.jsonl").write_text("".join(json.dumps(d) + "\n" for d in documents), encoding="utf-8")
+    queries = [{"_id": str(q), "text": f"what is known about {topics[q % 4]} ?"} for q in range(1, 9)]
+    (root / "queries.jsonl").write_text("".join(json.dumps(q) + "\n" for q in queries), encoding="utf-8")
+    for split, numbers in (("test", range(1, 5)), ("train", range(5, 9))):
+        if split == "train" and not train:
+            continue
+        lines = ["query-id\tcorpus-id\tscore"]
+        for q in numbers:
+            relevant = [d for d in range(1, 17) if d % 4 == q % 4]
+            lines += [f"{q}\t{d}\t{2 if i == 0 else 1}" for i, d in enumerate(relevant)]
+            lines.append(f"{q}\t{relevant[0] % 16 + 1}\t0")
+        (root / "qrels" / f"{split}.tsv").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return root

@@ -17,6 +17,7 @@ import yaml
 from corpus_files import (
     labelled_docs,
     write_aan_network,
+    write_beir,
     write_bbc_release,
     write_elmo_release,
     write_arxiv_snapshot,
@@ -184,6 +185,12 @@ def _wikir(data: dict, folder: Path) -> dict:
             "val_queries_from_train": 0, "cache_dir": str(folder / "cache")}
 
 
+def _beir(data: dict, folder: Path) -> dict:
+    """A BEIR folder (corpus.jsonl, queries.jsonl, qrels/), with train qrels when the config trains on them."""
+    root = write_beir(folder / "beir", train=data.get("train_split", "train") is not None)
+    return {"root": str(root), "cache_dir": str(folder / "cache"), "val_fraction": 0.3}
+
+
 def _msmarco(data: dict, folder: Path) -> dict:
     """The MS MARCO document-ranking files; a config training on mined negatives (``negatives_run``) gets the run
     that ``dense-search`` would have written for the training queries (here: the BM25 top 100, unzipped)."""
@@ -246,6 +253,7 @@ CORPORA: dict[str, Callable[[dict, Path], dict]] = {
     "InstalledDocsDataModule": _installed_docs,
     "ArxivDataModule": _arxiv,
     "MSMARCODataModule": _msmarco,
+    "BEIRDataModule": _beir,
     "Robust04DataModule": _robust04,
 }
 """DataModule class name -> writer of a fixture in that corpus's on-disk layout, returning the data init_args

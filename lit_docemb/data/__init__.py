@@ -4,6 +4,7 @@ from lit_docemb.data.core.document import Document, Section
 from lit_docemb.data.core.passage_spec import PassageSpec
 from lit_docemb.data.corpora.aan import AANDataModule, DocumentPair
 from lit_docemb.data.corpora.arxiv import ArxivDataModule
+from lit_docemb.data.corpora.beir import BEIRDataModule
 from lit_docemb.data.corpora.installed_docs import InstalledDocsDataModule
 from lit_docemb.data.corpora.jsonl import JSONLDataModule
 from lit_docemb.data.corpora.labelled import LabelledTextDataModule
@@ -16,7 +17,7 @@ from lit_docemb.data.corpora.wikipedia import WikipediaDataModule
 from lit_docemb.data.corpora.wikir import WIKIRDataModule
 from lit_docemb.data.retrieval.datamodule import Query, RetrievalExample
 
-__all__ = ["AANDataModule", "ArxivDataModule", "Document", "DocumentDataModule", "DocumentPair",
+__all__ = ["AANDataModule", "ArxivDataModule", "BEIRDataModule", "Document", "DocumentDataModule", "DocumentPair",
            "InstalledDocsDataModule", "JSONLDataModule", "LabelledTextDataModule", "MSMARCODataModule",
            "OpenWebTextDataModule", "PassageCache", "PassageSpec", "PatentDataModule", "Query", "RetrievalExample",
            "Robust04DataModule", "Section", "SimilarityGroupDataModule", "TokenizedPassages", "WIKIRDataModule",

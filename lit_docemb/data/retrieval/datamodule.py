@@ -2,8 +2,8 @@
 
 Their queries, qrels, runs and folds are read by :mod:`lit_docemb.data.retrieval.trec`.
 
-:class:`RetrievalDataModule` (base of the three corpus DataModules) has two modes: ``"documents"`` (the corpus
-alone, as every other DataModule) and ``"retrieval"``: one :class:`RetrievalExample` per (query, relevant
+:class:`RetrievalDataModule` (base of the ranking-corpus DataModules, BEIR folders included) has two modes:
+``"documents"`` (the corpus alone, as every other DataModule) and ``"retrieval"``: one :class:`RetrievalExample` per (query, relevant
 document) pair with ``num_negatives`` negatives drawn by :class:`NegativeSampler`, uniformly from the corpus or
 from the top of a run (the corpus's BM25 / official run, or a run an earlier checkpoint wrote with
 :func:`~lit_docemb.data.retrieval.trec.write_run`). A negative is never a judged-relevant document of its query
@@ -253,7 +253,8 @@ class RetrievalDataModule(DocumentDataModule):
     """Base of the ranking-corpus DataModules: the corpus, plus query splits for retrieval fine-tuning.
 
     A subclass implements ``load_documents()`` and ``load_split(name) -> QuerySplit`` and sets the split names
-    ``train_split``, ``val_split`` and ``test_split`` (None: no such split). In ``"retrieval"`` mode
+    ``train_split``, ``val_split`` and ``test_split`` (None: no such split; ``"retrieval"`` mode needs training
+    queries). In ``"retrieval"`` mode
     the train / validation / test dataloaders yield :class:`RetrievalExample` records (the method's collator
     turns them into a batch) and ``predict`` yields every corpus document (to embed it for ranking). Queries
     with no relevant document in the corpus are skipped and counted (``<split>/query_without_relevant_document``);
@@ -291,7 +292,7 @@ class RetrievalDataModule(DocumentDataModule):
         if mode == "retrieval" and self.predict_split != "all":
             raise ValueError("in retrieval mode predict embeds the whole corpus: predict_split must be 'all'")
         self.mode, self.strict = mode, strict
-        self.train_split: str = "train"
+        self.train_split: str | None = "train"  # None: no training queries (a collection with test qrels only)
         self.val_split: str | None = None
         self.test_split: str | None = None
         self.num_negatives, self.negatives, self.negatives_run = num_negatives, negatives, negatives_run
@@ -351,8 +352,12 @@ class RetrievalDataModule(DocumentDataModule):
         return "test" if self.test_split else "val"
 
     def _query_splits(self) -> dict[str, QuerySplit | None]:
-        train = self.load_split(self.train_split)
+        train = self.load_split(self.train_split) if self.train_split else None
         if self.val_queries_from_train:
+            if train is None:
+                raise ConfigError(f"data.init_args.val_queries_from_train={self.val_queries_from_train} holds out "
+                                  "training queries, but train_split is null: name the training split, or set "
+                                  "val_queries_from_train to 0")
             if self.val_queries_from_train >= len(train.queries):
                 raise ConfigError(f"data.init_args.val_queries_from_train={self.val_queries_from_train} holds out every "
                                   f"one of the {len(train.queries)} training queries ({self.train_split} split), "
