@@ -36,9 +36,18 @@ def _f1(values: np.ndarray) -> float:
     return float(f1_score(values[:, 1], values[:, 0], zero_division=0.0))
 
 
-STATISTICS: dict[str, Callable[[np.ndarray], float]] = {"mean": _mean, "nmi": _nmi, "purity": _purity, "f1": _f1}
-"""Statistic name -> function of the (N,) or (N, 2) item values: ``mean`` of per-item scores; ``nmi`` and
-``purity`` of (label, cluster) rows; ``f1`` of (predicted, label) 0/1 rows (of label 1)."""
+def _macro_f1(values: np.ndarray) -> float:
+    labels = values[:, 0]
+    return float(np.mean([f1_score(labels, values[:, column], average="macro", zero_division=0.0)
+                          for column in range(1, values.shape[1])]))
+
+
+STATISTICS: dict[str, Callable[[np.ndarray], float]] = {"mean": _mean, "nmi": _nmi, "purity": _purity, "f1": _f1,
+                                                        "macro_f1": _macro_f1}
+"""Statistic name -> function of the (N,) or (N, 2+) item values: ``mean`` of per-item scores; ``nmi`` and
+``purity`` of (label, cluster) rows; ``f1`` of (predicted, label) 0/1 rows (of label 1); ``macro_f1`` of (label,
+predicted, predicted, ...) rows, the macro-averaged F1 of each prediction column (a probe fitted on several draws
+of few-shot examples) averaged over the columns."""
 
 
 @dataclass

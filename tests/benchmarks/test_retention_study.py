@@ -1,24 +1,15 @@
 """benchmarks/retention_study.py: the run length it gives a fit, and the steps it records."""
 
-import importlib.util
-import sys
-from pathlib import Path
-
 import lightning as L
 import pytest
 import torch
-
-SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "retention_study.py"
+from benchmark_scripts import benchmark_module
 
 
 @pytest.fixture(scope="module")
 def study():
-    spec = importlib.util.spec_from_file_location("retention_study", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # its dataclasses look their module up there
-    spec.loader.exec_module(module)
-    yield module
-    del sys.modules[spec.name]
+    with benchmark_module("retention_study") as module:
+        yield module
 
 
 class _Regression(L.LightningModule):

