@@ -47,7 +47,7 @@ def test_graph_roberta_random_head_is_the_papers_and_identity_is_trainable(tiny_
     torch.manual_seed(0)
     random_head = GraphRoBERTa(EncoderSpec(tiny_encoder_dir), node_dim=32,
                                passages=PassageSpec(words_per_passage=12, max_passage_tokens=32),
-                               cache_passages=False).eval()
+                               cache_passages=False, head_init="random").eval()
     batch = random_head.collator("predict")(long_documents())
     with torch.no_grad():
         passages = random_head.model.encoder(batch.graphs.passages.input_ids, batch.graphs.passages.attention_mask)
@@ -58,6 +58,25 @@ def test_graph_roberta_random_head_is_the_papers_and_identity_is_trainable(tiny_
                             cache_passages=False, head_init="identity")
     identity.embed(batch).sum().backward()
     assert all(layer.lin.weight.grad.abs().sum() > 0 for layer in identity.model.layers)  # zero, not dead
+
+
+@pytest.mark.parametrize(("node_dim", "built"), [(None, ("identity", 32)), (64, ("identity", 64)),
+                                                  (16, ("random", 16))])
+def test_graph_roberta_head_is_the_identity_by_default_where_its_size_allows(tiny_encoder_dir, node_dim, built):
+    """``head_init: auto`` (the default): the identity head when the nodes are at least the encoder's size (32 here;
+    ``node_dim: null`` is that size), the paper's random head otherwise; hparams keep what was built (export reads
+    them)."""
+    passages = PassageSpec(words_per_passage=12, max_passage_tokens=32)
+    method = GraphRoBERTa(EncoderSpec(tiny_encoder_dir), node_dim=node_dim, passages=passages, cache_passages=False)
+    assert (method.model.head_init, method.model.node_dim) == built
+    assert (method.hparams.head_init, method.hparams.node_dim) == built
+    if built[0] == "identity":
+        batch = method.eval().collator("predict")(long_documents())
+        with torch.no_grad():
+            passage_vectors = method.model.encoder(batch.graphs.passages.input_ids,
+                                                   batch.graphs.passages.attention_mask)
+            means = split_means(passage_vectors, batch.graphs.passage_counts)  # (B, 32)
+            assert torch.allclose(method.embed(batch)[:, :32], means, atol=1e-5)
 
 
 def test_identity_graph_head_wider_than_the_encoder_keeps_dot_products(tiny_encoder_dir):
@@ -90,7 +109,7 @@ def test_colde_identity_aggregator_starts_as_the_mean_of_chunk_vectors(no_dropou
 
 
 def test_bad_head_init_values_are_one_line_errors(tiny_encoder_dir):
-    with pytest.raises(ConfigError, match="^head_init: must be 'random' or 'identity'"):
+    with pytest.raises(ConfigError, match="^head_init: must be 'auto', 'random' or 'identity'"):
         GraphRoBERTa(EncoderSpec(tiny_encoder_dir), head_init="orthogonal")
     with pytest.raises(ConfigError, match="^node_dim: must be >= the encoder's hidden size 32"):
         GraphRoBERTa(EncoderSpec(tiny_encoder_dir), node_dim=16, passages=PassageSpec(max_passage_tokens=32),
