@@ -303,6 +303,10 @@ def train(run: Run, folder: Path, data_root: Path, gpu: bool) -> tuple[Path, flo
     folder.mkdir(parents=True, exist_ok=True)
     config_path = folder / "fit.yaml"
     config_path.write_text(yaml.safe_dump(fit_config(run, data_root, gpu), sort_keys=False), encoding="utf-8")
+    seconds_file = folder / "fit_seconds.json"
+    if (folder / "checkpoints" / "last.ckpt").exists() and seconds_file.is_file():  # a run scored before it ended
+        print(f"{run.key}: trained before, scoring its checkpoint", flush=True)
+        return config_path, *json.loads(seconds_file.read_text())
     command = [sys.executable, "-m", "lit_docemb", "fit", "--config", str(config_path), "--run_dir", str(folder),
                *run.overrides]
     print("+", " ".join(command), flush=True)
@@ -312,7 +316,9 @@ def train(run: Run, folder: Path, data_root: Path, gpu: bool) -> tuple[Path, flo
     if finished.returncode != 0:
         raise SystemExit(f"fit of {run.key} failed ({finished.returncode}):\n{finished.stderr[-4000:]}")
     (folder / "fit.log").write_text(finished.stdout + finished.stderr, encoding="utf-8")
-    return config_path, children_cpu_seconds() - cpu, time.perf_counter() - wall
+    seconds = [children_cpu_seconds() - cpu, time.perf_counter() - wall]
+    seconds_file.write_text(json.dumps(seconds), encoding="utf-8")
+    return config_path, *seconds
 
 
 def compare(before: dict, after: dict, resamples: int, seed: int) -> dict:
@@ -349,9 +355,13 @@ def measure_run(run: Run, args, evaluated_cache: dict) -> dict:
     start_file = args.output / run.corpus / f"start-seed{run.seed}-{start_key(start_config)}.json"
     if start_file.is_file():  # the same documents, the same encoder: shared by every method and setting
         scores["start"] = {k: ItemScores.from_json(v) for k, v in json.loads(start_file.read_text()).items()}
-    for name, configs, ckpt in (("start", [start_config], None),
-                                ("trained", [config_path], str(folder / "checkpoints" / "last.ckpt"))):
-        if name in scores:
+    # Graph-RoBERTa reads more of a document than the plain encoder (all its passages): its untrained form is scored
+    # too, so that what training adds is told apart from what reading more text adds
+    run_config = folder / "config.yaml"  # the config fit ran (overrides included), as evaluate and embed read it
+    models = [("start", [start_config], None), ("untrained", [run_config], None),
+              ("trained", [run_config], str(folder / "checkpoints" / "last.ckpt"))]
+    for name, configs, ckpt in models:
+        if name in scores or (name == "untrained" and run.method != "GraphRoBERTa"):
             continue
         method = load_method(configs, ckpt).to(args.device)
         with torch.autocast(args.device, dtype=torch.bfloat16, enabled=gpu):
@@ -367,11 +377,16 @@ def measure_run(run: Run, args, evaluated_cache: dict) -> dict:
         reference_file.write_text(json.dumps([reference_name, reference]), encoding="utf-8")
     record = {"run": run.key, "corpus": run.corpus, "method": run.method, "setting": run.label, "seed": run.seed,
               "steps": run.steps, "batch_size": run.batch_size, "overrides": run.overrides, "device": args.device,
-              "fit_cpu_seconds": round(cpu_seconds, 1), "fit_wall_seconds": round(wall_seconds, 1),
+              "fit_cpu_seconds": None if cpu_seconds is None else round(cpu_seconds, 1),
+              "fit_wall_seconds": round(wall_seconds, 1),
               "score_cpu_seconds": round(own_cpu_seconds() - cpu_before, 1), "reference": reference_name,
               "rows": compare(scores["start"], scores["trained"], args.resamples, run.seed),
+              "rows_untrained": (compare(scores["untrained"], scores["trained"], args.resamples, run.seed)
+                                 if "untrained" in scores else None),
               "reference_rows": reference,
               "date": time.strftime("%Y-%m-%d"), "commit": commit(), "note": NOTE}
+    (folder / "scores.json").write_text(json.dumps({name: {k: v.to_json() for k, v in found.items()}
+                                                    for name, found in scores.items()}), encoding="utf-8")
     if not args.keep_checkpoints:
         for path in (folder / "checkpoints").glob("*.ckpt"):
             path.unlink()
@@ -388,7 +403,8 @@ def start_key(config_path: Path) -> str:
     for key in ("optimizer", "scheduler", "temperature", "mlm_weight", "mlm_probability", "retention", "symmetric",
                 "objective"):
         model.pop(key, None)
-    wanted = {"model": [config["model"]["class_path"], model], "data": config["data"]}
+    data = {k: v for k, v in config["data"]["init_args"].items() if k not in ("global_batch_size", "num_workers")}
+    wanted = {"model": [config["model"]["class_path"], model], "data": [config["data"]["class_path"], data]}
     return hashlib.blake2b(json.dumps(wanted, sort_keys=True).encode(), digest_size=6).hexdigest()
 
 
@@ -405,6 +421,11 @@ def target_verdict(rows: dict) -> tuple[bool, str]:
     return ok, f"up: {', '.join(up) or 'none'}; down: {', '.join(down) or 'none'}"
 
 
+def cpu_seconds(record: dict) -> str:
+    seconds = record["fit_cpu_seconds"]
+    return f"{seconds:.0f}" if seconds is not None else f"? (wall {record['fit_wall_seconds']:.0f})"
+
+
 def table(records: list[dict]) -> str:
     lines = []
     for corpus in dict.fromkeys(r["corpus"] for r in records):
@@ -412,12 +433,14 @@ def table(records: list[dict]) -> str:
                   "| method | setting | seed | steps | fit CPU s | measure | items | start | trained | change | "
                   "95% interval | TF-IDF/BM25 |", "|---|---|---:|---:|---:|---|---:|---:|---:|---:|---|---:|"]
         for r in (r for r in records if r["corpus"] == corpus):
-            for measure, row in r["rows"].items():
-                reference = r["reference_rows"].get(measure)
-                lines.append(f"| {r['method']} | {r['setting']} | {r['seed']} | {r['steps']} | "
-                             f"{r['fit_cpu_seconds']:.0f} | {measure} | {row['items']} | {row['start']:.4f} | "
-                             f"{row['trained']:.4f} | {row['change']:+.4f} | [{row['low']:+.4f}, {row['high']:+.4f}] | "
-                             f"{'' if reference is None else f'{reference:.4f}'} |")
+            compared = [("", r["rows"])] + ([(" (vs untrained)", r["rows_untrained"])] if r.get("rows_untrained") else [])
+            for suffix, rows in compared:
+                for measure, row in rows.items():
+                    reference = r["reference_rows"].get(measure)
+                    lines.append(f"| {r['method']}{suffix} | {r['setting']} | {r['seed']} | {r['steps']} | "
+                                 f"{cpu_seconds(r)} | {measure} | {row['items']} | {row['start']:.4f} | "
+                                 f"{row['trained']:.4f} | {row['change']:+.4f} | [{row['low']:+.4f}, "
+                                 f"{row['high']:+.4f}] | {'' if reference is None else f'{reference:.4f}'} |")
         lines.append("")
     lines += ["## Targets", ""]
     for r in records:
