@@ -433,7 +433,9 @@ def table(records: list[dict]) -> str:
                   "| method | setting | seed | steps | fit CPU s | measure | items | start | trained | change | "
                   "95% interval | TF-IDF/BM25 |", "|---|---|---:|---:|---:|---|---:|---:|---:|---:|---|---:|"]
         for r in (r for r in records if r["corpus"] == corpus):
-            compared = [("", r["rows"])] + ([(" (vs untrained)", r["rows_untrained"])] if r.get("rows_untrained") else [])
+            compared = [("", r["rows"])]
+            if r.get("rows_untrained"):
+                compared.append((" (vs untrained)", r["rows_untrained"]))
             for suffix, rows in compared:
                 for measure, row in rows.items():
                     reference = r["reference_rows"].get(measure)
@@ -464,7 +466,8 @@ def main(argv: list[str] | None = None) -> int:
                         "Graph-RoBERTa 8 on the CPU; 32 and 16 on a GPU)")
     parser.add_argument("--setting", default="default", help="name of the overrides' setting in the tables")
     parser.add_argument("--override", action="append", default=[],
-                        help="an extra fit flag, written with '=': --override=--model.init_args.mlm_weight=0 (repeatable)")
+                        help="an extra fit flag, written with '=' (repeatable): "
+                        "--override=--model.init_args.mlm_weight=0")
     parser.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
     parser.add_argument("--data_root", type=Path, default=REPOSITORY.parent / "shared" / "data")
     parser.add_argument("--output", type=Path, default=REPOSITORY / "runs" / "real_text")
