@@ -17,7 +17,10 @@ from lit_docemb.data import PassageSpec
 from lit_docemb.models import EncoderSpec
 
 ROOT = Path(__file__).resolve().parents[2]
-CONFIGS = sorted(str(p.relative_to(ROOT)) for p in (ROOT / "configs").rglob("retrieval_*.yaml"))
+#: The retrieval fine-tuning configs (DenseRetrieval around Graph-RoBERTa); configs/retrieval_cranfield.yaml pretrains
+#: DocSplit on a collection's documents and is walked by the journeys instead.
+CONFIGS = sorted(str(p.relative_to(ROOT)) for p in (ROOT / "configs").rglob("retrieval_*.yaml")
+                 if "lit_docemb.methods.DenseRetrieval" in p.read_text(encoding="utf-8"))
 
 
 def doc(i: int) -> Document:
