@@ -113,27 +113,22 @@ def optimizer(lr: float) -> dict:
     return {"class_path": "torch.optim.AdamW", "init_args": {"lr": lr, "weight_decay": 0.01}}
 
 
+METHOD_CLASSES = {"DocSplit": "DocSplit", "SimCSE": "SimCSE", "MLM": "MaskedLanguageModelling",
+                  "GraphRoBERTa": "GraphRoBERTa"}
+
+
 def method_config(name: str, gpu: bool) -> dict:
     """``model`` section of a method's run: the repository's method with MiniLM as its encoder and the method's own
-    defaults; lengths are the papers' on a GPU (512 tokens; 50 passages of 192) and shorter on the CPU."""
-    length = 512 if gpu else 128
-    if name == "DocSplit":
-        args = {"encoder": encoder(length)}
-    elif name == "SimCSE":
-        args = {"encoder": encoder(length)}
-    elif name == "MLM":
-        args = {"encoder": {**encoder(length)}}
-    elif name == "GraphRoBERTa":
+    defaults (Graph-RoBERTa's nodes the encoder's size, its head the identity); lengths are the papers' on a GPU
+    (512 tokens; 50 passages of 192) and shorter on the CPU."""
+    if name != "GraphRoBERTa":
+        args = {"encoder": encoder(512 if gpu else 128)}
+    else:
         passages = ({"max_passage_tokens": 192, "max_passages": 50, "max_passages_inference": 100} if gpu else
                     {"max_passage_tokens": 128, "max_passages": 8, "max_passages_inference": 8})
-        encoder_block = encoder(length)
-        del encoder_block["max_length"]
-        args = {"encoder": encoder_block, "node_dim": 384, "passages": passages, "cache_passages": False}
-    else:
-        raise SystemExit(f"--methods: unknown method {name!r} (DocSplit, GraphRoBERTa, SimCSE, MLM)")
-    class_path = {"DocSplit": "DocSplit", "SimCSE": "SimCSE", "MLM": "MaskedLanguageModelling",
-                  "GraphRoBERTa": "GraphRoBERTa"}[name]
-    return {"class_path": f"lit_docemb.methods.{class_path}", "init_args": args}
+        args = {"encoder": {"name": ENCODER["name"], "pooling": "mean"}, "passages": passages,
+                "cache_passages": False}
+    return {"class_path": f"lit_docemb.methods.{METHOD_CLASSES[name]}", "init_args": args}
 
 
 @dataclass
@@ -455,7 +450,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--sets", nargs="+", default=["bbc", "20news"], choices=sorted(CORPORA))
     parser.add_argument("--methods", nargs="+", default=["DocSplit", "GraphRoBERTa"],
-                        choices=["DocSplit", "GraphRoBERTa", "SimCSE", "MLM"])
+                        choices=list(METHOD_CLASSES))
     parser.add_argument("--seeds", nargs="+", type=int, default=[0])
     parser.add_argument("--steps", type=int, default=None, help="optimizer steps per run (default: 60 on the CPU, "
                         "about 15 CPU-minutes for DocSplit on 2 cores; 0: one epoch of the whole training split, the "
