@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import inspect
 from abc import ABC, abstractmethod
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 
 import lightning as L
 import torch
@@ -281,8 +281,7 @@ class EmbeddingMethod(L.LightningModule, ABC):
 
     # --- optimisation -------------------------------------------------------------------------------
     def configure_optimizers(self):
-        changes = self.retention is not None and self.retention.changes_optimisation
-        parameters = parameter_groups(self, self.retention) if changes else self.parameters()
+        parameters = self.optimizer_parameters()
         if self.optimizer_factory is None:  # fused on CUDA: NonFiniteGuard then skips without waiting for the GPU
             fused = {"fused": True} if self.device.type == "cuda" else {}
             optimizer = torch.optim.AdamW(parameters, lr=self.default_learning_rate, **fused)
@@ -293,6 +292,12 @@ class EmbeddingMethod(L.LightningModule, ABC):
             return optimizer
         scheduler = self.scheduler_factory(optimizer)
         return {"optimizer": optimizer, "lr_scheduler": {"scheduler": scheduler, "interval": "step"}}
+
+    def optimizer_parameters(self) -> Iterator[Tensor] | list[dict]:
+        """What the optimizer trains: the parameters, or groups of them each with an ``lr_scale`` (the optimizer's
+        rate times it; retention's layer-wise rates, a classifier's head rate)."""
+        changes = self.retention is not None and self.retention.changes_optimisation
+        return parameter_groups(self, self.retention) if changes else self.parameters()
 
     def on_train_start(self) -> None:
         """Gives a :class:`~lit_docemb.methods.schedulers.LinearWarmupDecay` without ``total_steps`` the run

@@ -12,6 +12,7 @@ For the paper's batches of long documents (Graph-RoBERTa: 32 documents of up to 
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterator
 
 import torch
 import torch.nn.functional as F
@@ -58,6 +59,9 @@ class DocumentClassifier(EmbeddingMethod):
             embeddings. The same loss and gradients (dropout masks replayed), the memory of one sub-batch.
             ``None``: plain training. Set it here, not on the backbone. With ``freeze_backbone`` it only encodes
             in sub-batches (there is no backbone gradient).
+        head_learning_rate_scale: The head's learning rate as a multiple of the optimizer's (and the scheduler's
+            at each step): a randomly initialised head trained with the backbone's small fine-tuning rate learns
+            slowly on a short run. 1 (Table 6) trains everything at one rate.
         activation_checkpointing: Recompute the backbone's transformer layers in the backward pass instead of
             keeping their activations (Hugging Face gradient checkpointing; the same gradients, about one more
             forward pass of compute). Alone or with ``grad_cache_token_budget``. A backbone without a Hugging Face
@@ -70,11 +74,13 @@ class DocumentClassifier(EmbeddingMethod):
     def __init__(self, backbone: EmbeddingMethod, labels: list[str], checkpoint: str | None = None,
                  dropout: float = 0.1, freeze_backbone: bool = False, optimizer: OptimizerCallable | None = None,
                  scheduler: LRSchedulerCallable | None = None, grad_cache_token_budget: int | None = None,
-                 activation_checkpointing: bool = False) -> None:
+                 activation_checkpointing: bool = False, head_learning_rate_scale: float = 1.0) -> None:
         super().__init__(optimizer, scheduler, grad_cache_token_budget)
         if len(labels) < 2 or len(set(labels)) != len(labels):
             raise BadArgument("labels", f"must name at least 2 distinct classes, got {labels}")
         refuse_own_budget(backbone)
+        require(head_learning_rate_scale > 0, "head_learning_rate_scale", "a positive multiple of the learning rate",
+                head_learning_rate_scale)
         require(not (activation_checkpointing and freeze_backbone), "activation_checkpointing",
                 "false with freeze_backbone (a frozen backbone keeps no activations to recompute)",
                 activation_checkpointing)
@@ -115,6 +121,17 @@ class DocumentClassifier(EmbeddingMethod):
             if found - set(self.hparams.labels):
                 log.warning("training labels not in model.init_args.labels are skipped: %s",
                             sorted(found - set(self.hparams.labels))[:20])
+
+    def optimizer_parameters(self) -> Iterator[Tensor] | list[dict]:
+        """The backbone's trainable parameters at the optimizer's rate, the head's at ``head_learning_rate_scale``
+        times it (one group when that is 1)."""
+        scale = self.hparams.head_learning_rate_scale
+        if scale == 1.0:
+            return super().optimizer_parameters()
+        head = {id(p) for p in self.head.parameters()}
+        backbone = [p for p in self.parameters() if p.requires_grad and id(p) not in head]
+        groups = [{"params": backbone, "lr_scale": 1.0}, {"params": list(self.head.parameters()), "lr_scale": scale}]
+        return [group for group in groups if group["params"]]  # a frozen backbone has none
 
     def check_corpus(self, datamodule) -> None:
         self.backbone.check_corpus(datamodule)

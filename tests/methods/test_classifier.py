@@ -149,3 +149,22 @@ def test_a_frozen_backbone_trains_the_head_only(tiny_encoder_dir):
     assert all(torch.equal(before[k], v) for k, v in model.backbone.state_dict().items())
     assert not torch.equal(head, model.head[1].weight)
     assert not any(p.requires_grad for p in model.backbone.parameters())
+
+
+def test_the_head_learns_at_its_own_multiple_of_the_rate(tiny_encoder_dir):
+    """A random head at the backbone's fine-tuning rate learns slowly: ``head_learning_rate_scale`` gives it k x."""
+    def model(**kwargs):
+        return DocumentClassifier(DocSplit(EncoderSpec(tiny_encoder_dir, max_length=32), mlm_weight=0.0),
+                                  labels=["code", "sea"], optimizer=lambda p: torch.optim.AdamW(p, lr=1e-4), **kwargs)
+
+    one = model().configure_optimizers()
+    assert [group["lr"] for group in one.param_groups] == [1e-4]
+    scaled = model(head_learning_rate_scale=20.0)
+    groups = scaled.configure_optimizers().param_groups
+    assert [group["lr"] for group in groups] == pytest.approx([1e-4, 2e-3])
+    assert {id(p) for p in groups[1]["params"]} == {id(p) for p in scaled.head.parameters()}
+    assert sum(len(g["params"]) for g in groups) == len([p for p in scaled.parameters() if p.requires_grad])
+    frozen = model(head_learning_rate_scale=20.0, freeze_backbone=True).configure_optimizers().param_groups
+    assert [group["lr"] for group in frozen] == pytest.approx([2e-3])
+    with pytest.raises(ValueError, match="head_learning_rate_scale"):
+        model(head_learning_rate_scale=0.0)
