@@ -140,16 +140,25 @@ class Run:
     batch_size: int
     overrides: list[str] = field(default_factory=list)
     label: str = "default"
+    fold: int | None = None  # the test fold of a cross-validated set (Hyperpartisan)
 
     @property
     def key(self) -> str:
-        return f"{self.corpus}/{self.method}/{self.label}/seed{self.seed}"
+        return f"{self.corpus}/{self.method}/{self.label}/{self.part}"
+
+    @property
+    def part(self) -> str:
+        """The seed, and the fold where there is one: the last folder of the run's path."""
+        return f"seed{self.seed}" + ("" if self.fold is None else f"-fold{self.fold}")
 
 
-def fit_config(run: Run, data_root: Path, gpu: bool) -> dict:
+def fit_config(run: Run, data_root: Path, gpu: bool, model: dict | None = None) -> dict:
+    """The fit config of a run: its set's DataModule, its trainer, and ``model`` (default: the run's method)."""
     corpus = CORPORA[run.corpus]
     data = {k: (v.replace("{root}", str(data_root)) if isinstance(v, str) else v) for k, v in corpus.data.items()}
     data |= {"global_batch_size": run.batch_size, "num_workers": 1, "seed": run.seed}
+    if run.fold is not None:
+        data["cross_validation_fold"] = run.fold
     trainer = {"accelerator": "gpu" if gpu else "cpu", "devices": 1, "max_steps": run.steps or -1,
                "max_epochs": -1 if run.steps else 1,
                "log_every_n_steps": 10, "enable_progress_bar": False,
@@ -157,7 +166,7 @@ def fit_config(run: Run, data_root: Path, gpu: bool) -> dict:
                "callbacks": [{"class_path": "lit_docemb.methods.callbacks.RunCheckpoint"}]}
     if gpu:
         trainer["precision"] = "bf16-mixed"
-    return {"seed_everything": run.seed, "trainer": trainer, "model": method_config(run.method, gpu),
+    return {"seed_everything": run.seed, "trainer": trainer, "model": model or method_config(run.method, gpu),
             "data": {"class_path": corpus.data_class, "init_args": data}}
 
 
@@ -293,23 +302,24 @@ def own_cpu_seconds() -> float:
     return usage.ru_utime + usage.ru_stime
 
 
-def train(run: Run, folder: Path, data_root: Path, gpu: bool) -> tuple[Path, float, float]:
-    """Runs ``fit`` into ``folder``; returns (config path, CPU seconds, wall seconds)."""
+def train(key: str, config: dict, folder: Path, overrides: list[str]) -> tuple[Path, float, float]:
+    """Runs ``fit`` of ``config`` (with ``overrides``) into ``folder``; returns (config path, CPU seconds, wall
+    seconds)."""
     folder.mkdir(parents=True, exist_ok=True)
     config_path = folder / "fit.yaml"
-    config_path.write_text(yaml.safe_dump(fit_config(run, data_root, gpu), sort_keys=False), encoding="utf-8")
+    config_path.write_text(yaml.safe_dump(config, sort_keys=False), encoding="utf-8")
     seconds_file = folder / "fit_seconds.json"
     if (folder / "checkpoints" / "last.ckpt").exists() and seconds_file.is_file():  # a run scored before it ended
-        print(f"{run.key}: trained before, scoring its checkpoint", flush=True)
+        print(f"{key}: trained before, scoring its checkpoint", flush=True)
         return config_path, *json.loads(seconds_file.read_text())
     command = [sys.executable, "-m", "lit_docemb", "fit", "--config", str(config_path), "--run_dir", str(folder),
-               *run.overrides]
+               *overrides]
     print("+", " ".join(command), flush=True)
     cpu, wall = children_cpu_seconds(), time.perf_counter()
     env = os.environ | {"LIT_DOCEMB_OVERWRITE": "1"}
     finished = subprocess.run(command, cwd=REPOSITORY, env=env, capture_output=True, text=True)
     if finished.returncode != 0:
-        raise SystemExit(f"fit of {run.key} failed ({finished.returncode}):\n{finished.stderr[-4000:]}")
+        raise SystemExit(f"fit of {key} failed ({finished.returncode}):\n{finished.stderr[-4000:]}")
     (folder / "fit.log").write_text(finished.stdout + finished.stderr, encoding="utf-8")
     seconds = [children_cpu_seconds() - cpu, time.perf_counter() - wall]
     seconds_file.write_text(json.dumps(seconds), encoding="utf-8")
@@ -334,12 +344,10 @@ def measure_run(run: Run, args, evaluated_cache: dict) -> dict:
     from lit_docemb.eval.bootstrap import ItemScores
 
     gpu = args.device == "cuda"
-    folder = args.output / run.corpus / run.method / run.label / f"seed{run.seed}"
-    config_path, cpu_seconds, wall_seconds = train(run, folder, args.data_root.resolve(), gpu)
-    key = (run.corpus, run.seed)
-    if key not in evaluated_cache:
-        evaluated_cache[key] = Evaluated(config_path, CORPORA[run.corpus], gpu, run.seed)
-    evaluated = evaluated_cache[key]
+    folder = run_folder(run, args.output)
+    config_path, cpu_seconds, wall_seconds = train(run.key, fit_config(run, args.data_root.resolve(), gpu), folder,
+                                                   run.overrides)
+    evaluated = evaluated_documents(run, config_path, gpu, evaluated_cache)
     cpu_before = own_cpu_seconds()
     scores = {}
     start_config = folder / "start.yaml"  # the encoder the method starts from, as the plain encoder reads a document
@@ -347,7 +355,7 @@ def measure_run(run: Run, args, evaluated_cache: dict) -> dict:
     plain["model"] = method_config("DocSplit", gpu)
     plain["model"]["init_args"]["mlm_weight"] = 0.0
     start_config.write_text(yaml.safe_dump(plain, sort_keys=False), encoding="utf-8")
-    start_file = args.output / run.corpus / f"start-seed{run.seed}-{start_key(start_config)}.json"
+    start_file = args.output / run.corpus / f"start-{run.part}-{start_key(start_config)}.json"
     if start_file.is_file():  # the same documents, the same encoder: shared by every method and setting
         scores["start"] = {k: ItemScores.from_json(v) for k, v in json.loads(start_file.read_text()).items()}
     # Graph-RoBERTa reads more of a document than the plain encoder (all its passages): its untrained form is scored
@@ -363,7 +371,7 @@ def measure_run(run: Run, args, evaluated_cache: dict) -> dict:
             scores[name] = evaluated.score(method, args.eval_batch_size, args.draws)
         del method
     start_file.write_text(json.dumps({k: v.to_json() for k, v in scores["start"].items()}), encoding="utf-8")
-    reference_file = args.output / run.corpus / f"reference-seed{run.seed}.json"
+    reference_file = args.output / run.corpus / f"reference-{run.part}.json"
     if reference_file.is_file():
         reference_name, reference = json.loads(reference_file.read_text())
     else:
@@ -382,10 +390,147 @@ def measure_run(run: Run, args, evaluated_cache: dict) -> dict:
               "date": time.strftime("%Y-%m-%d"), "commit": commit(), "note": NOTE}
     (folder / "scores.json").write_text(json.dumps({name: {k: v.to_json() for k, v in found.items()}
                                                     for name, found in scores.items()}), encoding="utf-8")
-    if not args.keep_checkpoints:
-        for path in (folder / "checkpoints").glob("*.ckpt"):
-            path.unlink()
+    if not (args.keep_checkpoints or args.classify and run.method == "GraphRoBERTa"):  # Table 2 starts from it
+        remove_checkpoints(folder)
     return record
+
+
+def run_folder(run: Run, output: Path) -> Path:
+    return output / run.corpus / run.method / run.label / run.part
+
+
+def remove_checkpoints(folder: Path) -> None:
+    for path in (folder / "checkpoints").glob("*.ckpt"):
+        path.unlink()
+
+
+def evaluated_documents(run: Run, config_path: Path, gpu: bool, cache: dict) -> Evaluated:
+    """The evaluated documents of the run's set, seed and fold, read once."""
+    key = (run.corpus, run.part)
+    if key not in cache:
+        cache[key] = Evaluated(config_path, CORPORA[run.corpus], gpu, run.seed)
+    return cache[key]
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# Graph-RoBERTa Table 2: the document model fine-tuned end to end for classification
+# ---------------------------------------------------------------------------------------------------------------------
+
+#: Table 2's rows, fine-tuned the same way on the same batches: the encoder alone (its first window of tokens), the
+#: Graph-RoBERTa model without contrastive pretraining (its passages' graph, the encoder as it starts), and the same
+#: model from the set's Graph-RoBERTa pretraining run
+CLASSIFIER_ROWS = ("encoder", "graph_roberta_wo_cl", "graph_roberta")
+CLASSIFIER_COMPARISONS = {"graph_roberta - encoder": ("encoder", "graph_roberta"),
+                          "graph_roberta - w/o CL": ("graph_roberta_wo_cl", "graph_roberta"),
+                          "w/o CL - encoder": ("encoder", "graph_roberta_wo_cl")}
+
+
+def classifier_config(run: Run, backbone: dict, checkpoint: str | None, classes: list[str], head_rate_scale: float,
+                      data_root: Path, gpu: bool) -> dict:
+    """A ``DocumentClassifier`` fit of ``backbone`` (a method's ``model`` section) on the run's set, seed and fold:
+    Appendix A Table 6's optimiser (AdamW 5e-5, weight decay 0.01, 10% linear warm-up then decay)."""
+    return fit_config(run, data_root, gpu, {"class_path": "lit_docemb.methods.DocumentClassifier", "init_args": {
+        "backbone": backbone, "checkpoint": checkpoint, "labels": classes, "head_learning_rate_scale": head_rate_scale,
+        "optimizer": optimizer(5e-5),
+        "scheduler": {"class_path": "lit_docemb.methods.LinearWarmupDecay", "init_args": {"warmup_fraction": 0.1}}}})
+
+
+def classify(pretraining: Run, args, evaluated_cache: dict) -> dict:
+    """Table 2 on one set, seed and fold: the three rows fine-tuned for ``--classify_steps`` steps, their predictions
+    on the evaluated test documents scored item by item (accuracy, macro-F1), compared with paired bootstrap."""
+    import torch
+
+    from lit_docemb.commands.loading import load_method
+    from lit_docemb.eval.bootstrap import ItemScores
+    from lit_docemb.eval.embedding import embed_documents
+
+    gpu, data_root = args.device == "cuda", args.data_root.resolve()
+    pretrained = run_folder(pretraining, args.output)
+    checkpoint = pretrained / "checkpoints" / "last.ckpt"
+    if not checkpoint.exists():  # scored before without --classify: the same fit again (same seed, same steps)
+        (pretrained / "fit_seconds.json").unlink(missing_ok=True)
+        train(pretraining.key, fit_config(pretraining, data_root, gpu), pretrained, pretraining.overrides)
+    evaluated = evaluated_documents(pretraining, pretrained / "fit.yaml", gpu, evaluated_cache)
+    graph = yaml.safe_load((pretrained / "config.yaml").read_text())["model"]  # as pretraining built it
+    plain = yaml.safe_load((pretrained / "start.yaml").read_text())["model"]  # the encoder it started from
+    backbones = {"encoder": (plain, None), "graph_roberta_wo_cl": (graph, None),
+                 "graph_roberta": (graph, str(checkpoint))}
+    codes = np.array([evaluated.classes.index(d.label) for d in evaluated.test])
+    steps = pretraining.steps if args.classify_steps is None else args.classify_steps
+    rows, scores = {}, {}
+    for name in CLASSIFIER_ROWS:
+        backbone, start = backbones[name]
+        run = Run(pretraining.corpus, f"classify-{name}", pretraining.seed, steps, pretraining.batch_size,
+                  label=pretraining.label, fold=pretraining.fold)
+        folder = run_folder(run, args.output)
+        config = classifier_config(run, backbone, start, evaluated.classes, args.head_rate_scale, data_root, gpu)
+        _, cpu_seconds, wall_seconds = train(run.key, config, folder, [])
+        classifier = load_method([folder / "config.yaml"], str(folder / "checkpoints" / "last.ckpt")).to(args.device)
+        classifier.embed = classifier.logits  # the head's outputs through the one embedding loop
+        with torch.autocast(args.device, dtype=torch.bfloat16, enabled=gpu):
+            predicted = embed_documents(classifier, evaluated.test, args.eval_batch_size).argmax(-1).cpu().numpy()
+        del classifier
+        scores[name] = {"accuracy": ItemScores("mean", (predicted == codes).astype(float)),
+                        "macro_f1": ItemScores("macro_f1", np.stack([codes, predicted], axis=1))}
+        rows[name] = {"accuracy": scores[name]["accuracy"].value(), "macro_f1": scores[name]["macro_f1"].value(),
+                      "fit_cpu_seconds": None if cpu_seconds is None else round(cpu_seconds, 1),
+                      "fit_wall_seconds": round(wall_seconds, 1)}
+        if not args.keep_checkpoints:
+            remove_checkpoints(folder)
+    if not args.keep_checkpoints:
+        remove_checkpoints(pretrained)
+    return {"run": f"{pretraining.corpus}/classify/{pretraining.label}/{pretraining.part}",
+            "corpus": pretraining.corpus, "setting": pretraining.label, "seed": pretraining.seed,
+            "fold": pretraining.fold, "steps": steps, "batch_size": pretraining.batch_size,
+            "pretraining_steps": pretraining.steps, "head_rate_scale": args.head_rate_scale, "device": args.device,
+            "items": len(codes), "rows": rows,
+            "comparisons": {label: compare(scores[a], scores[b], args.resamples, pretraining.seed)
+                            for label, (a, b) in CLASSIFIER_COMPARISONS.items()},
+            "date": time.strftime("%Y-%m-%d"), "commit": commit(), "note": NOTE}
+
+
+def classification_verdicts(records: list[dict]) -> list[tuple[str, bool, str]]:
+    """Per set and setting: Graph-RoBERTa >= the plain encoder in accuracy and in macro-F1, each the mean over the
+    set's seeds and folds (Hyperpartisan's clean evaluation is the mean of its folds)."""
+    verdicts = []
+    for corpus, setting in dict.fromkeys((r["corpus"], r["setting"]) for r in records):
+        mine = [r for r in records if (r["corpus"], r["setting"]) == (corpus, setting)]
+        means = {(row, measure): float(np.mean([r["rows"][row][measure] for r in mine]))
+                 for row in ("encoder", "graph_roberta") for measure in ("accuracy", "macro_f1")}
+        ok = all(means["graph_roberta", m] >= means["encoder", m] for m in ("accuracy", "macro_f1"))
+        detail = "; ".join(f"{m} {means['graph_roberta', m]:.4f} vs {means['encoder', m]:.4f}"
+                           for m in ("accuracy", "macro_f1"))
+        verdicts.append((f"{corpus}/classify/{setting} ({len(mine)} runs)", ok, detail))
+    return verdicts
+
+
+def classification_table(records: list[dict]) -> str:
+    lines = [f"## Graph-RoBERTa Table 2: end-to-end classification ({NOTE})", "",
+             "| set | seed | fold | steps | row | items | accuracy | macro-F1 | fit CPU s |",
+             "|---|---:|---:|---:|---|---:|---:|---:|---:|"]
+    for r in records:
+        for name, row in r["rows"].items():
+            seconds = "?" if row["fit_cpu_seconds"] is None else f"{row['fit_cpu_seconds']:.0f}"
+            lines.append(f"| {r['corpus']} | {r['seed']} | {'' if r['fold'] is None else r['fold']} | {r['steps']} | "
+                         f"{name} | {r['items']} | {row['accuracy']:.4f} | {row['macro_f1']:.4f} | {seconds} |")
+    lines += ["", "| set | seed | fold | comparison | measure | change | 95% interval |", "|---|---:|---:|---|---|---:|---|"]
+    for r in records:
+        for label, measures in r["comparisons"].items():
+            for measure, row in measures.items():
+                lines.append(f"| {r['corpus']} | {r['seed']} | {'' if r['fold'] is None else r['fold']} | {label} | "
+                             f"{measure} | {row['change']:+.4f} | [{row['low']:+.4f}, {row['high']:+.4f}] |")
+    folded = [r for r in records if r["fold"] is not None]
+    for corpus in dict.fromkeys(r["corpus"] for r in folded):
+        mine = [r for r in folded if r["corpus"] == corpus]
+        lines += ["", f"{corpus}, {len(mine)} folds (mean ± sd):"]
+        for name in CLASSIFIER_ROWS:
+            parts = [f"{m} {np.mean(v):.4f} ± {np.std(v, ddof=1) if len(v) > 1 else 0.0:.4f}"
+                     for m in ("accuracy", "macro_f1") for v in [[r["rows"][name][m] for r in mine]]]
+            lines.append(f"- {name}: {', '.join(parts)}")
+    lines += ["", "Targets (Graph-RoBERTa >= the plain encoder):", ""]
+    lines += [f"- {name}: {'met' if ok else 'NOT met'} ({detail})" for name, ok, detail in
+              classification_verdicts(records)]
+    return "\n".join(lines) + "\n"
 
 
 def start_key(config_path: Path) -> str:
@@ -452,13 +597,23 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--methods", nargs="+", default=["DocSplit", "GraphRoBERTa"],
                         choices=list(METHOD_CLASSES))
     parser.add_argument("--seeds", nargs="+", type=int, default=[0])
+    parser.add_argument("--folds", nargs="+", type=int, default=None, help="the test folds of a cross-validated set "
+                        "(Hyperpartisan; default: every fold)")
     parser.add_argument("--steps", type=int, default=None, help="optimizer steps per run (default: 60 on the CPU, "
                         "about 15 CPU-minutes for DocSplit on 2 cores; 0: one epoch of the whole training split, the "
                         "default on a GPU)")
+    parser.add_argument("--classify", action="store_true", help="also Graph-RoBERTa's Table 2 on each labelled set: "
+                        "the plain encoder, Graph-RoBERTa without and with its pretraining run fine-tuned end to end "
+                        "(the Graph-RoBERTa run is trained first where it is not yet)")
+    parser.add_argument("--classify_steps", type=int, default=None,
+                        help="fine-tuning steps of each classifier (default: --steps)")
+    parser.add_argument("--head_rate_scale", type=float, default=20.0, help="the classifiers' head learning rate as "
+                        "a multiple of the fine-tuning rate 5e-5 (Table 6 has one rate; a random head at 5e-5 hardly "
+                        "moves in a short CPU run)")
     parser.add_argument("--encoder", default=MINILM, help="the starting encoder: all-MiniLM-L6-v2 from its package, or "
                         "a folder holding it (a GPU machine without the package)")
     parser.add_argument("--batch_size", type=int, default=None, help="documents per step (default: 16, "
-                        "Graph-RoBERTa 8 on the CPU; 32 and 16 on a GPU)")
+                        "Graph-RoBERTa and the classifiers 8 on the CPU; 32 and 16 on a GPU)")
     parser.add_argument("--setting", default="default", help="name of the overrides' setting in the tables")
     parser.add_argument("--override", action="append", default=[],
                         help="an extra fit flag, written with '=' (repeatable): "
@@ -474,29 +629,46 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--check", action="store_true", help="exit 1 when a target is not met")
     args = parser.parse_args(argv)
     ENCODER["name"] = args.encoder
-    results = args.output / "results.json"
+    results, classified = args.output / "results.json", args.output / "classification.json"
     records = json.loads(results.read_text()) if results.is_file() else []
+    tables = json.loads(classified.read_text()) if classified.is_file() else []
     if not args.table_only:
+        args.output.mkdir(parents=True, exist_ok=True)
         evaluated_cache: dict = {}
-        gpu = args.device == "cuda"
-        done = {r["run"] for r in records}
-        for corpus in args.sets:
-            for method in args.methods:
-                for seed in args.seeds:
-                    steps = 60 if args.steps is None and args.device == "cpu" else args.steps or 0
-                    batch_size = args.batch_size or ((8 if method == "GraphRoBERTa" else 16) * (2 if gpu else 1))
-                    run = Run(corpus, method, seed, steps, batch_size, list(args.override), args.setting)
-                    if run.key in done:
-                        continue
-                    records.append(measure_run(run, args, evaluated_cache))
-                    args.output.mkdir(parents=True, exist_ok=True)
-                    results.write_text(json.dumps(records, indent=1) + "\n", encoding="utf-8")
-                    print(table([records[-1]]), flush=True)
-    text = table(records)
+        for run in planned_runs(args):
+            if run.key not in {r["run"] for r in records}:
+                records.append(measure_run(run, args, evaluated_cache))
+                results.write_text(json.dumps(records, indent=1) + "\n", encoding="utf-8")
+                print(table([records[-1]]), flush=True)
+            key = f"{run.corpus}/classify/{run.label}/{run.part}"
+            wanted = args.classify and run.method == "GraphRoBERTa" and CORPORA[run.corpus].kind == "labelled"
+            if wanted and key not in {r["run"] for r in tables}:
+                tables.append(classify(run, args, evaluated_cache))
+                classified.write_text(json.dumps(tables, indent=1) + "\n", encoding="utf-8")
+                print(classification_table([tables[-1]]), flush=True)
+    text = (table(records) if records else "") + ("\n" + classification_table(tables) if tables else "")
     print(text)
-    (args.output / "table.md").write_text(text, encoding="utf-8") if records else None
+    if text:
+        (args.output / "table.md").write_text(text, encoding="utf-8")
     missed = [r for r in records if not target_verdict(r["rows"])[0]]
+    missed += [name for name, ok, _ in classification_verdicts(tables) if not ok]
     return 1 if args.check and missed else 0
+
+
+def planned_runs(args) -> list[Run]:
+    """The runs the arguments ask for, set by set; ``--classify`` adds Graph-RoBERTa where it is not asked for."""
+    gpu = args.device == "cuda"
+    steps = 60 if args.steps is None and not gpu else args.steps or 0
+    methods = list(args.methods) + (["GraphRoBERTa"] if args.classify and "GraphRoBERTa" not in args.methods else [])
+    runs = []
+    for corpus in args.sets:
+        folds = CORPORA[corpus].data.get("cross_validation_folds")
+        for method in methods:
+            for seed in args.seeds:
+                for fold in (args.folds or range(folds)) if folds else [None]:
+                    batch_size = args.batch_size or ((8 if method == "GraphRoBERTa" else 16) * (2 if gpu else 1))
+                    runs.append(Run(corpus, method, seed, steps, batch_size, list(args.override), args.setting, fold))
+    return runs
 
 
 if __name__ == "__main__":

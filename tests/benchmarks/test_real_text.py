@@ -80,3 +80,45 @@ def test_the_fit_config_is_a_config_the_package_builds(bench, tmp_path, tiny_enc
         assert len(data.test_set) == 2 and len(data.train_set) == 8  # the stratified 80/20 split
     finally:
         bench.ENCODER["name"] = bench.MINILM
+
+
+@pytest.mark.slow
+def test_table_2_fine_tunes_three_classifiers_from_one_pretraining_run(bench, tmp_path, tiny_encoder_dir):
+    """``--classify`` on a BBC-layout folder: Graph-RoBERTa pretrained by ``fit``, then the plain encoder,
+    Graph-RoBERTa without and with that pretraining fine-tuned end to end by ``fit``, each scored on the same test
+    documents; the tables and targets printed, the JSON written, the checkpoints removed."""
+    words = {"sport": "goal match team league coach player season win", "tech": "chip software phone network "
+             "computer data internet device"}
+    for label, vocabulary in words.items():
+        (tmp_path / "bbc" / label).mkdir(parents=True)
+        for i in range(10):
+            body = " ".join(vocabulary.split()[(i + j) % 8] for j in range(40))
+            (tmp_path / "bbc" / label / f"{i:03d}.txt").write_text(f"A {label} story {i}.\n\n{body}.\n")
+    output = tmp_path / "out"
+    status = bench.main(["--sets", "bbc", "--methods", "GraphRoBERTa", "--classify", "--steps", "2", "--draws", "2",
+                         "--resamples", "20", "--encoder", tiny_encoder_dir, "--data_root", str(tmp_path),
+                         "--output", str(output), "--batch_size", "4"])
+    bench.ENCODER["name"] = bench.MINILM
+    assert status == 0
+    import json
+
+    [record] = json.loads((output / "classification.json").read_text())
+    assert record["run"] == "bbc/classify/default/seed0" and record["items"] == 4 and record["steps"] == 2
+    assert set(record["rows"]) == {"encoder", "graph_roberta_wo_cl", "graph_roberta"}
+    assert all(0.0 <= row["accuracy"] <= 1.0 for row in record["rows"].values())
+    assert set(record["comparisons"]) == set(bench.CLASSIFIER_COMPARISONS)
+    fitted = yaml_of(output / "bbc" / "classify-graph_roberta" / "default" / "seed0" / "config.yaml")
+    pretrained = output / "bbc" / "GraphRoBERTa" / "default" / "seed0"
+    assert fitted["model"]["init_args"]["checkpoint"] == str(pretrained / "checkpoints" / "last.ckpt")
+    assert fitted["model"]["init_args"]["labels"] == ["sport", "tech"]
+    assert yaml_of(output / "bbc" / "classify-encoder" / "default" / "seed0" / "config.yaml")["model"]["init_args"][
+        "backbone"]["class_path"] == "lit_docemb.methods.DocSplit"
+    assert not list(output.rglob("*.ckpt"))
+    text = (output / "table.md").read_text()
+    assert "## Graph-RoBERTa Table 2" in text and "bbc/classify/default (1 runs)" in text
+
+
+def yaml_of(path):
+    import yaml
+
+    return yaml.safe_load(path.read_text())
