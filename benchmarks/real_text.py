@@ -96,6 +96,9 @@ CORPORA = {
     "hyperpartisan": Corpus({"source": "{root}/hyperpartisan/articles-training-byarticle-20181122.xml",
                              "source_format": "semeval_hyperpartisan", "test_split": None,
                              "cross_validation_folds": 5, "cross_validation_fold": 0, "val_fraction": 0.0}),
+    # IMDB (aclImdb: 25,000 / 25,000 reviews, neg and pos; train/unsup left out): not kept in ../shared/data, whose
+    # README names a public copy; --imdb is the folder
+    "imdb": Corpus({"source": "{imdb}", "classes": ["neg", "pos"], "val_fraction": 0.0}, cpu_documents=1_000),
     # Cranfield in the BEIR layout: train on its 1,400 abstracts, rank them for its 225 queries
     "cranfield": Corpus({"root": "{root}/cranfield", "train_split": None, "val_fraction": 0.0},
                         data_class="lit_docemb.data.BEIRDataModule", kind="retrieval"),
@@ -103,6 +106,7 @@ CORPORA = {
 
 
 ENCODER = {"name": MINILM}
+FOLDERS = {"imdb": "{root}/aclImdb"}  # sets kept outside --data_root: --imdb
 
 
 def encoder(max_length: int) -> dict:
@@ -152,10 +156,17 @@ class Run:
         return f"seed{self.seed}" + ("" if self.fold is None else f"-fold{self.fold}")
 
 
+def located(value: str, data_root: Path) -> str:
+    """A value of ``CORPORA`` with its folders filled in: ``{imdb}`` is --imdb, then ``{root}`` --data_root."""
+    for name, folder in FOLDERS.items():
+        value = value.replace("{" + name + "}", folder)
+    return value.replace("{root}", str(data_root))
+
+
 def fit_config(run: Run, data_root: Path, gpu: bool, model: dict | None = None) -> dict:
     """The fit config of a run: its set's DataModule, its trainer, and ``model`` (default: the run's method)."""
     corpus = CORPORA[run.corpus]
-    data = {k: (v.replace("{root}", str(data_root)) if isinstance(v, str) else v) for k, v in corpus.data.items()}
+    data = {k: (located(v, data_root) if isinstance(v, str) else v) for k, v in corpus.data.items()}
     data |= {"global_batch_size": run.batch_size, "num_workers": 1, "seed": run.seed}
     if run.fold is not None:
         data["cross_validation_fold"] = run.fold
@@ -620,6 +631,8 @@ def main(argv: list[str] | None = None) -> int:
                         "--override=--model.init_args.mlm_weight=0")
     parser.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
     parser.add_argument("--data_root", type=Path, default=REPOSITORY.parent / "shared" / "data")
+    parser.add_argument("--imdb", default=FOLDERS["imdb"], help="the aclImdb folder (../shared/data/README.md "
+                        "names a public copy; default: <data_root>/aclImdb)")
     parser.add_argument("--output", type=Path, default=REPOSITORY / "runs" / "real_text")
     parser.add_argument("--draws", type=int, default=10, help="few-shot draws (DocSplit: 10)")
     parser.add_argument("--resamples", type=int, default=1000)
@@ -628,7 +641,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--table_only", action="store_true")
     parser.add_argument("--check", action="store_true", help="exit 1 when a target is not met")
     args = parser.parse_args(argv)
-    ENCODER["name"] = args.encoder
+    ENCODER["name"], FOLDERS["imdb"] = args.encoder, args.imdb
     results, classified = args.output / "results.json", args.output / "classification.json"
     records = json.loads(results.read_text()) if results.is_file() else []
     tables = json.loads(classified.read_text()) if classified.is_file() else []

@@ -67,6 +67,13 @@ def test_the_fit_config_is_a_config_the_package_builds(bench, tmp_path, tiny_enc
             path = tmp_path / f"{method}.yaml"
             path.write_text(__import__("yaml").safe_dump(config))
             assert type(build_method([path])).__name__ == config["model"]["class_path"].rsplit(".", 1)[1]
+        imdb = bench.fit_config(bench.Run("imdb", "DocSplit", 0, 7, 4), tmp_path / "data", gpu=False)["data"]
+        assert imdb["init_args"]["source"] == str(tmp_path / "data" / "aclImdb")
+        bench.FOLDERS["imdb"] = str(tmp_path / "elsewhere" / "aclImdb")
+        imdb = bench.fit_config(bench.Run("imdb", "DocSplit", 0, 7, 4), tmp_path / "data", gpu=False)["data"]
+        assert imdb["init_args"]["source"] == str(tmp_path / "elsewhere" / "aclImdb")
+        folds = bench.fit_config(bench.Run("hyperpartisan", "DocSplit", 0, 7, 4, fold=3), tmp_path, gpu=False)["data"]
+        assert folds["init_args"]["cross_validation_fold"] == 3
         whole = bench.fit_config(bench.Run("20news", "DocSplit", 0, 0, 32), tmp_path, gpu=True)["trainer"]
         assert (whole["max_steps"], whole["max_epochs"], whole["precision"]) == (-1, 1, "bf16-mixed")
         (tmp_path / "bbc").mkdir()
@@ -79,7 +86,7 @@ def test_the_fit_config_is_a_config_the_package_builds(bench, tmp_path, tiny_enc
         data.setup("fit")
         assert len(data.test_set) == 2 and len(data.train_set) == 8  # the stratified 80/20 split
     finally:
-        bench.ENCODER["name"] = bench.MINILM
+        bench.ENCODER["name"], bench.FOLDERS["imdb"] = bench.MINILM, "{root}/aclImdb"
 
 
 @pytest.mark.slow
