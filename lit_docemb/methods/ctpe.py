@@ -13,7 +13,9 @@ Reading chosen where the paper is silent: the word vocabulary, word2vec and the 
 from the DataModule's training split at ``setup("fit")`` (the paper trains on all candidate and test
 documents: the configs hold nothing out) and the vocabulary is saved in the checkpoint; validation pairs take
 their partner from the validation split, drawn from the document id (stable across epochs). Unsplittable
-documents (no boundary, an empty part) are dropped and counted (``skipped_documents``).
+documents (no boundary, an empty part) are dropped and counted (``skipped_documents``). The word vectors are fixed
+(``WordEmbeddings(trainable=False)``), as in the authors' released code, the paper not saying; the two parts keep
+a CNN each, as the paper's Figure 1 has it (the authors' code shares one: ``share_part_encoders: true``).
 """
 
 from __future__ import annotations
@@ -67,7 +69,8 @@ class CTPE(EmbeddingMethod):
 
     Args:
         embeddings: Token vectors: :class:`~lit_docemb.models.ctpe.WordEmbeddings` (default: word2vec
-            on the training corpus, 100 dimensions, trainable) or
+            on the training corpus, 100 dimensions, fixed as in the authors' code; ``trainable: true`` trains them)
+            or
             :class:`~lit_docemb.models.ctpe.TransformerTokens` (a frozen pretrained encoder) or
             :class:`~lit_docemb.models.ctpe.ElmoTokens` (frozen ELMo, from allennlp's released files) or
             :class:`~lit_docemb.models.ctpe.SkipThoughtSentences` (frozen Skip-thoughts sentence vectors: the parts'
@@ -77,7 +80,8 @@ class CTPE(EmbeddingMethod):
             SkipThoughtSentences, the paper's l = 20).
         n_filters: n_f, filters per kernel width (paper: 1,024).
         kernel_widths: n_s (paper: 1, 2, 3, 5).
-        share_part_encoders: One CNN for former and latter parts (the paper has one each).
+        share_part_encoders: One CNN for former and latter parts (the paper's Figure 1 has one each; the authors'
+            code shares one by default).
         margin: M of the coupled margin loss (paper: 0.1).
         tfidf_neighbours: ``None``: partners uniform over the corpus (CTPE); k: §4.7's TF-IDF sampling
             from each document's k nearest TF-IDF neighbours half of the time (CTPE_T, k = 100).

@@ -66,15 +66,19 @@ class ConvTextEncoder(nn.Module):
 
 
 class WordVectors(nn.Module):
-    """Trainable word embeddings (index 0 is padding), optionally initialised from given vectors (word2vec).
+    """Word embeddings (index 0 is padding), optionally initialised from given vectors (word2vec), fixed or trained.
+
+    Fixed vectors stay a parameter (saved in the checkpoint, restored with it) that never gets a gradient.
 
     Args:
         vocabulary_size: Number of rows, padding and unknown-word rows included.
         dim: Vector dimension (paper: 100).
         initial: Optional (vocabulary_size, dim) starting weights.
+        trainable: Whether the loss updates the vectors (``False``: they stay as initialised).
     """
 
-    def __init__(self, vocabulary_size: int, dim: int = 100, initial: Tensor | None = None) -> None:
+    def __init__(self, vocabulary_size: int, dim: int = 100, initial: Tensor | None = None,
+                 trainable: bool = True) -> None:
         super().__init__()
         self.embedding = nn.Embedding(vocabulary_size, dim, padding_idx=0)
         if initial is not None:
@@ -82,6 +86,7 @@ class WordVectors(nn.Module):
                 raise ValueError(f"initial vectors {tuple(initial.shape)} != ({vocabulary_size}, {dim})")
             with torch.no_grad():
                 self.embedding.weight.copy_(initial)
+        self.embedding.weight.requires_grad_(trainable)
         self.dim = dim
 
     def forward(self, input_ids: Tensor, attention_mask: Tensor) -> Tensor:
@@ -156,7 +161,9 @@ class CoupledPairEncoder(nn.Module):
     §3.2 / Figure 1: the four texts of a training example (f_i, b_i, f_x, b_y) go through "four CNN models
     (former part, latter part, former part and latter part)", and "positive and negative samples usually
     share the same model parameters": so one CNN encodes every former part and another every latter part,
-    positive or negative. ``share_part_encoders=True`` uses one CNN for both parts (not the paper's layout).
+    positive or negative. ``share_part_encoders=True`` uses one CNN for both parts: not the paper's layout, but the
+    default of the authors' released code (``_av_CTE.py`` of ``aitsc/text-representation``: ``共享参数``, "share
+    parameters", is ``True``, one CNN under one variable scope for title and abstract).
     The embedding model E is one for the whole text, so the token vectors are shared by both parts.
 
     Args:
@@ -265,7 +272,13 @@ def load_pretrained_vectors(path: str, vectors_format: VectorsFormat, tokenizer:
 
 
 class WordEmbeddings:
-    """Trainable word vectors over the training corpus's vocabulary (paper: word2vec, 100 dimensions).
+    """Word vectors over the training corpus's vocabulary (paper: word2vec, 100 dimensions), fixed by default.
+
+    Whether CTPE's loss updates the word vectors the paper does not say (§3.2 has the embedding model turn a text
+    into vectors for the CNN, nothing more); the authors' released code (``aitsc/text-representation``,
+    ``_av_CTE.py``) fixes them by default (its parameter ``固定词向量``, "fixed word vectors", is ``True``: the
+    table is a constant of the graph). ``trainable: false``, the default, follows that code; ``true`` trains them
+    with the CNNs.
 
     Args:
         init: ``"word2vec"``: skip-gram word2vec trained on the training documents with gensim (window 10,
@@ -283,12 +296,14 @@ class WordEmbeddings:
         vectors: ``init: pretrained``: the vectors file.
         vectors_format: ``"word2vec_binary"`` (word2vec's ``.bin``), ``"word2vec_text"`` (with a ``<count> <dim>``
             header) or ``"glove_text"`` (GloVe's ``.txt``, no header).
+        trainable: Whether the margin loss updates the word vectors (default ``False``: fixed, as the authors'
+            code; the paper is silent).
     """
 
     def __init__(self, init: Literal["word2vec", "random", "pretrained"] = "word2vec", dim: int = 100,
                  min_count: int = 5, max_vocabulary: int | None = None, window: int = 10, epochs: int = 100,
                  workers: int = 1, seed: int = 1, vectors: str | None = None,
-                 vectors_format: VectorsFormat = "word2vec_binary") -> None:
+                 vectors_format: VectorsFormat = "word2vec_binary", trainable: bool = False) -> None:
         if init not in ("word2vec", "random", "pretrained"):
             raise BadArgument("init", f"must be 'word2vec', 'random' or 'pretrained', got {init!r}")
         if (init == "pretrained") != (vectors is not None):
@@ -299,6 +314,7 @@ class WordEmbeddings:
         self.vectors, self.vectors_format = vectors, vectors_format
         self.init, self.dim, self.min_count, self.max_vocabulary = init, dim, min_count, max_vocabulary
         self.window, self.epochs, self.workers, self.seed = window, epochs, workers, seed
+        self.trainable = trainable
 
     def build(self, texts: Sequence[str]) -> tuple[WordTokenizer, WordVectors]:
         tokenizer = WordTokenizer.from_texts(texts, self.min_count, self.max_vocabulary)
@@ -307,12 +323,12 @@ class WordEmbeddings:
             initial = train_word2vec(texts, tokenizer, self.dim, self.window, self.epochs, self.workers, self.seed)
         elif self.init == "pretrained":
             initial = load_pretrained_vectors(self.vectors, self.vectors_format, tokenizer, self.dim, self.seed)
-        return tokenizer, WordVectors(len(tokenizer), self.dim, initial)
+        return tokenizer, WordVectors(len(tokenizer), self.dim, initial, self.trainable)
 
     def restore(self, words: Sequence[str]) -> tuple[WordTokenizer, WordVectors]:
         """The tokenizer and (untrained) vectors of a saved vocabulary; the weights come from the checkpoint."""
         tokenizer = WordTokenizer(words)
-        return tokenizer, WordVectors(len(tokenizer), self.dim)
+        return tokenizer, WordVectors(len(tokenizer), self.dim, trainable=self.trainable)
 
 
 class TransformerTokens:

@@ -193,15 +193,56 @@ def test_validation_pairs_do_not_depend_on_the_global_rng(ctpe):
     assert torch.equal(collate(docs).negative_former.input_ids, first.negative_former.input_ids)
 
 
-def test_training_step_updates_embeddings_and_both_cnns(ctpe):
+def test_training_step_updates_both_cnns_and_leaves_word_vectors_fixed(ctpe):
     batch = ctpe.collator("fit")(clustered_documents())
     terms = ctpe.losses(batch)
     assert set(terms) == {"coupled_margin_loss", "negatives_per_anchor", "skipped_documents"}
+    before = ctpe.encoder.token_vectors.embedding.weight.clone()
+    optimizer = ctpe.configure_optimizers()
     ctpe.total_loss(terms).backward()
     encoder = ctpe.encoder
     assert encoder.former is not encoder.latter
-    for module in (encoder.token_vectors, encoder.former, encoder.latter):
+    for module in (encoder.former, encoder.latter):
         assert all(p.grad is not None and p.grad.abs().sum() > 0 for p in module.parameters())
+    assert encoder.token_vectors.embedding.weight.grad is None  # fixed by default (the authors' code)
+    optimizer.step()
+    assert torch.equal(encoder.token_vectors.embedding.weight, before)
+
+
+def test_trainable_word_vectors_get_gradients_and_survive_a_checkpoint():
+    torch.manual_seed(0)
+    docs = clustered_documents()
+    model = CTPE(WordEmbeddings(init="random", dim=8, min_count=1, trainable=True), n_filters=4, max_length=16)
+    model.prepare(docs)
+    model.total_loss(model.losses(model.collator("fit")(docs))).backward()
+    weight = model.encoder.token_vectors.embedding.weight
+    assert weight.requires_grad and weight.grad is not None and weight.grad.abs().sum() > 0
+    checkpoint = {}
+    model.on_save_checkpoint(checkpoint)
+    restored = CTPE(WordEmbeddings(init="random", dim=8, min_count=1, trainable=True), n_filters=4, max_length=16)
+    restored.on_load_checkpoint(checkpoint)
+    assert restored.encoder.token_vectors.embedding.weight.requires_grad
+    fixed = CTPE(WordEmbeddings(init="random", dim=8, min_count=1), n_filters=4, max_length=16)
+    fixed.on_load_checkpoint(checkpoint)
+    assert not fixed.encoder.token_vectors.embedding.weight.requires_grad
+
+
+def test_shared_part_encoder_is_one_cnn_for_both_parts():
+    torch.manual_seed(0)
+    docs = clustered_documents()
+    model = CTPE(WordEmbeddings(init="random", dim=8, min_count=1), n_filters=4, max_length=16,
+                 share_part_encoders=True)
+    model.prepare(docs)
+    encoder = model.encoder
+    assert encoder.former is encoder.latter
+    separate = CTPE(WordEmbeddings(init="random", dim=8, min_count=1), n_filters=4, max_length=16)
+    separate.prepare(docs)
+    count = sum(p.numel() for p in encoder.parameters())
+    assert sum(p.numel() for p in separate.encoder.parameters()) - count == sum(
+        p.numel() for p in encoder.former.parameters())
+    batch = model.collator("predict")(docs[:2])
+    ids, mask = batch.latter.input_ids, batch.latter.attention_mask
+    assert torch.equal(encoder.encode(ids, mask, "former"), encoder.encode(ids, mask, "latter"))
 
 
 def test_predict_exports_pairs_and_counts_unsplittable(ctpe):
