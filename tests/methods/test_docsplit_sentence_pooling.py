@@ -99,3 +99,19 @@ def test_a_batch_of_single_cut_sentences_is_named_in_one_warning(no_dropout_enco
         embed_documents(method, cleaned, batch_size=3)
         embed_documents(method, cleaned, batch_size=3)
     assert len(warnings()) == 1 and "text_gcn_corpus: raw" in warnings()[0]
+
+
+def test_a_text_without_punctuation_is_one_sentence_so_bert_st_is_the_bert_row(methods):
+    """text_gcn's raw R8/R52 are the all-terms Reuters release (lower-cased, no punctuation, a document a line): the
+    sum of sentence vectors is then one [CLS] of the text cut at max_length, the BERT row (docs/reproduce.md)."""
+    reuters = [Document(id=f"r{i}", title="", sections=[Section("", text)]) for i, text in enumerate([
+        "champion products ch approves stock split champion products inc said its board of directors approved a "
+        "two for one stock split of its common shares for shareholders of record as of april the company also said "
+        "its board voted to recommend to shareholders at the annual meeting april an increase in the authorized "
+        "capital stock from five mln to mln shares reuter",
+        "computer terminal systems cpml completes sale computer terminal systems inc said it has completed the sale "
+        "of shares of its common stock reuter"])]
+    assert all(len(split_sentences(d.text)) == 1 for d in reuters)
+    bert_st = embed_documents(methods["sum"], reuters, batch_size=2)
+    bert = embed_documents(methods["none"], reuters, batch_size=2)
+    torch.testing.assert_close(bert_st, bert, atol=1e-5, rtol=1e-5)
