@@ -4,7 +4,10 @@ A document is split into sentences, and a sentence too long for the models into 
 words (so that no piece is cut: a cleaned corpus without full stops is one long "sentence" per document, and the
 paper translates the document, §3.3); each piece goes source → pivot language with the forward model and
 back with the backward model (beam search, deterministic), e.g. Marian's ``opus-mt-en-de`` and
-``opus-mt-de-en`` saved with ``save_pretrained``. Every round trip is stored in a SQLite file keyed by the two
+``opus-mt-de-en`` saved with ``save_pretrained``. A translation may run to :meth:`BackTranslator.generation_cap` new
+tokens, which follows the piece's own token length (pieces are batched by length, so the cap of a batch is that of
+pieces of about one length): a short piece that starts repeating itself stops near its own length, not at
+``max_length``. Every round trip is stored in a SQLite file keyed by the two
 checkpoints and the sentence, so a corpus is translated once and later epochs, runs and dataloader workers
 read the cache (SQLite serialises concurrent writers).
 """
@@ -12,6 +15,7 @@ read the cache (SQLite serialises concurrent writers).
 from __future__ import annotations
 
 import hashlib
+import math
 import sqlite3
 from pathlib import Path
 
@@ -58,11 +62,15 @@ class BackTranslator:
         forward_model: Local folder of the source → pivot seq2seq model and its tokenizer.
         backward_model: Local folder of the pivot → source model and its tokenizer.
         cache_path: SQLite file of the cached round trips.
-        max_length: Token limit of a piece and of a generated translation; sentences are cut into pieces of at most
-            ``max_length // 2`` words (about 1.3 subword tokens a word in English, so a piece fits with room).
+        max_length: Token limit of a piece and the most any translation may take; sentences are cut into pieces of
+            at most ``max_length // 2`` words (about 1.3 subword tokens a word in English, so a piece fits with room).
         num_beams: Beam width of generation.
         batch_size: Sentences translated per forward pass.
     """
+
+    #: A translation of a piece of n tokens may take ``ceil(n * LENGTH_RATIO) + LENGTH_MARGIN`` new tokens (at most
+    #: ``max_length``): room for a language that needs more tokens than English (German about 1.2 x), no more.
+    LENGTH_RATIO, LENGTH_MARGIN = 1.5, 8
 
     def __init__(self, forward_model: str, backward_model: str, cache_path: str, max_length: int = 128,
                  num_beams: int = 4, batch_size: int = 16) -> None:
@@ -73,7 +81,8 @@ class BackTranslator:
         self.paths = (str(Path(forward_model).expanduser()), str(Path(backward_model).expanduser()))
         self.cache = TranslationCache(cache_path)
         self.max_length, self.num_beams, self.batch_size = max_length, num_beams, batch_size
-        self.identity = f"{self.paths[0]}|{self.paths[1]}|{max_length}|{num_beams}"
+        self.identity = (f"{self.paths[0]}|{self.paths[1]}|{max_length}|{num_beams}|"
+                         f"cap {self.LENGTH_RATIO}x+{self.LENGTH_MARGIN}")
         self._models = None  # loaded on first use, in the process that translates (not pickled to workers)
 
     def __getstate__(self) -> dict:
@@ -95,14 +104,25 @@ class BackTranslator:
             self._models = models
         return self._models
 
+    def generation_cap(self, input_tokens: int) -> int:
+        """New tokens a translation of a piece of ``input_tokens`` tokens (special tokens included) may take."""
+        return max(1, min(self.max_length, math.ceil(input_tokens * self.LENGTH_RATIO) + self.LENGTH_MARGIN))
+
     @torch.no_grad()
     def _translate(self, sentences: list[str], tokenizer, model) -> list[str]:
-        out = []
-        for start in range(0, len(sentences), self.batch_size):
-            inputs = tokenizer(sentences[start:start + self.batch_size], return_tensors="pt", padding=True,
-                               truncation=True, max_length=self.max_length)
-            generated = model.generate(**inputs, max_length=self.max_length, num_beams=self.num_beams)
-            out += tokenizer.batch_decode(generated, skip_special_tokens=True)
+        """Translations in the order of ``sentences``, translated in batches of pieces of about one length, each
+        batch capped by its longest piece (:meth:`generation_cap`)."""
+        lengths = [len(ids) for ids in tokenizer(sentences, truncation=True, max_length=self.max_length)["input_ids"]]
+        order = sorted(range(len(sentences)), key=lengths.__getitem__)
+        out = [""] * len(sentences)
+        for start in range(0, len(order), self.batch_size):
+            rows = order[start:start + self.batch_size]
+            inputs = tokenizer([sentences[i] for i in rows], return_tensors="pt", padding=True, truncation=True,
+                               max_length=self.max_length)
+            cap = self.generation_cap(max(lengths[i] for i in rows))
+            generated = model.generate(**inputs, max_new_tokens=cap, num_beams=self.num_beams)
+            for i, text in zip(rows, tokenizer.batch_decode(generated, skip_special_tokens=True)):
+                out[i] = text
         return out
 
     def round_trip(self, sentences: list[str]) -> list[str]:

@@ -169,8 +169,9 @@ class BackTranslation(Augmentation):
     Args:
         models: Folders of the forward and the backward seq2seq models.
         cache: SQLite file caching the translations.
-        max_length: Tokens of a translated piece and of its translations (a longer sentence is cut into pieces of
-            max_length // 2 words, so the whole document is translated).
+        max_length: Tokens of a translated piece and the most its translations may take (a longer sentence is cut
+            into pieces of max_length // 2 words, so the whole document is translated; a translation's own cap follows
+            its piece's length: :meth:`~lit_docemb.augment.back_translation.BackTranslator.generation_cap`).
     """
 
     name = "back_translation"

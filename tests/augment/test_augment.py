@@ -206,6 +206,31 @@ def test_back_translation_translates_the_whole_document(tiny_translation_models,
     assert all(len(piece.split()) <= 6 for piece in translator.pieces(document))
 
 
+def test_back_translation_caps_generation_by_the_pieces_own_length(tiny_translation_models, tmp_path):
+    """A translation may take ceil(1.5 n) + 8 new tokens for a piece of n tokens (never more than max_length), its
+    batch capped by its longest piece; pieces are batched by length and come back in their order."""
+    translator = BackTranslator(*tiny_translation_models, cache_path=str(tmp_path / "c.sqlite"), max_length=64,
+                                num_beams=1, batch_size=1)
+    assert [translator.generation_cap(n) for n in (1, 4, 30, 40)] == [10, 14, 53, 64]
+    (tokenizer, model), _ = translator._load()
+    calls, generate = [], model.generate
+
+    def recording(**kwargs):
+        out = generate(**kwargs)
+        calls.append((kwargs["input_ids"].shape[1], kwargs["max_new_tokens"], out.shape[1]))
+        return out
+
+    model.generate = recording
+    pieces = ["the strong man bought a car and the film was good " * 2, "good", "the film was good"]
+    translated = translator._translate(pieces, tokenizer, model)
+    lengths = [len(tokenizer(p)["input_ids"]) for p in pieces]
+    assert [c[0] for c in calls] == sorted(lengths)  # shortest first
+    for length, cap, generated in calls:
+        assert cap == translator.generation_cap(length) and generated <= cap + 1  # + the decoder's start token
+    assert calls[0][1] < 64  # the one-word piece is not allowed max_length tokens
+    assert translated == [translator._translate([p], tokenizer, model)[0] for p in pieces]
+
+
 def test_back_translation_needs_checkpoints(tmp_path):
     with pytest.raises(FileNotFoundError, match="forward_model: no seq2seq checkpoint"):
         BackTranslator(str(tmp_path), str(tmp_path), str(tmp_path / "c.sqlite"))
