@@ -25,11 +25,12 @@ def _mean(values: np.ndarray) -> float:
 
 
 def _nmi(values: np.ndarray) -> float:
-    return float(normalized_mutual_info_score(values[:, 0], values[:, 1]))
+    return float(np.mean([normalized_mutual_info_score(values[:, 0], values[:, column])
+                          for column in range(1, values.shape[1])]))
 
 
 def _purity(values: np.ndarray) -> float:
-    return float(purity(values[:, 0], values[:, 1]))
+    return float(np.mean([purity(values[:, 0], values[:, column]) for column in range(1, values.shape[1])]))
 
 
 def _f1(values: np.ndarray) -> float:
@@ -45,7 +46,8 @@ def _macro_f1(values: np.ndarray) -> float:
 STATISTICS: dict[str, Callable[[np.ndarray], float]] = {"mean": _mean, "nmi": _nmi, "purity": _purity, "f1": _f1,
                                                         "macro_f1": _macro_f1}
 """Statistic name -> function of the (N,) or (N, 2+) item values: ``mean`` of per-item scores; ``nmi`` and
-``purity`` of (label, cluster) rows; ``f1`` of (predicted, label) 0/1 rows (of label 1); ``macro_f1`` of (label,
+``purity`` of (label, cluster, cluster, ...) rows, averaged over the cluster columns (several runs of k-means);
+``f1`` of (predicted, label) 0/1 rows (of label 1); ``macro_f1`` of (label,
 predicted, predicted, ...) rows, the macro-averaged F1 of each prediction column (a probe fitted on several draws
 of few-shot examples) averaged over the columns."""
 
@@ -56,7 +58,7 @@ class ItemScores:
 
     Attributes:
         statistic: A name of :data:`STATISTICS`.
-        values: (N,) per-item scores for ``mean``; (N, 2) integer rows for the others.
+        values: (N,) per-item scores for ``mean``; (N, 2+) integer rows for the others.
     """
 
     statistic: str

@@ -56,6 +56,9 @@ def test_non_mean_statistics_resample_rows():
     assert purity.value() == pytest.approx(5 / 6)
     assert purity.value(np.array([0, 1, 2])) == 1.0
     assert 0 < nmi.value() < 1
+    runs = ItemScores("purity", np.concatenate([rows, [[0], [0], [1], [1], [2], [2]]], axis=1))  # a second run
+    assert runs.value() == pytest.approx((5 / 6 + 1.0) / 2)  # clusterings of several k-means runs: their mean
+    assert ItemScores("nmi", rows[:, [0, 1, 1]]).value() == pytest.approx(nmi.value())
     f1 = ItemScores("f1", np.array([[1, 1], [1, 0], [0, 1], [0, 0]]))  # (predicted, label)
     assert f1.value() == pytest.approx(0.5)
     with pytest.raises(ValueError, match="paired scores"):
