@@ -138,3 +138,25 @@ def test_validation_matching_chooses_on_validation_keeps_it_and_tests_with_it():
                                    | {"test/matching_threshold": threshold, "test/matching_skipped_pairs": 0.0})
     with pytest.raises(ConfigError, match="init_args.criterion"):
         ValidationMatching(criterion="auc")
+
+
+def test_validation_matching_also_scores_the_authors_fixed_thresholds():
+    """CoLDE's released code scores pairs at cosines above 0.25, 0.5 and 0.75; ``fixed_thresholds`` logs those beside
+    the validation-chosen threshold."""
+    from lit_docemb.errors import ConfigError
+    from lit_docemb.eval.matching import ValidationMatching
+
+    matching = ValidationMatching(fixed_thresholds=[0.25, 0.5, 0.75])
+    matching.threshold = 0.9
+    scores, labels = np.array([0.95, 0.6, 0.5, 0.3, 0.1]), np.array([1, 1, 0, 1, 0])
+    metrics = matching._metrics("test", scores, labels, 0)
+    for fixed in (0.25, 0.5, 0.75):
+        expected = binary_metrics(scores > fixed, labels)
+        assert {k: metrics[f"test/matching_{k}@{fixed:g}"] for k in expected} == pytest.approx(expected)
+    assert metrics["test/matching_accuracy@0.5"] == pytest.approx(0.8)  # 0.5 itself is not above 0.5
+    assert metrics["test/matching_f1"] == pytest.approx(0.5)  # the chosen threshold's metrics stay
+    plain = ValidationMatching()
+    plain.threshold = 0.9
+    assert not any("@" in k for k in plain._metrics("val", scores, labels, 0))
+    with pytest.raises(ConfigError, match="init_args.fixed_thresholds"):
+        ValidationMatching(fixed_thresholds=[1.5])

@@ -128,6 +128,29 @@ def test_section_and_chunk_embeddings_change_the_output_by_id(colde):
     assert torch.allclose(encode(chunks), plain, atol=1e-6)
 
 
+def test_default_optimizer_is_adam_with_l2_weight_decay_as_the_authors_code(colde):
+    """§4.1.2 "an Adam optimizer with a weight decay of 0.01": the authors' document_matching.py builds
+    torch.optim.Adam(weight_decay=...), the L2 form (the decay enters the gradient Adam normalises), not AdamW."""
+    optimizer = colde.configure_optimizers()
+    optimizer = optimizer["optimizer"] if isinstance(optimizer, dict) else optimizer
+    assert type(optimizer) is torch.optim.Adam
+    assert optimizer.defaults["lr"] == 5e-5 and optimizer.defaults["weight_decay"] == 0.01
+    weight = torch.nn.Parameter(torch.ones(1))  # one step on a zero loss gradient: L2 moves it by lr, AdamW by lr*wd
+    step = type(optimizer)([weight], lr=0.1, weight_decay=0.01)
+    weight.grad = torch.zeros(1)
+    step.step()
+    assert torch.allclose(weight.detach(), torch.tensor([0.9]), atol=1e-4)
+
+
+def test_every_colde_config_trains_with_adam_and_batch_75():
+    for path in sorted((ROOT / "configs" / "colde").glob("*.yaml")):
+        config = yaml.safe_load(path.read_text())
+        assert config["model"]["init_args"]["optimizer"]["class_path"] == "torch.optim.Adam", path
+        assert config["model"]["init_args"]["optimizer"]["init_args"]["weight_decay"] == 0.01, path
+        batch = config["data"]["init_args"].get("global_batch_size")
+        assert batch == 75, (path, batch)
+
+
 def test_chunk_attention_is_trained_and_section_p_attends_to_section_p_plus_1(colde):
     batch = colde.collator("fit")(documents(4))
     optimizer = colde.configure_optimizers()
