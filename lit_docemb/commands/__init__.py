@@ -18,7 +18,7 @@ import sys
 from lit_docemb.commands import arguments, sbatch
 from lit_docemb.commands.console import quiet_third_parties
 from lit_docemb.commands.help_cache import print_help
-from lit_docemb.errors import ConfigError
+from lit_docemb.errors import ONE_LINE_ERRORS
 
 #: Command -> (module of ``lit_docemb.commands`` that runs it, one-line description).
 COMMANDS: dict[str, tuple[str, str]] = {
@@ -77,6 +77,6 @@ def main(argv: list[str] | None = None):
     module = importlib.import_module(f"lit_docemb.commands.{module_name}")
     try:
         return module.main(argv[1:])
-    except ConfigError as err:  # a config or argument that cannot run: one line, as for fit
+    except ONE_LINE_ERRORS as err:  # a config or argument that cannot run, a full disk: one line, as for fit
         print(f"error: {err}", file=sys.stderr)
         raise SystemExit(2) from err

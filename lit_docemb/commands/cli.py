@@ -9,7 +9,8 @@ unknown key or a wrong type. ``--run_dir runs/x`` names the run folder: checkpoi
 run (:mod:`lit_docemb.commands.run_folder`). A fit keeps one wandb run id per run folder
 (:mod:`lit_docemb.commands.loggers`) and writes
 checkpoints atomically (:class:`~lit_docemb.methods.callbacks.AtomicCheckpointIO`, unless the config names another
-CheckpointIO) and logs documents/s, tokens/s and peak memory
+CheckpointIO; a full disk ends the fit in one line naming the checkpoint and the last complete one, status 2) and
+logs documents/s, tokens/s and peak memory
 (:class:`~lit_docemb.methods.callbacks.Throughput`, unless the config has one).
 ``python -m lit_docemb slurm ...`` writes and submits a SLURM job (:mod:`lit_docemb.commands.slurm`); ``embed`` writes a
 checkpoint's embeddings of a JSONL/TSV file (:mod:`lit_docemb.commands.embed`), ``export`` saves it in Hugging Face /
@@ -51,7 +52,7 @@ from lit_docemb.commands.trust import load_yaml, parse_yaml, refuse_untrusted
 from lit_docemb.config_block import ConfigBlock, block_option
 from lit_docemb.data.core.datamodule import DocumentDataModule
 from lit_docemb.distributed import close_process_group
-from lit_docemb.errors import ConfigError
+from lit_docemb.errors import ONE_LINE_ERRORS, ConfigError
 from lit_docemb.eval.embedding_writers import PredictionWriter
 from lit_docemb.methods.base import EmbeddingMethod
 from lit_docemb.methods.callbacks import AtomicCheckpointIO, SaveRunConfig, SlurmRequeue, Throughput
@@ -346,7 +347,7 @@ def main(args: list[str] | None = None) -> DocEmbCLI | None:
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")  # tokenisation runs in dataloader workers
     try:
         return DocEmbCLI(args=args)
-    except ConfigError as err:  # found before training started: one line, as jsonargparse reports a bad key
+    except ONE_LINE_ERRORS as err:  # a config found bad before training, a full disk: one line, as for a bad key
         print(f"error: {err}", file=sys.stderr)
         raise SystemExit(2) from err
 

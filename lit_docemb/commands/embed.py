@@ -39,7 +39,7 @@ from lit_docemb.commands.loading import (
     announce_baseline, build_method, interpolate_method, read_documents, refuse_without_checkpoint
 )
 from lit_docemb.data.core.reading import reading_summary
-from lit_docemb.errors import require
+from lit_docemb.errors import require, write_whole_text
 from lit_docemb.eval.embedding_writers import write_embeddings
 from lit_docemb.methods.checkpoints import read_checkpoint, restore_method
 
@@ -77,7 +77,7 @@ def embed_documents(configs: Sequence[str | Path], ckpt_path: str | None, input_
     if written is None:
         return None
     result = {**written, "input": str(input_path), "format": output_format, "skipped_on_read": dict(stats)}
-    (Path(output_dir) / "embed_stats.json").write_text(json.dumps(result, indent=2) + "\n")
+    write_whole_text(Path(output_dir) / "embed_stats.json", json.dumps(result, indent=2) + "\n")
     return result
 
 

@@ -39,7 +39,7 @@ from lit_docemb.commands.loading import (
 )
 from lit_docemb.commands.trust import check_class_path
 from lit_docemb.data.corpora.similarity_groups import SimilarityGroupDataModule
-from lit_docemb.errors import ConfigError, require
+from lit_docemb.errors import ConfigError, require, write_whole_text
 from lit_docemb.eval.before_after import candidate_tasks, compare, measure, write_report
 from lit_docemb.eval.evaluation import Evaluation, EvaluationContext, markdown_table
 from lit_docemb.eval.heldout import HeldOutRetrieval
@@ -218,10 +218,10 @@ def evaluate(config: list[str], ckpt_path: str | None = None, evaluation: list[s
             scored += f" interpolated with its starting weights at alpha {interpolate_alpha}"
         output_dir.mkdir(parents=True, exist_ok=True)
         header = f"# Evaluation of {scored}\n\nConfig: {', '.join(config)}\n\n"
-        (output_dir / "evaluation.md").write_text(header + table, encoding="utf-8")
+        write_whole_text(output_dir / "evaluation.md", header + table)
         record = {"checkpoint": ckpt_path, "interpolate_alpha": interpolate_alpha, "config": config, "results": results,
                   "data_stats": {"corpus": type(data).__name__, **getattr(data, "data_stats", {})}}
-        (output_dir / "evaluation.json").write_text(json.dumps(record, indent=2) + "\n", encoding="utf-8")
+        write_whole_text(output_dir / "evaluation.json", json.dumps(record, indent=2) + "\n")
         print(table + f"\nwritten to {output_dir}/evaluation.md and evaluation.json")
     return results
 

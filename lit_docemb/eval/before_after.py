@@ -41,7 +41,7 @@ from lit_docemb import distributed as dist
 from lit_docemb.data.core.datamodule import DocumentDataModule, documents_at
 from lit_docemb.data.core.document import Document, Section
 from lit_docemb.data.retrieval.datamodule import RetrievalDataModule
-from lit_docemb.errors import ConfigError
+from lit_docemb.errors import ConfigError, write_whole_text
 from lit_docemb.eval.bootstrap import ItemScores, paired_bootstrap
 from lit_docemb.eval.candidates import CandidateRanking, CandidateTask, read_candidate_task
 from lit_docemb.eval.classification import kmeans_assignments, probe_predictions
@@ -298,9 +298,9 @@ def write_report(folder: str | Path, rows: list[dict], notes: Sequence[str], tit
     text = markdown(rows, notes, title, resamples, seconds)
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
-    (folder / "before_after.md").write_text(text, encoding="utf-8")
+    write_whole_text(folder / "before_after.md", text)
     record = {"title": title, "resamples": resamples, "rows": rows, "notes": list(notes), "seconds": list(seconds)}
-    (folder / "before_after.json").write_text(json.dumps(record, indent=2) + "\n", encoding="utf-8")
+    write_whole_text(folder / "before_after.json", json.dumps(record, indent=2) + "\n")
     return text
 
 

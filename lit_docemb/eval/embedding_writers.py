@@ -7,9 +7,10 @@ the ``embed`` field in memory."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import warnings
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import replace
 from pathlib import Path
 
@@ -24,7 +25,7 @@ from torch.utils.data import DataLoader, Dataset, Sampler
 
 from lit_docemb.data.core.document import Document
 from lit_docemb.data.caches.token_cache import TokenCache
-from lit_docemb.errors import ConfigError
+from lit_docemb.errors import ConfigError, DiskFull, is_disk_full, staged_write, write_whole_text
 from lit_docemb.methods.base import EmbeddingMethod
 from lit_docemb.methods.progress import rate_progress_bars
 
@@ -187,13 +188,33 @@ class ShardWriter(BasePredictionWriter):
         self.documents_in += len(batch) + int(getattr(batch, "skipped", 0))
         self.empty_documents += int(prediction.get("empty_documents", 0))
         positions = pa.array([int(i) for i in prediction["ids"]], pa.int64())
-        self._writer = append_rows(self._writer, self.path, vector_table(pl_module, prediction, "position", positions))
+        table = vector_table(pl_module, prediction, "position", positions)
+        with self._reporting_full_disk():
+            self._writer = append_rows(self._writer, self.path, table)
 
     def on_predict_end(self, trainer, pl_module) -> None:
         if self._writer is not None:
-            self._writer.close()
+            with self._reporting_full_disk():
+                self._writer.close()
         (self.shard_dir / f"rank-{trainer.global_rank:05d}.json").write_text(
             json.dumps({"documents_in": self.documents_in, "empty_documents": self.empty_documents}))
+
+
+    @contextlib.contextmanager
+    def _reporting_full_disk(self) -> Iterator[None]:
+        """A full disk while writing the shard ends the run with :class:`DiskFull`, the shard removed."""
+        try:
+            yield
+        except OSError as err:
+            if not is_disk_full(err):
+                raise
+            if self._writer is not None:
+                with contextlib.suppress(OSError):  # its footer cannot be written either
+                    self._writer.close()
+                self._writer = None
+            self.path.unlink(missing_ok=True)
+            raise DiskFull(self.path, f"the shard is removed; the outputs in {self.shard_dir.parent} are as they "
+                           "were") from err
 
 
 def merge_shards(output_dir: str | Path, documents: Sequence[Document], output_format: str) -> dict:
@@ -213,21 +234,31 @@ def merge_shards(output_dir: str | Path, documents: Sequence[Document], output_f
                            "another run's?")
     ids = [documents[p].id for p in positions.tolist()]
     fields = [name for name in table.column_names if name != "position"]
-    if output_format == "parquet":
-        columns = {"id": pa.array(ids, pa.string())} | {n: table.column(n).take(pa.array(order)) for n in fields}
-        pq.write_table(pa.table(columns), output_dir / "embeddings.parquet")
-    else:
-        for name in fields:
-            np.save(output_dir / f"{name}.npy", _column_vectors(table.column(name))[order])
-        (output_dir / "ids.txt").write_text("".join(f"{i}\n" for i in ids), encoding="utf-8")
+    try:
+        if output_format == "parquet":
+            columns = {"id": pa.array(ids, pa.string())} | {n: table.column(n).take(pa.array(order)) for n in fields}
+            with staged_write(output_dir / "embeddings.parquet") as staged:
+                pq.write_table(pa.table(columns), staged)
+        else:
+            for name in fields:
+                with staged_write(output_dir / f"{name}.npy") as staged, open(staged, "wb") as f:
+                    np.save(f, _column_vectors(table.column(name))[order])
+            write_whole_text(output_dir / "ids.txt", "".join(f"{i}\n" for i in ids))
+    except DiskFull:
+        remove_shards(shard_dir)  # the space they hold
+        raise
     counts = [json.loads(p.read_text()) for p in shard_dir.glob("rank-*.json")]
     received = sum(c["documents_in"] for c in counts)
-    for path in shard_dir.iterdir():
-        path.unlink()
-    shard_dir.rmdir()
+    remove_shards(shard_dir)
     return {"embedded": len(ids), "skipped_by_method": received - len(ids),
             "empty_documents": sum(c.get("empty_documents", 0) for c in counts),
             "dimensions": {n: table.schema.field(n).type.list_size for n in fields}}
+
+
+def remove_shards(shard_dir: Path) -> None:
+    for path in shard_dir.iterdir():
+        path.unlink()
+    shard_dir.rmdir()
 
 
 # --- the run ----------------------------------------------------------------------------------------------

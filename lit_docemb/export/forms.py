@@ -40,6 +40,7 @@ from typing import Any
 
 from torch import nn
 
+from lit_docemb.errors import staged_write
 from lit_docemb.export.modules import CoLDEDocumentModule, GraphDocumentModule
 from lit_docemb.methods import (
     CTPE,
@@ -273,15 +274,20 @@ class CoLDEExport(MethodExport):
 
 
 def export_method(method: EmbeddingMethod, output_dir: str | Path, output_format: str = "sentence-transformers") -> Path:
-    """Writes ``method`` to ``output_dir`` in ``"hf"`` or ``"sentence-transformers"`` form."""
+    """Writes ``method`` to ``output_dir`` in ``"hf"`` or ``"sentence-transformers"`` form, staged in a folder
+    beside it and moved there whole (:func:`~lit_docemb.errors.staged_write`: a full disk leaves nothing new in
+    ``output_dir``)."""
     if output_format not in ("hf", "sentence-transformers"):
         raise ValueError(f"format must be 'hf' or 'sentence-transformers', got {output_format!r}")
     export_ = exporter(method)
     method.eval()
-    with quiet_transformers_loading():  # its save bars and the report of the unused pooler it leaves out
-        folder = export_.save_hf(output_dir) if output_format == "hf" else export_.save_sentence_transformer(output_dir)
-    follow_umask(folder)
-    return folder
+    output_dir = Path(output_dir)
+    output_dir.parent.mkdir(parents=True, exist_ok=True)
+    with staged_write(output_dir, kept=f"{output_dir} is as it was") as staged:
+        with quiet_transformers_loading():  # its save bars and the report of the unused pooler it leaves out
+            (export_.save_hf if output_format == "hf" else export_.save_sentence_transformer)(staged)
+        follow_umask(staged)
+    return output_dir
 
 
 def follow_umask(folder: str | Path) -> None:

@@ -15,7 +15,6 @@ import shutil
 import signal
 import subprocess
 import sys
-import tempfile
 import time
 from typing import Any
 
@@ -32,7 +31,7 @@ from lightning.pytorch.trainer.states import TrainerFn
 
 from lit_docemb import distributed
 from lit_docemb.data.core.batches import added_counts, token_counts
-from lit_docemb.errors import ConfigError
+from lit_docemb.errors import ConfigError, staged_write
 
 log = logging.getLogger(__name__)
 
@@ -209,12 +208,14 @@ def remove_partial_saves(folder: str) -> list[str]:
 
 class AtomicCheckpointIO(TorchCheckpointIO):
     """Writes each checkpoint to a temporary file in its own folder, flushes it to disk and renames it over
-    the target, so that ``last.ckpt`` is always either the previous or the new complete checkpoint, also when
-    the job is killed while saving. (Lightning's own save stages the file in the system's temporary folder and
-    moves it, which is a copy — not atomic — when the checkpoint folder is on another file system, as on
-    clusters.) Remote paths (``s3://`` ...) keep Lightning's write. The DeepSpeed strategy writes its sharded
-    checkpoint folders itself and does not use this. A kill during the write leaves the temporary file
-    (``.<name>.<random>.tmp``); :class:`RunCheckpoint` removes those of its folders when the next fit starts.
+    the target (:func:`~lit_docemb.errors.staged_write`), so that ``last.ckpt`` is always either the previous or
+    the new complete checkpoint, also when the job is killed while saving or the disk is full. (Lightning's own
+    save stages the file in the system's temporary folder and moves it, which is a copy — not atomic — when the
+    checkpoint folder is on another file system, as on clusters.) Remote paths (``s3://`` ...) keep Lightning's
+    write. The DeepSpeed strategy writes its sharded checkpoint folders itself and does not use this. A kill during
+    the write leaves the temporary file (``.<name>.<random>.tmp``); :class:`RunCheckpoint` removes those of its
+    folders when the next fit starts. A full disk ends the fit with :class:`~lit_docemb.errors.DiskFull` naming
+    the checkpoint and the last complete one, which is kept (one line from the command line, exit status 2).
     """
 
     def save_checkpoint(self, checkpoint: dict[str, Any], path, storage_options: Any | None = None) -> None:
@@ -225,17 +226,21 @@ class AtomicCheckpointIO(TorchCheckpointIO):
         path = os.fspath(path)
         folder = os.path.dirname(os.path.abspath(path))
         os.makedirs(folder, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=f".{os.path.basename(path)}.", suffix=".tmp", dir=folder)
-        try:
-            with os.fdopen(fd, "wb") as f:
-                torch.save(checkpoint, f)
-                f.flush()
-                os.fsync(f.fileno())
-            os.chmod(tmp, 0o666 & ~current_umask())  # mkstemp's files are private (0o600); others are not
-            os.replace(tmp, path)
-        except BaseException:
-            os.unlink(tmp)
-            raise
+        with staged_write(path, kept=lambda: kept_checkpoint(folder)) as staged, open(staged, "xb") as f:
+            torch.save(checkpoint, f)
+            f.flush()
+            os.fsync(f.fileno())
+
+
+def kept_checkpoint(folder: str) -> str:
+    """What a failed save leaves a resume: the newest complete checkpoint in ``folder`` (``last.ckpt`` when it
+    links to that one), in words."""
+    found = [path for path in glob.glob(os.path.join(glob.escape(folder), "*.ckpt")) if os.path.isfile(path)]
+    if not found:
+        return f"no complete checkpoint is in {folder} yet"
+    newest = max(found, key=lambda path: (os.path.getmtime(path), os.path.basename(path) == "last.ckpt"))
+    named = f"{newest} (-> {os.readlink(newest)})" if os.path.islink(newest) else newest
+    return f"the last complete checkpoint, {named}, is kept (free space, then resume with --ckpt_path last)"
 
 
 def current_umask() -> int:
