@@ -435,7 +435,7 @@ def cached_documents(reader: Callable[..., Iterable[Document]], reader_kwargs: d
                 else:
                     os.remove(path)
             table = build()
-    except MalformedInputError:  # strict mode: the reader's error as it is
+    except (MalformedInputError, ConfigError):  # strict mode, files that disagree: the reader's error as it is
         raise
     except ValueError as err:  # datasets refuses a table without rows
         if _merge_saved_counts(counts_dir, len(shards), context, description) != 0:

@@ -27,7 +27,7 @@ from lit_docemb.data.corpora.labelled_formats import (
     text_gcn_corpus,
 )
 from lit_docemb.data.corpora.nyt_annotated import LABEL_FIELDS, iter_nyt_annotated
-from lit_docemb.data.core.reading import (ReadContext, cached_documents, load_hf_splits,
+from lit_docemb.data.core.reading import (MissingPathError, ReadContext, cached_documents, load_hf_splits,
                                           looks_like_local_path, require_path)
 from lit_docemb.errors import ConfigError, require
 
@@ -440,7 +440,7 @@ class LabelledTextDataModule(DocumentDataModule):
             return cached_documents(iter_rt_polarity, {"root": str(path)}, inputs=[path], context=context,
                                     cache_dir=self.cache_dir)
         if not path.is_file():
-            raise FileNotFoundError(f"text_gcn list file not found at {str(path)!r}: source is text_gcn's "
+            raise MissingPathError(f"text_gcn list file not found at {str(path)!r}: source is text_gcn's "
                                     f"data/<name>.txt (e.g. data/R8.txt). Expected:\n{LAYOUT}")
         corpus = text_gcn_corpus(path, self.text_gcn_corpus)
         kwargs = {"list_path": str(path), "corpus_path": str(corpus), "split": split}

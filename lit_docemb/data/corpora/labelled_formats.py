@@ -23,6 +23,7 @@ from typing import Any
 from lit_docemb.data.core.document import Document, Section
 from lit_docemb.data.core.reading import (
     MalformedInputError,
+    MissingPathError,
     ReadContext,
     load_hf_splits,
     normalise_paragraphs,
@@ -30,6 +31,7 @@ from lit_docemb.data.core.reading import (
     read_lines,
     walk_files,
 )
+from lit_docemb.errors import ConfigError
 
 log = logging.getLogger(__name__)
 
@@ -228,14 +230,15 @@ def iter_class_folders(root: str, classes: list[str] | None = None, id_prefix: s
 def text_gcn_corpus(list_path: str | Path, corpus: str = "clean") -> Path:
     """The text file of a text_gcn list ``<folder>/<name>.txt``: ``<folder>/corpus/<name>.clean.txt`` (``"clean"``,
     text_gcn's ``remove_words.py`` output) or ``<folder>/corpus/<name>.txt`` (``"raw"``); a clean file beside the
-    list (``<folder>/<name>.clean.txt``) is found too. Raises FileNotFoundError naming the places looked at."""
+    list (``<folder>/<name>.clean.txt``) is found too. Raises :class:`MissingPathError` (a FileNotFoundError, one
+    line from the command line) naming the places looked at."""
     list_path = Path(list_path).expanduser()
     name, folder = list_path.stem, list_path.parent
     candidates = ([folder / "corpus" / f"{name}.clean.txt", folder / f"{name}.clean.txt"] if corpus == "clean"
                   else [folder / "corpus" / f"{name}.txt"])
     found = next((p for p in candidates if p.is_file()), None)
     if found is None:
-        raise FileNotFoundError(f"text_gcn corpus file for {str(list_path)!r} not found (looked at "
+        raise MissingPathError(f"text_gcn corpus file for {str(list_path)!r} not found (looked at "
                                 f"{', '.join(map(str, candidates))}): keep text_gcn's data/ folder as it is "
                                 f"(data/{name}.txt and data/corpus/{name}{'.clean' if corpus == 'clean' else ''}.txt)")
     return found
@@ -246,7 +249,8 @@ def iter_text_gcn(list_path: str, corpus_path: str, split: str, *, context: Read
     of ``list_path`` is ``<document name>\\t<split>\\t<label>`` and line *i* of ``corpus_path`` the document's
     text. A document belongs to ``split`` ("train" or "test") when its split field contains it, as text_gcn
     reads it (20ng's fields are ``20news-bydate-train`` / ``-test``). Id: the document name (``<line>`` when it
-    is empty or repeated). Two files of different lengths are an error naming both.
+    is empty or repeated). Two files of different lengths (a truncated download), or a list without a line of
+    ``split``, are a :class:`~lit_docemb.errors.ConfigError` naming both files (one line from the command line).
 
     Text: each line of the split decoded with ``context.encoding`` (UTF-8), a line it cannot decode with the
     fallback encoding (:class:`~lit_docemb.data.corpora.labelled.LabelledTextDataModule`: Latin-1, counted as
@@ -257,9 +261,11 @@ def iter_text_gcn(list_path: str, corpus_path: str, split: str, *, context: Read
     with open_binary(corpus_path) as stream:
         texts = list(stream)  # bytes: only the split's lines are decoded (and counted)
     if len(names) != len(texts):
-        raise ValueError(f"{list_path} has {len(names)} lines but {corpus_path} has {len(texts)}: they must be the "
-                         f"list and the corpus file of the same text_gcn data set, line for line")
+        raise ConfigError(f"{list_path} has {len(names)} lines but {corpus_path} has {len(texts)}: they must be the "
+                          f"list and the corpus file of the same text_gcn data set, line for line (a download cut "
+                          f"short? fetch both again)")
     seen: set[str] = set()
+    other_splits: set[str] = set()
     for number, (entry, text) in enumerate(zip(names, texts), 1):
         fields = entry.split("\t")
         if len(fields) != 3:
@@ -268,6 +274,7 @@ def iter_text_gcn(list_path: str, corpus_path: str, split: str, *, context: Read
             continue
         name, where, label = (f.strip() for f in fields)
         if split not in where:
+            other_splits.add(where)
             continue
         document_id = name if name and name not in seen else str(number)
         seen.add(document_id)
@@ -275,6 +282,11 @@ def iter_text_gcn(list_path: str, corpus_path: str, split: str, *, context: Read
         document = Document(id=document_id, sections=[Section("", decoded.lstrip("\ufeff").strip())], label=label)
         if context.keep(document):
             yield document
+    if not seen and other_splits:
+        raise ConfigError(f"{list_path} lists no {split!r} document (its split fields: "
+                          f"{', '.join(sorted(other_splits)[:5])}), so {corpus_path} has none either: are they a whole "
+                          "text_gcn data set? (data.init_args.train_split / test_split name the splits; test_split: "
+                          "null reads none)")
 
 
 RT_POLARITY_FILES = {"pos": "rt-polarity.pos", "neg": "rt-polarity.neg"}
