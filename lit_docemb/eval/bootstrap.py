@@ -95,17 +95,28 @@ def paired_bootstrap(before: ItemScores, after: ItemScores, resamples: int = 100
         seed: Seed of the draws.
         confidence: Coverage of the interval (0.95: the 2.5th and 97.5th percentiles).
     """
-    if before.statistic != after.statistic or len(before.values) != len(after.values):
-        raise ValueError(f"paired scores need the same statistic and items, got {before.statistic} on "
-                         f"{len(before.values)} and {after.statistic} on {len(after.values)}")
-    if resamples < 1 or not 0 < confidence < 1:
-        raise ValueError(f"need resamples >= 1 and confidence in (0, 1), got {resamples}, {confidence}")
+    return pooled_paired_bootstrap([(before, after)], resamples, seed, confidence)
+
+
+def pooled_paired_bootstrap(pairs: list[tuple[ItemScores, ItemScores]], resamples: int = 1000, seed: int = 0,
+                            confidence: float = 0.95) -> tuple[float, float, float]:
+    """(mean difference, low, high) over independent (before, after) pairs, e.g. one training run per seed, each
+    scored on its own items: the mean of the pairs' differences, and its percentile interval when each draw
+    resamples every pair's items as :func:`paired_bootstrap` does (one pair: exactly its interval)."""
+    for before, after in pairs:
+        if before.statistic != after.statistic or len(before.values) != len(after.values):
+            raise ValueError(f"paired scores need the same statistic and items, got {before.statistic} on "
+                             f"{len(before.values)} and {after.statistic} on {len(after.values)}")
+    if not pairs or resamples < 1 or not 0 < confidence < 1:
+        raise ValueError(f"need pairs, resamples >= 1 and confidence in (0, 1), got {len(pairs)} pairs, "
+                         f"{resamples}, {confidence}")
     rng = np.random.default_rng(seed)
-    n = len(before.values)
-    differences = np.empty(resamples)
+    differences = np.zeros(resamples)
     for draw in range(resamples):
-        rows = rng.integers(0, n, n)
-        differences[draw] = after.value(rows) - before.value(rows)
+        for before, after in pairs:
+            rows = rng.integers(0, len(before.values), len(before.values))
+            differences[draw] += after.value(rows) - before.value(rows)
     tail = (1 - confidence) / 2 * 100
-    low, high = np.percentile(differences, [tail, 100 - tail])
-    return after.value() - before.value(), float(low), float(high)
+    low, high = np.percentile(differences / len(pairs), [tail, 100 - tail])
+    change = float(np.mean([after.value() - before.value() for before, after in pairs]))
+    return change, float(low), float(high)

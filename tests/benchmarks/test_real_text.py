@@ -131,3 +131,27 @@ def yaml_of(path):
     import yaml
 
     return yaml.safe_load(path.read_text())
+
+
+def test_seeds_are_judged_together_from_their_kept_scores(bench, tmp_path):
+    """Two seeds of one method: one pooled row per measure from each run's scores.json, and the target judged on it
+    (one seed clearly up, one flat: up over both); a run without a second seed is judged alone."""
+    rng = np.random.default_rng(0)
+    records = []
+    for seed, shift in ((0, 0.2), (1, 0.0), (2, 0.5)):
+        run = f"bbc/DocSplit/default/seed{seed}" if seed < 2 else "20news/DocSplit/default/seed2"
+        start = rng.random(40)
+        scores = {"start": ItemScores("mean", start), "trained": ItemScores("mean", start + shift)}
+        (tmp_path / run).mkdir(parents=True)
+        (tmp_path / run / "scores.json").write_text(
+            __import__("json").dumps({k: {"probe/accuracy": v.to_json()} for k, v in scores.items()}))
+        change, low, high = paired_bootstrap(scores["start"], scores["trained"], 50)
+        records.append({"run": run, "corpus": run.split("/")[0], "method": "DocSplit", "setting": "default",
+                        "kmeans_runs": 5, "rows": {"probe/accuracy": {"change": change, "low": low, "high": high}}})
+    [group] = bench.pooled(records, tmp_path, resamples=50)
+    assert group["runs"] == ["bbc/DocSplit/default/seed0", "bbc/DocSplit/default/seed1"]
+    row = group["rows"]["probe/accuracy"]
+    assert row["items"] == 80 and row["change"] == pytest.approx(0.1) and row["low"] > 0
+    assert bench.target_verdict(group["rows"])[0] and not bench.target_verdict(records[1]["rows"])[0]
+    text = bench.pooled_table([group])
+    assert "| bbc/DocSplit/default over 2 runs | probe/accuracy | 80 |" in text and "over 2 runs: met" in text

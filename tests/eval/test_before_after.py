@@ -24,7 +24,7 @@ from lit_docemb.eval.before_after import (
     measure,
 )
 from lit_docemb.eval.candidates import evaluate_candidates, read_candidate_task
-from lit_docemb.eval.bootstrap import ItemScores, paired_bootstrap
+from lit_docemb.eval.bootstrap import ItemScores, paired_bootstrap, pooled_paired_bootstrap
 from lit_docemb.eval.classification import kmeans_clustering, linear_probe
 
 
@@ -206,3 +206,18 @@ def test_a_ranking_corpus_gets_its_judged_queries_ranked_or_one_line_without_the
     assert unjudged.metrics == {} and unjudged.notes == [
         "retrieval: the ranking corpus has neither test nor validation queries",
         "clustering, probe: a ranking corpus has no document labels"]
+
+
+def test_pooled_bootstrap_averages_runs_and_narrows_with_them():
+    """Runs with different seeds, each on its own items: the mean change, each run's items resampled per draw."""
+    rng = np.random.default_rng(0)
+    runs = [(ItemScores("mean", rng.random(50)), ItemScores("mean", rng.random(50) + shift)) for shift in (0.1, 0.3)]
+    assert pooled_paired_bootstrap(runs[:1], 300, seed=4) == paired_bootstrap(*runs[0], 300, seed=4)
+    change, low, high = pooled_paired_bootstrap(runs, 300, seed=4)
+    each = [paired_bootstrap(before, after, 300, seed=4) for before, after in runs]
+    assert change == pytest.approx((each[0][0] + each[1][0]) / 2)
+    assert low <= change <= high and high - low < max(h - lo for _, lo, h in each)
+    with pytest.raises(ValueError, match="same statistic and items"):
+        pooled_paired_bootstrap([runs[0], (runs[1][0], ItemScores("mean", rng.random(3)))])
+    with pytest.raises(ValueError, match="need pairs"):
+        pooled_paired_bootstrap([])
