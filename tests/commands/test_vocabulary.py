@@ -18,7 +18,8 @@ from lit_docemb.commands.candidates import main as candidates_main
 from lit_docemb.commands.embed import embed
 from lit_docemb.commands.embed import main as embed_main
 from lit_docemb.commands.grid import main as grid_main
-from lit_docemb.commands.evaluate import EVALUATIONS, evaluation_class
+from lit_docemb.commands.evaluate import EVALUATIONS
+from lit_docemb.methods.checkpoints import class_at
 
 #: Command -> the vocabulary flags it takes (docs/usage.md).
 VOCABULARY_FLAGS = {
@@ -106,7 +107,7 @@ def test_help_text_is_the_docstring():
 
 
 def test_evaluation_names_are_the_classes_names():
-    assert {name: evaluation_class(path).name for name, path in EVALUATIONS.items()} == {n: n for n in EVALUATIONS}
+    assert {name: class_at(path).name for name, path in EVALUATIONS.items()} == {n: n for n in EVALUATIONS}
 
 
 @pytest.mark.parametrize("old, new", [(["--ckpt", "k.ckpt"], "--ckpt_path"), (["--batch-size", "7"], "--batch_size")])
