@@ -119,6 +119,8 @@ def check_command(argv: list[str]) -> None:
     if command == "grid":  # the grid file reads, and --rows / --columns name its rows and columns
         select(read_grid(ROOT / options["--input"][0]), options.get("--rows"), options.get("--columns"))
     configs = [arg for path in options.get("--config", []) for arg in ("--config", path)]
+    if "--run_dir" in options and not configs:  # the run's config.yaml, written by its fit, is not in the repository
+        return
     if configs or overrides:
         exits_cleanly(cli_main, ["fit", *configs, *overrides, "--print_config"])
 
@@ -199,12 +201,48 @@ def test_longformer_and_bigbird_rows_read_the_length_their_paper_gives(first_hea
     assert checked >= 10
 
 
+#: Every spelling of a key that ``--run_dir`` sets: trainer.default_root_dir and a logger's folder keys, with or
+#: without ``init_args`` (jsonargparse reads ``--trainer.logger.save_dir`` as the init_args key), of one logger or
+#: of one in a list (``--trainer.logger[0]...``).
+LONG_KEYS = re.compile(r"--trainer\.(?:default_root_dir|logger(?:\[\d+\])?\.(?:init_args\.)?(?:save_dir|name|version))\b")
+#: A command that reads a run given by its folder's files (``--config runs/x/config.yaml``) or by figures' older
+#: ``--run``. (A checkpoint scored under another task's config keeps ``--config configs/... --ckpt_path``.)
+RUN_SPELT_OUT = re.compile(r"lit_docemb (?:evaluate|embed|export|figures|interpolate|dense-search|matching|candidates)"
+                           r"\b.*(?:--config runs/\S*config\.yaml|--run )")
+TEXTS = [*sorted((ROOT / "docs").glob("*.md")), ROOT / "README.md", *sorted((ROOT / "configs").rglob("*.yaml"))]
+
+
+def found_in_texts(pattern: re.Pattern) -> list[str]:
+    """``path:line`` of each line of the docs, README and configs (a command's continued lines joined) matching."""
+    found = []
+    for path in TEXTS:
+        text = re.sub(r"\\\n#?\s*", " ", path.read_text(encoding="utf-8"))  # a command continued with \\
+        found += [f"{path.relative_to(ROOT)}:{number}" for number, line in enumerate(text.splitlines(), 1)
+                  if pattern.search(line)]
+    return found
+
+
 def test_documented_runs_name_their_folder_with_run_dir():
     """A documented run that is not a config's default names its folder once, ``--run_dir runs/x``, never with the
-    long keys it sets (trainer.default_root_dir, the logger's save_dir and name)."""
-    long_keys = re.compile(r"--trainer\.(?:default_root_dir|logger\.init_args\.(?:save_dir|name))\b")
-    texts = [*sorted((ROOT / "docs").glob("*.md")), ROOT / "README.md", *sorted((ROOT / "configs").rglob("*.yaml"))]
-    found = [f"{path.relative_to(ROOT)}:{number}" for path in texts
-             for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1) if long_keys.search(line)]
+    long keys it sets (trainer.default_root_dir, the logger's save_dir, name and version, however spelt)."""
+    found = found_in_texts(LONG_KEYS)
     assert not found, f"use --run_dir instead of the long keys: {found[:5]}"
     assert any("--run_dir runs/" in argv for argv in (shlex.join(a) for a, _ in COMMANDS))
+
+
+@pytest.mark.parametrize("spelling", ["--trainer.default_root_dir runs/x", "--trainer.logger.save_dir runs/x",
+                                      "--trainer.logger.init_args.save_dir=runs/x", "--trainer.logger.name x",
+                                      "--trainer.logger[1].init_args.version 3", "--trainer.logger.version 3"])
+def test_every_spelling_of_a_logger_folder_is_caught(spelling):
+    assert LONG_KEYS.search(f"python -m lit_docemb fit --config A.yaml {spelling}")
+
+
+def test_documented_commands_read_a_run_with_run_dir():
+    """A command that reads a trained run names it once, ``--run_dir runs/x`` (its config.yaml and
+    checkpoints/last.ckpt), not as ``--config runs/x/config.yaml --ckpt_path runs/x/checkpoints/last.ckpt``."""
+    found = found_in_texts(RUN_SPELT_OUT)
+    assert not found, f"use --run_dir runs/<run>: {found[:5]}"
+    assert RUN_SPELT_OUT.search("python -m lit_docemb evaluate --config runs/x/config.yaml --ckpt_path k")
+    assert RUN_SPELT_OUT.search("python -m lit_docemb interpolate --config runs/x/config.yaml")
+    assert RUN_SPELT_OUT.search("python -m lit_docemb figures --run runs/x")
+    assert not RUN_SPELT_OUT.search("python -m lit_docemb evaluate --run_dir runs/x --before_after")
