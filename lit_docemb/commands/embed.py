@@ -36,7 +36,9 @@ from pathlib import Path
 from typing import Literal
 
 from lit_docemb.commands.arguments import count_or_name, run_command
-from lit_docemb.commands.loading import Run, load_method, read_documents, refuse_without_checkpoint, run_of
+from lit_docemb.commands.loading import (
+    Run, default_output, load_method, read_documents, refuse_without_checkpoint, run_of,
+)
 from lit_docemb.data.core.reading import reading_summary
 from lit_docemb.errors import require, write_whole_text
 from lit_docemb.eval.embedding_writers import write_embeddings

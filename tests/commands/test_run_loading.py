@@ -16,7 +16,7 @@ import lit_docemb.commands.dense_search as dense_search_command
 import lit_docemb.commands.matching as matching_command
 from lit_docemb.augment import Vocabulary
 from lit_docemb.commands import main
-from lit_docemb.methods import DECA
+from lit_docemb.methods import DECA, DocSplit
 from lit_docemb.methods.deca_components import Doc2VecCAlone, Doc2VecCBackbone
 
 BACKBONE = {"embedding_dim": 8, "min_word_count": 1}
@@ -105,3 +105,22 @@ def test_a_run_dir_that_is_not_a_run_folder_is_one_line(command, lacks, tmp_path
                 "checkpoint": "not a run folder: it has no checkpoint (checkpoints/last.ckpt)"}[lacks]
     err = capsys.readouterr().err
     assert err.startswith(f"error: --run_dir {run}: {expected}") and err.count("\n") == 1, err
+
+
+def test_embed_and_export_read_a_run_folder_and_write_inside_it(tiny_encoder_dir, tmp_path):
+    from runs import save_run, write_tsv
+
+    from lit_docemb.data.core.document import Document, Section
+
+    args = {"encoder": {"name": tiny_encoder_dir, "pooling": "mean", "max_length": 64}}
+    run = tmp_path / "runs" / "docsplit"
+    save_run(DocSplit(**args), run, args)
+    (run / "checkpoints").mkdir()
+    (run / "last.ckpt").rename(run / "checkpoints" / "last.ckpt")
+    docs = write_tsv(tmp_path / "docs.tsv", [Document(f"d{i}", sections=[Section("", text)])
+                                                    for i, text in enumerate(topic_texts(5))], bad_lines=False)
+    main(["embed", "--run_dir", str(run), "--input", str(docs), "--accelerator", "cpu", "--devices", "1",
+          "--progress_bar", "false"])
+    assert (run / "embeddings" / "embeddings.parquet").is_file()
+    main(["export", "--run_dir", str(run)])
+    assert (run / "export" / "modules.json").is_file()
