@@ -363,7 +363,7 @@ def compare(before: dict, after: dict, resamples: int, seed: int) -> dict:
 def measure_run(run: Run, args, evaluated_cache: dict) -> dict:
     import torch
 
-    from lit_docemb.commands.loading import load_method
+    from lit_docemb.commands.loading import load_method, run_of
     from lit_docemb.eval.bootstrap import ItemScores
 
     gpu = args.device == "cuda"
@@ -389,7 +389,7 @@ def measure_run(run: Run, args, evaluated_cache: dict) -> dict:
     for name, configs, ckpt in models:
         if name in scores or (name == "untrained" and run.method != "GraphRoBERTa"):
             continue
-        method = load_method(configs, ckpt).to(args.device)
+        method = load_method(run_of(None, [str(c) for c in configs], ckpt)).to(args.device)
         with torch.autocast(args.device, dtype=torch.bfloat16, enabled=gpu):
             scores[name] = evaluated.score(method, args.eval_batch_size, args.draws)
         del method
@@ -464,7 +464,7 @@ def classify(pretraining: Run, args, evaluated_cache: dict) -> dict:
     on the evaluated test documents scored item by item (accuracy, macro-F1), compared with paired bootstrap."""
     import torch
 
-    from lit_docemb.commands.loading import load_method
+    from lit_docemb.commands.loading import load_method, run_of
     from lit_docemb.eval.bootstrap import ItemScores
     from lit_docemb.eval.embedding import embed_documents
 
@@ -489,7 +489,7 @@ def classify(pretraining: Run, args, evaluated_cache: dict) -> dict:
         folder = run_folder(run, args.output)
         config = classifier_config(run, backbone, start, evaluated.classes, args.head_rate_scale, data_root, gpu)
         _, cpu_seconds, wall_seconds = train(run.key, config, folder, [])
-        classifier = load_method([folder / "config.yaml"], str(folder / "checkpoints" / "last.ckpt")).to(args.device)
+        classifier = load_method(run_of(str(folder), None, None, needs_checkpoint=True)).to(args.device)
         classifier.embed = classifier.logits  # the head's outputs through the one embedding loop
         with torch.autocast(args.device, dtype=torch.bfloat16, enabled=gpu):
             predicted = embed_documents(classifier, evaluated.test, args.eval_batch_size).argmax(-1).cpu().numpy()
