@@ -12,15 +12,16 @@ from lit_docemb.augment.back_translation import BackTranslator, TranslationCache
 from lit_docemb.augment.thesaurus import (ReplacementTable, Vocabulary, antonym_table, draws_of, frequent_synonym_table,
                                           ppdb_table, rare_synonym_table, replace_uninformative, replace_words,
                                           synonym_table, words_of)
-from lit_docemb.augment.wordnet import WordNet, load_wordnet
+from lit_docemb.augment.wordnet import WordNetDatabase, load_wordnet
 
 AugmentationName = Literal["wordnet", "antonym", "uninformative", "ppdb", "back_translation"]
 #: The augmentations whose candidates can be drawn without the dictionary constraint.
 UNCONSTRAINABLE = ("wordnet", "antonym", "ppdb")
 
 __all__ = ["AugmentationName", "BackTranslator", "DocumentAugmenter", "ReplacementTable", "TranslationCache",
-           "UNCONSTRAINABLE", "Vocabulary", "WordNet", "antonym_table", "frequent_synonym_table", "load_wordnet",
-           "ppdb_table", "rare_synonym_table", "replace_uninformative", "replace_words", "synonym_table", "words_of"]
+           "UNCONSTRAINABLE", "Vocabulary", "WordNetDatabase", "antonym_table", "frequent_synonym_table",
+           "load_wordnet", "ppdb_table", "rare_synonym_table", "replace_uninformative", "replace_words",
+           "synonym_table", "words_of"]
 
 
 class DocumentAugmenter:

@@ -1,7 +1,7 @@
 """DECA's augmentations (§3.3) as typed config components: one class per augmentation, each with only the options
 that apply to it, built into a :class:`~lit_docemb.augment.DocumentAugmenter` once the corpus vocabulary is known.
 
-A config names one with ``class_path`` / ``init_args`` (e.g. ``lit_docemb.augment.PPDB`` with ``path``);
+A config names one with ``class_path`` / ``init_args`` (e.g. ``lit_docemb.augment.specs.PPDB`` with ``path``);
 ``problems`` lists out-of-range values for the method to raise as a :class:`~lit_docemb.errors.ConfigError`
 under the component's full key.
 """

@@ -41,7 +41,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-from lit_docemb.augment.wordnet import WordNet
+from lit_docemb.augment.wordnet import WordNetDatabase
 
 WORD = re.compile(r"[a-z0-9]+(?:'[a-z]+)?")
 ReplacementTable = dict[str, tuple[str, ...]]
@@ -99,7 +99,7 @@ def _lemma_words(lemma: str) -> str:
     return lemma.replace("_", " ")
 
 
-def synonym_table(vocabulary: Vocabulary, wordnet: WordNet, min_count: int | None = 5) -> ReplacementTable:
+def synonym_table(vocabulary: Vocabulary, wordnet: WordNetDatabase, min_count: int | None = 5) -> ReplacementTable:
     """word → (word, its in-vocabulary WordNet synonyms seen at least ``min_count`` times...), for the words
     that have at least one such synonym; ``min_count=None``: all its WordNet synonyms."""
     _check_min_count(min_count)
@@ -111,7 +111,7 @@ def synonym_table(vocabulary: Vocabulary, wordnet: WordNet, min_count: int | Non
     return table
 
 
-def antonym_table(vocabulary: Vocabulary, wordnet: WordNet, min_count: int | None = 5,
+def antonym_table(vocabulary: Vocabulary, wordnet: WordNetDatabase, min_count: int | None = 5,
                   negation: str = "not") -> ReplacementTable:
     """adjective or verb → (itself, "<negation> <antonym>"...), antonyms in the vocabulary (``min_count``; all
     of them with ``None``)."""
@@ -151,7 +151,7 @@ def ppdb_table(path: str | Path, vocabulary: Vocabulary, min_count: int | None =
     return {word: (word, *sorted(candidates)) for word, candidates in found.items()}
 
 
-def frequent_synonym_table(vocabulary: Vocabulary, wordnet: WordNet, min_count: int = 5) -> ReplacementTable:
+def frequent_synonym_table(vocabulary: Vocabulary, wordnet: WordNetDatabase, min_count: int = 5) -> ReplacementTable:
     """word → its WordNet synonyms that are more frequent than it in the corpus and seen ``min_count`` times."""
     if min_count is None:
         raise ValueError("uninformative-word replacement picks more frequent corpus words: it needs the "
@@ -166,10 +166,10 @@ def frequent_synonym_table(vocabulary: Vocabulary, wordnet: WordNet, min_count: 
     return table
 
 
-def rare_synonym_table(vocabulary: Vocabulary, wordnet: WordNet, min_count: int = 5,
+def rare_synonym_table(vocabulary: Vocabulary, wordnet: WordNetDatabase, min_count: int = 5,
                        rare_count: int = 10) -> ReplacementTable:
     """rare word (corpus count < ``rare_count``) → the WordNet synonyms of its base forms
-    (:meth:`~lit_docemb.augment.wordnet.WordNet.lemma_synonyms`) seen ``min_count`` times and more often than
+    (:meth:`~lit_docemb.augment.wordnet.WordNetDatabase.lemma_synonyms`) seen ``min_count`` times and more often than
     it; single-word synonyms only (a multi-word lemma is not a corpus word). DECA's uninformative-word
     replacement (see the module docstring)."""
     _check_min_count(min_count)

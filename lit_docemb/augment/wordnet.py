@@ -9,7 +9,7 @@ once per folder (about 2 s) in the format documented in WordNet's ``wndb(5)`` ma
 where ``w_cnt`` is two hexadecimal digits and each pointer is ``symbol offset pos source/target`` (``!`` is
 an antonym; ``source/target`` are two hexadecimal lemma numbers, ``0000`` for a pointer between synsets).
 
-Lemmas are matched exactly (lower-cased) by :meth:`WordNet.synonyms`; :meth:`WordNet.lemmas` reduces an
+Lemmas are matched exactly (lower-cased) by :meth:`WordNetDatabase.synonyms`; :meth:`WordNetDatabase.lemmas` reduces an
 inflected word to its WordNet base forms as WordNet's own ``morphy`` does (``morphy(7WN)``): the exception lists
 ``<pos>.exc`` (``slighter`` → ``slight`` is a detachment, ``better`` → ``good`` an exception), then the
 detachment rules of each part of speech (``-ies`` → ``-y``, ``-ing`` → ``-e`` / ``-``, ``-er`` / ``-est`` → ``-``
@@ -41,8 +41,9 @@ INSTALL_HINT = ("install Debian's WordNet database: `apt-get install -y wordnet-
 
 
 @dataclass
-class WordNet:
-    """Lemma-level view of WordNet.
+class WordNetDatabase:
+    """Lemma-level view of WordNet's database (DECA's augmentation that draws from it is
+    :class:`lit_docemb.augment.specs.WordNet`).
 
     Attributes:
         synsets: lemma → list of (pos, synset offset); pos is ``n``, ``v``, ``a`` (adjective, satellites
@@ -93,7 +94,7 @@ def _lemma(raw: str) -> str:
     return raw[:raw.index("(")] if raw.endswith(")") and "(" in raw else raw
 
 
-def _parse_line(line: str, wordnet: WordNet, pending: list) -> None:
+def _parse_line(line: str, wordnet: WordNetDatabase, pending: list) -> None:
     fields = line.split(" | ", 1)[0].split()
     offset, pos = int(fields[0]), "a" if fields[2] == "s" else fields[2]
     count = int(fields[3], 16)
@@ -111,7 +112,7 @@ def _parse_line(line: str, wordnet: WordNet, pending: list) -> None:
 
 
 @lru_cache(maxsize=4)
-def load_wordnet(wordnet_dir: str | None = None) -> WordNet:
+def load_wordnet(wordnet_dir: str | None = None) -> WordNetDatabase:
     """Parses the WordNet database in ``wordnet_dir`` (default: ``$LIT_DOCEMB_WORDNET`` or
     ``/usr/share/wordnet``). Raises ``FileNotFoundError`` naming ``wordnet-base`` when files are missing."""
     folder = Path(wordnet_dir or os.environ.get("LIT_DOCEMB_WORDNET") or DEFAULT_WORDNET_DIR).expanduser()
@@ -119,7 +120,7 @@ def load_wordnet(wordnet_dir: str | None = None) -> WordNet:
     if missing:
         raise FileNotFoundError(f"WordNet database not found in {str(folder)!r} (missing {', '.join(missing)}): "
                                 f"{INSTALL_HINT}")
-    wordnet, pending = WordNet(), []
+    wordnet, pending = WordNetDatabase(), []
     for name in POS_FILES.values():
         with open(folder / f"data.{name}", encoding="utf-8", errors="replace") as f:
             for line in f:

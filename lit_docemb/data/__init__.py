@@ -15,10 +15,10 @@ from lit_docemb.data.corpora.robust04 import Robust04DataModule
 from lit_docemb.data.corpora.similarity_groups import SimilarityGroupDataModule
 from lit_docemb.data.corpora.wikipedia import WikipediaDataModule
 from lit_docemb.data.corpora.wikir import WIKIRDataModule
-from lit_docemb.data.retrieval.datamodule import Query, RetrievalExample
+from lit_docemb.data.retrieval.datamodule import QueryRecord, RetrievalExample
 
 __all__ = ["AANDataModule", "ArxivDataModule", "BEIRDataModule", "Document", "DocumentDataModule", "DocumentPair",
            "InstalledDocsDataModule", "JSONLDataModule", "LabelledTextDataModule", "MSMARCODataModule",
-           "OpenWebTextDataModule", "PassageCache", "PassageSpec", "PatentDataModule", "Query", "RetrievalExample",
-           "Robust04DataModule", "Section", "SimilarityGroupDataModule", "TokenizedPassages", "WIKIRDataModule",
-           "WikipediaDataModule"]
+           "OpenWebTextDataModule", "PassageCache", "PassageSpec", "PatentDataModule", "QueryRecord",
+           "RetrievalExample", "Robust04DataModule", "Section", "SimilarityGroupDataModule", "TokenizedPassages",
+           "WIKIRDataModule", "WikipediaDataModule"]

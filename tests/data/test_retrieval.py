@@ -17,7 +17,7 @@ from lit_docemb.data.core.document import Document, Section
 from lit_docemb.data.core.reading import MalformedInputError, ReadContext
 from lit_docemb.data.retrieval.datamodule import NegativeSampler, read_run_pools
 from lit_docemb.data.retrieval.trec import (
-    Query,
+    QueryRecord,
     ranked,
     read_folds,
     read_qrels,
@@ -33,14 +33,14 @@ def test_queries_tsv_gz_and_csv_with_bad_lines_counted(tmp_path):
         f.write("17\thow do  kites fly\n\n42\twhat is a\tpinwheel\nno tab here\n43\t   \n17\tagain\n")
     stats: Counter = Counter()
     queries = read_queries(tsv, stats)
-    assert queries == {"17": Query("17", "how do kites fly"), "42": Query("42", "what is a pinwheel")}
+    assert queries == {"17": QueryRecord("17", "how do kites fly"), "42": QueryRecord("42", "what is a pinwheel")}
     assert stats == Counter(malformed_query_line=1, empty_query=1, duplicate_query_id=1)
 
     csv_path = tmp_path / "queries.csv"
     csv_path.write_text('id_left,text_left\n5,"kites, pinwheels and ""tops"""\n6,a paper boat\n7\n')
     stats = Counter()
-    assert read_queries(csv_path, stats) == {"5": Query("5", 'kites, pinwheels and "tops"'),
-                                             "6": Query("6", "a paper boat")}
+    assert read_queries(csv_path, stats) == {"5": QueryRecord("5", 'kites, pinwheels and "tops"'),
+                                             "6": QueryRecord("6", "a paper boat")}
     assert stats == Counter(malformed_query_line=1)
     with pytest.raises(MalformedInputError, match=r"queries\.csv, line 4: 1 field\(s\); expected a CSV row"):
         read_queries(csv_path, strict=True)
@@ -173,7 +173,7 @@ def test_bm25_run_ranks_the_matching_document_first():
     docs = [Document(f"d{i}", sections=[Section("", text)]) for i, text in enumerate([
         "the copper kettle whistles on the stove", "a wooden canoe drifts down the river",
         "migrating geese cross the autumn sky", "the river otter builds a den of reeds"])]
-    run = bm25_run(docs, {"q1": Query("q1", "canoe on a river"), "q2": Query("q2", "kettle")}, depth=3)
+    run = bm25_run(docs, {"q1": QueryRecord("q1", "canoe on a river"), "q2": QueryRecord("q2", "kettle")}, depth=3)
     assert ranked(run["q1"])[0][0] == "d1" and list(run["q2"]) == ["d0"]  # zero scores are not listed
 
 
@@ -181,7 +181,7 @@ def test_bm25_run_takes_k1_and_b():
     pytest.importorskip("bm25s")
     docs = [Document("short", sections=[Section("", "river canoe")]),
             Document("long", sections=[Section("", "river canoe " + "reeds otter geese sky " * 10)])]
-    query = {"q": Query("q", "river canoe")}
+    query = {"q": QueryRecord("q", "river canoe")}
     normalised, unnormalised = bm25_run(docs, query, k1=0.9, b=1.0)["q"], bm25_run(docs, query, k1=0.9, b=0.0)["q"]
     assert normalised["short"] > normalised["long"]  # b: the long document's matches count less
     assert unnormalised["short"] == pytest.approx(unnormalised["long"])  # b = 0: length is ignored

@@ -13,7 +13,7 @@ from lit_docemb.data.core.arrow import ArrowDocuments
 from lit_docemb.data.core.document import Document, Section
 from lit_docemb.data.core.reading import ReadContext, cached_documents, read_lines, require_path
 from lit_docemb.data.retrieval.datamodule import QuerySplit, RetrievalDataModule
-from lit_docemb.data.retrieval.trec import Qrels, Query, has_visible_text
+from lit_docemb.data.retrieval.trec import Qrels, QueryRecord, has_visible_text
 from lit_docemb.errors import ConfigError
 
 LAYOUT = """a BEIR folder:
@@ -61,10 +61,10 @@ def iter_beir_corpus(path: str, *, context: ReadContext) -> Iterator[Document]:
         yield Document(id=document_id, title=" ".join(title.split()), sections=[Section("", text.strip())])
 
 
-def read_beir_queries(path: Path, context: ReadContext) -> dict[str, Query]:
-    """query id → :class:`~lit_docemb.data.retrieval.trec.Query` of a BEIR ``queries.jsonl``; empty queries and
+def read_beir_queries(path: Path, context: ReadContext) -> dict[str, QueryRecord]:
+    """query id → :class:`~lit_docemb.data.retrieval.trec.QueryRecord` of a BEIR ``queries.jsonl``; empty queries and
     repeated ids are counted and skipped."""
-    queries: dict[str, Query] = {}
+    queries: dict[str, QueryRecord] = {}
     for where, record in _records(path, context, QUERY_RECORD):
         query_id, text = str(record["_id"]).strip(), record.get("text")
         if not isinstance(text, str) or not has_visible_text(text):
@@ -72,7 +72,7 @@ def read_beir_queries(path: Path, context: ReadContext) -> dict[str, Query]:
         elif query_id in queries:
             context.malformed(where, f"query id {query_id!r} seen before", QUERY_RECORD, key="duplicate_query_id")
         else:
-            queries[query_id] = Query(query_id, " ".join(text.split()), {"text": text})
+            queries[query_id] = QueryRecord(query_id, " ".join(text.split()), {"text": text})
     return queries
 
 

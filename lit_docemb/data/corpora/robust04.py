@@ -48,7 +48,7 @@ from lit_docemb.data.core.arrow import ArrowDocuments
 from lit_docemb.data.core.document import Document, Section
 from lit_docemb.data.core.reading import ReadContext, cached_documents, open_binary, read_lines, require_path
 from lit_docemb.data.retrieval.datamodule import QuerySplit, RetrievalDataModule
-from lit_docemb.data.retrieval.trec import Qrels, Query, read_folds, read_qrels
+from lit_docemb.data.retrieval.trec import Qrels, QueryRecord, read_folds, read_qrels
 from lit_docemb.errors import ConfigError
 
 DOCUMENT_FORMAT = "<DOC> ... </DOC> records holding a <DOCNO>"
@@ -227,14 +227,14 @@ QueryField = Literal["title", "desc", "narr", "title+desc"]
 
 
 def read_trec_topics(path, query_field: QueryField = "title", stats: Counter | None = None,
-                     strict: bool = False) -> dict[str, Query]:
-    """Reads TREC topics; ``Query.text`` is the ``query_field`` (``"title+desc"``: both, joined by a space) and
-    ``Query.fields`` has every field. Numeric topic numbers lose leading zeros ("051" → "51", as in qrels).
+                     strict: bool = False) -> dict[str, QueryRecord]:
+    """Reads TREC topics; ``QueryRecord.text`` is the ``query_field`` (``"title+desc"``: both, joined by a space) and
+    ``QueryRecord.fields`` has every field. Numeric topic numbers lose leading zeros ("051" → "51", as in qrels).
     A topic without a number or the chosen field, or without ``</top>``, is skipped and counted."""
     context = ReadContext(strict=strict, stats=Counter() if stats is None else stats)
     path = require_path(path, "TREC topics file", f"a TREC topics file: {TOPIC_FORMAT}")
     text = "\n".join(line for _, line in read_lines(path, context, unit="line"))
-    topics: dict[str, Query] = {}
+    topics: dict[str, QueryRecord] = {}
     for start, block in _topic_blocks(text, path, context):
         fields = _topic_fields(block)
         wanted = [fields.get(name, "") for name in query_field.split("+")]
@@ -243,7 +243,7 @@ def read_trec_topics(path, query_field: QueryField = "title", stats: Counter | N
                               key="malformed_topic")
             continue
         qid = str(int(fields["num"])) if fields["num"].isdigit() else fields["num"]
-        topics[qid] = Query(qid, " ".join(wanted), fields)
+        topics[qid] = QueryRecord(qid, " ".join(wanted), fields)
     return topics
 
 
@@ -326,7 +326,7 @@ class Robust04DataModule(RetrievalDataModule):
         self.num_proc = num_proc
         self.val_split = None if val_fold is None else "val"
         self.test_split = "test"
-        self._judged: tuple[dict[str, Query], Qrels, list[list[str]]] | None = None
+        self._judged: tuple[dict[str, QueryRecord], Qrels, list[list[str]]] | None = None
 
     def config_paths(self) -> dict[str, tuple[str | list[str] | None, str]]:
         return {**super().config_paths(), "documents": (self.sources, "the TREC Disks 4 & 5 files or folders"),
@@ -350,7 +350,7 @@ class Robust04DataModule(RetrievalDataModule):
         return {"train": [i for i in range(n_folds) if i not in held_out], "test": [self.test_fold - 1],
                 "val": [val - 1] if val else []}
 
-    def _load_judged(self) -> tuple[dict[str, Query], Qrels, list[list[str]]]:
+    def _load_judged(self) -> tuple[dict[str, QueryRecord], Qrels, list[list[str]]]:
         if self._judged is None:
             missing = [n for n, v in (("topics", self.topics_file), ("qrels", self.qrels_file),
                                       ("folds", self.folds_file)) if v is None]

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 from lit_docemb.data.core.document import Document
-from lit_docemb.data.retrieval.trec import Query, Run
+from lit_docemb.data.retrieval.trec import QueryRecord, Run
 
 
 class BM25Index:
@@ -29,21 +29,21 @@ class BM25Index:
         texts = (f"{documents[i].title}\n{documents[i].text}" for i in range(len(documents)))
         self.retriever.index(bm25s.tokenize(list(texts), show_progress=False), show_progress=False)
 
-    def run(self, queries: Mapping[str, Query | str], depth: int = 100) -> Run:
+    def run(self, queries: Mapping[str, QueryRecord | str], depth: int = 100) -> Run:
         """The top ``depth`` documents of each query with a positive score: {query id: {document id: score}}."""
         import bm25s
 
         qids = list(queries)
         if not qids:
             return {}
-        texts = [q.text if isinstance(q, Query) else q for q in (queries[qid] for qid in qids)]
+        texts = [q.text if isinstance(q, QueryRecord) else q for q in (queries[qid] for qid in qids)]
         tokens = bm25s.tokenize(texts, return_ids=False, show_progress=False)
         rows, scores = self.retriever.retrieve(tokens, k=min(depth, len(self.ids)), show_progress=False)
         return {qid: {self.ids[r]: float(s) for r, s in zip(rows[i], scores[i], strict=True) if s > 0}
                 for i, qid in enumerate(qids)}
 
 
-def bm25_run(documents: Sequence[Document], queries: Mapping[str, Query], depth: int = 100, k1: float = 1.5,
+def bm25_run(documents: Sequence[Document], queries: Mapping[str, QueryRecord], depth: int = 100, k1: float = 1.5,
              b: float = 0.75) -> Run:
     """A BM25 run over ``documents`` (:class:`BM25Index`: title + text, ``bm25s``, English
     stopwords, no stemming), with :class:`BM25Index`'s ``k1`` and ``b`` (the papers do not give theirs).

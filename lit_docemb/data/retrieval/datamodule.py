@@ -35,7 +35,7 @@ from lit_docemb.data.core.document import Document
 from lit_docemb.data.core.reading import require_path
 from lit_docemb.data.core.sampling import DistributedBatchSampler, ResumableLoader, SeededBatch
 from lit_docemb.errors import ConfigError
-from lit_docemb.data.retrieval.trec import RUN_FORMAT, Qrels, Query, iter_run
+from lit_docemb.data.retrieval.trec import RUN_FORMAT, Qrels, QueryRecord, iter_run
 
 log = logging.getLogger(__name__)
 
@@ -244,7 +244,7 @@ def _digest(value) -> str:
 class QuerySplit:
     """The queries of one split, their judgements and the run negatives come from (None: the corpus has none)."""
 
-    queries: dict[str, Query]
+    queries: dict[str, QueryRecord]
     qrels: Qrels
     run: str | None = None
 

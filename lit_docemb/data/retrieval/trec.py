@@ -51,8 +51,10 @@ RUN_FORMAT = "TREC run 'qid Q0 docid rank score tag' (6 whitespace-separated fie
 
 
 @dataclass
-class Query:
-    """A query: its id, the text the model reads and every field the source has (e.g. TREC title/desc/narr)."""
+class QueryRecord:
+    """A query as a queries file holds it: its id, the text the model reads and every field the source has (e.g.
+    TREC title/desc/narr). What a method embeds is built from its text:
+    :class:`~lit_docemb.data.core.document.Query` (``query_document``)."""
 
     id: str
     text: str
@@ -67,7 +69,7 @@ def has_visible_text(text: str) -> bool:
 
 
 def read_queries(path, stats: Counter | None = None, strict: bool = False,
-                 format: Literal["auto", "tsv", "csv"] = "auto", encoding: str = "utf-8") -> dict[str, Query]:
+                 format: Literal["auto", "tsv", "csv"] = "auto", encoding: str = "utf-8") -> dict[str, QueryRecord]:
     """Reads ``qid<TAB>text`` lines, or a CSV with header ``id_left,text_left`` (``format="auto"``: by the
     ``.csv``/``.csv.gz`` suffix). Lines without both fields, empty queries (no letter, digit, punctuation or
     symbol: whitespace, control and format characters, U+FFFD only) and repeated ids are skipped and counted."""
@@ -76,7 +78,7 @@ def read_queries(path, stats: Counter | None = None, strict: bool = False,
                         "a queries file: 'qid<TAB>text' lines, or a CSV with header id_left,text_left")
     is_csv = format == "csv" or (format == "auto" and path.name.removesuffix(".gz").endswith(".csv"))
     expected = "a CSV row 'id,text' under header id_left,text_left" if is_csv else "'qid<TAB>query text'"
-    queries: dict[str, Query] = {}
+    queries: dict[str, QueryRecord] = {}
     for line_no, fields in (read_csv_rows(path, context, ("id_left", "text_left")) if is_csv
                             else _tsv_rows(path, context)):
         where = f"{path}, line {line_no}"
@@ -87,7 +89,7 @@ def read_queries(path, stats: Counter | None = None, strict: bool = False,
         elif fields[0].strip() in queries:
             context.malformed(where, f"query id {fields[0]!r} seen before", expected, key="duplicate_query_id")
         else:
-            queries[fields[0].strip()] = Query(fields[0].strip(), " ".join(fields[1].split()))
+            queries[fields[0].strip()] = QueryRecord(fields[0].strip(), " ".join(fields[1].split()))
     return queries
 
 
