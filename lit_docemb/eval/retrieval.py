@@ -19,7 +19,7 @@ from collections.abc import Sequence
 from typing import Literal
 
 from lit_docemb.data.core.document import Document, query_document
-from lit_docemb.data.retrieval.datamodule import QuerySplit, RetrievalDataModule, _corpus_ids
+from lit_docemb.data.retrieval.datamodule import QuerySplit, RetrievalDataModule, corpus_ids
 from lit_docemb.data.retrieval.trec import Qrels, Run, read_folds, write_run
 from lit_docemb.data.retrieval.bm25 import BM25Index
 from lit_docemb.eval.evaluation import Evaluation, EvaluationContext
@@ -110,7 +110,7 @@ class RetrievalEvaluation(Evaluation):
         documents = context.embed("retrieval/corpus", corpus)
         scores, rows = self.searcher(context.method, context.embed(f"retrieval/queries/{name}", queries).to(
             context.method.device), documents.to(context.method.device), self.depth)
-        ids = _corpus_ids(corpus)
+        ids = corpus_ids(corpus)
         return {q: {ids[r]: s for r, s in zip(rows[i].tolist(), scores[i].tolist(), strict=True) if r >= 0}
                 for i, q in enumerate(query_ids)}
 

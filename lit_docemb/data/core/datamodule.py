@@ -37,6 +37,7 @@ import torch
 from torch.utils.data import ConcatDataset, DataLoader, Dataset
 
 from lit_docemb.data.core.batch_buffer import to_device_in_one_copy
+from lit_docemb.data.core.contract import EvaluationData
 from lit_docemb.data.core.document import Document
 from lit_docemb.data.caches.token_cache import TokenCache
 from lit_docemb.data.core.reading import READ_COUNT_KEYS, is_decoding_count, reading_summary
@@ -106,8 +107,10 @@ def documents_at(dataset, rows: Sequence[int], corpus: Sequence[Document] | None
     return read_items(dataset, rows)
 
 
-class DocumentDataModule(L.LightningDataModule, ABC):
-    """Base class of every corpus DataModule.
+class DocumentDataModule(L.LightningDataModule, ABC, EvaluationData):
+    """Base class of every corpus DataModule; it declares what evaluation asks of one
+    (:class:`~lit_docemb.data.core.contract.EvaluationData`), with the answers of a corpus of documents without
+    queries, labels or pairs, which a subclass changes.
 
     Args:
         batch_size: Documents per batch and per device (default 16). Give it or ``global_batch_size``, not both.
@@ -172,6 +175,12 @@ class DocumentDataModule(L.LightningDataModule, ABC):
         self.stats_dir: str | None = None
         self.train_set: DocumentDataset | None = None
         self.val_set: DocumentDataset | None = None
+        self.test_set: Dataset | None = None  # a corpus with a test split sets it up
+
+    @property
+    def fit_set(self) -> DocumentDataset | None:
+        """What ``train_dataloader`` serves: the training split."""
+        return self.train_set
 
     @property
     def batch_size(self) -> int:
@@ -274,6 +283,10 @@ class DocumentDataModule(L.LightningDataModule, ABC):
         """The query split evaluations rank by default; None: these documents come with no queries, and evaluations
         score the documents themselves (held out, labelled, paired)."""
         return None
+
+    def pair_splits(self) -> bool:
+        """Whether validation and test are labelled document pairs: not here, the splits hold documents."""
+        return False
 
     def connect(self, collator: Callable[[str], Collator], token_cache: TokenCache | None = None) -> None:
         """Wires the method in: its collators, and where it reads cached token ids, its token cache.

@@ -12,6 +12,7 @@ from torch.utils.data import Dataset
 
 from lit_docemb.data.corpora.aan_formats import iter_aan_network, iter_lra_documents
 from lit_docemb.data.core.arrow import ArrowDocuments, row_to_document
+from lit_docemb.data.core.contract import PairSplit
 from lit_docemb.data.core.datamodule import DocumentDataModule, DocumentDataset, stable_fraction
 from lit_docemb.data.core.document import Document
 from lit_docemb.data.core.reading import ReadContext, cached_documents, require_path
@@ -41,7 +42,7 @@ class DocumentPair:
     label: int
 
 
-class PairDataset(Dataset):
+class PairDataset(Dataset, PairSplit):
     """Document pairs over an indexable corpus: ``(first index, second index, label)`` triples."""
 
     def __init__(self, documents: Sequence[Document], pairs: Sequence[tuple[int, int, int]]) -> None:
@@ -228,6 +229,10 @@ class AANDataModule(DocumentDataModule):
         if self.fit_on == "papers":
             return self._loader(self._papers(self.val_set), "validate", shuffle=False)
         return super().val_dataloader()
+
+    def pair_splits(self) -> bool:
+        """Pairs mode: validation and test are the LRA pairs."""
+        return self.mode == "pairs"
 
     def test_dataloader(self):
         """Pairs mode: the LRA test pairs; documents mode: the held-out validation documents."""

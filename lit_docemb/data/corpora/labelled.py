@@ -10,6 +10,7 @@ from typing import Literal
 import numpy as np
 
 from lit_docemb.data.core.arrow import ArrowDocuments
+from lit_docemb.data.core.contract import LabelledDocuments
 from lit_docemb.data.core.datamodule import ConcatDocuments, DocumentDataModule, DocumentDataset
 from lit_docemb.data.core.few_shot import ids_at, keep_few_shot, labels_at
 from lit_docemb.data.core.held_out import TEST, TRAIN, VALIDATION, draw_parts, texts_at
@@ -48,7 +49,7 @@ LAYOUT = """\
   <month>/<day>/<id>.xml NITF articles (no test split)"""
 
 
-class LabelledTextDataModule(DocumentDataModule):
+class LabelledTextDataModule(DocumentDataModule, LabelledDocuments):
     """Documents with string labels for classification probes and supervised training.
 
     Where users get the sets: the Hugging Face hub (20 Newsgroups ``SetFit/20_newsgroups``, IMDB

@@ -327,6 +327,10 @@ class SimilarityGroupDataModule(DocumentDataModule):
                   "test pairs": len(self.test_set)}
         self.report_reading("matching split", len(documents), counts, self.stats)
 
+    def pair_splits(self) -> bool:
+        """The matching split (``test_fraction > 0``): validation and test are pairs of documents."""
+        return self.test_fraction > 0
+
     def test_dataloader(self):
         """Matching split: the test pairs; otherwise the held-out validation documents."""
         return self._loader(self.test_set if self.test_set is not None else self.val_set, "validate", shuffle=False)

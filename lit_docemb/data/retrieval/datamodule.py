@@ -30,6 +30,7 @@ from typing import Literal
 import numpy as np
 from torch.utils.data import Dataset
 
+from lit_docemb.data.core.contract import RankingCorpus
 from lit_docemb.data.core.datamodule import DocumentDataModule, DocumentDataset, stable_fraction
 from lit_docemb.data.core.document import Document
 from lit_docemb.data.core.reading import require_path
@@ -249,7 +250,7 @@ class QuerySplit:
     run: str | None = None
 
 
-class RetrievalDataModule(DocumentDataModule):
+class RetrievalDataModule(DocumentDataModule, RankingCorpus):
     """Base of the ranking-corpus DataModules: the corpus, plus query splits for retrieval fine-tuning.
 
     A subclass implements ``load_documents()`` and ``load_split(name) -> QuerySplit`` and sets the split names
@@ -376,7 +377,7 @@ class RetrievalDataModule(DocumentDataModule):
 
     def _rows_by_id(self, documents: Sequence[Document]) -> dict[str, int]:
         row_of: dict[str, int] = {}
-        for row, doc_id in enumerate(_corpus_ids(documents)):
+        for row, doc_id in enumerate(corpus_ids(documents)):
             if doc_id in row_of:
                 self.stats["duplicate_document_id"] += 1
                 continue
@@ -467,7 +468,7 @@ class RetrievalDataModule(DocumentDataModule):
         return super().test_dataloader()
 
 
-def _corpus_ids(documents: Sequence[Document]) -> list[str]:
+def corpus_ids(documents: Sequence[Document]) -> list[str]:
     """Document ids by row; a lazily indexed corpus's ``ids`` column is read without converting its rows."""
     ids = getattr(documents, "ids", None)
     return list(ids) if ids is not None else [doc.id for doc in documents]
