@@ -10,6 +10,8 @@ from lit_docemb.methods.graph_roberta import GraphRoBERTa
 from lit_docemb.methods.masked_language_modelling import MaskedLanguageModelling
 from lit_docemb.methods.schedulers import LinearWarmupDecay
 from lit_docemb.methods.simcse import SimCSE
+# CTPE's input models (floor 1), re-exported so that run folders written as lit_docemb.methods.<name> load; configs
+# write lit_docemb.models.ctpe.<name> (docs/architecture.md, "Class paths in configs").
 from lit_docemb.models.ctpe import ElmoTokens, SkipThoughtSentences, TransformerTokens, WordEmbeddings
 
 __all__ = [
