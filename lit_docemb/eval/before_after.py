@@ -38,6 +38,7 @@ import torch
 from torch import Tensor
 
 from lit_docemb import distributed as dist
+from lit_docemb.data.core.contract import EvaluationData, PairSplit
 from lit_docemb.data.core.datamodule import DocumentDataModule, documents_at
 from lit_docemb.data.core.document import Document, Section
 from lit_docemb.data.retrieval.datamodule import RetrievalDataModule
@@ -171,10 +172,10 @@ def labelled_tasks(method: L.LightningModule, fit: Sequence[Document], evaluated
             "probe/accuracy": ItemScores("mean", correct)}
 
 
-def matching_task(method: L.LightningModule, data: L.LightningDataModule,
+def matching_task(method: L.LightningModule, data: EvaluationData,
                   batch_size: int = 64) -> dict[str, ItemScores]:
     """Per-pair correctness and (predicted, label) rows on the test pairs at the threshold chosen on validation."""
-    pairs = {name: dataset_pairs(getattr(data, name)) for name in ("val_set", "test_set")}
+    pairs = {"val_set": dataset_pairs(data.val_set), "test_set": dataset_pairs(data.test_set)}
     wanted = {i for rows in pairs.values() for a, b, _ in rows for i in (a, b)}
     corpus = data.val_set.documents
     documents = [corpus[i] for i in range(len(corpus)) if corpus[i].id in wanted]
@@ -191,7 +192,7 @@ def _documents(dataset, limit: int | None, corpus=None) -> list[Document]:
     keeps every class); [] for none or a split of pairs. A split whose items are a method's cached rows (DocSplit's
     sentences, CoLDE's sections, Graph-RoBERTa's passages) gives the documents of ``corpus`` (the DataModule's
     ``documents``) behind them."""
-    if dataset is None or hasattr(dataset, "pairs") or not len(dataset):
+    if dataset is None or isinstance(dataset, PairSplit) or not len(dataset):
         return []
     n = len(dataset)
     rows = range(n) if limit is None or n <= limit else np.linspace(0, n - 1, limit).round().astype(int).tolist()
@@ -238,8 +239,8 @@ def _measure_tasks(measured: Measurement, method: L.LightningModule, data: Docum
             measured.metrics |= judged_retrieval(method, data, batch_size, k)
         measured.notes.append("clustering, probe: a ranking corpus has no document labels")
         return
-    corpus = getattr(data, "documents", None)
-    evaluated = (_documents(getattr(data, "test_set", None), max_documents, corpus)
+    corpus = data.documents
+    evaluated = (_documents(data.test_set, max_documents, corpus)
                  or _documents(data.val_set, max_documents, corpus))
     retrieval = heldout_retrieval(method, evaluated, batch_size, k) if evaluated else {}
     measured.metrics |= retrieval
@@ -256,7 +257,7 @@ def _measure_tasks(measured: Measurement, method: L.LightningModule, data: Docum
     else:
         measured.notes.append("clustering, probe: the documents carry no labels (or one label only), so there is "
                               "nothing to cluster or predict")
-    if hasattr(data.val_set, "pairs") and getattr(data, "test_set", None) is not None:
+    if isinstance(data.val_set, PairSplit) and data.test_set is not None:
         measured.metrics |= matching_task(method, data, batch_size)
 
 

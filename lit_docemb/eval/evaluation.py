@@ -24,6 +24,7 @@ from pathlib import Path
 import lightning as L
 from torch import Tensor
 
+from lit_docemb.data.core.contract import EvaluationData
 from lit_docemb.data.core.document import Document
 from lit_docemb.eval.embedding import embed_sharded
 from lit_docemb import distributed as dist
@@ -35,12 +36,13 @@ class EvaluationContext:
 
     Args:
         method: The trained method.
-        data: Its DataModule, set up.
+        data: Its DataModule, set up (what evaluations ask of it:
+            :class:`~lit_docemb.data.core.contract.EvaluationData`).
         output_dir: Folder for run files and tables (None: write nothing).
         batch_size: Documents embedded per forward pass.
     """
 
-    def __init__(self, method: L.LightningModule, data: L.LightningDataModule, output_dir: str | Path | None = None,
+    def __init__(self, method: L.LightningModule, data: EvaluationData, output_dir: str | Path | None = None,
                  batch_size: int = 64) -> None:
         self.method, self.data, self.batch_size = method, data, batch_size
         self.output_dir = None if output_dir is None else Path(output_dir)

@@ -323,7 +323,7 @@ class EmbeddingFigures(L.Callback):
     def _documents(self, trainer: L.Trainer) -> list:
         if self.documents is not None:
             return [d for d in read_jsonl(self.documents) if not d.is_empty()][:self.max_documents]
-        val_set, corpus = trainer.datamodule.val_set, getattr(trainer.datamodule, "documents", None)
+        val_set, corpus = trainer.datamodule.val_set, trainer.datamodule.documents
         docs = documents_at(val_set, range(min(len(val_set), self.max_documents)), corpus)
         if docs and not isinstance(docs[0], Document):
             raise ValueError("EmbeddingFigures: the validation set holds cached passages, not documents: set "

@@ -35,6 +35,7 @@ from torch import Tensor
 from tqdm.auto import tqdm
 
 from lit_docemb import distributed as dist
+from lit_docemb.data.core.contract import EvaluationData
 from lit_docemb.data.core.datamodule import documents_at, stable_fraction
 from lit_docemb.data.core.document import Document, Section
 from lit_docemb.errors import ConfigError
@@ -261,7 +262,7 @@ class HeldOutRetrieval(Evaluation):
         self.before: dict[str, float] | None = None
         self.after: dict[str, float] | None = None
 
-    def _measure(self, method: L.LightningModule, data: L.LightningDataModule, trainer: L.Trainer | None = None,
+    def _measure(self, method: L.LightningModule, data: EvaluationData, trainer: L.Trainer | None = None,
                  description: str = "held-out retrieval") -> dict[str, float]:
         val_set = data.val_set
         n = len(val_set) if self.max_documents is None else min(len(val_set), self.max_documents)
@@ -272,7 +273,7 @@ class HeldOutRetrieval(Evaluation):
                 add_total(len(texts))
                 return embed_documents(method, documents, self.batch_size, sharded=True, progress=advance)
 
-            documents = documents_at(val_set, range(n), getattr(data, "documents", None))
+            documents = documents_at(val_set, range(n), data.documents)
             metrics = evaluate_heldout(embed, documents, k=self.k)
         return metrics | {"seconds": time.perf_counter() - started}
 

@@ -15,6 +15,7 @@ from typing import Literal
 
 import lightning as L
 
+from lit_docemb.data.core.contract import EvaluationData
 from lit_docemb.data.core.document import Document
 from lit_docemb.data.core.datamodule import documents_at
 from lit_docemb.eval.classification import (
@@ -55,12 +56,12 @@ def _documents(datasets, corpus, max_documents: int | None) -> list[Document]:
     return docs[:max_documents] if max_documents is not None else docs
 
 
-def labelled_documents(data, evaluate_on: EvaluateOn = "test",
+def labelled_documents(data: EvaluationData, evaluate_on: EvaluateOn = "test",
                        max_documents: int | None = None) -> tuple[list[Document], list[Document]]:
     """(fit documents, evaluated documents) of a labelled DataModule (see the module docstring), each cut to
     ``max_documents``; missing splits and unlabelled documents are errors."""
     if evaluate_on == "test":
-        if getattr(data, "test_set", None) is None:
+        if data.test_set is None:
             raise ValueError(f"evaluating on 'test' needs a DataModule with a labelled test split (test_set), got "
                              f"{type(data).__name__} without one; use evaluate_on: val")
         fit, evaluated = (data.train_set, data.val_set), (data.test_set,)
@@ -68,7 +69,7 @@ def labelled_documents(data, evaluate_on: EvaluateOn = "test",
         fit, evaluated = (data.train_set,), (data.val_set,)
     else:
         raise ValueError(f"evaluate_on must be 'test' or 'val', got {evaluate_on!r}")
-    corpus = getattr(data, "documents", None)
+    corpus = data.documents
     train, test = _documents(fit, corpus, max_documents), _documents(evaluated, corpus, max_documents)
     _check_labelled(train, test)
     return train, test

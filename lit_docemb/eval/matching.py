@@ -26,6 +26,7 @@ from torch import Tensor
 
 import lightning as L
 
+from lit_docemb.data.core.contract import EvaluationData, PairSplit
 from lit_docemb.errors import ConfigError
 from lit_docemb.eval.embedding import embed_documents, embed_rows
 from lit_docemb.eval.evaluation import Evaluation, EvaluationContext
@@ -150,17 +151,17 @@ def dataset_pairs(dataset) -> list[Pair]:
     return [(docs[a].id, docs[b].id, label) for a, b, label in dataset.pairs]
 
 
-def evaluate_pairs(method, data, batch_size: int = 32, classifier: Literal["logistic", "mlp"] = "logistic",
-                   criterion: Criterion = "f1") -> dict[str, float]:
+def evaluate_pairs(method, data: EvaluationData, batch_size: int = 32,
+                   classifier: Literal["logistic", "mlp"] = "logistic", criterion: Criterion = "f1") -> dict[str, float]:
     """Both protocols for ``method`` (an :class:`~lit_docemb.methods.base.EmbeddingMethod`) on the train /
     validation / test pairs of ``data`` (set up), every paper embedded once with its predict collator. A training
     split of documents rather than pairs (``SimilarityGroupDataModule``'s matching split) fits the classifier on
     the validation pairs."""
-    splits = {"train": data.train_set, "val": data.val_set, "test": getattr(data, "test_set", None)}
-    if splits["test"] is None or not hasattr(splits["val"], "pairs") or not len(splits["val"]):
+    splits = {"train": data.train_set, "val": data.val_set, "test": data.test_set}
+    if splits["test"] is None or not isinstance(splits["val"], PairSplit) or not len(splits["val"]):
         raise ValueError(f"{type(data).__name__} needs validation and test pairs (AANDataModule mode: pairs, or "
                          "SimilarityGroupDataModule with test_fraction)")
-    if not hasattr(splits["train"], "pairs"):
+    if not isinstance(splits["train"], PairSplit):
         del splits["train"]
     pairs = {name: dataset_pairs(dataset) for name, dataset in splits.items()}
     documents = {}  # each split's documents as that split serves them (test sections may be shuffled, Fig. 8)
@@ -239,7 +240,7 @@ class ValidationMatching(Evaluation):
     def _scores(self, context: EvaluationContext, dataset) -> tuple[np.ndarray, np.ndarray, int]:
         """Cosine scores and labels of the pairs of ``dataset`` whose documents the method represents, and how
         many pairs were left out."""
-        if not hasattr(dataset, "pairs") or not len(dataset):
+        if not isinstance(dataset, PairSplit) or not len(dataset):
             raise ValueError(f"{type(self).__name__} needs labelled pairs (AANDataModule mode: pairs, "
                              "SimilarityGroupDataModule test_fraction), got "
                              f"{type(dataset).__name__}")

@@ -58,7 +58,7 @@ def labelled_data():
     train = [labelled(0, "aaaa", "x"), labelled(1, "eeee", "y")]
     val = [labelled(2, "aaaa", "x"), labelled(3, "eeee", "y")]
     test = [labelled(4, "aaaa", "x"), labelled(5, "aaaa", "y"), labelled(6, "eeee", "y"), labelled(7, "eeee", "y")]
-    return SimpleNamespace(train_set=train, val_set=val, test_set=test)
+    return SimpleNamespace(train_set=train, val_set=val, test_set=test, documents=None)
 
 
 def test_labelled_evaluations_against_hand_computed_values(labelled_data):
@@ -83,12 +83,13 @@ def test_labelled_evaluations_against_hand_computed_values(labelled_data):
 
 
 def test_labelled_evaluations_refuse_missing_splits_and_labels(labelled_data):
-    no_test = SimpleNamespace(train_set=labelled_data.train_set, val_set=labelled_data.val_set, test_set=None)
+    no_test = SimpleNamespace(train_set=labelled_data.train_set, val_set=labelled_data.val_set, test_set=None,
+                              documents=None)
     with pytest.raises(ValueError, match="labelled test split"):
         Clustering().evaluate(EvaluationContext(Letters(), no_test))
     assert Clustering(evaluate_on="val").evaluate(EvaluationContext(Letters(), no_test))["cluster/purity"] == 1.0
     unlabelled = SimpleNamespace(train_set=[Document("u", sections=[Section("", "a")])], val_set=[], test_set=[
-        labelled(0, "a", "x")])
+        labelled(0, "a", "x")], documents=None)
     with pytest.raises(ValueError, match="must be labelled"):
         LinearProbe().evaluate(EvaluationContext(Letters(), unlabelled))
     with pytest.raises(ValueError, match="need shots >= 1"):

@@ -80,7 +80,8 @@ def corpus(labelled: bool = True) -> SimpleNamespace:
         docs = [document(i, v, o) for i in range(start, start + n) for v in "aeiou" for o in ("x", "yy")]
         return docs if labelled else [Document(d.id, d.title, d.sections) for d in docs]
 
-    return SimpleNamespace(train_set=split(0, 3), val_set=split(10, 2), ranked_split=lambda: None)  # no queries
+    return SimpleNamespace(train_set=split(0, 3), val_set=split(10, 2), test_set=None, documents=None,
+                           ranked_split=lambda: None)  # no queries
 
 
 class Shifted(Letters):

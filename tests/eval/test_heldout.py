@@ -31,6 +31,7 @@ TOPICS = ["aaaa aaa", "eeee eee", "iiii iii", "oooo ooo", "uuuu uuu", "ae ae ae"
 
 
 class HeldOut:
+    documents = None
     val_set = [Document(f"d{i}", f"{t} title", [Section("", f"{t} body text {t}"), Section("", f"more {t}")])
                for i, t in enumerate(TOPICS)]
 
