@@ -24,43 +24,20 @@ Examples::
 from __future__ import annotations
 
 import json
-import logging
 import sys
 from pathlib import Path
 
-import lightning as L
 import yaml
 
-from lit_docemb import distributed as dist
 from lit_docemb.commands.arguments import run_command
 from lit_docemb.commands.loading import (
     encoder_name, load_run_cli, refuse_without_checkpoint, restore_run, run_of, torch_device,
 )
 from lit_docemb.commands.trust import check_class_path
-from lit_docemb.data.corpora.similarity_groups import SimilarityGroupDataModule
 from lit_docemb.errors import ConfigError, require, write_whole_text
-from lit_docemb.eval.before_after import candidate_tasks, compare, measure, write_report
 from lit_docemb.eval.evaluation import Evaluation, EvaluationContext, markdown_table
-from lit_docemb.eval.heldout import HeldOutRetrieval
-from lit_docemb.eval.labelled import Clustering, LinearProbe
-from lit_docemb.eval.matching import DocumentMatching
-from lit_docemb.eval.retrieval import RetrievalEvaluation
-from lit_docemb.methods.checkpoints import class_at, read_checkpoint, restore_method
-
-log = logging.getLogger(__name__)
-
-EVALUATIONS: dict[str, str] = {
-    "clustering": "lit_docemb.eval.labelled.Clustering",
-    "linear_probe": "lit_docemb.eval.labelled.LinearProbe",
-    "few_shot": "lit_docemb.eval.labelled.FewShot",
-    "retrieval": "lit_docemb.eval.retrieval.RetrievalEvaluation",
-    "labelled": "lit_docemb.eval.labelled.LabelledEmbeddingEvaluation",
-    "candidate_ranking": "lit_docemb.eval.candidates.CandidateRanking",
-    "matching": "lit_docemb.eval.matching.DocumentMatching",
-    "validation_matching": "lit_docemb.eval.matching.ValidationMatching",
-    "heldout": "lit_docemb.eval.heldout.HeldOutRetrieval",
-}
-"""Evaluations by short name (their ``name``) -> class path, imported only when used; a new one registers here."""
+from lit_docemb.eval.runner import EVALUATIONS, compare_with_start, default_evaluations, run_evaluations
+from lit_docemb.methods.checkpoints import class_at
 
 
 def build_evaluation(spec: str):
@@ -80,62 +57,6 @@ def build_evaluation(spec: str):
     if not (isinstance(cls, type) and issubclass(cls, Evaluation)):
         raise TypeError(f"--evaluation: {path!r} is not an evaluation; known names: {', '.join(EVALUATIONS)}")
     return cls(**init_args)
-
-
-def load_checkpoint_vocabulary(method, path: str) -> None:
-    """What the method keeps beside its weights in a checkpoint, read by its own ``on_load_checkpoint`` (DECA's and
-    CTPE's vocabularies, which size their embedding tables), without the weights."""
-    if type(method).on_load_checkpoint is not L.LightningModule.on_load_checkpoint:
-        method.on_load_checkpoint(read_checkpoint(path))
-
-
-def default_evaluations(data) -> list:
-    """Retrieval on the test queries for a ranking DataModule (its validation queries when it has no test split,
-    as MSMARCO without the TREC DL topics); matching for one of labelled pairs; clustering and
-    the linear probe for a labelled one; held-out retrieval on the validation split for an unlabelled corpus.
-    A corpus with none of these is a :class:`ConfigError` naming what it lacks."""
-    split = data.ranked_split()
-    if split == "test":
-        return [RetrievalEvaluation(split="test")]
-    if split == "val":  # a ranking DataModule without test queries
-        if data.val_split or data.val_queries_from_train:  # the splits query_split("val") reads, not read here
-            log.info("%s has no test queries: ranking its validation queries", type(data).__name__)
-            return [RetrievalEvaluation(split="val")]
-        raise ConfigError(f"evaluate: {type(data).__name__} has neither test nor validation queries to rank: give it "
-                          "test queries (its test_* files) or a validation split (val_split, val_queries_from_train)")
-    if getattr(data, "mode", None) == "pairs":  # labelled document pairs (AAN's LRA matching task)
-        return [DocumentMatching()]
-    if isinstance(data, SimilarityGroupDataModule) and data.test_fraction > 0:  # CoLDE's matching split
-        return [DocumentMatching()]
-    if getattr(data, "test_set", None) is not None or hasattr(data, "labels"):
-        evaluate_on = "test" if getattr(data, "test_set", None) is not None else "val"
-        return [Clustering(evaluate_on=evaluate_on), LinearProbe(evaluate_on=evaluate_on)]
-    if getattr(data, "val_set", None):
-        return [HeldOutRetrieval()]
-    raise ConfigError(f"evaluate: {type(data).__name__} has no query split, no labels, no document pairs and no "
-                      "validation documents to evaluate on: give it a validation split (data.init_args.val_fraction) "
-                      "for --evaluation heldout, or use a labelled or ranking corpus (--evaluation "
-                      f"{', '.join(EVALUATIONS)})")
-
-
-def run_evaluations(evaluations: list, context) -> dict[str, dict[str, float]]:
-    """{name: metrics} of each evaluation on one context (embeddings shared); names repeated get a suffix. An
-    evaluation that finds the corpus unsuitable (a ``ValueError`` naming what it lacks) stops the command in one
-    line (:class:`ConfigError`) naming the evaluation."""
-    results: dict[str, dict[str, float]] = {}
-    for evaluation in evaluations:
-        name, n = evaluation.name, 2
-        while name in results:
-            name, n = f"{evaluation.name}_{n}", n + 1
-        log.info("running %s", name)
-        try:
-            metrics = evaluation.evaluate(context)
-        except ConfigError:
-            raise
-        except ValueError as err:
-            raise ConfigError(f"evaluation {name} cannot run on {type(context.data).__name__}: {err}") from err
-        results[name] = {k: float(v) for k, v in metrics.items()}  # numpy scalars: JSON-ready
-    return results
 
 
 def evaluate(config: list[str] | None = None, ckpt_path: str | None = None, evaluation: list[str] | None = None,
@@ -187,8 +108,8 @@ def evaluate(config: list[str] | None = None, ckpt_path: str | None = None, eval
     evaluations = [c for c in cli.trainer.callbacks if isinstance(c, Evaluation)] + specs
     output_dir = Path(output or run.output("evaluation", cli.trainer.default_root_dir))
     if before_after:
-        return compare_with_start(method, data, ckpt_path, output_dir, batch_size, accelerator, resamples,
-                                  evaluations)
+        return compare_with_start(method, data, ckpt_path, output_dir, batch_size, torch_device(accelerator),
+                                  resamples, evaluations)
     restore_run(method, run, overrides or (), interpolate_alpha)
     method.to(torch_device(accelerator)).eval()
     data.setup_evaluation()
@@ -197,7 +118,7 @@ def evaluate(config: list[str] | None = None, ckpt_path: str | None = None, eval
         # fit would, and is scored untrained (CTPE's Table 4 column CTPE0); a classical baseline is fitted on
         # the documents fit serves (fit_set: with a labelled corpus's fit_on: all, every document read); a ranking
         # DataModule sets up no training documents for evaluation, so there is nothing to prepare from
-        method.prepare(getattr(data, "fit_set", None) or data.train_set, data.val_set or ())
+        method.prepare(data.fit_set, data.val_set or ())
     evaluations = evaluations or default_evaluations(data)
     context = EvaluationContext(method, data, output_dir, batch_size)
     results = run_evaluations(evaluations, context)
@@ -211,32 +132,10 @@ def evaluate(config: list[str] | None = None, ckpt_path: str | None = None, eval
         header = f"# Evaluation of {scored}\n\nConfig: {', '.join(config)}\n\n"
         write_whole_text(output_dir / "evaluation.md", header + table)
         record = {"checkpoint": ckpt_path, "interpolate_alpha": interpolate_alpha, "config": config, "results": results,
-                  "data_stats": {"corpus": type(data).__name__, **getattr(data, "data_stats", {})}}
+                  "data_stats": {"corpus": type(data).__name__, **data.data_stats}}
         write_whole_text(output_dir / "evaluation.json", json.dumps(record, indent=2) + "\n")
         print(table + f"\nwritten to {output_dir}/evaluation.md and evaluation.json")
     return results
-
-
-def compare_with_start(method, data, ckpt_path: str, output_dir: Path, batch_size: int = 64,
-                       accelerator: str = "auto", resamples: int = 1000,
-                       evaluations: list | None = None) -> dict[str, dict[str, float]]:
-    """The before/after report of ``evaluate --before_after``: ``method`` as built (before; with the checkpoint's
-    vocabulary when the method keeps one, as DECA's Doc2VecC, whose tables it sizes) and with the weights of
-    ``ckpt_path`` (after), also on the candidate tasks of the config's ``evaluations``; printed and written to
-    ``output_dir``; returns ``{"before_after": {<metric>/<field>: value}}``."""
-    data.setup_evaluation()
-    device, tasks = torch_device(accelerator), candidate_tasks(evaluations or [])
-    load_checkpoint_vocabulary(method, ckpt_path)
-    before = measure(method.to(device).eval(), data, batch_size, tasks=tasks)
-    restore_method(method, ckpt_path)
-    after = measure(method.to(device).eval(), data, batch_size, tasks=tasks)
-    rows = compare(before, after, resamples)
-    title = f"Before and after training: {type(method).__name__} as its config builds it and `{ckpt_path}`"
-    if dist.rank() == 0:
-        print(write_report(output_dir, rows, after.notes, title, resamples, (before.seconds, after.seconds))
-              + f"written to {output_dir}/before_after.md and before_after.json")
-    return {"before_after": {f"{row['metric']}/{key}": row[key] for row in rows
-                             for key in ("before", "after", "change", "low", "high")}}
 
 
 def main(argv: list[str] | None = None) -> dict[str, dict[str, float]]:

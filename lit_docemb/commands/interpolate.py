@@ -30,27 +30,12 @@ import sys
 from pathlib import Path
 
 from lit_docemb.commands.arguments import run_command
-from lit_docemb.commands.evaluate import build_evaluation, run_evaluations
+from lit_docemb.commands.evaluate import build_evaluation
 from lit_docemb.commands.loading import load_run_cli, restore_run, run_of, torch_device
 from lit_docemb.errors import ConfigError, require
 from lit_docemb.eval.evaluation import Evaluation, EvaluationContext
-from lit_docemb.eval.heldout import HeldOutRetrieval
-from lit_docemb.eval.labelled import Clustering, LinearProbe
-from lit_docemb.eval.retrieval import RetrievalEvaluation
+from lit_docemb.eval.runner import run_evaluations, validation_evaluations
 from lit_docemb.methods.retention import ALPHA_GRID, choose_alpha, interpolated_state
-
-
-def validation_evaluations(data) -> list:
-    """What ``data`` supports on its validation split: retrieval of its validation queries, clustering and the
-    linear probe on validation documents, or held-out retrieval; a :class:`ConfigError` otherwise."""
-    if data.ranked_split() is not None:  # a ranking DataModule: its validation queries
-        return [RetrievalEvaluation(split="val")]
-    if hasattr(data, "labels") or getattr(data, "test_set", None) is not None:
-        return [Clustering(evaluate_on="val"), LinearProbe(evaluate_on="val")]
-    if getattr(data, "val_set", None):
-        return [HeldOutRetrieval()]
-    raise ConfigError(f"interpolate: {type(data).__name__} has no validation split to choose α on: give it one "
-                      "(data.init_args.val_fraction) or pass --evaluation")
 
 
 def reads_test(evaluation) -> bool:

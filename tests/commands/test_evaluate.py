@@ -16,7 +16,7 @@ from corpus_files import (
 )
 from runs import Letters
 
-from lit_docemb.commands.evaluate import build_evaluation, run_evaluations
+from lit_docemb.commands.evaluate import build_evaluation
 from lit_docemb.data.corpora.aan import AANDataModule
 from lit_docemb.data.retrieval.bm25 import BM25Index
 from lit_docemb.data.core.document import Document, Query, Section
@@ -32,6 +32,7 @@ from lit_docemb.eval.labelled import (
 from lit_docemb.eval.matching import evaluate_pairs
 from lit_docemb.eval.ranking import retrieval_metrics
 from lit_docemb.eval.retrieval import RetrievalEvaluation, split_qrels
+from lit_docemb.eval.runner import run_evaluations
 from lit_docemb.eval.search import rank
 from lit_docemb.methods import DenseRetrieval, DocSplit
 from lit_docemb.models import EncoderSpec
@@ -229,7 +230,7 @@ def test_default_evaluations_rank_validation_queries_without_a_test_split_or_say
     naming what it lacks, not a traceback."""
     from corpus_files import write_msmarco
 
-    from lit_docemb.commands.evaluate import default_evaluations
+    from lit_docemb.eval.runner import default_evaluations
     from lit_docemb.data.corpora.jsonl import JSONLDataModule
     from lit_docemb.data.corpora.msmarco import MSMARCODataModule
     from lit_docemb.errors import ConfigError

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from lit_docemb.commands.evaluate import default_evaluations
+from lit_docemb.eval.runner import default_evaluations
 from lit_docemb.data import AANDataModule, SimilarityGroupDataModule
 from lit_docemb.errors import ConfigError
 from lit_docemb.eval.matching import DocumentMatching

@@ -111,7 +111,7 @@ def test_validation_evaluations_rank_a_ranking_corpus_validation_queries_and_sco
     a corpus of documents, set up, held-out retrieval."""
     from corpus_files import write_msmarco
 
-    from lit_docemb.commands.interpolate import validation_evaluations
+    from lit_docemb.eval.runner import validation_evaluations
     from lit_docemb.data.corpora.jsonl import JSONLDataModule
     from lit_docemb.data.corpora.msmarco import MSMARCODataModule
     from lit_docemb.eval.heldout import HeldOutRetrieval

@@ -18,7 +18,7 @@ from lit_docemb.commands.candidates import main as candidates_main
 from lit_docemb.commands.embed import embed
 from lit_docemb.commands.embed import main as embed_main
 from lit_docemb.commands.grid import main as grid_main
-from lit_docemb.commands.evaluate import EVALUATIONS
+from lit_docemb.eval.runner import EVALUATIONS
 from lit_docemb.methods.checkpoints import class_at
 
 #: Command -> the vocabulary flags it takes (docs/usage.md).
