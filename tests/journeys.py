@@ -308,7 +308,7 @@ def _deca(args: dict, encoder: str, folder: Path) -> dict:
     backbone = dict(args["backbone"])
     backbone_args = dict(backbone.get("init_args") or {})
     if _short(backbone["class_path"]) == "EncoderBackbone":
-        backbone_args.update(encoder=encoder, max_length=64)
+        backbone_args["encoder"] = {**dict(backbone_args.get("encoder") or {}), "name": encoder, "max_length": 64}
     else:
         backbone_args.update(embedding_dim=16, min_word_count=1)
     update = {"backbone": {**backbone, "init_args": backbone_args}}

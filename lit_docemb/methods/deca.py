@@ -45,7 +45,7 @@ from lit_docemb.data.core.batches import Doc2VecCBatch, Doc2VecCPairBatch, ViewP
 from lit_docemb.data.core.sampling import iter_items
 from lit_docemb.data.caches.field_cache import FieldRows, FieldTokenCache
 from lit_docemb.data.core.tokens import document_text
-from lit_docemb.errors import ConfigError
+from lit_docemb.errors import BadArgument, ConfigError
 from lit_docemb.losses import NTXentLoss, SimSiamLoss
 from lit_docemb.methods.base import EmbeddingMethod
 from lit_docemb.methods.deca_components import (
@@ -57,7 +57,7 @@ from lit_docemb.methods.deca_components import (
     SimSiam,
 )
 from lit_docemb.methods.retention import Retention
-from lit_docemb.models import Doc2VecC, tokenizer_and_encoder
+from lit_docemb.models import Doc2VecC
 from lit_docemb.views.common import DocumentCollator
 from lit_docemb.views.deca import (
     AppendedAugmentationCollator,
@@ -130,9 +130,10 @@ class DECA(EmbeddingMethod):
             self.automatic_optimization = False  # l_d by Doc2VecC's own SGD, then the optimizer's step on l_c
             dim = spec.embedding_dim
         else:
-            self.tokenizer, self.encoder = tokenizer_and_encoder(
-                spec.encoder, spec.max_length, "backbone.init_args.max_length", "backbone.init_args.encoder",
-                pretrained=spec.pretrained, pooling="cls")
+            try:
+                self.tokenizer, self.encoder = spec.encoder.build()
+            except BadArgument as err:  # encoder.<option> -> backbone.init_args.encoder.<option>
+                raise BadArgument(f"backbone.init_args.{err.argument}", err.problem) from None
             dim = self.encoder.hidden_size
         if isinstance(framework, SimCLR):
             self.contrastive = NTXentLoss(framework.temperature, framework.denominator,

@@ -10,7 +10,10 @@ an augmentation for it (and so takes an ``augmentation``); ``problems`` lists ou
 
 from __future__ import annotations
 
+import inspect
 from typing import Literal
+
+from lit_docemb.models import EncoderSpec
 
 #: Words of a document that the corpus vocabulary (augmentation candidates, TF-IDF) reads with an encoder backbone
 #: (a Doc2VecC backbone reads its ``max_words``).
@@ -78,18 +81,32 @@ class EncoderBackbone:
     512 tokens).
 
     Args:
-        encoder: Hugging Face encoder folder, hub name or ``package:<module>``.
-        pretrained: Start the encoder from its weights.
-        max_length: Tokens per document.
+        encoder: The encoder (:class:`~lit_docemb.models.EncoderSpec`): ``name`` (folder, hub name or
+            ``package:<module>``), ``pretrained`` (start from its weights) and ``max_length`` (tokens per document);
+            DECA reads the [CLS] vector and no other option of the block.
     """
 
     vocabulary_words = ENCODER_VOCABULARY_WORDS
+    #: The block's options DECA does not read: each must stay at its default.
+    UNUSED = ("pooling", "compile", "packed", "first_token_global_attention", "instruction", "instruction_in_pooling",
+              "sentence_transformers_head")
 
-    def __init__(self, encoder: str, pretrained: bool = True, max_length: int = 512) -> None:
-        self.encoder, self.pretrained, self.max_length = encoder, pretrained, max_length
+    def __init__(self, encoder: EncoderSpec) -> None:
+        self.encoder = EncoderSpec.of(encoder)
+
+    @property
+    def max_length(self) -> int:
+        """Tokens per document."""
+        return self.encoder.max_length
 
     def problems(self) -> dict[str, str]:
-        return _at_least_one(max_length=self.max_length)
+        found = {f"encoder.{k}": v for k, v in _at_least_one(max_length=self.encoder.max_length).items()}
+        defaults = inspect.signature(EncoderSpec).parameters
+        for name in self.UNUSED:
+            if getattr(self.encoder, name) != defaults[name].default:
+                found[f"encoder.{name}"] = (f"DECA's encoder backbone does not use it, got "
+                                            f"{getattr(self.encoder, name)!r}: leave it at {defaults[name].default!r}")
+        return found
 
 
 class SimCLR:

@@ -1,7 +1,8 @@
 """The Hugging Face encoder a method trains, as one typed config block: ``model.init_args.encoder``.
 
 DocSplit, Graph-RoBERTa, CoLDE and MaskedLanguageModelling each take one :class:`EncoderSpec` as their ``encoder``
-argument, so the encoder's options are written and documented here once::
+argument (DECA's :class:`~lit_docemb.methods.deca_components.EncoderBackbone` as its own), so the encoder's options
+are written and documented here once::
 
     model:
       class_path: lit_docemb.methods.DocSplit

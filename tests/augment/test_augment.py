@@ -244,9 +244,10 @@ def test_deca_trains_on_back_translated_views(tiny_translation_models, tiny_enco
     from lit_docemb.augment.specs import BackTranslation
     from lit_docemb.methods import DECA
     from lit_docemb.methods.deca_components import EncoderBackbone
+    from lit_docemb.models import EncoderSpec
 
     cache = tmp_path / "bt.sqlite"
-    model = DECA(EncoderBackbone(tiny_encoder_dir, max_length=32),
+    model = DECA(EncoderBackbone(EncoderSpec(tiny_encoder_dir, max_length=32)),
                  augmentation=BackTranslation(list(tiny_translation_models), str(cache), max_length=12))
     docs = [Document(str(i), sections=[Section("", text)]) for i, text in enumerate(TEXTS)]
     model._trainer = SimpleNamespace(datamodule=SimpleNamespace(train_set=docs), world_size=1)

@@ -129,7 +129,7 @@ def test_a_passages_option_of_fit_reaches_the_cache_the_checkpoint_and_the_expor
 
 def test_deca_with_an_encoder_exports_like_docsplit(tiny_encoder_dir, tmp_path):
     torch.manual_seed(0)
-    method = DECA(EncoderBackbone(tiny_encoder_dir, max_length=48))
+    method = DECA(EncoderBackbone(EncoderSpec(tiny_encoder_dir, max_length=48)))
     export_method(method, tmp_path / "st")
     docs = long_documents(3)
     vectors = SentenceTransformer(str(tmp_path / "st"), device="cpu").encode([document_text(d, True) for d in docs])

@@ -94,7 +94,7 @@ def collators(tiny_encoder_dir) -> dict:
     append = DECA(Doc2VecCBackbone(min_word_count=1, embedding_dim=8), Append())
     for method in (deca, append):
         method._set_vocabulary(Vocabulary.from_texts(document_text(d, True) for d in docs))
-    deca_encoder = DECA(EncoderBackbone(tiny_encoder_dir, max_length=64))
+    deca_encoder = DECA(EncoderBackbone(EncoderSpec(tiny_encoder_dir, max_length=64)))
     deca_encoder._set_vocabulary(Vocabulary.from_texts(document_text(d, True) for d in docs))
     colde = CoLDE(EncoderSpec(tiny_encoder_dir), chunk_tokens=24, num_heads=2, lstm_output_size=16, projection_size=8,
                   chunk_embeddings=16)

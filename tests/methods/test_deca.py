@@ -37,7 +37,7 @@ from lit_docemb.methods.deca_components import (
     SimCLR,
     SimSiam,
 )
-from lit_docemb.models import Doc2VecC
+from lit_docemb.models import Doc2VecC, EncoderSpec
 from lit_docemb.models.doc2vecc_sgd import noise_table, train_documents
 from lit_docemb.views.deca import (
     AppendedAugmentationCollator,
@@ -205,11 +205,12 @@ def fake_trainer(documents: list[Document], world_size: int = 1, device: str = "
 @needs_wordnet
 def test_simsiam_predictor_synchronises_batchnorm_across_gpus_only(tiny_encoder_dir):
     docs = topic_documents(20)
-    model = DECA(EncoderBackbone(tiny_encoder_dir, pretrained=False, max_length=64), SimSiam(), WordNet())
+    backbone = EncoderBackbone(EncoderSpec(tiny_encoder_dir, pretrained=False, max_length=64))
+    model = DECA(backbone, SimSiam(), WordNet())
     model._trainer = fake_trainer(docs, world_size=2, device="cuda")
     model.setup("fit")
     assert isinstance(model.predictor[1], torch.nn.SyncBatchNorm)  # DDP on GPUs: BatchNorm synchronised
-    on_cpus = DECA(EncoderBackbone(tiny_encoder_dir, pretrained=False, max_length=64), SimSiam(), WordNet())
+    on_cpus = DECA(backbone, SimSiam(), WordNet())
     on_cpus._trainer = fake_trainer(docs, world_size=2)
     on_cpus.setup("fit")
     assert type(on_cpus.predictor[1]) is torch.nn.BatchNorm1d  # torch's SyncBatchNorm refuses CPU modules
@@ -251,7 +252,7 @@ def test_arguments_that_would_be_ignored_cannot_be_written(tiny_encoder_dir):
                               (Append, {"weight": 0.5}), (Append, {"gather_across_devices": False}),
                               (WordNet, {"cache": "cache.sqlite"}), (Uninformative, {"dictionary_constraint": False})]:
         with pytest.raises(TypeError, match="argument"):
-            component(**({"encoder": tiny_encoder_dir} if component is EncoderBackbone else {}), **option)
+            component(**({"encoder": EncoderSpec(tiny_encoder_dir)} if component is EncoderBackbone else {}), **option)
     with pytest.raises(RuntimeError, match="no vocabulary"):
         DECA().collator("fit")
     model = DECA()  # the paper's defaults: Doc2VecC 100-d, window 10, SimCLR at tau 1.0, WordNet synonyms
@@ -307,8 +308,8 @@ def test_every_deca_config_runs_fast_dev_run(config, tiny_encoder_dir, tmp_path)
     if augmentation.get("init_args", {}).get("dictionary_constraint", True):
         args += ["--model.init_args.augmentation.init_args.replacement_min_count=1"]
     if "_bt_" in config:
-        args += [f"--model.init_args.backbone.init_args.encoder={tiny_encoder_dir}",
-                 "--model.init_args.backbone.init_args.max_length=64"]
+        args += [f"--model.init_args.backbone.init_args.encoder.name={tiny_encoder_dir}",
+                 "--model.init_args.backbone.init_args.encoder.max_length=64"]
     else:
         args += ["--model.init_args.backbone.init_args.min_word_count=1"]
     if augmentation["class_path"].endswith(".PPDB"):
@@ -473,13 +474,13 @@ def test_invalid_ablation_combinations_are_errors(tiny_encoder_dir):
     """The two combinations across components that types cannot exclude: Append and a weighted contrastive loss
     with an encoder backbone."""
     with pytest.raises(ConfigError, match="^model.init_args.framework: Append .* encoder has no loss"):
-        DECA(EncoderBackbone(tiny_encoder_dir), Append())
+        DECA(EncoderBackbone(EncoderSpec(tiny_encoder_dir)), Append())
     with pytest.raises(ConfigError, match="^model.init_args.framework.init_args.weight: .* contrastive loss alone"):
-        DECA(EncoderBackbone(tiny_encoder_dir), SimSiam(weight=0.5))
+        DECA(EncoderBackbone(EncoderSpec(tiny_encoder_dir)), SimSiam(weight=0.5))
     model = DECA(Doc2VecCBackbone(), SimSiam(weight=0.5))  # lambda with Doc2VecC: eq. 6
     assert model.loss_weights == {"simsiam_loss": 0.5}
     with pytest.raises(ConfigError, match="^model.init_args.framework: Doc2VecCAlone .* not an encoder$"):
-        DECA(EncoderBackbone(tiny_encoder_dir), Doc2VecCAlone())
+        DECA(EncoderBackbone(EncoderSpec(tiny_encoder_dir)), Doc2VecCAlone())
     with pytest.raises(ConfigError, match="^model.init_args.augmentation: Doc2VecCAlone draws no augmentation .* "
                                           "got Antonym: leave it unset"):
         DECA(Doc2VecCBackbone(), Doc2VecCAlone(), Antonym())
