@@ -2,7 +2,8 @@
 and ``embed`` in eval mode, batches sorted by length), and :func:`embed_documents`, :func:`embed_with_ids` and
 :func:`embed_sharded` (a corpus split across ranks) read it. Every evaluation embeds through it (retrieval and
 search: :mod:`lit_docemb.eval.search`, which ``python -m lit_docemb dense-search`` calls; probes, matching,
-held-out retrieval, the figures' embedding map).
+held-out retrieval, the figures' embedding map); :func:`predict_rows` gives the same loop's ``predict_step``
+outputs (the figures' graph attention).
 
 Embeddings written to files, on one device or several (``python -m lit_docemb embed`` and ``predict``), take
 Lightning's predict loop instead so that every rank writes its own shard: :mod:`lit_docemb.eval.embedding_writers`.
@@ -11,7 +12,7 @@ Lightning's predict loop instead so that every rank writes its own shard: :mod:`
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import torch
@@ -53,21 +54,10 @@ def embed_rows(method: EmbeddingMethod, documents: Sequence[Document], batch_siz
 
 def _embed_rows(method: EmbeddingMethod, documents: Sequence[Document], batch_size: int,
                 progress: Callable[[int], None] | None = None) -> tuple[Tensor, Tensor]:
-    collate, was_training = method.collator("predict"), method.training
-    order = sorted(range(len(documents)), key=lambda i: _size(documents[i]))
     positions, parts = [], []
-    method.eval()
-    try:
-        for start in range(0, len(order), batch_size):
-            rows = order[start:start + batch_size]
-            batch = collate([documents[i] for i in rows])
-            if len(batch) > 0:
-                parts.append(method.embed(method.transfer_batch_to_device(batch, method.device, 0)).float())
-                positions += rows if len(batch) == len(rows) else _rows_of(batch.ids, rows, documents)
-            if progress is not None:
-                progress(len(rows))
-    finally:
-        method.train(was_training)
+    for rows, batch in _batches(method, documents, batch_size, progress):
+        parts.append(method.embed(batch).float())
+        positions += rows
     kept = torch.zeros(len(documents), dtype=torch.bool)
     if not parts:  # none represented: zero rows of the method's width (1 when it cannot say)
         return torch.zeros(len(documents), 1, device=method.device), kept.to(method.device)
@@ -77,6 +67,34 @@ def _embed_rows(method: EmbeddingMethod, documents: Sequence[Document], batch_si
     out[index] = embedded
     kept[torch.tensor(positions)] = True
     return out, kept.to(embedded.device)
+
+
+def _batches(method: EmbeddingMethod, documents: Sequence[Document], batch_size: int,
+             progress: Callable[[int], None] | None = None) -> Iterator[tuple[list[int], Any]]:
+    """The loop: (rows of ``documents`` it holds, batch on the method's device) of each batch of the method's
+    predict collator that kept a document, by length, in eval mode (the method's mode restored after)."""
+    collate, was_training = method.collator("predict"), method.training
+    order = sorted(range(len(documents)), key=lambda i: _size(documents[i]))
+    method.eval()
+    try:
+        for start in range(0, len(order), batch_size):
+            rows = order[start:start + batch_size]
+            batch = collate([documents[i] for i in rows])
+            if len(batch) > 0:
+                kept = rows if len(batch) == len(rows) else _rows_of(batch.ids, rows, documents)
+                yield kept, method.transfer_batch_to_device(batch, method.device, 0)
+            if progress is not None:
+                progress(len(rows))
+    finally:
+        method.train(was_training)
+
+
+@torch.no_grad()
+def predict_rows(method: EmbeddingMethod, documents: Sequence[Document],
+                 batch_size: int = 64) -> list[tuple[list[int], dict]]:
+    """Each batch's ``predict_step`` output with the rows of ``documents`` it holds, through :func:`embed_rows`'
+    loop: what a figure draws beside the embeddings (Graph-RoBERTa's graph attention, one map per document)."""
+    return [(rows, method.predict_step(batch, 0)) for rows, batch in _batches(method, documents, batch_size)]
 
 
 def _size(item: Document | Any) -> int:

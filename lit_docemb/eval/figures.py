@@ -29,13 +29,12 @@ import numpy as np
 
 matplotlib.use("Agg")  # files only: works on clusters and in CI without a display
 import matplotlib.pyplot as plt
-import torch
 from torch import Tensor
 
 from lit_docemb.data.core.datamodule import documents_at
 from lit_docemb.data.core.document import Document
 from lit_docemb.data.corpora.jsonl import read_jsonl
-from lit_docemb.eval.embedding import embed_documents
+from lit_docemb.eval.embedding import embed_documents, predict_rows
 from lit_docemb.methods import CoLDE, GraphRoBERTa
 from lit_docemb.methods.base import EmbeddingMethod
 from lit_docemb.methods.colde import similarity_matrices
@@ -385,9 +384,10 @@ def model_figures(method: EmbeddingMethod, output: Path, similarities: Sequence[
         if not isinstance(method, GraphRoBERTa):
             raise ValueError(f"--attention draws Graph-RoBERTa's graph attention; the run's method is "
                              f"{type(method).__name__}")
-        with torch.no_grad():
-            maps = method.predict_step(method.collator("predict")(list(attention)), 0)["attention"]
-        for document, matrix in zip(attention, maps):
-            name = re.sub(r"[^\w.-]", "_", document.id)
-            written.append(attention_heatmap(matrix, output / f"attention-{name}.png", title=document.id))
+        documents = list(attention)
+        maps = {row: matrix for rows, predicted in predict_rows(method, documents, max(1, len(documents)))
+                for row, matrix in zip(rows, predicted["attention"], strict=True)}
+        for row in sorted(maps):  # the documents in their order, each with its own map
+            name = re.sub(r"[^\w.-]", "_", documents[row].id)
+            written.append(attention_heatmap(maps[row], output / f"attention-{name}.png", title=documents[row].id))
     return written
