@@ -192,6 +192,30 @@ def model_classes_in_views(root: Path = PACKAGE) -> list[str]:
     return found
 
 
+def model_modules_imported_by_views(root: Path = PACKAGE) -> list[str]:
+    """The package's modules that define an ``nn.Module`` and that a module of ``views/`` imports, as ``view imports
+    module (line)``: importing one runs model code in every dataloader worker, so what a collator needs (an edge
+    list, a tokenizer) lives in a module without models (``data/core/passage_graph.py``)."""
+    from torch import nn
+
+    modules = {module_name(p, root) for p in root.rglob("*.py")}
+    found = []
+    for path in sorted((root / "views").rglob("*.py")):
+        module = module_name(path, root)
+        for target, line, _ in imports_of(path, module):
+            target = known_module(target, modules)
+            if target is None or target == module:
+                continue
+            defined = vars(importlib.import_module(target)).values()
+            if any(inspect.isclass(v) and issubclass(v, nn.Module) and v.__module__ == target for v in defined):
+                found.append(f"{module} imports {target} ({path.relative_to(root.parent)}:{line})")
+    return sorted(set(found))
+
+
+def test_views_import_no_module_that_defines_a_model():
+    assert model_modules_imported_by_views() == []
+
+
 def command_cycles(root: Path = PACKAGE) -> list[list[str]]:
     """Import cycles among the modules of ``commands/``, counting the imports inside functions too: a command's
     module imports the modules it builds on, never one that imports it back."""
@@ -298,20 +322,28 @@ def test_the_checker_finds_each_kind_of_violation(tmp_path):
                                      ["lit_docemb.eval.e", "lit_docemb.methods.m"]]
 
 
-def test_the_views_check_finds_a_module_defined_or_imported(tmp_path, monkeypatch):
+def test_the_views_checks_find_a_module_defined_or_imported_and_a_model_module_imported(tmp_path, monkeypatch):
     root = _package(tmp_path, {
         "__init__.py": "",
         "models/__init__.py": "",
-        "models/m.py": "from torch import nn\n\n\nclass Table(nn.Embedding):\n    pass\n",
+        "models/m.py": "from torch import nn\n\n\ndef edges():\n    return 1\n\n\nclass Table(nn.Embedding):\n    pass\n",
+        "models/plain.py": "def tokens():\n    return 2\n",
         "views/__init__.py": "",
         "views/builder.py": "from floors_probe.models.m import Table\n",
         "views/defined.py": "from torch import nn\n\n\nclass Local(nn.Module):\n    pass\n",
         "views/collator.py": "import torch\nfrom torch import Tensor, nn\n\n\nclass Collator:\n    pass\n",
+        "views/edges.py": "from floors_probe.models.m import edges\n",  # a function, but from a model's module
+        "views/tokens.py": "from floors_probe.models import plain\nfrom ..models.plain import tokens\n",
+        "views/late.py": "def f():\n    from floors_probe.models import m\n",
     }, name="floors_probe")
     monkeypatch.syspath_prepend(str(tmp_path))
     try:
         assert model_classes_in_views(root) == ["floors_probe.views.builder.Table (from floors_probe.models.m)",
                                                 "floors_probe.views.defined.Local (from floors_probe.views.defined)"]
+        assert model_modules_imported_by_views(root) == [
+            "floors_probe.views.builder imports floors_probe.models.m (floors_probe/views/builder.py:1)",
+            "floors_probe.views.edges imports floors_probe.models.m (floors_probe/views/edges.py:1)",
+            "floors_probe.views.late imports floors_probe.models.m (floors_probe/views/late.py:2)"]
     finally:
         for module in [m for m in sys.modules if m == "floors_probe" or m.startswith("floors_probe.")]:
             del sys.modules[module]

@@ -18,12 +18,9 @@ from lit_docemb.data.core.batches import (
 )
 from lit_docemb.data.core.document import Document, Query, doc_index
 from lit_docemb.data.caches.passage_cache import tokenize_passages
+from lit_docemb.data.core.passage_graph import fully_connected_edges, section_edges
 from lit_docemb.data.core.passage_spec import PassageSpec
 from lit_docemb.data.core.tokens import frame_token_ids, pad_ids, take_rows
-from lit_docemb.models.graph_document import (
-    fully_connected_edges,
-    section_edges,
-)
 
 Objective = Literal["halves", "one_passage"]
 

@@ -16,13 +16,10 @@ from lit_docemb.eval.figures import attention_heatmap
 from lit_docemb.data.core.batches import PassageGraphBatch, TokenBatch
 from lit_docemb.data.core.document import Document, Section, query_document
 from lit_docemb.data.caches.passage_cache import TokenizedPassages
+from lit_docemb.data.core.passage_graph import fully_connected_edges, section_edges
 from lit_docemb.data.core.text import chunk_passages
 from lit_docemb.methods import GraphRoBERTa, LinearWarmupDecay
-from lit_docemb.models.graph_document import (
-    GraphDocumentEncoder,
-    fully_connected_edges,
-    section_edges,
-)
+from lit_docemb.models.graph_document import GraphDocumentEncoder
 from lit_docemb.views.graph_roberta import (
     GraphDocumentCollator,
     PassageGraphBuilder,

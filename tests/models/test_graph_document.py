@@ -9,7 +9,8 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from lit_docemb.data.core.batches import PassageGraphBatch, TokenBatch
-from lit_docemb.models.graph_document import GraphDocumentEncoder, fully_connected_edges, section_edges
+from lit_docemb.data.core.passage_graph import fully_connected_edges, section_edges
+from lit_docemb.models.graph_document import GraphDocumentEncoder
 
 pytest.importorskip("torch_geometric")
 
