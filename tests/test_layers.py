@@ -85,7 +85,10 @@ def scan(root: Path) -> dict[str, list]:
     upward, distributed, lightning, graph = [], [], [], defaultdict(set)
     for module, path in modules.items():
         own = floor_of(module)
-        for target, line, at_import in imports_of(path, module):
+        found = imports_of(path, module)
+        # ``from a import b`` also lists ``a``; ``a.b`` alone names what is imported (a submodule, or a name of ``a``)
+        bases = {(t, n) for t, n, _ in found if any(o.startswith(t + ".") and m == n for o, m, _ in found)}
+        for target, line, at_import in found:
             where = f"{path.relative_to(root.parent)}:{line}"
             if target == "torch.distributed" or target.startswith("torch.distributed."):
                 if module != name + DISTRIBUTED_HOME[len("lit_docemb"):]:
@@ -101,7 +104,7 @@ def scan(root: Path) -> dict[str, list]:
             if floor_of(resolved) > own and not any(v.startswith(f"{where}: ") and v.endswith(
                     f"imports {resolved} (floor {floor_of(resolved)})") for v in upward):
                 upward.append(f"{where}: {module} (floor {own}) imports {resolved} (floor {floor_of(resolved)})")
-            if at_import and not (path.name == "__init__.py" and resolved.startswith(module + ".")):
+            if at_import and (target, line) not in bases:  # a package's __init__.py included
                 graph[module].add(resolved)
     return {"upward": upward, "distributed": distributed, "lightning": lightning, "cycles": cycles(graph)}
 
@@ -219,7 +222,7 @@ def test_views_import_no_module_that_defines_a_model():
 def command_cycles(root: Path = PACKAGE) -> list[list[str]]:
     """Import cycles among the modules of ``commands/``, counting the imports inside functions too: a command's
     module imports the modules it builds on, never one that imports it back."""
-    modules = {module_name(p, root): p for p in sorted((root / "commands").rglob("*.py")) if p.name != "__init__.py"}
+    modules = {module_name(p, root): p for p in sorted((root / "commands").rglob("*.py"))}
     graph = defaultdict(set)
     for module, path in modules.items():
         for target, _, _ in imports_of(path, module):
@@ -309,6 +312,10 @@ def test_the_checker_finds_each_kind_of_violation(tmp_path):
         "methods/m.py": "from torch import distributed\nfrom ..eval import e\nM = 1\n",
         "eval/__init__.py": "",
         "eval/e.py": "from lit_docemb.methods.m import M\n",
+        "losses/__init__.py": "from lit_docemb.losses.a import A\nfrom lit_docemb.losses import b\n",
+        "losses/a.py": "from lit_docemb.losses import B\nA = 1\n",  # its package's front, being built: a cycle
+        "losses/b.py": "from lit_docemb.losses import c\nB = 1\n",  # a sibling module through the front: none
+        "losses/c.py": "C = 1\n",
     })
     found = scan(root)
     assert sorted(v.split(": ", 1)[1] for v in found["upward"]) == [
@@ -319,7 +326,8 @@ def test_the_checker_finds_each_kind_of_violation(tmp_path):
     assert found["distributed"] == ["lit_docemb/methods/m.py:1 imports torch.distributed"]
     assert found["lightning"] == ["lit_docemb/models/__init__.py:1 imports lightning"]
     assert sorted(found["cycles"]) == [["lit_docemb.data.b", "lit_docemb.data.c"],
-                                     ["lit_docemb.eval.e", "lit_docemb.methods.m"]]
+                                     ["lit_docemb.eval.e", "lit_docemb.methods.m"],
+                                     ["lit_docemb.losses", "lit_docemb.losses.a"]]
 
 
 def test_the_views_checks_find_a_module_defined_or_imported_and_a_model_module_imported(tmp_path, monkeypatch):
