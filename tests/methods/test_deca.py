@@ -414,7 +414,8 @@ def test_labelled_evaluation_scores_embeddings_and_refuses_bad_input():
     with pytest.raises(ValueError, match="must be labelled"):
         evaluate_labelled(Marker(), docs[:12], [Document("x", sections=[Section("", "tide")])])
     callback = LabelledEmbeddingEvaluation()
-    trainer = SimpleNamespace(datamodule=SimpleNamespace(train_set=docs, val_set=None), loggers=[], global_step=0)
+    trainer = SimpleNamespace(datamodule=SimpleNamespace(train_set=docs, val_set=None, test_set=None), loggers=[],
+                              global_step=0)
     with pytest.raises(ValueError, match="labelled test split"):
         callback.on_train_end(trainer, Marker())
 
