@@ -700,22 +700,21 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     ENCODER["name"], FOLDERS["imdb"] = args.encoder, args.imdb
     results, classified = args.output / "results.json", args.output / "classification.json"
-    records = json.loads(results.read_text()) if results.is_file() else []
-    tables = json.loads(classified.read_text()) if classified.is_file() else []
+    records, tables = read_records(results), read_records(classified)
     if not args.table_only:
         args.output.mkdir(parents=True, exist_ok=True)
         evaluated_cache: dict = {}
         for run in planned_runs(args):
             if run.key not in {r["run"] for r in records}:
-                records.append(measure_run(run, args, evaluated_cache))
-                results.write_text(json.dumps(records, indent=1) + "\n", encoding="utf-8")
-                print(table([records[-1]]), flush=True)
+                record = measure_run(run, args, evaluated_cache)
+                records = add_record(results, record)
+                print(table([record]), flush=True)
             key = f"{run.corpus}/classify/{run.label}/{run.part}"
             wanted = args.classify and run.method == "GraphRoBERTa" and CORPORA[run.corpus].kind == "labelled"
             if wanted and key not in {r["run"] for r in tables}:
-                tables.append(classify(run, args, evaluated_cache))
-                classified.write_text(json.dumps(tables, indent=1) + "\n", encoding="utf-8")
-                print(classification_table([tables[-1]]), flush=True)
+                record = classify(run, args, evaluated_cache)
+                tables = add_record(classified, record)
+                print(classification_table([record]), flush=True)
     groups = pooled(records, args.output, args.resamples)
     text = ((table(records) if records else "") + ("\n" + pooled_table(groups) if groups else "") +
             ("\n" + classification_table(tables) if tables else ""))
@@ -726,6 +725,20 @@ def main(argv: list[str] | None = None) -> int:
     missed = [r for r in records + groups if r["run"] not in in_groups and not target_verdict(r["rows"])[0]]
     missed += [name for name, ok, _ in classification_verdicts(tables) if not ok]
     return 1 if args.check and missed else 0
+
+
+def read_records(path: Path) -> list[dict]:
+    return json.loads(path.read_text()) if path.is_file() else []
+
+
+def add_record(path: Path, record: dict) -> list[dict]:
+    """Adds ``record`` to the records in ``path`` as they are now (another run of this script on the same
+    ``--output`` may have added its own since this one started), replacing one of the same run; returns them."""
+    records = [r for r in read_records(path) if r["run"] != record["run"]] + [record]
+    staged = path.with_name(f".{path.name}.{os.getpid()}")
+    staged.write_text(json.dumps(records, indent=1) + "\n", encoding="utf-8")
+    os.replace(staged, path)
+    return records
 
 
 def planned_runs(args) -> list[Run]:

@@ -155,3 +155,15 @@ def test_seeds_are_judged_together_from_their_kept_scores(bench, tmp_path):
     assert bench.target_verdict(group["rows"])[0] and not bench.target_verdict(records[1]["rows"])[0]
     text = bench.pooled_table([group])
     assert "| bbc/DocSplit/default over 2 runs | probe/accuracy | 80 |" in text and "over 2 runs: met" in text
+
+
+def test_records_of_two_processes_on_one_output_are_kept(bench, tmp_path):
+    """Two runs of the script on one --output: each adds its record to the file as it is now, not as it was when
+    that process started (the first one's record would be lost)."""
+    path = tmp_path / "results.json"
+    bench.add_record(path, {"run": "a", "value": 1})
+    seen_at_start = bench.read_records(path)
+    bench.add_record(path, {"run": "b", "value": 2})  # the other process
+    assert [r["run"] for r in seen_at_start] == ["a"]
+    assert bench.add_record(path, {"run": "a", "value": 3}) == [{"run": "b", "value": 2}, {"run": "a", "value": 3}]
+    assert [p.name for p in tmp_path.iterdir()] == ["results.json"]
