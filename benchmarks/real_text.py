@@ -411,7 +411,7 @@ def measure_run(run: Run, args, evaluated_cache: dict) -> dict:
               "rows_untrained": (compare(scores["untrained"], scores["trained"], args.resamples, run.seed)
                                  if "untrained" in scores else None),
               "reference_rows": reference,
-              "date": time.strftime("%Y-%m-%d"), "commit": commit(), "note": NOTE}
+              "date": time.strftime("%Y-%m-%d"), "commit": args.commit, "note": NOTE}
     (folder / "scores.json").write_text(json.dumps({name: {k: v.to_json() for k, v in found.items()}
                                                     for name, found in scores.items()}), encoding="utf-8")
     if not (args.keep_checkpoints or args.classify and run.method == "GraphRoBERTa"):  # Table 2 starts from it
@@ -510,7 +510,7 @@ def classify(pretraining: Run, args, evaluated_cache: dict) -> dict:
             "items": len(codes), "rows": rows,
             "comparisons": {label: compare(scores[a], scores[b], args.resamples, pretraining.seed)
                             for label, (a, b) in CLASSIFIER_COMPARISONS.items()},
-            "date": time.strftime("%Y-%m-%d"), "commit": commit(), "note": NOTE}
+            "date": time.strftime("%Y-%m-%d"), "commit": args.commit, "note": NOTE}
 
 
 def classification_verdicts(records: list[dict]) -> list[tuple[str, bool, str]]:
@@ -699,6 +699,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--check", action="store_true", help="exit 1 when a target is not met")
     args = parser.parse_args(argv)
     ENCODER["name"], FOLDERS["imdb"] = args.encoder, args.imdb
+    args.commit = commit()  # the code this process runs, whatever is committed while it does
     results, classified = args.output / "results.json", args.output / "classification.json"
     records, tables = read_records(results), read_records(classified)
     if not args.table_only:
