@@ -350,12 +350,22 @@ def train(key: str, config: dict, folder: Path, overrides: list[str]) -> tuple[P
 
 
 def compare(before: dict, after: dict, resamples: int, seed: int) -> dict:
-    from lit_docemb.eval.bootstrap import paired_bootstrap
+    """``<measure> -> row`` of one run: start, trained, the change and its paired interval."""
+    return compare_runs([(before, after)], resamples, seed)
+
+
+def compare_runs(pairs: list[tuple[dict, dict]], resamples: int, seed: int = 0) -> dict:
+    """``<measure> -> row`` over runs, each a (start, trained) pair of ``<measure> -> ItemScores``: the mean start
+    and trained scores, the mean change and its interval (``pooled_paired_bootstrap``; one run: its own)."""
+    from lit_docemb.eval.bootstrap import pooled_paired_bootstrap
 
     rows = {}
-    for name, scores in after.items():
-        change, low, high = paired_bootstrap(before[name], scores, resamples, seed)
-        rows[name] = {"items": len(scores.values), "start": before[name].value(), "trained": scores.value(),
+    for name in pairs[0][1]:
+        measured = [(before[name], after[name]) for before, after in pairs]
+        change, low, high = pooled_paired_bootstrap(measured, resamples, seed)
+        rows[name] = {"items": sum(len(after.values) for _, after in measured),
+                      "start": float(np.mean([before.value() for before, _ in measured])),
+                      "trained": float(np.mean([after.value() for _, after in measured])),
                       "change": change, "low": low, "high": high}
     return rows
 
@@ -590,7 +600,7 @@ def pooled(records: list[dict], output: Path, resamples: int) -> list[dict]:
     """Each method and setting of a set run with several seeds (or folds), as one row per measure: the mean change
     over the runs and its interval, each draw resampling every run's items (``pooled_paired_bootstrap``), from the
     per-item scores each run keeps in ``scores.json``. Runs scored differently (k-means runs) are not pooled."""
-    from lit_docemb.eval.bootstrap import ItemScores, pooled_paired_bootstrap
+    from lit_docemb.eval.bootstrap import ItemScores
 
     groups: dict[tuple, list[dict]] = {}
     for r in records:
@@ -603,13 +613,7 @@ def pooled(records: list[dict], output: Path, resamples: int) -> list[dict]:
         scores = [{k: ItemScores.from_json(v) for k, v in json.loads(path.read_text())[name].items()}
                   for path in paths for name in ("start", "trained")]
         pairs = list(zip(scores[::2], scores[1::2]))  # (start, trained) of each run
-        rows = {}
-        for measure in runs[0]["rows"]:
-            change, low, high = pooled_paired_bootstrap([(a[measure], b[measure]) for a, b in pairs], resamples)
-            rows[measure] = {"items": sum(len(a[measure].values) for a, _ in pairs),
-                             "start": float(np.mean([a[measure].value() for a, _ in pairs])),
-                             "trained": float(np.mean([b[measure].value() for _, b in pairs])),
-                             "change": change, "low": low, "high": high}
+        rows = compare_runs(pairs, resamples)
         found.append({"run": f"{corpus}/{method}/{setting} over {len(runs)} runs", "corpus": corpus,
                       "runs": [r["run"] for r in runs], "kmeans_runs": kmeans_runs, "rows": rows})
     return found

@@ -24,13 +24,18 @@ def _mean(values: np.ndarray) -> float:
     return float(values.mean())
 
 
+def _each_column(values: np.ndarray, score: Callable[[np.ndarray, np.ndarray], float]) -> float:
+    """``score(labels, column)`` of (label, prediction, prediction, ...) rows, averaged over the prediction
+    columns (several k-means runs, several few-shot draws)."""
+    return float(np.mean([score(values[:, 0], values[:, column]) for column in range(1, values.shape[1])]))
+
+
 def _nmi(values: np.ndarray) -> float:
-    return float(np.mean([normalized_mutual_info_score(values[:, 0], values[:, column])
-                          for column in range(1, values.shape[1])]))
+    return _each_column(values, normalized_mutual_info_score)
 
 
 def _purity(values: np.ndarray) -> float:
-    return float(np.mean([purity(values[:, 0], values[:, column]) for column in range(1, values.shape[1])]))
+    return _each_column(values, purity)
 
 
 def _f1(values: np.ndarray) -> float:
@@ -38,9 +43,7 @@ def _f1(values: np.ndarray) -> float:
 
 
 def _macro_f1(values: np.ndarray) -> float:
-    labels = values[:, 0]
-    return float(np.mean([f1_score(labels, values[:, column], average="macro", zero_division=0.0)
-                          for column in range(1, values.shape[1])]))
+    return _each_column(values, lambda labels, column: f1_score(labels, column, average="macro", zero_division=0.0))
 
 
 STATISTICS: dict[str, Callable[[np.ndarray], float]] = {"mean": _mean, "nmi": _nmi, "purity": _purity, "f1": _f1,
