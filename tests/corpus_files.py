@@ -998,3 +998,21 @@ def write_beir(root: Path, train: bool = True) -> Path:
             lines.append(f"{q}\t{relevant[0] % 16 + 1}\t0")
         (root / "qrels" / f"{split}.tsv").write_text("\n".join(lines) + "\n", encoding="utf-8")
     return root
+
+
+def clustered_documents(n_per_topic: int = 6) -> list[Document]:
+    topics = {"sea": "ocean tide wave salt harbour ship", "code": "python compiler function loop variable",
+              "food": "bread flour oven yeast butter dough"}
+    docs = []
+    for name, vocabulary in topics.items():
+        vocab = vocabulary.split()
+        for i in range(n_per_topic):
+            body = " ".join(vocab[(i + j) % len(vocab)] for j in range(12))
+            docs.append(Document(f"{name}{i}", title=f"{vocab[i % len(vocab)]} {vocab[(i + 1) % len(vocab)]}",
+                                 sections=[Section("Abstract", body)]))
+    return docs
+
+
+def sectioned_document(n_sections: int = 3, sentences: int = 4) -> Document:
+    return Document("doc", title="T", sections=[Section(f"S{s}", " ".join(
+        f"Section {s} sentence {j} has some words in it." for j in range(sentences))) for s in range(n_sections)])

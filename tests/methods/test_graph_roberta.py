@@ -4,28 +4,21 @@ every config via the CLI."""
 from __future__ import annotations
 
 import copy
-import random
-from collections import Counter
 from pathlib import Path
 
 import pytest
 import torch
+from corpus_files import sectioned_document
 
 from lit_docemb.commands.cli import main
 from lit_docemb.eval.figures import attention_heatmap
-from lit_docemb.data.core.batches import PassageGraphBatch, TokenBatch
 from lit_docemb.data.core.document import Document, Section, query_document
 from lit_docemb.data.caches.passage_cache import TokenizedPassages
 from lit_docemb.data.core.passage_graph import fully_connected_edges, section_edges
 from lit_docemb.data.core.text import chunk_passages
 from lit_docemb.methods import GraphRoBERTa, LinearWarmupDecay
 from lit_docemb.models.graph_document import GraphDocumentEncoder
-from lit_docemb.views.graph_roberta import (
-    GraphDocumentCollator,
-    PassageGraphBuilder,
-    select_graphs,
-    split_passages,
-)
+from lit_docemb.views.graph_roberta import GraphDocumentCollator, PassageGraphBuilder
 from lit_docemb.data import PassageSpec
 from lit_docemb.errors import BadArgument
 from lit_docemb.models import EncoderSpec
@@ -36,11 +29,6 @@ CONFIGS = sorted(str(p.relative_to(ROOT)) for p in (ROOT / "configs" / "graph_ro
 
 def edge_set(edges: torch.Tensor) -> set[tuple[int, int]]:
     return {tuple(e) for e in edges.T.tolist()}
-
-
-def sectioned_document(n_sections: int = 3, sentences: int = 4) -> Document:
-    return Document("doc", title="T", sections=[Section(f"S{s}", " ".join(
-        f"Section {s} sentence {j} has some words in it." for j in range(sentences))) for s in range(n_sections)])
 
 
 @pytest.fixture(scope="module")
@@ -85,16 +73,6 @@ def test_section_graph_edges():
     assert edges == within | to_document
 
 
-def test_collated_section_graph_follows_the_document(model):
-    doc = sectioned_document()
-    builder = PassageGraphBuilder(model.tokenizer, PassageSpec(8, 32, graph="section"))
-    batch = GraphDocumentCollator(builder, 100)([doc])
-    sections = [p.section_index for p in chunk_passages(doc, 8)]
-    assert batch.graphs.passage_counts.tolist() == [len(sections)]
-    assert len(sections) >= 6 and sorted(set(sections)) == [0, 1, 2]  # 3 sections, several passages each
-    assert edge_set(batch.graphs.edges[0]) == edge_set(section_edges(sections))
-
-
 @pytest.mark.parametrize("graph", ["full", "section"])
 def test_a_query_is_the_encoder_and_projection_a_one_passage_document_goes_through_the_graph(model, graph):
     text = "A single short passage."
@@ -128,23 +106,6 @@ def test_graph_layers_change_multi_passage_documents(model):
     finally:
         model.train()
     assert not torch.allclose(out[0], nodes.mean(0), atol=1e-4)  # not just eq. 2: the layers ran
-
-
-@pytest.mark.parametrize("n", [2, 3, 7, 50])
-def test_halves_are_disjoint_covering_and_balanced(n):
-    for seed in range(20):
-        a, b = split_passages(n, random.Random(seed), "halves")
-        assert sorted(a + b) == list(range(n)) and not set(a) & set(b)
-        assert len(a) == n // 2 and len(b) == n - n // 2
-
-
-def test_one_passage_split_takes_the_first_half_the_time():
-    firsts = Counter()
-    for seed in range(2000):
-        a, b = split_passages(10, random.Random(seed), "one_passage")
-        assert len(a) == 1 and sorted(a + b) == list(range(10))
-        firsts[a[0] == 0] += 1
-    assert 0.50 < firsts[True] / 2000 < 0.60  # 0.5 + 0.5 * 1/10 = 0.55
 
 
 def test_pretraining_batch_keeps_at_most_max_passages_and_counts_short_documents(tiny_encoder_dir):
@@ -213,17 +174,6 @@ def test_grad_cache_equals_plain_training(no_dropout_encoder_dir, objective):
     assert abs(out.loss.item() - terms["info_nce_loss"].item()) <= 1e-9
     for (name, p), q in zip(plain.named_parameters(), cached.parameters()):
         assert (p.grad - q.grad).abs().max().item() <= 1e-9, name
-
-
-def test_select_graphs_keeps_each_graphs_passages():
-    counts = torch.tensor([2, 1, 3])
-    ids = torch.arange(6)[:, None].repeat(1, 4) + 10  # passage i's tokens are all 10 + i
-    graphs = PassageGraphBatch(TokenBatch(ids, torch.ones_like(ids)), counts,
-                               [fully_connected_edges(int(c)) for c in counts])
-    picked = select_graphs(graphs, torch.tensor([2, 0]))
-    assert picked.passage_counts.tolist() == [3, 2]
-    assert picked.passages.input_ids[:, 0].tolist() == [13, 14, 15, 10, 11]
-    assert edge_set(picked.edges[0]) == edge_set(fully_connected_edges(3))
 
 
 def test_node_layout():
