@@ -3,7 +3,7 @@
 As the papers compute them: clustering (Graph-RoBERTa Table 1, DECA Table 4) fits k-means on the training
 embeddings and assigns the test embeddings to its centroids, scored by NMI and purity against the labels;
 the linear probe (DECA Tables 3/5, DocSplit Table 1) is a logistic regression on the training embeddings,
-scored on the test set by accuracy, error rate and macro-F1; the few-shot probe repeats the probe on k training
+scored on the test set by accuracy, error rate and macro-F1 (either reads a SciPy sparse matrix as it is: TF-IDF); the few-shot probe repeats the probe on k training
 examples per class, 10 draws, and reports mean and standard deviation. That probe is a cheap reading, not DocSplit
 Table 2's protocol, which trains Table 1's classifier on the k examples (``grids/docsplit_table2_few_shot.yaml``,
 ``few_shot_per_class`` of the labelled DataModules).
@@ -14,15 +14,21 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import numpy as np
+from scipy import sparse
 from sklearn.cluster import KMeans
 from sklearn.linear_model import LogisticRegression
 from sklearn.metrics import accuracy_score, f1_score, normalized_mutual_info_score
 from sklearn.preprocessing import LabelEncoder
 
 
-def _as_array(embeddings) -> np.ndarray:
-    array = embeddings.detach().float().cpu().numpy() if hasattr(embeddings, "detach") else np.asarray(embeddings)
-    if array.ndim != 2 or len(array) == 0:
+def _as_array(embeddings) -> np.ndarray | sparse.csr_matrix:
+    """(N, D) float64 rows: a tensor or array as a dense array, a SciPy sparse matrix as CSR (kept sparse: the
+    logistic regression and k-means read it as it is)."""
+    if sparse.issparse(embeddings):
+        array = sparse.csr_matrix(embeddings, dtype=np.float64)
+    else:
+        array = embeddings.detach().float().cpu().numpy() if hasattr(embeddings, "detach") else np.asarray(embeddings)
+    if array.ndim != 2 or array.shape[0] == 0:
         raise ValueError(f"need (N, D) embeddings with N > 0, got shape {array.shape}")
     return array.astype(np.float64)
 

@@ -12,7 +12,9 @@ One interface, two entry points:
 Every rank runs an evaluation (collections are embedded in shards, one per rank, then gathered), so all ranks
 compute the same metrics; only global rank 0 writes files. Embeddings are shared between the evaluations of
 one :class:`EvaluationContext` (the CLI's single pass), so the clustering, the probes and the few-shot draws
-embed each document once.
+embed each document once. What scikit-learn reads (the probes, k-means) comes from :meth:`EvaluationContext.features`:
+the embeddings, or the matrix of a method that gives its documents as one (:class:`EmbedsAsMatrix`: a classical
+baseline's TF-IDF, kept sparse).
 """
 
 from __future__ import annotations
@@ -20,14 +22,25 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Protocol, runtime_checkable
 
 import lightning as L
+import numpy as np
+from scipy import sparse
 from torch import Tensor
 
 from lit_docemb.data.core.contract import EvaluationData
 from lit_docemb.data.core.document import Document
 from lit_docemb.eval.embedding import embed_sharded
 from lit_docemb import distributed as dist
+
+
+@runtime_checkable
+class EmbedsAsMatrix(Protocol):
+    """A method that gives documents' representations as one (N, D) matrix, dense or SciPy sparse (a classical
+    baseline: TF-IDF's rows stay sparse), besides its batched ``embed``."""
+
+    def document_matrix(self, documents: Sequence[Document]) -> np.ndarray | sparse.csr_matrix: ...
 
 
 class EvaluationContext:
@@ -47,12 +60,23 @@ class EvaluationContext:
         self.method, self.data, self.batch_size = method, data, batch_size
         self.output_dir = None if output_dir is None else Path(output_dir)
         self._embeddings: dict[str, Tensor] = {}
+        self._matrices: dict[str, np.ndarray | sparse.csr_matrix] = {}
 
     def embed(self, key: str, documents: Sequence[Document]) -> Tensor:
         """(N, D) embeddings of ``documents`` in order, computed once per ``key`` (sharded across ranks)."""
         if key not in self._embeddings:
             self._embeddings[key] = embed_sharded(self.method, documents, self.batch_size).cpu()
         return self._embeddings[key]
+
+    def features(self, key: str, documents: Sequence[Document]) -> Tensor | np.ndarray | sparse.csr_matrix:
+        """(N, D) rows of ``documents`` in order for scikit-learn (probes, k-means), computed once per ``key``: the
+        method's :class:`EmbedsAsMatrix` matrix when it gives one (every rank computes it whole), else
+        :meth:`embed`'s embeddings."""
+        if not isinstance(self.method, EmbedsAsMatrix):
+            return self.embed(key, documents)
+        if key not in self._matrices:
+            self._matrices[key] = self.method.document_matrix(documents)
+        return self._matrices[key]
 
     def writes(self) -> bool:
         """Whether this process writes files: an output folder is set and it is global rank 0."""

@@ -91,11 +91,12 @@ class _LabelledEvaluation(Evaluation):
         self.evaluate_on, self.max_documents = evaluate_on, max_documents
 
     def embeddings(self, context: EvaluationContext):
-        """(train x, train labels, test x, test labels), embeddings shared through the context."""
+        """(train x, train labels, test x, test labels), the context's features (embeddings, or a classical
+        baseline's sparse matrix) shared through it."""
         train, test = labelled_documents(context.data, self.evaluate_on, self.max_documents)
         key = f"labelled/{self.evaluate_on}/{self.max_documents}"
-        return (context.embed(f"{key}/fit", train), [d.label for d in train],
-                context.embed(f"{key}/evaluated", test), [d.label for d in test])
+        return (context.features(f"{key}/fit", train), [d.label for d in train],
+                context.features(f"{key}/evaluated", test), [d.label for d in test])
 
 
 class Clustering(_LabelledEvaluation):

@@ -16,7 +16,9 @@ from __future__ import annotations
 import logging
 from collections.abc import Sequence
 
+import numpy as np
 import torch
+from scipy import sparse
 from torch import Tensor
 
 from lit_docemb.data.core.batches import WordListBatch
@@ -72,6 +74,13 @@ class ClassicalBaseline(EmbeddingMethod):
 
     def losses(self, batch: WordListBatch) -> dict[str, Tensor]:
         raise ConfigError(NOTHING_TO_TRAIN)
+
+    def document_matrix(self, documents: Sequence[Document]) -> np.ndarray | sparse.csr_matrix:
+        """(N, D) representations of ``documents`` in order, all at once, as the probe and k-means read them: sparse
+        for a sparse representation (TF-IDF: a CSR matrix, where :meth:`embed`'s dense rows of 20news's whole corpus
+        would take gigabytes), dense otherwise (:meth:`~lit_docemb.models.classical.DocumentRepresentation.matrix`)."""
+        batch = self.collator("predict")(list(documents))
+        return self.representation.matrix(batch.words, batch.keys)
 
     def embed(self, batch: WordListBatch) -> Tensor:
         """(B, D) float32 representations, on the method's device."""

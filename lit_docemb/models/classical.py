@@ -4,7 +4,8 @@ paper 004: TF-IDF, LSA, LDA, avg-word2vec, avg-word2vec(full), avg-GloVe(full), 
 avg-word2vec(ran), avg-Skip-thoughts).
 
 Each representation is fitted once on tokenised documents and then gives an (N, D) float32 matrix for any
-documents: ``fit(documents, keys)``, ``transform(documents, keys)``. A document is a list of its words, or, for a
+documents: ``fit(documents, keys)``, ``transform(documents, keys)``; ``matrix(documents, keys)`` gives the same rows
+as scikit-learn reads them, sparse where the representation is (TF-IDF: a SciPy CSR matrix, never densified). A document is a list of its words, or, for a
 representation whose ``unit`` is ``"sentences"`` (Skip-thoughts), a list of its sentences (each its words joined by
 spaces). A key names one document (its id and a hash of its words): paragraph vectors give a document they were
 fitted on its trained vector and infer one for the others; random vectors are drawn from it. Everything is
@@ -21,6 +22,7 @@ from typing import ClassVar, Literal
 
 import numpy as np
 import torch
+from scipy import sparse
 from torch import nn
 
 from lit_docemb.errors import ConfigError, require
@@ -65,6 +67,11 @@ class DocumentRepresentation(ABC):
             raise RuntimeError(f"{type(self).__name__} is not fitted yet: call fit(documents, keys) first")
         return np.asarray(self._transform(documents, keys), dtype=np.float32).reshape(len(documents), -1)
 
+    def matrix(self, documents: Sequence[Words], keys: Sequence[str]) -> np.ndarray | sparse.csr_matrix:
+        """The (N, D) rows of :meth:`transform` as scikit-learn reads them: a dense array, or a SciPy CSR matrix
+        (float32) for a sparse representation, whose dense form may not fit in memory."""
+        return self.transform(documents, keys)
+
     @abstractmethod
     def _fit(self, documents: Sequence[Words], keys: Sequence[str]) -> None: ...
 
@@ -76,8 +83,10 @@ class TfIdf(DocumentRepresentation):
     """TF-IDF vectors (scikit-learn's ``TfidfVectorizer`` on the words: raw counts x smoothed idf, rows
     L2-normalised), one dimension per vocabulary word: DECA's TF-IDF row ("the BoW model with term frequency inverse
     document frequency as the word weights"; its Fig. 2 shows them in their original high dimension) and CTPE's
-    ("the dimension of the document is the number of unique words in the dataset", cosine). Dense rows: N x V x 4
-    bytes (20news's 18,846 documents x 42k words: 3.2 GB); ``max_features`` caps V at the most frequent words.
+    ("the dimension of the document is the number of unique words in the dataset", cosine). :meth:`matrix` gives
+    the rows as a sparse CSR matrix (about 12 bytes per word a document holds: what the probe and k-means read);
+    :meth:`transform`'s dense rows take N x V x 4 bytes (20news's 18,846 documents x 42k words: 3.2 GB), so a
+    method embeds them a batch at a time; ``max_features`` caps V at the most frequent words.
 
     Args:
         min_document_frequency: Words in fewer documents are dropped (1: every word, the papers' reading).
@@ -100,6 +109,11 @@ class TfIdf(DocumentRepresentation):
                                           max_features=self.max_features, sublinear_tf=self.sublinear_term_frequency,
                                           dtype=np.float32)
         self.vectorizer.fit(documents)
+
+    def matrix(self, documents: Sequence[Words], keys: Sequence[str]) -> sparse.csr_matrix:
+        if not self.fitted:
+            raise RuntimeError("TfIdf is not fitted yet: call fit(documents, keys) first")
+        return self.vectorizer.transform(documents).tocsr()  # (N, V) sparse, float32
 
     def _transform(self, documents: Sequence[Words], keys: Sequence[str]) -> np.ndarray:
         return self.vectorizer.transform(documents).toarray()  # (N, V)

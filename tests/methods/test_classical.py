@@ -105,3 +105,61 @@ def test_a_task_folders_documents_have_the_keys_they_were_fitted_under(tmp_path)
     documents = read.candidates + read.queries
     keys = [document_key(d.id, document_words(d)) for d in documents]
     assert len(documents) == 40 and all(key in method.representation.row_of for key in keys)
+
+
+def wide_vocabulary_docs(n: int, unique_words: int) -> list:
+    """``n`` documents of two classes: 8 class words 25 times each, and ``unique_words`` words no other document has
+    (a vocabulary of about n x unique_words words, as 20 Newsgroups' raw text has tens of thousands)."""
+    from lit_docemb.data.core.document import Document, Section
+
+    classes = {"sea": "ocean tide wave salt harbour ship anchor sailor",
+               "code": "python compiler function loop variable parser module thread"}
+    docs = []
+    for i in range(n):
+        label = "sea" if i % 2 else "code"
+        own = " ".join(f"w{i}x{chr(97 + j % 26)}{j}" for j in range(unique_words))
+        docs.append(Document(f"{label}{i}", sections=[Section("", " ".join([classes[label]] * 25) + " " + own)],
+                             label=label))
+    return docs
+
+
+def test_tfidf_is_scored_sparse_without_a_dense_corpus_matrix():
+    """DECA's TF-IDF row on 20 Newsgroups: the probe and k-means read the corpus's TF-IDF as a sparse matrix. Here a
+    dense (N, V) float64 copy of the 400 fit documents would be 400 x 120k x 8 bytes = 384 MB; the evaluation
+    stays far below it (the logistic regression's L-BFGS history, 20 vectors of classes x V, is most of what it
+    holds), and scores as it would on the same rows dense."""
+    import tracemalloc
+    from types import SimpleNamespace
+
+    from scipy import sparse
+
+    from lit_docemb.eval.classification import kmeans_clustering, linear_probe
+    from lit_docemb.eval.evaluation import EvaluationContext
+    from lit_docemb.eval.labelled import Clustering, LinearProbe
+    from lit_docemb.eval.runner import run_evaluations
+
+    docs = wide_vocabulary_docs(600, 200)
+    data = SimpleNamespace(train_set=docs[:400], val_set=[], test_set=docs[400:], documents=None)
+    method = ClassicalBaseline(TfIdf())
+    method.prepare(docs)
+    vocabulary = len(method.representation.vectorizer.vocabulary_)
+    assert vocabulary > 120_000
+    context = EvaluationContext(method, data)
+    tracemalloc.start()
+    try:
+        results = run_evaluations([Clustering(), LinearProbe()], context)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 400 * vocabulary * 8 / 6  # under a sixth of the dense fit matrix alone
+    assert results["linear_probe"]["probe/error_rate"] == 0.0 and results["clustering"]["cluster/nmi"] == 1.0
+    train = context.features("labelled/test/None/fit", data.train_set)
+    assert sparse.issparse(train) and train.shape == (400, vocabulary) and train.dtype == np.float32
+    # the same measure as on dense rows: a small vocabulary's matrix scored sparse and dense
+    small = ClassicalBaseline(TfIdf())
+    small.prepare(labelled_docs(40))
+    fit, test = small.document_matrix(labelled_docs(40)[:30]), small.document_matrix(labelled_docs(40)[30:])
+    labels = [d.label for d in labelled_docs(40)]
+    for score in (linear_probe, kmeans_clustering):
+        assert score(fit, labels[:30], test, labels[30:]) == score(fit.toarray(), labels[:30], test.toarray(),
+                                                                   labels[30:])

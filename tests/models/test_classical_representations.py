@@ -7,6 +7,7 @@ from collections import Counter
 
 import numpy as np
 import pytest
+from scipy import sparse
 
 from lit_docemb.errors import ConfigError
 from lit_docemb.models.classical import (
@@ -58,6 +59,9 @@ def test_tfidf_equals_the_formula():
     vectors = fitted(TfIdf(), documents, keys).transform(documents, keys)
     assert vectors.dtype == np.float32 and vectors.shape == (len(documents), len(vocabulary))
     np.testing.assert_allclose(vectors, expected, atol=1e-6)
+    matrix = fitted(TfIdf(), documents, keys).matrix(documents, keys)  # what the probe and k-means read
+    assert sparse.isspmatrix_csr(matrix) and matrix.dtype == np.float32 and matrix.nnz == (vectors > 0).sum()
+    np.testing.assert_array_equal(matrix.toarray(), vectors)
     unseen = TfIdf(max_features=3)
     assert fitted(unseen, documents, keys).transform([["ocean", "unknown"]], ["new"]).shape == (1, 3)
 
