@@ -90,6 +90,14 @@ def tiny_encoder_dir(tmp_path_factory) -> str:
 
 
 @pytest.fixture(scope="session")
+def tiny_tokenizer(tiny_encoder_dir):
+    """The tiny encoder's WordPiece tokenizer, for collators that tokenize."""
+    from transformers import AutoTokenizer
+
+    return AutoTokenizer.from_pretrained(tiny_encoder_dir)
+
+
+@pytest.fixture(scope="session")
 def no_dropout_encoder_dir(tiny_encoder_dir, tmp_path_factory) -> str:
     """The tiny BERT with dropout off, so that a plain forward is an exact reference for split ones."""
     path = tmp_path_factory.mktemp("tiny_bert_no_dropout")

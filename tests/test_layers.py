@@ -6,7 +6,8 @@ imports ``torch.distributed``; ``models/`` and ``losses/`` import no Lightning; 
 ``commands/`` (entry points only) defines no ``nn.Module`` and no Lightning ``Callback``; ``views/`` (CPU-only
 collators) neither defines nor imports an ``nn.Module``. Above the data floor no code tests whether a DataModule is
 a ``RetrievalDataModule``: it asks the DataModule instead. ``commands/`` imports the package's own modules at the top
-only (a command's ``--help`` reads its signature from the source, not from an import).
+only (a command's ``--help`` reads its signature from the source, not from an import). Every module of ``views/`` and
+``export/`` has its own test file under ``tests/`` (``tests/views/test_colde_views.py`` for ``views/colde.py``).
 """
 
 from __future__ import annotations
@@ -289,6 +290,29 @@ def test_test_files_have_unique_names():
     would collide."""
     names = [p.name for p in (PACKAGE.parent / "tests").rglob("test_*.py")]
     assert sorted({n for n in names if names.count(n) > 1}) == []
+
+
+#: Folders each of whose modules has its own test file in the same folder under tests/.
+MIRRORED = ("views", "export")
+
+
+def unmirrored_modules(package: Path, tests: Path, folders: tuple[str, ...] = MIRRORED) -> list[str]:
+    """The modules ``<folder>/<name>.py`` of ``folders`` without a ``tests/<folder>/test_<name>_<folder>.py`` (the
+    folder in the name keeps base names unique: ``test_colde_views.py`` beside ``tests/methods/test_colde.py``)."""
+    return sorted(f"{folder}/{path.name}" for folder in folders for path in (package / folder).glob("*.py")
+                  if path.stem != "__init__" and not (tests / folder / f"test_{path.stem}_{folder}.py").is_file())
+
+
+def test_every_views_and_export_module_has_its_test_file():
+    assert unmirrored_modules(PACKAGE, PACKAGE.parent / "tests") == []
+
+
+def test_the_mirror_check_finds_a_module_without_its_test_file(tmp_path):
+    package = _package(tmp_path, {"views/__init__.py": "", "views/a.py": "", "views/b.py": ""})
+    (tmp_path / "tests" / "views").mkdir(parents=True)
+    (tmp_path / "tests" / "views" / "test_a_views.py").write_text("")
+    (tmp_path / "tests" / "views" / "test_b.py").write_text("")  # not the mirrored name
+    assert unmirrored_modules(package, tmp_path / "tests", ("views",)) == ["views/b.py"]
 
 
 def _package(tmp_path: Path, files: dict[str, str], name: str = "lit_docemb") -> Path:

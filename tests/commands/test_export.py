@@ -18,11 +18,10 @@ from lit_docemb.data.core.text import chunk_passages
 from lit_docemb.data.corpora.jsonl import read_jsonl
 from lit_docemb.data.core.tokens import document_text
 from lit_docemb.eval.embedding import embed_documents
-from lit_docemb.export.forms import ExportError, export_method
+from lit_docemb.export.forms import export_method
 from lit_docemb.export.modules import GraphDocumentModule
-from lit_docemb.methods import CTPE, DECA, CoLDE, DocSplit, GraphRoBERTa
+from lit_docemb.methods import DECA, CoLDE, DocSplit, GraphRoBERTa
 from lit_docemb.methods.deca_components import EncoderBackbone
-from lit_docemb.models.ctpe import WordEmbeddings
 from lit_docemb.models import EncoderSpec
 
 SentenceTransformer = pytest.importorskip("sentence_transformers").SentenceTransformer
@@ -136,14 +135,6 @@ def test_deca_with_an_encoder_exports_like_docsplit(tiny_encoder_dir, tmp_path):
     np.testing.assert_allclose(vectors, embed_documents(method, docs).numpy(), atol=1e-5)
 
 
-def test_methods_without_an_export_are_refused_with_embed_named(tmp_path):
-    with pytest.raises(ExportError, match="Doc2VecC.*lit_docemb embed"):
-        export_method(DECA(), tmp_path / "deca")
-    with pytest.raises(ExportError, match="CTPE.*lit_docemb embed"):
-        export_method(CTPE(WordEmbeddings(init="random", dim=8, min_count=1)), tmp_path / "ctpe", "hf")
-    assert not (tmp_path / "deca").exists() and not (tmp_path / "ctpe").exists()
-
-
 COLDE = {"chunk_tokens": 24, "num_heads": 2, "lstm_output_size": 16, "projection_size": 8, "chunk_embeddings": 64,
          "predict_similarities": False}
 
@@ -189,18 +180,3 @@ def test_colde_ablation_export_follows_its_hparams(no_dropout_encoder_dir, tmp_p
     assert vectors.shape == (3, 32)
     np.testing.assert_allclose(vectors, embed_documents(method, docs).numpy(), atol=1e-5)
 
-
-@pytest.mark.parametrize("output_format", ["hf", "sentence-transformers"])
-def test_exported_files_are_readable_as_the_umask_allows(tiny_encoder_dir, tmp_path, output_format):
-    """safetensors stages model.safetensors through mkstemp (mode 0o600): an export is readable like other outputs."""
-    import os
-
-    method = DocSplit(EncoderSpec(tiny_encoder_dir, max_length=64))
-    previous = os.umask(0o022)
-    try:
-        folder = export_method(method, tmp_path / "out", output_format)
-    finally:
-        os.umask(previous)
-    modes = {str(p.relative_to(folder)): p.stat().st_mode & 0o777 for p in folder.rglob("*")}
-    assert "model.safetensors" in modes or "encoder/model.safetensors" in modes
-    assert {path: mode for path, mode in modes.items() if mode not in (0o644, 0o755)} == {}

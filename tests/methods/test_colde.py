@@ -1,4 +1,4 @@
-"""CoLDE (seed 003): sections and chunks, structural embeddings, chunkwise attention, the ablation switches,
+"""CoLDE (seed 003): collation through the method, structural embeddings, chunkwise attention, the ablation switches,
 GradCache, similarity matrices, similarity groups and a CPU fast_dev_run of every configs/colde config."""
 
 from __future__ import annotations
@@ -6,7 +6,6 @@ from __future__ import annotations
 import copy
 from pathlib import Path
 
-import numpy as np
 import pytest
 import torch
 import yaml
@@ -15,19 +14,13 @@ from corpus_files import write_aan_network, write_google_patents, write_lra, wri
 
 from lit_docemb.commands.cli import main
 from lit_docemb.eval.figures import similarity_heatmaps
-from lit_docemb.data.corpora.aan import DocumentPair
 from lit_docemb.data.core.batches import SectionChunks, TokenBatch
 from lit_docemb.data.core.document import Document, Section
 from lit_docemb.data.corpora.similarity_groups import citation_groups, link_jaccard_groups
 from lit_docemb.losses import CosineSimilarityLoss
 from lit_docemb.methods import CoLDE
 from lit_docemb.methods.colde import similarity_matrices
-from lit_docemb.views.colde import (
-    group_sections,
-    pair_groups,
-    select_documents,
-    split_sections,
-)
+from lit_docemb.views.colde import select_documents
 from lit_docemb.models import EncoderSpec
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -60,25 +53,6 @@ def one_section_chunks(colde: CoLDE, section: int, chunk: int) -> SectionChunks:
 
 
 # --- sections and chunks ----------------------------------------------------------------------------------------
-def test_group_sections_keeps_real_boundaries_and_balances_tokens():
-    assert group_sections([10, 10, 10, 10], 2) == [0, 2]
-    assert group_sections([30, 5, 5, 5], 2) == [0, 1]  # the big first section alone
-    assert group_sections([1, 1, 100], 3) == [0, 1, 2]  # one section per group whatever the sizes
-    assert group_sections([5], 2) is None
-
-
-def _split(sections: list[list[int]], num_sections: int) -> list[list[int]] | None:
-    flat = np.asarray([t for ids in sections for t in ids], dtype=np.int32)
-    split = split_sections(flat, [len(ids) for ids in sections], num_sections)
-    return None if split is None else [part.tolist() for part in split]
-
-
-def test_split_sections_real_boundaries_equal_split_and_too_short():
-    assert _split([[1, 2], [], [3, 4, 5], [6]], 2) == [[1, 2], [3, 4, 5, 6]]  # empty section ignored
-    assert _split([[1, 2, 3, 4, 5]], 2) == [[1, 2], [3, 4, 5]]  # one real section: equal token split
-    assert _split([[1, 2, 3, 4, 5, 6]], 3) == [[1, 2], [3, 4], [5, 6]]
-    assert _split([[1]], 2) is None and _split([[]], 1) is None
-    assert _split([[1], [2, 3]], 1) == [[1, 2, 3]]
 
 
 def test_collator_chunks_every_token_without_silent_cap(colde):
@@ -102,13 +76,6 @@ def test_collator_counts_too_short_documents_and_labels_groups(colde):
     assert batch.ids == ["d0", "d1", "d2", "d3"] and batch.skipped == 1
     assert batch.labels[0] == batch.labels[2] != batch.labels[1] == batch.labels[3]
     assert batch.sections_per_document == 2 and len(batch.sections) == 8
-
-
-def test_pairs_become_groups_by_their_citation_links():
-    a, b, c, d = (Document(x, "", [Section("", "text")]) for x in "abcd")
-    docs, labels = pair_groups([DocumentPair(a, b, 1), DocumentPair(b, c, 1), DocumentPair(a, d, 0)])
-    assert [doc.id for doc in docs] == ["a", "b", "c", "d"]
-    assert labels[0] == labels[1] == labels[2] != labels[3]
 
 
 # --- structural embeddings and chunkwise attention -----------------------------------------------------------------

@@ -1,5 +1,6 @@
 """CoLDE's chunks from cached section ids equal the chunks of the text path they replace (issue 23, item 1), and
-the section cache follows the corpus (labels included) and the tokenizer.
+the section cache follows the corpus (labels included) and the tokenizer; how sections are grouped and split, and
+pairs made groups by their citation links.
 
 The reference below is the collator CoLDE shipped before its section cache: tokenize every section of the batch's
 documents, group the section token lists, cut windows with :func:`~lit_docemb.data.core.text.token_windows` and pad.
@@ -12,6 +13,7 @@ import json
 from itertools import pairwise
 
 import datasets
+import numpy as np
 import pytest
 import torch
 from transformers import AutoTokenizer
@@ -24,7 +26,7 @@ from lit_docemb.data.caches.row_cache import corpus_fingerprint
 from lit_docemb.data.caches.section_cache import SectionCache
 from lit_docemb.data.core.text import token_windows
 from lit_docemb.data.core.tokens import pad_ids, special_tokens
-from lit_docemb.views.colde import PredictCollator, SectionChunkCollator, group_sections
+from lit_docemb.views.colde import PredictCollator, SectionChunkCollator, group_sections, pair_groups, split_sections
 
 datasets.disable_progress_bars()
 
@@ -175,3 +177,34 @@ def test_grouped_documents_key_the_cache_by_their_corpus_rows_and_labels(documen
     assert len({grouped.fingerprint, *(other.fingerprint for other in others)}) == 4
     assert GroupedDocuments(list(documents), [0], ["a"]).fingerprint is None  # the cache then hashes the documents
     assert corpus_fingerprint(grouped) == grouped.fingerprint
+
+
+def test_group_sections_keeps_real_boundaries_and_balances_tokens():
+    assert group_sections([10, 10, 10, 10], 2) == [0, 2]
+    assert group_sections([30, 5, 5, 5], 2) == [0, 1]  # the big first section alone
+    assert group_sections([1, 1, 100], 3) == [0, 1, 2]  # one section per group whatever the sizes
+    assert group_sections([5], 2) is None
+
+
+
+def _split(sections: list[list[int]], num_sections: int) -> list[list[int]] | None:
+    flat = np.asarray([t for ids in sections for t in ids], dtype=np.int32)
+    split = split_sections(flat, [len(ids) for ids in sections], num_sections)
+    return None if split is None else [part.tolist() for part in split]
+
+
+
+def test_split_sections_real_boundaries_equal_split_and_too_short():
+    assert _split([[1, 2], [], [3, 4, 5], [6]], 2) == [[1, 2], [3, 4, 5, 6]]  # empty section ignored
+    assert _split([[1, 2, 3, 4, 5]], 2) == [[1, 2], [3, 4, 5]]  # one real section: equal token split
+    assert _split([[1, 2, 3, 4, 5, 6]], 3) == [[1, 2], [3, 4], [5, 6]]
+    assert _split([[1]], 2) is None and _split([[]], 1) is None
+    assert _split([[1], [2, 3]], 1) == [[1, 2, 3]]
+
+
+
+def test_pairs_become_groups_by_their_citation_links():
+    a, b, c, d = (Document(x, "", [Section("", "text")]) for x in "abcd")
+    docs, labels = pair_groups([DocumentPair(a, b, 1), DocumentPair(b, c, 1), DocumentPair(a, d, 0)])
+    assert [doc.id for doc in docs] == ["a", "b", "c", "d"]
+    assert labels[0] == labels[1] == labels[2] != labels[3]

@@ -9,7 +9,6 @@ from collections import Counter
 import pytest
 import torch
 from corpus_files import sectioned_document
-from transformers import AutoTokenizer
 
 from lit_docemb.data import PassageSpec
 from lit_docemb.data.core.batches import PassageGraphBatch, TokenBatch
@@ -30,14 +29,9 @@ def edge_set(edges: torch.Tensor) -> set[tuple[int, int]]:
     return {tuple(e) for e in edges.T.tolist()}
 
 
-@pytest.fixture(scope="module")
-def tokenizer(tiny_encoder_dir):
-    return AutoTokenizer.from_pretrained(tiny_encoder_dir)
-
-
-def test_collated_section_graph_follows_the_document(tokenizer):
+def test_collated_section_graph_follows_the_document(tiny_tokenizer):
     doc = sectioned_document()
-    builder = PassageGraphBuilder(tokenizer, PassageSpec(8, 32, graph="section"))
+    builder = PassageGraphBuilder(tiny_tokenizer, PassageSpec(8, 32, graph="section"))
     batch = GraphDocumentCollator(builder, 100)([doc])
     sections = [p.section_index for p in chunk_passages(doc, 8)]
     assert batch.graphs.passage_counts.tolist() == [len(sections)]
@@ -76,8 +70,8 @@ def test_select_graphs_keeps_each_graphs_passages():
     assert edge_set(picked.edges[0]) == edge_set(fully_connected_edges(3))
 
 
-def test_a_query_among_documents_is_a_graph_without_edges(tokenizer):
-    builder = PassageGraphBuilder(tokenizer, PassageSpec(8, 32))
+def test_a_query_among_documents_is_a_graph_without_edges(tiny_tokenizer):
+    builder = PassageGraphBuilder(tiny_tokenizer, PassageSpec(8, 32))
     doc = sectioned_document(n_sections=1)
     batch = GraphDocumentCollator(builder, 100)([doc, query_document("q1", "tides and pumps")])
     n_passages = len(chunk_passages(doc, 8))
@@ -90,8 +84,8 @@ def test_a_query_among_documents_is_a_graph_without_edges(tokenizer):
 
 
 @pytest.mark.parametrize("objective", ["halves", "one_passage"])
-def test_sub_documents_share_out_the_passages_and_follow_the_id_in_validation(tokenizer, objective):
-    builder = PassageGraphBuilder(tokenizer, PassageSpec(8, 32))
+def test_sub_documents_share_out_the_passages_and_follow_the_id_in_validation(tiny_tokenizer, objective):
+    builder = PassageGraphBuilder(tiny_tokenizer, PassageSpec(8, 32))
     collate = SubDocumentCollator(builder, max_passages=6, objective=objective, deterministic=True)
     short = Document("short", sections=[Section("", "Too short.")])
     docs = [sectioned_document(), short]
