@@ -1,8 +1,9 @@
-"""DECA Tables 3, 4 and 5 on the real text_gcn sets (R8, MR, 20 Newsgroups), beside the paper and beside Chen's own
-Doc2VecC program run on the same files in the same run.
+"""DECA Tables 3, 4 and 5 on the real text_gcn sets (R8, MR, 20 Newsgroups) and on IMDB (aclImdb), beside the paper
+and beside Chen's own Doc2VecC program run on the same files in the same run.
 
 Runs the commands docs/reproduce.md documents (``python -m lit_docemb fit`` / ``evaluate`` with the set's DECA config
-and its ``--data.init_args.source`` pointed at the text_gcn list), each in a child process whose CPU time (user +
+and its ``--data.init_args.source`` pointed at the text_gcn list, or at the aclImdb folder: its 100,000 reviews,
+``train/unsup`` included, trained on, 25,000 / 25,000 scored), each in a child process whose CPU time (user +
 system, dataloader workers included) is measured, and scores the reference program's vectors with lit_docemb's own
 probe and k-means (:mod:`lit_docemb.eval.classification`, as ``LabelledEmbeddingEvaluation`` scores ours). Prints
 Table 3 (test error %), Table 4 (k-means NMI), Table 5 (R8 augmentations) and the targets of issue 28 with PASS or
@@ -16,6 +17,8 @@ shuffled, vectors written for the unshuffled one. Every command runs on one thre
 
     python benchmarks/reproduce_deca.py --data ../shared/data/text_gcn --reference path/to/doc2vecc \\
         --sets r8 mr 20news --seeds 1 2 3 --out runs/reproduce_deca
+    python benchmarks/reproduce_deca.py --sets imdb --imdb path/to/aclImdb --reference path/to/doc2vecc \\
+        --rows Doc2VecC TF-IDF --seeds 1 --out runs/reproduce_deca_imdb
 
 Everything it writes (runs, the reference's corpus copies and vectors) stays under ``--out``.
 """
@@ -38,6 +41,8 @@ from pathlib import Path
 import numpy as np
 
 from lit_docemb.augment.thesaurus import words_of
+from lit_docemb.data.core.reading import ReadContext
+from lit_docemb.data.corpora.labelled_formats import iter_class_folders
 from lit_docemb.eval.classification import kmeans_clustering, linear_probe
 
 
@@ -51,6 +56,16 @@ class TextGCNSet:
     paper: dict[str, tuple[float, float | None]]  # row -> (error %, NMI)
 
 
+@dataclass(frozen=True)
+class AclImdbSet:
+    """IMDB in the aclImdb release's folders (``--imdb``): the config reads train/{neg,pos}, test/{neg,pos} and
+    train/unsup (fit_on: all)."""
+    name: str
+    config: str
+    window: int  # DECA Table 2
+    paper: dict[str, tuple[float, float | None]]  # row -> (error %, NMI: the paper clusters no sentiment set)
+
+
 SETS = {
     "r8": TextGCNSet("R8", "R8.txt", "corpus/R8.clean.txt", "configs/deca/r8_dc_sc.yaml", 6, {
         "DC+SC": (2.4, 0.592), "DC+SS": (2.8, 0.541), "Doc2VecC": (3.0, 0.517), "TF-IDF": (5.2, 0.358),
@@ -61,7 +76,12 @@ SETS = {
     "20news": TextGCNSet("20news", "20ng.txt", "corpus/20ng.clean.txt", "configs/deca/20news_dc_sc.yaml", 8, {
         "DC+SC": (14.9, 0.634), "DC+SS": (17.2, 0.601), "Doc2VecC": (19.2, 0.589), "TF-IDF": (17.2, 0.340),
         "LDA": (33.9, 0.410), "W2V-AVG": (43.5, 0.208), "PV-DBOW": (32.2, 0.443), "PV-DM": (32.6, 0.302)}),
+    "imdb": AclImdbSet("IMDB", "configs/deca/imdb_dc_sc.yaml", 4, {
+        "DC+SC": (9.8, None), "DC+SS": (10.3, None), "Doc2VecC": (10.5, None), "TF-IDF": (11.7, None),
+        "LDA": (16.5, None), "W2V-AVG": (12.7, None), "PV-DBOW": (13.1, None), "PV-DM": (13.3, None)}),
 }
+DataSet = TextGCNSet | AclImdbSet
+TEXT_GCN = [s for s, spec in SETS.items() if isinstance(spec, TextGCNSet)]
 
 FRAMEWORK = "--model.init_args.framework=lit_docemb.methods.deca_components."
 #: Rows trained by ``fit`` (one run per seed): the arguments after the set's config.
@@ -140,45 +160,74 @@ def lit_docemb(subcommand: str, *arguments: str) -> list[str]:
     return [sys.executable, "-m", "lit_docemb", subcommand, *arguments]
 
 
-def fit_row(spec: TextGCNSet, data: Path, config: str, extra: list[str], seed: int, folder: Path
-            ) -> tuple[float, float, float]:
-    """One ``fit`` of a trained row: (error %, NMI, CPU s)."""
-    text, cpu = run(lit_docemb("fit", "--config", config, f"--data.init_args.source={data / spec.listing}",
+def fit_row(source: Path, config: str, extra: list[str], seed: int, folder: Path) -> tuple[float, float, float]:
+    """One ``fit`` of a trained row on the set at ``source`` (the config's ``data.init_args.source``):
+    (error %, NMI, CPU s)."""
+    text, cpu = run(lit_docemb("fit", "--config", config, f"--data.init_args.source={source}",
                                f"--seed_everything={seed}", *extra, f"--run_dir={folder}"), folder / "fit.log")
     return (*scores(printed_metrics(text)), cpu)
 
 
-def evaluate_row(spec: TextGCNSet, data: Path, model_config: str, folder: Path) -> tuple[float, float, float]:
+def evaluate_row(spec: DataSet, source: Path, model_config: str, folder: Path) -> tuple[float, float, float]:
     text, cpu = run(lit_docemb("evaluate", "--config", spec.config, "--config", model_config,
-                               f"--data.init_args.source={data / spec.listing}", "--output", str(folder)),
+                               f"--data.init_args.source={source}", "--output", str(folder)),
                     folder / "evaluate.log")
     return (*scores(printed_metrics(text)), cpu)
 
 
-def reference_row(spec: TextGCNSet, data: Path, program: Path, seed: int, folder: Path) -> tuple[float, float, float]:
-    """Chen's program on the set (as the module docstring says), trained on the corpus shuffled by ``seed`` (the
-    program has no seed of its own: the order is its randomness), its vectors scored like ours:
-    (error %, NMI, CPU s). It reads the words lit_docemb reads (:func:`~lit_docemb.augment.thesaurus.words_of`,
+@dataclass(frozen=True)
+class ReferenceCorpus:
+    """What the reference program trains on and what scores its vectors: every document's text in order (line i of
+    its ``-test`` file), and the rows (with labels) of the training and test splits."""
+    texts: list[str]
+    train: list[int]
+    test: list[int]
+    labels: list[str | None]
+
+
+def text_gcn_corpus(spec: TextGCNSet, data: Path) -> ReferenceCorpus:
+    """A text_gcn set: line i of the corpus file is the document of line i of the list (Latin-1, as text_gcn reads
+    them); a list line's split field contains "train" or "test"."""
+    texts = (data / spec.corpus).read_text(encoding="latin-1").splitlines()
+    listing = [line.split("\t") for line in (data / spec.listing).read_text(encoding="latin-1").splitlines()]
+    return ReferenceCorpus(texts, [i for i, row in enumerate(listing) if "train" in row[1]],
+                           [i for i, row in enumerate(listing) if "test" in row[1]], [row[2] for row in listing])
+
+
+def acl_imdb_corpus(folder: Path) -> ReferenceCorpus:
+    """aclImdb's 100,000 reviews as lit_docemb's labelled-text DataModule reads them (its class-folder reader):
+    train/{neg,pos}, test/{neg,pos}, then train/unsup, unlabelled (trained on, not scored)."""
+    train, test, unlabelled = (
+        list(iter_class_folders(str(folder / split), classes, f"{split}/", unlabelled=classes == ["unsup"],
+                                context=ReadContext()))
+        for split, classes in (("train", ["neg", "pos"]), ("test", ["neg", "pos"]), ("train", ["unsup"])))
+    documents = train + test + unlabelled
+    return ReferenceCorpus([d.text for d in documents], list(range(len(train))),
+                           list(range(len(train), len(train) + len(test))), [d.label for d in documents])
+
+
+def reference_row(corpus: ReferenceCorpus, window: int, program: Path, seed: int, folder: Path
+                  ) -> tuple[float, float, float]:
+    """Chen's program on the set (as the module docstring says, with the set's ``window``), trained on the corpus
+    shuffled by ``seed`` (the program has no seed of its own: the order is its randomness), its vectors scored like
+    ours: (error %, NMI, CPU s). It reads the words lit_docemb reads (:func:`~lit_docemb.augment.thesaurus.words_of`,
     one document a line): on its own whitespace tokens it would also train on text_gcn's punctuation tokens
     (",", "(", "?": 15 % of 20 Newsgroups' tokens), which lit_docemb's words leave out."""
     folder.mkdir(parents=True, exist_ok=True)
-    lines = [" ".join(words_of(line)) for line in (data / spec.corpus).read_text(encoding="latin-1").splitlines()]
+    lines = [" ".join(words_of(text)) for text in corpus.texts]
     ordered, shuffled = folder / "corpus.txt", folder / "corpus.shuffled.txt"
     ordered.write_text("\n".join(lines) + "\n")
     mixed = lines[:]
     random.Random(seed).shuffle(mixed)
     shuffled.write_text("\n".join(mixed) + "\n")
     _, cpu = run([str(program), "-train", str(shuffled), "-word", str(folder / "words.txt"),
-                  "-output", str(folder / "vectors.txt"), "-cbow", "1", "-size", "100", "-window", str(spec.window),
+                  "-output", str(folder / "vectors.txt"), "-cbow", "1", "-size", "100", "-window", str(window),
                   "-negative", "5", "-hs", "0", "-sample", "0", "-threads", "1", "-binary", "0", "-iter", "20",
                   "-min-count", "10", "-test", str(ordered), "-sentence-sample", "0.1"], folder / "doc2vecc.log")
     vectors = np.loadtxt(folder / "vectors.txt", dtype=np.float64)[:len(lines)]
-    listing = [line.split("\t") for line in (data / spec.listing).read_text(encoding="latin-1").splitlines()]
-    train = [i for i, row in enumerate(listing) if "train" in row[1]]
-    test = [i for i, row in enumerate(listing) if "test" in row[1]]
-    labels = [row[2] for row in listing]
-    probe = linear_probe(vectors[train], [labels[i] for i in train], vectors[test], [labels[i] for i in test])
-    cluster = kmeans_clustering(vectors[train], [labels[i] for i in train], vectors[test], [labels[i] for i in test])
+    train_y, test_y = [corpus.labels[i] for i in corpus.train], [corpus.labels[i] for i in corpus.test]
+    probe = linear_probe(vectors[corpus.train], train_y, vectors[corpus.test], test_y)
+    cluster = kmeans_clustering(vectors[corpus.train], train_y, vectors[corpus.test], test_y)
     return 100 * probe["error_rate"], cluster["nmi"], cpu
 
 
@@ -263,11 +312,41 @@ def report(files: list[Path]) -> None:
     print("\n".join(check_targets(merged)))
 
 
-def main(argv: list[str] | None = None) -> None:
+def set_sources(parser: argparse.ArgumentParser, args: argparse.Namespace) -> dict[str, Path]:
+    """Each set's ``data.init_args.source`` (a text_gcn list, the aclImdb folder), its files checked."""
+    sources = {}
+    for s in args.sets:
+        spec = SETS[s]
+        if isinstance(spec, AclImdbSet):
+            if args.imdb is None and args.data is None:
+                parser.error("--imdb: the aclImdb folder is needed (default: <data_root>/aclImdb beside --data)")
+            folder = args.imdb if args.imdb is not None else args.data.parent / "aclImdb"
+            missing = [part for part in ("train/neg", "train/pos", "train/unsup", "test/neg", "test/pos")
+                       if not (folder / part).is_dir()]
+            if missing:
+                parser.error(f"--imdb: {folder} has no {', '.join(missing)} (../shared/data/README.md names a copy)")
+            sources[s] = folder
+            continue
+        if args.data is None:
+            parser.error("--data: the text_gcn folder is needed (or --report to print earlier results)")
+        for part in (spec.listing, spec.corpus):
+            if not (args.data / part).is_file():
+                parser.error(f"--data: {args.data / part} is missing (docs/reproduce.md#deca says where to get it)")
+        sources[s] = args.data / spec.listing
+    if args.table5 and "r8" not in sources:
+        parser.error("--table5 runs on R8: add r8 to --sets")
+    return sources
+
+
+def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--data", type=Path, help="the text_gcn data folder (<name>.txt, corpus/)")
+    parser.add_argument("--data", type=Path, help="the text_gcn data folder (<name>.txt, corpus/), in <data_root>")
+    parser.add_argument("--imdb", type=Path, help="the aclImdb folder (train/{neg,pos,unsup}, test/{neg,pos}; "
+                        "../shared/data/README.md names a public copy); default: <data_root>/aclImdb, beside --data, "
+                        "as benchmarks/real_text.py's --imdb")
     parser.add_argument("--reference", type=Path, help="the built doc2vecc program (none: no reference row)")
-    parser.add_argument("--sets", nargs="+", choices=list(SETS), default=list(SETS))
+    parser.add_argument("--sets", nargs="+", choices=list(SETS), default=[*TEXT_GCN],
+                        help=f"default: {' '.join(TEXT_GCN)} (imdb: 100,000 reviews, CPU hours a trained row)")
     parser.add_argument("--seeds", nargs="+", type=int, default=[1, 2, 3], help="seeds of the trained rows")
     parser.add_argument("--rows", nargs="+", default=[*TRAINED, *EVALUATED], choices=[*TRAINED, *EVALUATED])
     parser.add_argument("--table5", action="store_true", help="also Table 5 on R8 (every seed)")
@@ -275,16 +354,16 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--report", nargs="+", type=Path, metavar="RESULTS_JSON",
                         help="run nothing: print the tables of these results.json files merged (a row's runs in "
                              "several files are pooled: give each seed once)")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = build_parser()
     args = parser.parse_args(argv)
     if args.report:
         report(args.report)
         return
-    if args.data is None:
-        parser.error("--data: the text_gcn folder is needed (or --report to print earlier results)")
-    for s in args.sets:
-        for part in (SETS[s].listing, SETS[s].corpus):
-            if not (args.data / part).is_file():
-                parser.error(f"--data: {args.data / part} is missing (docs/reproduce.md#deca says where to get it)")
+    sources = set_sources(parser, args)
     if args.reference is not None and not os.access(args.reference, os.X_OK):
         parser.error(f"--reference: {args.reference} is not an executable (build doc2vecc.c as the docstring says)")
     started, load = time.strftime("%Y-%m-%d %H:%M:%S"), os.getloadavg()
@@ -293,31 +372,32 @@ def main(argv: list[str] | None = None) -> None:
         spec, rows = SETS[s], {}
         results["sets"][s] = rows
         if args.reference is not None:
-            rows["reference"] = [reference_row(spec, args.data, args.reference, seed,
+            corpus = acl_imdb_corpus(sources[s]) if s == "imdb" else text_gcn_corpus(spec, args.data)
+            rows["reference"] = [reference_row(corpus, spec.window, args.reference, seed,
                                                args.out / s / f"reference_seed{seed}") for seed in args.seeds]
             print(f"{s} reference: {rows['reference']}", flush=True)
         for row in (r for r in args.rows if r in TRAINED):
-            rows[row] = [fit_row(spec, args.data, spec.config, TRAINED[row], seed,
+            rows[row] = [fit_row(sources[s], spec.config, TRAINED[row], seed,
                                  args.out / s / f"{row.lower().replace('+', '_')}_seed{seed}") for seed in args.seeds]
             print(f"{s} {row}: {rows[row]}", flush=True)
         for row in (r for r in args.rows if r in EVALUATED):
-            rows[row] = [evaluate_row(spec, args.data, EVALUATED[row], args.out / s / row.lower())]
+            rows[row] = [evaluate_row(spec, sources[s], EVALUATED[row], args.out / s / row.lower())]
             print(f"{s} {row}: {rows[row]}", flush=True)
         (args.out / "results.json").write_text(json.dumps(results, indent=1))
     if args.table5:
-        spec, table5 = SETS["r8"], {}
+        table5 = {}
         for row, config in TABLE5_ROWS.items():
             table5[row] = {}
             for column, extra in TABLE5_COLUMNS.items():
                 if column in TABLE5_PAPER[row]:
                     name = f"{row}_{column}".lower().strip("-")
-                    table5[row][column] = [fit_row(spec, args.data, config, extra, seed,
+                    table5[row][column] = [fit_row(sources["r8"], config, extra, seed,
                                                    args.out / "table5" / f"{name}_seed{seed}") for seed in args.seeds]
                     print(f"table 5 {row} {column}: {table5[row][column]}", flush=True)
         results["table5"] = table5
     results["load_after"] = os.getloadavg()
     (args.out / "results.json").write_text(json.dumps(results, indent=1))
-    print(f"\nDECA on text_gcn's files, started {started}; load before {load}, after {results['load_after']}")
+    print(f"\nDECA on {', '.join(SETS[s].name for s in args.sets)}, started {started}; load before {load}, after {results['load_after']}")
     print_tables(results)
     if args.table5:
         print_table5(results["table5"])

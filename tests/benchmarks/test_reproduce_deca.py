@@ -1,0 +1,68 @@
+"""benchmarks/reproduce_deca.py's IMDB rows: aclImdb's folders read by lit_docemb's class-folder reader (train, test
+and the unlabelled train/unsup reviews the reference trains on), where --imdb points by default, and the reference
+program's vectors scored on the labelled rows only (a stand-in program on the fixture's release layout)."""
+
+from __future__ import annotations
+
+import shutil
+import sys
+
+import pytest
+from benchmark_scripts import benchmark_module
+from corpus_files import LABELLED_WORDS
+from journeys import write_imdb_folders, write_text_gcn_release
+
+#: Stands in for doc2vecc: checks it trains on every line of the corpus it writes vectors for, logs its window, and
+#: writes per line (sea words, code words) counts: the fixture's two classes apart.
+FAKE_DOC2VECC = '''#!{python}
+import sys
+args = dict(zip(sys.argv[1::2], sys.argv[2::2]))
+ordered = open(args["-test"]).read().splitlines()
+assert sorted(open(args["-train"]).read().splitlines()) == sorted(ordered)
+print("window", args["-window"], "documents", len(ordered))
+sea, code = set({sea!r}.split()), set({code!r}.split())
+with open(args["-output"], "w") as out:
+    for line in ordered:
+        words = line.split()
+        out.write(f"{{sum(w in sea for w in words)}} {{sum(w in code for w in words)}}\\n")
+'''
+
+
+def test_the_reference_trains_on_all_of_aclimdb_and_is_scored_on_its_labelled_splits(tmp_path):
+    root = write_imdb_folders(tmp_path / "aclImdb", ["neg", "pos"], "unsup")  # 24 train, 8 test, 6 unlabelled
+    program = tmp_path / "doc2vecc"
+    program.write_text(FAKE_DOC2VECC.format(python=sys.executable, sea=LABELLED_WORDS["sea"],
+                                            code=LABELLED_WORDS["code"]))
+    program.chmod(0o755)
+    with benchmark_module("reproduce_deca") as bench:
+        corpus = bench.acl_imdb_corpus(root)
+        assert len(corpus.texts) == 38 and corpus.train == list(range(24)) and corpus.test == list(range(24, 32))
+        assert {corpus.labels[i] for i in corpus.train + corpus.test} == {"neg", "pos"}
+        assert corpus.labels[32:] == [None] * 6  # train/unsup: trained on, never scored
+        error, nmi, cpu = bench.reference_row(corpus, bench.SETS["imdb"].window, program, 1, tmp_path / "ref")
+    assert error == 0.0 and nmi == 1.0 and cpu > 0
+    assert "window 4 documents 38" in (tmp_path / "ref" / "doc2vecc.log").read_text()  # DECA Table 2's IMDB window
+
+
+def test_imdb_is_read_from_data_root_by_default_and_checked(tmp_path):
+    write_imdb_folders(tmp_path / "data" / "aclImdb", ["neg", "pos"], "unsup")
+    with benchmark_module("reproduce_deca") as bench:
+        parser = bench.build_parser()
+        args = parser.parse_args(["--data", str(tmp_path / "data" / "text_gcn"), "--sets", "imdb"])
+        assert bench.set_sources(parser, args) == {"imdb": tmp_path / "data" / "aclImdb"}  # <data_root>/aclImdb
+        assert parser.parse_args([]).sets == ["r8", "mr", "20news"]  # IMDB only when asked for
+        elsewhere = write_imdb_folders(tmp_path / "elsewhere", ["neg", "pos"], "unsup")
+        args = parser.parse_args(["--imdb", str(elsewhere), "--sets", "imdb"])
+        assert bench.set_sources(parser, args) == {"imdb": elsewhere}
+        shutil.rmtree(elsewhere / "train" / "unsup")  # the 50,000 reviews fit_on: all trains on
+        with pytest.raises(SystemExit):
+            bench.set_sources(parser, parser.parse_args(["--imdb", str(elsewhere), "--sets", "imdb"]))
+
+
+def test_a_text_gcn_sets_reference_corpus_is_its_corpus_file_in_list_order(tmp_path):
+    source = write_text_gcn_release(tmp_path / "text_gcn", "R8")  # 24 training then 8 test documents
+    with benchmark_module("reproduce_deca") as bench:
+        corpus = bench.text_gcn_corpus(bench.SETS["r8"], source.parent)
+    assert corpus.train == list(range(24)) and corpus.test == list(range(24, 32))
+    assert corpus.texts == (source.parent / "corpus" / "R8.clean.txt").read_text().splitlines()
+    assert corpus.labels == [line.split("\t")[2] for line in source.read_text().splitlines()]
