@@ -8,7 +8,7 @@ import lightning as L
 import torch
 import yaml
 
-from lit_docemb.commands.cli import main
+from lit_docemb.commands import main
 from lit_docemb.data.core.document import Document
 from lit_docemb.methods.base import EmbeddingMethod
 

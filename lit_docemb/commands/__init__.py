@@ -1,8 +1,9 @@
 """Floor 5: every entry point of ``python -m lit_docemb`` (and the ``lit-docemb`` script).
 
-:func:`main` reads the command name and imports that command's module only then, so ``python -m lit_docemb
---help`` answers without loading torch or Lightning. ``fit``, ``validate``, ``test`` and ``predict`` are
-LightningCLI's (:mod:`lit_docemb.commands.cli`); every other command is a module here with a ``main(argv)`` that
+:func:`main` is the one entry point: it reads the command name and imports that command's module only then, so
+``python -m lit_docemb --help`` answers without loading torch or Lightning, and it reports a config or argument that
+cannot run in one line (status 2) for every command. ``fit``, ``validate``, ``test`` and ``predict`` are LightningCLI's
+(:func:`lit_docemb.commands.cli.run`); every other command is a module here with a ``main(argv)`` that
 parses ``argv`` into the arguments of the module's function of the same name (``dense-search``:
 :func:`lit_docemb.commands.dense_search.dense_search`). A command module imports what it runs at its top: its
 ``--help`` is built from that function's signature read from the source (:mod:`lit_docemb.commands.arguments`;
@@ -64,19 +65,26 @@ def main(argv: list[str] | None = None):
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")  # tokenisation runs in dataloader workers
     quiet_third_parties()  # third-party messages that say nothing to a user (LIT_DOCEMB_VERBOSE=1 shows them)
     module_name, _ = COMMANDS[argv[0]]
+    print_help_of(module_name, argv)
+    module = importlib.import_module(f"lit_docemb.commands.{module_name}")
+    try:  # LightningCLI reads the subcommand itself; another command's main its options
+        return module.run(argv) if module_name == "cli" else module.main(argv[1:])
+    except ONE_LINE_ERRORS as err:  # a config found bad before training, a full disk: one line, as for a bad key
+        print(f"error: {err}", file=sys.stderr)
+        raise SystemExit(2) from err
+
+
+def print_help_of(module_name: str, argv: list[str]) -> None:
+    """Prints ``argv``'s command's help and exits when ``argv`` asks for it, without importing the command where
+    its help can be read otherwise: LightningCLI's (``fit --help``) is kept after its first answer, a command
+    module's is read from its source."""
     if module_name == "cli":
-        if argv[1:] in (["--help"], ["-h"]):  # LightningCLI's help, kept after its first answer
-            print_help(argv[0], lambda: importlib.import_module("lit_docemb.commands.cli").main(argv))
-        return importlib.import_module("lit_docemb.commands.cli").run(argv)
+        if argv[1:] in (["--help"], ["-h"]):
+            print_help(argv[0], lambda: importlib.import_module("lit_docemb.commands.cli").run(argv))
+        return
     options = argv[1:argv.index("--")] if "--" in argv else argv[1:]  # after --: grid's and slurm's fit arguments
     if "--help" in options or "-h" in options:
         if module_name == "slurm":
             sbatch.parser().print_help()
             raise SystemExit(0)
         arguments.print_help(f"lit_docemb.commands.{module_name}", module_name, f"python -m lit_docemb {argv[0]}")
-    module = importlib.import_module(f"lit_docemb.commands.{module_name}")
-    try:
-        return module.main(argv[1:])
-    except ONE_LINE_ERRORS as err:  # a config or argument that cannot run, a full disk: one line, as for fit
-        print(f"error: {err}", file=sys.stderr)
-        raise SystemExit(2) from err

@@ -41,8 +41,6 @@ from lightning.pytorch.plugins.io import CheckpointIO
 
 import lit_docemb.data  # noqa: F401  (registers the DataModules as known subclasses)
 import lit_docemb.methods  # noqa: F401  (registers the methods)
-from lit_docemb.commands import COMMANDS
-from lit_docemb.commands import main as run_command
 from lit_docemb.commands.console import tidy_loggers
 from lit_docemb.commands.loggers import configure_wandb_loggers
 from lit_docemb.commands.run_folder import apply_run_dir, check_fresh_fit, fill_run_folder, last_checkpoint
@@ -51,7 +49,7 @@ from lit_docemb.commands.trust import load_yaml, parse_yaml, refuse_untrusted
 from lit_docemb.config_block import ConfigBlock, block_option
 from lit_docemb.data.core.datamodule import DocumentDataModule
 from lit_docemb.distributed import close_process_group
-from lit_docemb.errors import ONE_LINE_ERRORS, ConfigError
+from lit_docemb.errors import ConfigError
 from lit_docemb.eval.embedding_writers import PredictionWriter
 from lit_docemb.methods.base import EmbeddingMethod
 from lit_docemb.methods.callbacks import AtomicCheckpointIO, SaveRunConfig, SlurmRequeue, Throughput
@@ -334,23 +332,17 @@ def report_checkpoint_differences(model, ckpt_path: str, differences: dict, shap
               file=sys.stderr)
 
 
-def main(args: list[str] | None = None) -> DocEmbCLI | None:
-    """LightningCLI's ``fit``/``validate``/``test``/``predict``; any other command goes to
-    :func:`lit_docemb.commands.main`."""
-    argv = sys.argv[1:] if args is None else args
-    if argv[:1] and COMMANDS.get(argv[0], ("cli",))[0] != "cli":
-        return run_command(argv)
-    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")  # tokenisation runs in dataloader workers
-    try:
-        return DocEmbCLI(args=args)
-    except ONE_LINE_ERRORS as err:  # a config found bad before training, a full disk: one line, as for a bad key
-        print(f"error: {err}", file=sys.stderr)
-        raise SystemExit(2) from err
+def run(argv: list[str], end_process_group: bool = True) -> DocEmbCLI:
+    """``python -m lit_docemb fit|validate|test|predict ...`` (``argv`` from the subcommand on), called by
+    :func:`lit_docemb.commands.main`, which reports a :data:`~lit_docemb.errors.ONE_LINE_ERRORS` error in one line.
 
-
-def run(argv: list[str]) -> DocEmbCLI | None:
-    """``python -m lit_docemb fit|validate|test|predict``: :func:`main`, then the process group ended in step on
-    every rank (:func:`~lit_docemb.distributed.close_process_group`) before the interpreter ends it."""
-    cli = main(argv)
-    close_process_group()
+    Args:
+        argv: The subcommand and its options.
+        end_process_group: End the process group in step on every rank
+            (:func:`~lit_docemb.distributed.close_process_group`) before the interpreter ends it; ``grid`` keeps it
+            for its next cell.
+    """
+    cli = DocEmbCLI(args=argv)
+    if end_process_group:
+        close_process_group()
     return cli

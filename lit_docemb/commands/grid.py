@@ -33,7 +33,7 @@ import sys
 from pathlib import Path
 
 from lit_docemb.commands.arguments import parse_command
-from lit_docemb.commands.cli import main as fit_main
+from lit_docemb.commands.cli import run as run_cli
 from lit_docemb.commands.trust import load_yaml
 from lit_docemb.errors import ConfigError
 
@@ -83,7 +83,7 @@ def metrics_of(grid: dict) -> list[str]:
 
 def run_cell(grid: dict, args: list[str], folder: Path, cell: str) -> dict[str, float]:
     """Fits one run (then its test loop, with ``test: true``): metric -> value."""
-    cli = fit_main(["fit", *args, f"--trainer.default_root_dir={folder}"])
+    cli = run_cli(["fit", *args, f"--trainer.default_root_dir={folder}"], end_process_group=False)
     logged = {k: float(v) for k, v in cli.trainer.callback_metrics.items()}
     if grid["test"]:
         for results in cli.trainer.test(cli.model, datamodule=cli.datamodule, verbose=False):

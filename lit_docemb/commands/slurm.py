@@ -26,18 +26,19 @@ from pathlib import Path
 import yaml
 from jsonargparse import dict_to_namespace
 
-from lit_docemb.commands.cli import main as cli_main
+from lit_docemb.commands.cli import run as run_cli
 from lit_docemb.commands.run_folder import apply_run_dir
 from lit_docemb.commands.sbatch import check_run_config, fit_arguments, parser, render, validate
 
 
 def resolve_fit_config(fit_args: list[str]) -> dict:
     """The resolved fit config of ``fit_args`` (what ``fit ... --print_config`` prints, with the run folder that
-    ``--run_dir`` names: :func:`~lit_docemb.commands.run_folder.apply_run_dir`); parse errors exit."""
+    ``--run_dir`` names: :func:`~lit_docemb.commands.run_folder.apply_run_dir`); parse errors exit, a config that cannot
+    be read or names a class it may not raises :class:`~lit_docemb.errors.ConfigError`."""
     out = io.StringIO()
     with contextlib.redirect_stdout(out):  # DocEmbCLI silences Lightning's warning about args given in Python
         try:
-            cli_main(["fit", *fit_args, "--print_config"])
+            run_cli(["fit", *fit_args, "--print_config"])
         except SystemExit as stop:
             if stop.code not in (0, None):
                 raise

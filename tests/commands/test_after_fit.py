@@ -12,7 +12,7 @@ import yaml
 from runs import save_run, tiny_args
 
 from lit_docemb.commands import main
-from lit_docemb.commands.cli import main as cli_main
+from lit_docemb.commands import main as cli_main
 from lit_docemb.methods import CTPE
 from lit_docemb.models.ctpe import WordEmbeddings
 

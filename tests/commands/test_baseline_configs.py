@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from lit_docemb.commands.cli import main
+from lit_docemb.commands import main
 
 ROOT = Path(__file__).resolve().parents[2]
 BASELINES = ROOT / "configs" / "baselines"

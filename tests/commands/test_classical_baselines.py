@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 from journeys import write_ctpe_task, write_text_gcn_release
 
-from lit_docemb.commands.cli import main
+from lit_docemb.commands import main
 
 ROOT = Path(__file__).resolve().parents[2]
 

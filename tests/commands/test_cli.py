@@ -14,7 +14,8 @@ from lightning.pytorch.callbacks import Callback
 from journeys import with_pieces
 from runs import tiny_args
 
-from lit_docemb.commands.cli import DocEmbCLI, main
+from lit_docemb.commands import main
+from lit_docemb.commands.cli import DocEmbCLI
 from lit_docemb.commands.slurm import resolve_fit_config
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -12,7 +12,8 @@ from corpus_files import _write_wikir
 from lightning.pytorch.callbacks import Callback
 from lightning.pytorch.strategies import DeepSpeedStrategy
 
-from lit_docemb.commands.cli import DocEmbCLI, main, one_line_parse_error
+from lit_docemb.commands import main
+from lit_docemb.commands.cli import DocEmbCLI, one_line_parse_error
 from lit_docemb.commands.section_errors import owner_key
 from lit_docemb.data import (
     JSONLDataModule,

@@ -11,7 +11,8 @@ import yaml
 from lightning.pytorch.callbacks import Callback
 from test_config_errors import fit_args, run_cli
 
-from lit_docemb.commands.cli import DocEmbCLI, main
+from lit_docemb.commands import main
+from lit_docemb.commands.cli import DocEmbCLI
 from lit_docemb.commands.trust import refuse_untrusted
 from lit_docemb.errors import ConfigError
 

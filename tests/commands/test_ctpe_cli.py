@@ -13,7 +13,7 @@ import pytest
 import torch
 
 from lit_docemb.commands.candidates import evaluate_checkpoint
-from lit_docemb.commands.cli import main
+from lit_docemb.commands import main
 from lit_docemb.data import JSONLDataModule
 from lit_docemb.eval.candidates import CandidateRanking, read_candidate_task
 from lit_docemb.methods import CTPE, WordEmbeddings

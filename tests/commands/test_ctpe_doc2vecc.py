@@ -11,7 +11,7 @@ import pytest
 import torch
 from journeys import write_ctpe_task
 
-from lit_docemb.commands.cli import main
+from lit_docemb.commands import main
 from lit_docemb.methods.deca_components import Doc2VecCAlone
 from lit_docemb.views.deca import Doc2VecCCollator
 

@@ -157,7 +157,7 @@ def fit_stats_read(run) -> int:
 
 
 def test_fit_logs_retrieval_per_epoch_and_evaluate_scores_the_checkpoint(tiny_encoder_dir, tmp_path, caplog):
-    from lit_docemb.commands.cli import main
+    from lit_docemb.commands import main
 
     root, run = _write_wikir(tmp_path / "wikir"), tmp_path / "run"
     config = tmp_path / "fit.yaml"

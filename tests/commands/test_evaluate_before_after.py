@@ -9,7 +9,7 @@ import json
 import pytest
 from journeys import ROOT, journey_config
 
-from lit_docemb.commands.cli import main
+from lit_docemb.commands import main
 
 
 pytestmark = pytest.mark.slow  # a fit and two measurements of each model: about a minute on 2 loaded cores

@@ -11,7 +11,7 @@ import torch
 from conftest import _topic_texts
 from runs import run_embed, save_run, write_tsv
 
-from lit_docemb.commands.cli import main
+from lit_docemb.commands import main
 from lit_docemb.data import PassageSpec
 from lit_docemb.data.core.document import Document, Section, query_document
 from lit_docemb.data.core.text import chunk_passages

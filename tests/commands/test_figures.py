@@ -13,7 +13,7 @@ from conftest import _topic_texts
 from lightning.pytorch.loggers import CSVLogger, WandbLogger
 from runs import save_run
 
-from lit_docemb.commands.cli import main
+from lit_docemb.commands import main
 from lit_docemb.eval.figures import (
     EmbeddingFigures,
     embedding_map,

@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 from jsonargparse import Namespace
 
-from lit_docemb.commands.cli import DocEmbCLI, main
+from lit_docemb.commands import main
+from lit_docemb.commands.cli import DocEmbCLI
 from lit_docemb.commands.run_folder import fill_run_folder
 from lit_docemb.errors import ConfigError
 

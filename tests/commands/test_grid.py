@@ -118,7 +118,7 @@ def test_a_few_shot_grid_trains_each_seed_on_k_per_class_and_gives_mean_and_sd(t
 
 
 def test_fit_with_too_few_documents_of_a_class_stops_in_one_line_with_status_2(tiny_encoder_dir, tmp_path, capsys):
-    from lit_docemb.commands.cli import main as cli_main
+    from lit_docemb.commands import main as cli_main
 
     source = write_fakenews_types(tmp_path / "fakenews" / "news_cleaned_2018_02_13.csv", FAKENEWS_TYPES)
     with pytest.raises(SystemExit) as stopped:

@@ -12,7 +12,7 @@ import torch
 import yaml
 from runs import run_embed, save_run, tiny_args, write_tsv
 
-from lit_docemb.commands.cli import main
+from lit_docemb.commands import main
 from lit_docemb.commands.loading import build_method, model_overrides
 from lit_docemb.data.core.tokens import document_text
 from lit_docemb.methods import DocSplit, GraphRoBERTa

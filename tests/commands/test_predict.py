@@ -6,7 +6,7 @@ import numpy as np
 import pyarrow.parquet as pq
 from runs import tiny_args
 
-from lit_docemb.commands.cli import main
+from lit_docemb.commands import main
 from lit_docemb.eval.embedding import embed_documents
 
 

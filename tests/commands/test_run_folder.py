@@ -13,7 +13,7 @@ import yaml
 from jsonargparse import Namespace
 from runs import run_embed, tiny_args
 
-from lit_docemb.commands.cli import main
+from lit_docemb.commands import main
 from lit_docemb.commands.loggers import configure_wandb_loggers, persistent_run_id
 from lit_docemb.commands.run_folder import apply_run_dir
 from lit_docemb.errors import ConfigError

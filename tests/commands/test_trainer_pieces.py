@@ -113,7 +113,7 @@ def test_run_dir_moves_a_config_with_pieces_to_its_folder():
 
 
 def test_a_piece_naming_an_untrusted_class_is_refused_before_it_is_imported(tmp_path, capsys):
-    from lit_docemb.commands.cli import main
+    from lit_docemb.commands import main
 
     (tmp_path / "pieces").mkdir()
     (tmp_path / "pieces" / "logger.yaml").write_text("class_path: not_trusted_module.Logger\n")

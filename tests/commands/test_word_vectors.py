@@ -117,7 +117,7 @@ def test_glove_on_the_task_documents_then_ctpe_fits_from_it(tmp_path):
     little)."""
     from journeys import ctpe_task_config
 
-    from lit_docemb.commands.cli import main as cli_main
+    from lit_docemb.commands import main as cli_main
 
     config = ctpe_task_config(tmp_path, "glove", {"class_path": "lit_docemb.methods.WordEmbeddings",
                                                   "init_args": {"dim": 8, "min_count": 1}}, 32, "coupled")

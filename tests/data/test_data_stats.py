@@ -10,7 +10,7 @@ from pathlib import Path
 import yaml
 from runs import tiny_args
 
-from lit_docemb.commands.cli import main
+from lit_docemb.commands import main
 from lit_docemb.data.corpora.arxiv import ArxivDataModule
 
 

@@ -12,7 +12,7 @@ import torch
 import yaml
 from corpus_files import labelled_docs
 
-from lit_docemb.commands.cli import main
+from lit_docemb.commands import main
 from lit_docemb.errors import ConfigError
 from lit_docemb.eval.embedding import embed_documents
 from lit_docemb.methods import ClassicalBaseline

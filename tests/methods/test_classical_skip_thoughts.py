@@ -15,7 +15,7 @@ from corpus_files import write_skip_thoughts_release
 from journeys import write_text_gcn_release
 from skip_thoughts_reference import reference_vector
 
-from lit_docemb.commands.cli import main
+from lit_docemb.commands import main
 from lit_docemb.data.core.document import Document, Section
 from lit_docemb.eval.embedding import embed_documents
 from lit_docemb.methods import ClassicalBaseline

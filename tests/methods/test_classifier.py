@@ -12,7 +12,7 @@ import yaml
 from corpus_files import labelled_docs, write_labelled_folder
 from journeys import with_pieces
 
-from lit_docemb.commands.cli import main
+from lit_docemb.commands import main
 from lit_docemb.data.core.document import Document, Section
 from lit_docemb.data.corpora.labelled import LabelledTextDataModule
 from lit_docemb.methods import DocSplit, DocumentClassifier, GraphRoBERTa

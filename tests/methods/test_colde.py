@@ -12,7 +12,7 @@ import yaml
 from conftest import _topic_texts
 from corpus_files import write_aan_network, write_google_patents, write_lra, write_wikipedia_dump
 
-from lit_docemb.commands.cli import main
+from lit_docemb.commands import main
 from lit_docemb.eval.figures import similarity_heatmaps
 from lit_docemb.data.core.batches import SectionChunks, TokenBatch
 from lit_docemb.data.core.document import Document, Section

@@ -22,7 +22,7 @@ from journeys import write_text_gcn_release
 from lit_docemb.augment import DocumentAugmenter, Vocabulary, words_of
 from lit_docemb.augment.specs import PPDB, Antonym, BackTranslation, Uninformative, WordNet
 from lit_docemb.augment.thesaurus import draws_of
-from lit_docemb.commands.cli import main
+from lit_docemb.commands import main
 from lit_docemb.data.caches.field_cache import TokenizedFields
 from lit_docemb.data.core.datamodule import documents_at
 from lit_docemb.data.core.document import Document, Section

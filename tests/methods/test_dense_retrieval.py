@@ -9,7 +9,7 @@ import pytest
 import torch
 from corpus_files import _write_wikir
 
-from lit_docemb.commands.cli import main
+from lit_docemb.commands import main
 from lit_docemb.data.core.document import Document, Section
 from lit_docemb.data.retrieval.datamodule import RetrievalExample
 from lit_docemb.methods import DenseRetrieval, GraphRoBERTa

@@ -15,7 +15,7 @@ import yaml
 from corpus_files import _write_wikir, labelled_docs, write_labelled_folder
 from journeys import with_pieces
 
-from lit_docemb.commands.cli import main
+from lit_docemb.commands import main
 from lit_docemb.data.core.document import Document, Section
 from lit_docemb.data.core.tokens import split_rows_by_token_budget
 from lit_docemb.data.retrieval.datamodule import RetrievalExample

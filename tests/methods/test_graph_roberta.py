@@ -10,7 +10,7 @@ import pytest
 import torch
 from corpus_files import sectioned_document
 
-from lit_docemb.commands.cli import main
+from lit_docemb.commands import main
 from lit_docemb.eval.figures import attention_heatmap
 from lit_docemb.data.core.document import Document, Section, query_document
 from lit_docemb.data.caches.passage_cache import TokenizedPassages

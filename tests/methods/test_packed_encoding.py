@@ -23,7 +23,7 @@ from transformers import (
     XLMRobertaModel,
 )
 
-from lit_docemb.commands.cli import main
+from lit_docemb.commands import main
 from lit_docemb.data.core.document import Document, Section
 from lit_docemb.errors import BadArgument
 from lit_docemb.models import EncoderSpec, HFEncoder, tokenizer_and_encoder

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 from runs import tiny_args
 
-from lit_docemb.commands.cli import main
+from lit_docemb.commands import main
 from lit_docemb.methods.callbacks import PauseAfterEpoch
 from lit_docemb.errors import ConfigError
 

@@ -8,7 +8,7 @@ import pytest
 import torch
 from conftest import _topic_texts
 
-from lit_docemb.commands.cli import main
+from lit_docemb.commands import main
 from lit_docemb.data import JSONLDataModule, PassageSpec
 from lit_docemb.data.core.document import Document, Section
 from lit_docemb.errors import ConfigError

@@ -13,7 +13,7 @@ import torch
 from corpus_files import ELMO_TINY_OPTIONS, write_elmo_release
 from journeys import ctpe_task_config
 
-from lit_docemb.commands.cli import main
+from lit_docemb.commands import main
 from lit_docemb.errors import ConfigError
 from lit_docemb.models.ctpe import ElmoTokens
 from lit_docemb.models.ctpe_tokenizers import CharacterIds

@@ -14,7 +14,7 @@ from corpus_files import write_skip_thoughts_release
 from journeys import ctpe_task_config
 from skip_thoughts_reference import reference_vector
 
-from lit_docemb.commands.cli import main
+from lit_docemb.commands import main
 from lit_docemb.errors import ConfigError
 from lit_docemb.models.ctpe import SkipThoughtSentences
 from lit_docemb.models.ctpe_tokenizers import SentenceWordIds, preprocess_sentences

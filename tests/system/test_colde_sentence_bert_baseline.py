@@ -17,7 +17,8 @@ import yaml
 from journeys import journey_config, with_pieces
 from test_journeys import merged
 
-from lit_docemb.commands.cli import DocEmbCLI, main
+from lit_docemb.commands import main
+from lit_docemb.commands.cli import DocEmbCLI
 from lit_docemb.commands.evaluate import main as evaluate_main
 from lit_docemb.data.core.tokens import document_text
 from lit_docemb.eval.matching import best_threshold, binary_metrics, dataset_pairs

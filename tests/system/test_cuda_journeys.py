@@ -17,7 +17,7 @@ import yaml
 from journeys import ROOT, journey_config
 from runs import run_embed
 
-from lit_docemb.commands.cli import main
+from lit_docemb.commands import main
 from lit_docemb.methods.checkpoints import read_checkpoint
 
 pytestmark = [pytest.mark.cuda, pytest.mark.slow]

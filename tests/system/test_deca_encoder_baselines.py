@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from journeys import write_text_gcn_release
 
-from lit_docemb.commands.cli import main
+from lit_docemb.commands import main
 from lit_docemb.commands.evaluate import main as evaluate_main
 from lit_docemb.eval.labelled import LabelledEmbeddingEvaluation
 

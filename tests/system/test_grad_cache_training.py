@@ -19,7 +19,7 @@ import pytest
 import torch
 from lightning.pytorch.strategies import DeepSpeedStrategy
 
-from lit_docemb.commands.cli import main
+from lit_docemb.commands import main
 from lit_docemb.data.core.document import Document, Section
 from lit_docemb.methods.docsplit import DocSplit
 from lit_docemb.models import EncoderSpec

@@ -11,7 +11,7 @@ import yaml
 from corpus_files import write_semeval_hyperpartisan
 from journeys import ROOT, journey_config
 
-from lit_docemb.commands.cli import main
+from lit_docemb.commands import main
 
 
 @pytest.mark.slow

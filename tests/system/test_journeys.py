@@ -21,7 +21,7 @@ import yaml
 from journeys import ROOT, journey_config, with_pieces
 from runs import run_embed
 
-from lit_docemb.commands.cli import main
+from lit_docemb.commands import main
 from lit_docemb.methods.checkpoints import read_checkpoint
 
 PATHS = sorted((ROOT / "configs").rglob("*.yaml"))
@@ -90,7 +90,7 @@ def write_documents(path: Path, titled: bool) -> list[dict]:
 
 
 def fit(config: Path, in_subprocess: bool) -> None:
-    """``fit --config config``: through ``python -m lit_docemb`` or :func:`lit_docemb.commands.cli.main`."""
+    """``fit --config config``: through ``python -m lit_docemb`` or :func:`lit_docemb.commands.main`."""
     if in_subprocess:
         result = subprocess.run([sys.executable, "-m", "lit_docemb", "fit", "--config", str(config)],
                                 capture_output=True, text=True, timeout=600, cwd=config.parent, check=False)

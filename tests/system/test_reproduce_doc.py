@@ -25,7 +25,7 @@ import pytest
 import yaml
 
 from lit_docemb.commands import main as run_command
-from lit_docemb.commands.cli import main as cli_main
+from lit_docemb.commands import main as cli_main
 from lit_docemb.commands.evaluate import build_evaluation
 from lit_docemb.commands.grid import read_grid, select
 from lit_docemb.errors import ConfigError

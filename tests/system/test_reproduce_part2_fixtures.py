@@ -12,7 +12,7 @@ import pytest
 from corpus_files import write_google_patents
 from journeys import write_text_gcn_release
 
-from lit_docemb.commands.cli import main
+from lit_docemb.commands import main
 from lit_docemb.commands.evaluate import main as evaluate_main
 
 ROOT = Path(__file__).resolve().parents[2]
