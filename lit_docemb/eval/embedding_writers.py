@@ -23,6 +23,7 @@ import torch
 from torch import Tensor
 from torch.utils.data import DataLoader, Dataset, Sampler
 
+from lit_docemb.data.core.contract import MethodBatches
 from lit_docemb.data.core.document import Document
 from lit_docemb.data.caches.token_cache import TokenCache
 from lit_docemb.errors import ConfigError, DiskFull, is_disk_full, staged_write, write_whole_text
@@ -69,7 +70,7 @@ class LengthBuckets(Sampler[list[int]]):
         return iter(self.batches)
 
 
-class EmbedDataModule(L.LightningDataModule):
+class EmbedDataModule(L.LightningDataModule, MethodBatches):
     """Predict batches of a fixed document list, length-bucketed and dealt out to the ranks.
 
     Args:

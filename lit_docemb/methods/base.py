@@ -29,6 +29,7 @@ from torch.nn.parallel import DistributedDataParallel
 from lit_docemb.config_block import ConfigBlock
 from lit_docemb.data.core.batches import DocumentBatch
 from lit_docemb.data.caches.token_cache import TokenCache
+from lit_docemb.data.core.contract import MethodBatches
 from lit_docemb.data.core.tokens import split_rows_by_token_budget
 from lit_docemb.errors import ConfigError, require
 from lit_docemb.methods import schedulers
@@ -241,7 +242,7 @@ class EmbeddingMethod(L.LightningModule, ABC):
         datamodule = getattr(self.trainer, "datamodule", None) if self._trainer is not None else None
         if stage == "fit" and datamodule is not None:
             self.check_corpus(datamodule)
-        if hasattr(datamodule, "connect"):  # a lit_docemb DataModule; another one brings its own collate_fn
+        if isinstance(datamodule, MethodBatches):  # a lit_docemb DataModule; another one brings its own collate_fn
             datamodule.connect(self.collator, self.token_cache)
 
     def check_corpus(self, datamodule) -> None:

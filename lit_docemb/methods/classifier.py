@@ -22,8 +22,9 @@ from torchmetrics import Metric
 from torchmetrics.classification import MulticlassF1Score
 
 from lit_docemb.data.core.batches import LabelledBatch
+from lit_docemb.data.core.contract import LabelledDocuments
 from lit_docemb.data.core.document import Document
-from lit_docemb.errors import BadArgument, require
+from lit_docemb.errors import BadArgument, ConfigError, require
 from lit_docemb.methods.base import EmbeddingMethod
 from lit_docemb.methods.checkpoints import load_method_checkpoint
 from lit_docemb.methods.fine_tuning import checkpoint_activations, document_rows, refuse_own_budget
@@ -112,12 +113,11 @@ class DocumentClassifier(EmbeddingMethod):
     def setup(self, stage: str) -> None:
         super().setup(stage)
         datamodule = getattr(self.trainer, "datamodule", None)
-        known = getattr(datamodule, "labels", None)
-        if stage == "fit" and callable(known):
-            found = set(known())
+        if stage == "fit" and isinstance(datamodule, LabelledDocuments):
+            found = set(datamodule.labels)
             if not found & set(self.hparams.labels):
-                raise ValueError(f"none of model.init_args.labels {self.hparams.labels} occurs in the training "
-                                 f"data, whose labels are {sorted(found)[:20]}: set labels to those")
+                raise ConfigError(f"none of model.init_args.labels {self.hparams.labels} occurs in the training "
+                                  f"data, whose labels are {sorted(found)[:20]}: set labels to those")
             if found - set(self.hparams.labels):
                 log.warning("training labels not in model.init_args.labels are skipped: %s",
                             sorted(found - set(self.hparams.labels))[:20])

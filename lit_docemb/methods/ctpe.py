@@ -30,6 +30,7 @@ from torch import Tensor
 
 from lit_docemb.data.core.batches import CoupledDocumentBatch, CoupledPairBatch
 from lit_docemb.data.caches.field_cache import FieldRows, FieldTokenCache
+from lit_docemb.data.core.contract import DocumentSplits
 from lit_docemb.data.core.document import Document
 from lit_docemb.errors import BadArgument, ConfigError, require
 from lit_docemb.losses import CoupledMarginLoss
@@ -160,7 +161,7 @@ class CTPE(EmbeddingMethod):
         if stage == "predict":
             return
         datamodule = self.trainer.datamodule
-        if datamodule is None or getattr(datamodule, "train_set", None) is None:
+        if not isinstance(datamodule, DocumentSplits) or datamodule.train_set is None:
             raise RuntimeError("CTPE builds its vocabulary and partners from a lit_docemb DataModule's "
                                "train_set: run it with --data")
         if stage == "fit":
@@ -173,7 +174,7 @@ class CTPE(EmbeddingMethod):
             self.samplers["validate"] = _sampler(datamodule.val_set)
         # every pass reads the fields' ids, tokenised once per corpus and vocabulary: opened by the first collator,
         # after a checkpoint's vocabulary is restored (validate/test restore it after setup)
-        self.field_corpus, self.field_rows = getattr(datamodule, "documents", None), None
+        self.field_corpus, self.field_rows = datamodule.documents, None
 
     def collator(self, stage: str):
         if self.tokenizer is None:

@@ -32,6 +32,7 @@ from lit_docemb.data.core.batches import (
 from lit_docemb.data.core.document import Document
 from lit_docemb.data.core.passage_spec import PassageSpec
 from lit_docemb.data.caches.passage_cache import PassageCache
+from lit_docemb.data.core.contract import DocumentSplits
 from lit_docemb.data.core.tokens import token_lengths
 from lit_docemb.errors import ConfigError, require
 from lit_docemb.losses import InfoNCELoss
@@ -161,7 +162,7 @@ class GraphRoBERTa(EmbeddingMethod):
     def check_corpus(self, datamodule) -> None:
         """``passages.graph: section`` needs documents of several sections: on a corpus whose documents (the first
         :attr:`sections_sample`) all have one, the section graph is a star, not the paper's section structure."""
-        corpus = getattr(datamodule, "all_set", None)
+        corpus = datamodule.all_set if isinstance(datamodule, DocumentSplits) else None
         if self.passage_spec.graph != "section" or not corpus:
             return
         sample = [corpus[i] for i in range(min(len(corpus), self.sections_sample))]

@@ -206,6 +206,24 @@ def test_the_collator_comes_from_the_connected_method():
     assert isinstance(next(iter(datamodule.val_dataloader()))[0], Document) and stages == ["fit", "predict"]
 
 
+def test_a_methods_setup_connects_a_datamodule_that_batches_with_its_collators_and_no_other(tiny_encoder_dir):
+    """DocumentDataModule and embed's EmbedDataModule declare MethodBatches: the method's setup hands them its
+    collators; another library's DataModule (its own collate_fn) is left as it is."""
+    from lit_docemb.data.core.contract import MethodBatches
+    from lit_docemb.eval.embedding_writers import EmbedDataModule
+    from lit_docemb.methods import DocSplit
+    from lit_docemb.models import EncoderSpec
+
+    method = DocSplit(EncoderSpec(tiny_encoder_dir, max_length=32), mlm_weight=0.0)
+    method.trainer = L.Trainer(accelerator="cpu", logger=False, enable_progress_bar=False)
+    foreign = L.LightningDataModule()
+    for datamodule in (ListDataModule(num_workers=0), EmbedDataModule(make_documents(4)), foreign):
+        method.trainer.datamodule = datamodule
+        method.setup("predict")
+        assert isinstance(datamodule, MethodBatches) == (datamodule is not foreign)
+        assert getattr(datamodule, "collator_factory", None) == (None if datamodule is foreign else method.collator)
+
+
 @pytest.mark.parametrize("use_distributed_sampler", [True, False])
 def test_lightning_keeps_our_loader_under_ddp(use_distributed_sampler):
     """With use_distributed_sampler=True Lightning rebuilds a DataLoader around a DistributedSampler (and would

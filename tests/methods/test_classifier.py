@@ -15,6 +15,7 @@ from journeys import with_pieces
 from lit_docemb.commands import main
 from lit_docemb.data.core.document import Document, Section
 from lit_docemb.data.corpora.labelled import LabelledTextDataModule
+from lit_docemb.errors import ConfigError
 from lit_docemb.methods import DocSplit, DocumentClassifier, GraphRoBERTa
 from lit_docemb.data import PassageSpec
 from lit_docemb.models import EncoderSpec
@@ -47,6 +48,27 @@ def test_an_empty_evaluation_batch_leaves_the_metric_untouched(tiny_encoder_dir)
 def test_labels_must_be_distinct(tiny_encoder_dir):
     with pytest.raises(ValueError, match="at least 2 distinct classes"):
         DocumentClassifier(DocSplit(EncoderSpec(tiny_encoder_dir, max_length=32), mlm_weight=0.0), labels=["a", "a"])
+
+
+def test_fit_checks_the_labels_against_a_labelled_corpus(tiny_encoder_dir, tmp_path, caplog):
+    """The DataModule declares LabelledDocuments: none of the configured labels in its training split is a one-line
+    error, some of them a warning naming the others."""
+    data = LabelledTextDataModule(str(write_labelled_folder(tmp_path / "set")), batch_size=8, num_workers=0,
+                                  val_fraction=0.0)
+    data.setup("fit")
+
+    def setup_with(labels: list[str]) -> None:
+        model = DocumentClassifier(DocSplit(EncoderSpec(tiny_encoder_dir, max_length=32), mlm_weight=0.0), labels)
+        model.trainer = L.Trainer(accelerator="cpu", logger=False, enable_progress_bar=False)
+        model.trainer.datamodule = data  # what Trainer.fit(model, data) sets before the method's setup
+        model.setup("fit")
+
+    with pytest.raises(ConfigError, match=r"none of model.init_args.labels \['news', 'sport'\] occurs in the training "
+                                          r"data, whose labels are \['code', 'sea'\]"):
+        setup_with(["news", "sport"])
+    with caplog.at_level("WARNING", logger="lit_docemb.methods.classifier"):
+        setup_with(["code", "news"])
+    assert "training labels not in model.init_args.labels are skipped: ['sea']" in caplog.text
 
 
 def test_starts_from_the_pretraining_checkpoint(tiny_encoder_dir, tmp_path):

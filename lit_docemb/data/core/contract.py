@@ -1,5 +1,8 @@
 """What evaluation, and a method that reads its corpus, asks of a DataModule: typed protocols, one per thing asked.
 
+* :class:`MethodBatches`: a DataModule that batches with the method's collators and reads its token cache
+  (every :class:`~lit_docemb.data.core.datamodule.DocumentDataModule`, and ``embed``'s
+  :class:`~lit_docemb.eval.embedding_writers.EmbedDataModule`; another library's brings its own ``collate_fn``);
 * :class:`DocumentSplits`: the splits of a set-up DataModule and the corpus they index (every
   :class:`~lit_docemb.data.core.datamodule.DocumentDataModule`; a method checks it before reading the splits of a
   trainer's DataModule, which may be another library's);
@@ -20,12 +23,22 @@ attributes.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
 
 if TYPE_CHECKING:
+    from lit_docemb.data.caches.token_cache import TokenCache
     from lit_docemb.data.core.document import Document
     from lit_docemb.data.retrieval.datamodule import QuerySplit
+
+
+@runtime_checkable
+class MethodBatches(Protocol):
+    """A DataModule whose loaders batch with the method's collators (run in dataloader workers)."""
+
+    def connect(self, collator: Callable[[str], Callable], token_cache: TokenCache | None = None) -> None:
+        """Takes the method's collator factory (stage -> collator) and, where it reads cached token ids, its token
+        cache; the method's ``setup`` calls it."""
 
 
 @runtime_checkable

@@ -37,7 +37,7 @@ import torch
 from torch.utils.data import ConcatDataset, DataLoader, Dataset
 
 from lit_docemb.data.core.batch_buffer import to_device_in_one_copy
-from lit_docemb.data.core.contract import EvaluationData
+from lit_docemb.data.core.contract import EvaluationData, MethodBatches
 from lit_docemb.data.core.document import Document
 from lit_docemb.data.caches.token_cache import TokenCache
 from lit_docemb.data.core.reading import READ_COUNT_KEYS, is_decoding_count, reading_summary
@@ -107,10 +107,11 @@ def documents_at(dataset, rows: Sequence[int], corpus: Sequence[Document] | None
     return read_items(dataset, rows)
 
 
-class DocumentDataModule(L.LightningDataModule, ABC, EvaluationData):
+class DocumentDataModule(L.LightningDataModule, ABC, EvaluationData, MethodBatches):
     """Base class of every corpus DataModule; it declares what evaluation asks of one
     (:class:`~lit_docemb.data.core.contract.EvaluationData`), with the answers of a corpus of documents without
-    queries, labels or pairs, which a subclass changes.
+    queries, labels or pairs, which a subclass changes, and batches with the method's collators
+    (:class:`~lit_docemb.data.core.contract.MethodBatches`).
 
     Args:
         batch_size: Documents per batch and per device (default 16). Give it or ``global_batch_size``, not both.
