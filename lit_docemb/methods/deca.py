@@ -48,8 +48,10 @@ from lit_docemb.data.core.tokens import document_text
 from lit_docemb.errors import BadArgument, ConfigError
 from lit_docemb.losses import NTXentLoss, SimSiamLoss
 from lit_docemb.methods.base import EmbeddingMethod
+from lit_docemb.methods.callbacks import logging_step
 from lit_docemb.methods.deca_components import (
     Append,
+    Doc2VecCAdamBackbone,
     Doc2VecCAlone,
     Doc2VecCBackbone,
     EncoderBackbone,
@@ -58,6 +60,7 @@ from lit_docemb.methods.deca_components import (
 )
 from lit_docemb.methods.retention import Retention
 from lit_docemb.models import Doc2VecC
+from lit_docemb.models.doc2vecc import word_examples
 from lit_docemb.views.common import DocumentCollator
 from lit_docemb.views.deca import (
     AppendedAugmentationCollator,
@@ -84,7 +87,8 @@ class DECA(EmbeddingMethod):
 
     Args:
         backbone: :class:`~lit_docemb.methods.deca_components.Doc2VecCBackbone` (trained jointly with the
-            contrastive loss, eq. 6) or :class:`~lit_docemb.methods.deca_components.EncoderBackbone` (a Hugging
+            contrastive loss, eq. 6, l_d by Chen's SGD), :class:`~lit_docemb.methods.deca_components.
+            Doc2VecCAdamBackbone` (the same, both terms by the optimizer: Algorithm 1 as written) or :class:`~lit_docemb.methods.deca_components.EncoderBackbone` (a Hugging
             Face encoder's [CLS], trained on the contrastive loss alone); ``None``: ``Doc2VecCBackbone()``.
         framework: :class:`~lit_docemb.methods.deca_components.SimCLR` (NT-Xent, eq. 4),
             :class:`~lit_docemb.methods.deca_components.SimSiam` (eq. 5) or
@@ -109,7 +113,7 @@ class DECA(EmbeddingMethod):
 
     def __init__(
         self,
-        backbone: Doc2VecCBackbone | EncoderBackbone | None = None,
+        backbone: Doc2VecCBackbone | Doc2VecCAdamBackbone | EncoderBackbone | None = None,
         framework: SimCLR | SimSiam | Append | Doc2VecCAlone | None = None,
         augmentation: Augmentation | None = None,
         optimizer: OptimizerCallable | None = None,
@@ -121,13 +125,14 @@ class DECA(EmbeddingMethod):
         self.save_method_hyperparameters(ignore=["optimizer", "scheduler"])
         self.backbone_spec = Doc2VecCBackbone() if backbone is None else backbone
         self.framework = SimCLR() if framework is None else framework
-        self._check_arguments(augmentation)
+        self._check_arguments(augmentation, scheduler)
         draws = self.framework.draws_augmentation
         self.augmentation: Augmentation | None = WordNet() if augmentation is None and draws else augmentation
         spec, framework = self.backbone_spec, self.framework
         if isinstance(spec, Doc2VecCBackbone):
             self.backbone: Doc2VecC | None = None  # built once the vocabulary is known (setup / checkpoint)
-            self.automatic_optimization = False  # l_d by Doc2VecC's own SGD, then the optimizer's step on l_c
+            self.automatic_optimization = False  # l_d by Doc2VecC's own SGD, then the optimizer's step on l_c;
+            # or (Algorithm 1) many optimizer steps on each batch of documents
             dim = spec.embedding_dim
         else:
             try:
@@ -150,11 +155,16 @@ class DECA(EmbeddingMethod):
         self.word_corpus = None
 
     @property
+    def trains_by_chen(self) -> bool:
+        """l_d by Chen's sparse SGD (the Doc2VecC backbone), not by the optimizer."""
+        return type(self.backbone_spec) is Doc2VecCBackbone
+
+    @property
     def max_length(self) -> int:
         """Tokens per document of the encoder backbone."""
         return self.backbone_spec.max_length
 
-    def _check_arguments(self, augmentation: Augmentation | None) -> None:
+    def _check_arguments(self, augmentation: Augmentation | None, scheduler: LRSchedulerCallable | None) -> None:
         parts = {"backbone": (self.backbone_spec, (Doc2VecCBackbone, EncoderBackbone)),
                  "framework": (self.framework, (SimCLR, SimSiam, Append, Doc2VecCAlone))}
         if augmentation is not None:
@@ -176,6 +186,10 @@ class DECA(EmbeddingMethod):
             raise ConfigError(f"model.init_args.augmentation: {type(self.framework).__name__} draws no augmentation "
                               f"(Doc2VecC's loss on the documents themselves), got {type(augmentation).__name__}: "
                               "leave it unset (--model.init_args.augmentation null after a config that names one)")
+        if isinstance(self.backbone_spec, Doc2VecCAdamBackbone) and scheduler is not None:
+            raise ConfigError("model.init_args.scheduler: with Doc2VecCAdamBackbone an epoch's optimizer steps follow "
+                              "the words of its documents, which no scheduler is told: leave it unset (Appendix "
+                              "A.3.2 trains at Adam's constant 1e-3)")
         if isinstance(self.backbone_spec, EncoderBackbone):
             if isinstance(self.framework, Doc2VecCAlone):
                 raise ConfigError("model.init_args.framework: Doc2VecCAlone is plain Doc2VecC (its loss l_d with no "
@@ -191,7 +205,7 @@ class DECA(EmbeddingMethod):
 
     # --- vocabulary: from the training documents, or from a checkpoint ----------------------------------
     def setup(self, stage: str) -> None:
-        if stage == "fit" and isinstance(self.backbone_spec, Doc2VecCBackbone):
+        if stage == "fit" and self.trains_by_chen:
             if self.trainer.world_size > 1:
                 raise ConfigError(f"trainer.devices: the Doc2VecC backbone trains with Chen's SGD in one process "
                                   f"(its in-place updates are not synchronised), got {self.trainer.world_size} "
@@ -315,27 +329,46 @@ class DECA(EmbeddingMethod):
         collator = AppendedAugmentationCollator if isinstance(self.framework, Append) else Doc2VecCPairCollator
         return collator(self.index, self.augmenter(), s.max_words, deterministic=stage != "fit", cached=cached)
 
-    def losses(self, batch: Doc2VecCBatch | Doc2VecCPairBatch | ViewPairBatch) -> dict[str, Tensor]:
+    def losses(self, batch: Doc2VecCBatch | Doc2VecCPairBatch | ViewPairBatch,
+               examples: Tensor | None = None) -> dict[str, Tensor]:
+        """The terms of a batch. With :class:`~lit_docemb.methods.deca_components.Doc2VecCAdamBackbone`, l_d is the
+        mean over word-level ``examples`` ((E, 2) rows of (document, position) in ``batch.words``; ``None``: every
+        word of the batch) and the contrastive term is over the documents they come from."""
         if isinstance(batch, Doc2VecCBatch):  # Append or Doc2VecCAlone: l_d alone
-            return {"doc2vecc_loss": self.doc2vecc_step(batch.words),
+            return {"doc2vecc_loss": self.doc2vecc_loss(batch.words, examples),
                     "skipped_documents": torch.full((), float(batch.skipped))}
         terms = {}
         if isinstance(batch, Doc2VecCPairBatch):
-            terms["doc2vecc_loss"] = self.doc2vecc_step(batch.words)
-            h, h_aug = self.backbone(batch.words), self.backbone(batch.augmented)  # (B, D) eq. 1
+            terms["doc2vecc_loss"] = self.doc2vecc_loss(batch.words, examples)
+            documents = slice(None) if examples is None else examples[:, 0].unique()
+            words, augmented, doc_index = batch.words[documents], batch.augmented[documents], batch.doc_index[documents]
+            h, h_aug = self.backbone(words), self.backbone(augmented)  # (N, D) eq. 1
         else:
             both = self.encoder(torch.cat([batch.view_a.input_ids, batch.view_b.input_ids]),
                                 torch.cat([batch.view_a.attention_mask, batch.view_b.attention_mask]))  # (2B, D)
             h, h_aug = both[:len(batch)], both[len(batch):]
+            doc_index = batch.doc_index
         if isinstance(self.framework, SimCLR):
-            terms |= self.contrastive(h, h_aug, batch.doc_index)
+            terms |= self.contrastive(h, h_aug, doc_index)
         else:
-            if self.training and len(batch) < 2:
+            if self.training and len(h) < 2:
                 raise ValueError("SimSiam's predictor has BatchNorm, which needs >= 2 documents per training "
                                  "batch: raise data.global_batch_size (or batch_size) or set data.drop_last: true")
             terms |= self.contrastive(self.predictor(h), self.predictor(h_aug), h, h_aug)
         terms["skipped_documents"] = torch.full((), float(batch.skipped), device=h.device)
         return terms
+
+    def doc2vecc_loss(self, words: Tensor, examples: Tensor | None) -> Tensor:
+        """l_d: by Chen's rule (:meth:`doc2vecc_step`), or (the Adam backbone) the mean loss of the word-level
+        examples, differentiable; outside training every word of the batch, with fixed draws."""
+        if self.trains_by_chen:
+            return self.doc2vecc_step(words)
+        s = self.backbone_spec
+        generator = None
+        if examples is None:
+            examples = word_examples(words)
+            generator = torch.Generator().manual_seed(0)
+        return self.backbone.example_loss(words, examples, s.sample_words, s.dropout, generator).mean()
 
     def doc2vecc_step(self, words: Tensor) -> Tensor:
         """l_d on a batch's documents: in training, Chen's rule updates the backbone in place (the rate's schedule
@@ -351,19 +384,57 @@ class DECA(EmbeddingMethod):
     def training_step(self, batch, batch_idx: int) -> Tensor:
         """Automatic optimisation for an encoder backbone; with Doc2VecC, l_d's SGD runs inside :meth:`losses` and
         the optimizer then steps lambda * l_c (no gradient for ``Doc2VecCAlone`` and ``Append``: the step only
-        counts)."""
+        counts); with the Adam backbone, :meth:`adam_steps`."""
         if self.automatic_optimization:
             return super().training_step(batch, batch_idx)
+        if not self.trains_by_chen:
+            return self.adam_steps(batch)
         optimizer = self.optimizers()
         optimizer.zero_grad()
         loss = self._shared_step(batch, "train")
         if loss.requires_grad:
             self.manual_backward(loss)
         optimizer.step()
+        self._scheduler_step()
+        self._log_contrastive_steps()
+        return loss.detach()
+
+    def adam_steps(self, batch: Doc2VecCBatch | Doc2VecCPairBatch) -> Tensor:
+        """Algorithm 1 on a batch of documents: every word of them a target once, in a random order (torch's
+        generator: a resumed run repeats it), ``examples_per_step`` targets an optimizer step, each step's loss
+        l_d + lambda * l_c over the documents of its targets (eq. 6 with both terms means). Returns the last step's
+        loss."""
+        optimizer = self.optimizers()
+        examples = word_examples(batch.words)
+        steps = examples[torch.randperm(len(examples))].split(self.backbone_spec.examples_per_step)
+        for i, chunk in enumerate(steps):
+            optimizer.zero_grad()
+            terms = self.losses(batch, chunk)
+            loss = self.total_loss(terms)
+            self.manual_backward(loss)
+            optimizer.step()
+            self._scheduler_step()
+        self._log_terms("train", loss, terms, len(batch))
+        self._log_contrastive_steps()
+        return loss.detach()
+
+    def _log_contrastive_steps(self) -> None:
+        """``train/contrastive_steps``: the optimizer steps so far that trained the contrastive term (every one
+        unless the framework has none); with Chen's SGD one a batch, with the Adam backbone hundreds an epoch."""
+        if logging_step(self._trainer):
+            steps = self.trainer.global_step if self.framework.loss_name is not None else 0
+            self.log("train/contrastive_steps", float(steps), on_step=True, on_epoch=False)
+
+    def on_train_end(self) -> None:
+        steps = self.trainer.global_step
+        log.info("DECA: %d optimizer steps, %d of them on the contrastive term (%s)", steps,
+                 steps if self.framework.loss_name is not None else 0,
+                 "l_d by Chen's SGD" if self.trains_by_chen else "l_d by the optimizer, Algorithm 1")
+
+    def _scheduler_step(self) -> None:
         scheduler = self.lr_schedulers()
         if scheduler is not None:
             scheduler.step()
-        return loss.detach()
 
     def predict_step(self, batch, batch_idx: int) -> dict:
         """Ids and embeddings; with Doc2VecC, a document with no word of the vocabulary (an all-zero mean) is

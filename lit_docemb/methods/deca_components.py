@@ -35,6 +35,7 @@ class Doc2VecCBackbone:
     what left the Doc2VecC row six times worse than the program. "Dropout ratio 0.3" does not say it is Doc2VecC's
     corruption; on R8 a corruption of 0.3 and the program's 0.9 give the same error (docs/reproduce.md#deca), and
     0.9 costs half the CPU time, so the default is the program's.
+    :class:`Doc2VecCAdamBackbone` is the other reading, Algorithm 1 as written, where both have a meaning.
 
     Args:
         embedding_dim: Dimension of the word and document vectors (100).
@@ -73,6 +74,42 @@ class Doc2VecCBackbone:
             found["corruption"] = f"must be in [0, 1), got {self.corruption}"
         if self.learning_rate <= 0:
             found["learning_rate"] = f"must be > 0, got {self.learning_rate}"
+        return found
+
+
+class Doc2VecCAdamBackbone(Doc2VecCBackbone):
+    """Doc2VecC trained as DECA's Algorithm 1 and Appendix A.3.2 write it: one loss (eq. 6), one optimizer (Adam,
+    lr 1e-3) for ``U`` and ``V`` and the contrastive term together, batches of 4,096.
+
+    The reading (issue 37; docs/reproduce.md#deca): the 4,096 are word-level training examples as in Doc2VecC, a
+    target word with its CBOW window and its document, the document represented by Table 2's "#Sample" words drawn
+    from it (``sample_words``), their mean with the context's dropped out at the appendix's rate 0.3; each step
+    minimises the examples' l_d and lambda times l_c over the documents the examples come from (a document and its
+    augmentation by eq. 1), so an epoch is hundreds of optimizer steps and the contrastive term is trained at each.
+    The DataModule's ``global_batch_size`` is then the documents (and augmentations) drawn at once, whose word
+    positions are shuffled and cut into steps of ``examples_per_step``.
+
+    Args:
+        embedding_dim, window_size, negative_samples, min_word_count, max_vocabulary, max_words, keep_empty: as
+            :class:`Doc2VecCBackbone`.
+        sample_words: Words drawn from a document to represent it in an example (Table 2 "#Sample").
+        dropout: Dropout rate of an example's hidden vector (Appendix A.3.2: 0.3).
+        examples_per_step: Word-level examples per optimizer step (Appendix A.3.2's batch size, 4,096).
+    """
+
+    def __init__(self, embedding_dim: int = 100, window_size: int = 10, negative_samples: int = 5,
+                 sample_words: int = 5, dropout: float = 0.3, examples_per_step: int = 4096,
+                 min_word_count: int = 10, max_vocabulary: int = 100_000, max_words: int = 10_000,
+                 keep_empty: bool = False) -> None:
+        super().__init__(embedding_dim, window_size, negative_samples, min_word_count=min_word_count,
+                         max_vocabulary=max_vocabulary, max_words=max_words, keep_empty=keep_empty)
+        self.sample_words, self.dropout, self.examples_per_step = sample_words, dropout, examples_per_step
+
+    def problems(self) -> dict[str, str]:
+        found = super().problems() | _at_least_one(sample_words=self.sample_words,
+                                                   examples_per_step=self.examples_per_step)
+        if not 0.0 <= self.dropout < 1.0:
+            found["dropout"] = f"must be in [0, 1), got {self.dropout}"
         return found
 
 

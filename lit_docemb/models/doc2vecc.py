@@ -17,6 +17,29 @@ from torch import Tensor, nn
 from lit_docemb.models.doc2vecc_sgd import noise_table, train_documents
 
 
+def word_examples(words: Tensor) -> Tensor:
+    """(B, T) word ids, 0-padded → (P, 2) rows (document, position) of every word, in reading order."""
+    return torch.nonzero(words != 0)
+
+
+def context_positions(positions: Tensor, window: int, generator: torch.Generator | None = None
+                      ) -> tuple[Tensor, Tensor]:
+    """The CBOW context of each target position as ``doc2vecc.c`` draws it: ``b`` uniform in ``[0, window)``, the
+    positions ``t - window + b .. t - b`` except ``t`` (see :mod:`lit_docemb.models.doc2vecc_sgd`).
+
+    Args:
+        positions: (E,) target positions in their documents.
+
+    Returns:
+        (E, window + 1) positions (clamped at 0) and the mask of those that are context.
+    """
+    shrink = torch.randint(0, window, positions.shape, generator=generator)  # (E,)
+    a = torch.arange(window + 1)
+    context = positions[:, None] - window + a  # (E, window + 1)
+    mask = (a >= shrink[:, None]) & (a <= window - shrink[:, None]) & (a != window) & (context >= 0)
+    return context.clamp(min=0), mask
+
+
 class Doc2VecC(nn.Module):
     """Doc2VecC's word and output embeddings, its document vector (eq. 1) and its training rule.
 
@@ -50,6 +73,7 @@ class Doc2VecC(nn.Module):
         with torch.no_grad():
             self.word_embeddings.weight[0].zero_()
         self.noise = noise_table(word_counts.numpy())
+        self.noise_ids = torch.from_numpy(self.noise).long()  # the same table, for the optimizer's reading
         self.negative_samples, self.corruption = negative_samples, corruption
         self.window_size, self.learning_rate = window_size, learning_rate
 
@@ -60,6 +84,42 @@ class Doc2VecC(nn.Module):
         offsets = torch.cumsum(lengths, 0) - lengths
         # the words alone, not the (B, T) padded block: its backward sorts every index, padding included
         return F.embedding_bag(words[present], self.word_embeddings.weight, offsets, mode="mean")  # (B, D)
+
+    def example_loss(self, words: Tensor, examples: Tensor, sample_words: int, dropout: float,
+                     generator: torch.Generator | None = None) -> Tensor:
+        """Eq. 2-3 with negative sampling on word-level examples, differentiable (DECA's Algorithm 1 read as
+        written: the optimizer trains ``U`` and ``V``, see :class:`~lit_docemb.methods.deca_components.
+        Doc2VecCAdamBackbone`). Each example is a target word of a document; its hidden vector is the mean of its
+        CBOW context (:func:`context_positions`) and of the document, represented by ``sample_words`` of its words
+        drawn uniformly (with replacement), the mean then dropped out at rate ``dropout``.
+
+        Args:
+            words: (B, T) word ids, 0-padded on the right.
+            examples: (E, 2) rows (document in ``words``, position of the target word).
+
+        Returns:
+            (E,) the loss of each example: the target's and the noise words' negative log-likelihoods.
+        """
+        device = words.device  # the draws are made on the CPU (one generator wherever the model is)
+        examples = examples.cpu()
+        documents, positions = examples[:, 0], examples[:, 1]
+        lengths = (words != 0).sum(1).cpu()[documents]  # (E,)
+        context, mask = context_positions(positions, self.window_size, generator)
+        drawn = (torch.rand(len(examples), sample_words, generator=generator) * lengths[:, None]).long()
+        noise = self.noise_ids[torch.randint(len(self.noise_ids), (len(examples), self.negative_samples),
+                                             generator=generator)]  # (E, K)
+        documents, positions, context, mask, drawn, noise = (
+            t.to(device) for t in (documents, positions, context, mask, drawn, noise))
+        context_words = words[documents[:, None], context] * mask  # 0 (padding, a zero row of U) outside
+        sampled = words[documents[:, None], drawn]  # (E, sample_words)
+        U = self.word_embeddings
+        hidden = (U(context_words).sum(1) + U(sampled).mean(1)) / (mask.sum(1, keepdim=True) + 1)  # (E, D)
+        hidden = F.dropout(hidden, dropout, self.training)
+        targets = words[documents, positions]  # (E,)
+        V = self.output_embeddings
+        positive = F.logsigmoid((V(targets) * hidden).sum(-1))
+        negative = F.logsigmoid(-(V(noise) * hidden[:, None]).sum(-1)) * (noise != targets[:, None])  # a draw
+        return -(positive + negative.sum(-1))  # equal to the target is skipped, as the program skips it
 
     def train_on(self, words: Tensor, progress: tuple[float, float], seed: int, learn: bool = True) -> Tensor:
         """Chen's rule over the documents of ``words`` ((B, T) ids, 0-padded on the right), in place on ``U`` and

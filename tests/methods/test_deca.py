@@ -31,6 +31,7 @@ from lit_docemb.errors import ConfigError
 from lit_docemb.methods import DECA
 from lit_docemb.methods.deca_components import (
     Append,
+    Doc2VecCAdamBackbone,
     Doc2VecCAlone,
     Doc2VecCBackbone,
     EncoderBackbone,
@@ -38,6 +39,7 @@ from lit_docemb.methods.deca_components import (
     SimSiam,
 )
 from lit_docemb.models import Doc2VecC, EncoderSpec
+from lit_docemb.models.doc2vecc import context_positions, word_examples
 from lit_docemb.models.doc2vecc_sgd import noise_table, train_documents
 from lit_docemb.views.deca import (
     AppendedAugmentationCollator,
@@ -281,6 +283,12 @@ def test_arguments_that_would_be_ignored_cannot_be_written(tiny_encoder_dir):
      "model.init_args.augmentation.init_args.selection: must be 'rare' (the paper's) or 'tf_idf'"),
     ({"augmentation": Uninformative(rare_count=0)}, "model.init_args.augmentation.init_args.rare_count: must be >= 1"),
     ({"framework": "simclr"}, "model.init_args.framework: expected one of"),
+    ({"backbone": Doc2VecCAdamBackbone(sample_words=0)}, "model.init_args.backbone.init_args.sample_words: must be"),
+    ({"backbone": Doc2VecCAdamBackbone(dropout=1.0)}, "model.init_args.backbone.init_args.dropout: must be in"),
+    ({"backbone": Doc2VecCAdamBackbone(examples_per_step=0)},
+     "model.init_args.backbone.init_args.examples_per_step: must be >= 1"),
+    ({"backbone": Doc2VecCAdamBackbone(), "scheduler": lambda optimizer: None},
+     "model.init_args.scheduler: with Doc2VecCAdamBackbone"),
 ])
 def test_out_of_range_values_are_config_errors_naming_the_full_key(arguments, key):
     with pytest.raises(ConfigError) as error:
@@ -745,3 +753,94 @@ def test_replacements_are_words_of_the_doc2vecc_vocabulary():
                for w in c.split())  # every replacement (a word's own entry keeps the word itself)
     with pytest.raises(ConfigError, match="^model.init_args.augmentation.init_args.replacement_min_count: 5 admits"):
         DECA(Doc2VecCBackbone(min_word_count=10), SimCLR(), WordNet(replacement_min_count=5))
+
+
+# --- Algorithm 1 as written: Doc2VecC and the contrastive term trained by one optimizer ---------------------------
+
+def test_the_context_of_a_word_level_example_is_the_programs_window():
+    """Each example's context is ``t - window + b .. t - b`` without ``t`` for one ``b`` in ``[0, window)``, the
+    positions before the document's start left out (doc2vecc.c's window, as Chen's rule draws it)."""
+    window, positions = 4, torch.arange(12).repeat(50)
+    context, mask = context_positions(positions, window, torch.Generator().manual_seed(0))
+    shrinks = set()
+    for t, row, keep in zip(positions.tolist(), context.tolist(), mask.tolist()):
+        taken = {c for c, k in zip(row, keep) if k}
+        fitting = [b for b in range(window)
+                   if taken == {t - window + a for a in range(b, window + 1 - b) if a != window and t - window + a >= 0}]
+        assert fitting, (t, sorted(taken))
+        shrinks.update(fitting)
+    assert shrinks == set(range(window))
+
+
+def test_word_level_example_loss_is_differentiable_and_starts_at_chance():
+    """At the start (V = 0) every score is 0: the loss of an example is log 2 for the target and for each noise
+    word that is not the target; the gradient reaches V's rows of the targets and U's of the context."""
+    torch.manual_seed(0)
+    model = Doc2VecC(6, 4, torch.ones(6), negative_samples=3, window_size=2)
+    words = torch.tensor([[1, 2, 3, 4, 0], [5, 6, 1, 0, 0]])
+    examples = word_examples(words)
+    assert examples.tolist() == [[0, 0], [0, 1], [0, 2], [0, 3], [1, 0], [1, 1], [1, 2]]
+    losses = model.example_loss(words, examples, sample_words=2, dropout=0.0,
+                                generator=torch.Generator().manual_seed(1))
+    assert losses.shape == (7,) and torch.all(losses <= 4 * np.log(2) + 1e-6) and torch.all(losses >= np.log(2))
+    losses.sum().backward()
+    assert model.output_embeddings.weight.grad[1:].abs().sum() > 0  # V: the targets' and noise words' rows
+    assert model.word_embeddings.weight.grad[0].abs().sum() == 0  # padding never trains
+
+
+def adam_deca(documents: list[Document], framework=None, **backbone) -> DECA:
+    model = DECA(Doc2VecCAdamBackbone(min_word_count=1, **backbone), framework or Doc2VecCAlone())
+    model._trainer = fake_trainer(documents)
+    model.setup("fit")
+    return model
+
+
+def test_the_adam_backbone_learns_doc2vecc_on_a_fixture_corpus(no_augmentation):
+    """l_d by the optimizer (no Chen SGD): the loss carries a gradient, and Adam at the paper's 1e-3 lowers it."""
+    docs = topic_documents(40)
+    model = adam_deca(docs, embedding_dim=16, window_size=3, dropout=0.0)
+    batch = model.collator("validate")(docs)
+    optimizer = torch.optim.Adam(model.parameters(), lr=1e-2)
+    start = model.eval().losses(batch)["doc2vecc_loss"].item()
+    model.train()
+    for _ in range(60):
+        optimizer.zero_grad()
+        loss = model.losses(batch, word_examples(batch.words))["doc2vecc_loss"]
+        assert loss.requires_grad
+        loss.backward()
+        optimizer.step()
+    assert model.eval().losses(batch)["doc2vecc_loss"].item() < 0.8 * start
+
+
+@needs_wordnet
+def test_the_adam_backbone_takes_an_optimizer_step_per_examples_each_with_the_contrastive_term(tmp_path, monkeypatch):
+    """Through ``fit``: every word of each batch of documents is a target once, ``examples_per_step`` a step, so
+    an epoch's optimizer steps follow its words, and each step trains the contrastive term (counted in the log)."""
+    monkeypatch.chdir(tmp_path)
+    source = write_text_gcn_release(tmp_path / "text_gcn", "R8")
+    argv = ["fit", "--config", str(ROOT / "configs/deca/r8_dc_sc.yaml"), "--run_dir", str(tmp_path / "run"),
+            "--model.init_args.backbone=lit_docemb.methods.deca_components.Doc2VecCAdamBackbone",
+            "--model.init_args.backbone.init_args.examples_per_step=50",
+            "--model.init_args.backbone.init_args.min_word_count=1",
+            f"--data.init_args.source={source}", f"--data.init_args.cache_dir={tmp_path / 'cache'}",
+            "--data.init_args.global_batch_size=8", "--data.init_args.num_workers=0", "--trainer.logger=false",
+            "--trainer.max_epochs=1", "--trainer.enable_progress_bar=false"]
+    words = []
+    collate = DECA.collator
+
+    def counting(self, stage):
+        collator = collate(self, stage)
+        if stage != "fit":
+            return collator
+
+        def counted(items):
+            batch = collator(items)
+            words.append(int((batch.words != 0).sum()))
+            return batch
+        return counted
+
+    monkeypatch.setattr(DECA, "collator", counting)
+    cli = main(argv)
+    assert words and cli.trainer.global_step == sum(-(-n // 50) for n in words) > len(words)
+    assert cli.trainer.callback_metrics["train/contrastive_steps"] == cli.trainer.global_step
+    assert cli.trainer.callback_metrics["train/ntxent_loss"] > 0
