@@ -15,9 +15,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
-from sklearn.metrics import f1_score, normalized_mutual_info_score
+from sklearn.metrics import f1_score
 
-from lit_docemb.eval.classification import purity
+from lit_docemb.eval.classification import contingency, purity
 
 
 def _mean(values: np.ndarray) -> float:
@@ -30,8 +30,39 @@ def _each_column(values: np.ndarray, score: Callable[[np.ndarray, np.ndarray], f
     return float(np.mean([score(values[:, 0], values[:, column]) for column in range(1, values.shape[1])]))
 
 
+def _entropy(counts: np.ndarray) -> float:
+    p = counts[counts > 0] / counts.sum()
+    return float(-(p * np.log(p)).sum())
+
+
+def nmi(labels: np.ndarray, clusters: np.ndarray) -> float:
+    """``sklearn.metrics.normalized_mutual_info_score`` (arithmetic mean of the entropies), from the counts."""
+    table = contingency(labels, clusters)
+    if table.shape[0] == table.shape[1] <= 1:  # neither labelling splits the items: a perfect match
+        return 1.0
+    n, rows, columns = table.sum(), table.sum(1), table.sum(0)
+    i, j = np.nonzero(table)
+    joint = table[i, j]
+    mi = max(float((joint / n * (np.log(joint * n) - np.log(rows[i] * columns[j]))).sum()), 0.0)
+    if mi == 0.0:
+        return 0.0
+    return mi / ((_entropy(rows) + _entropy(columns)) / 2)
+
+
+def macro_f1(labels: np.ndarray, predicted: np.ndarray) -> float:
+    """``sklearn.metrics.f1_score(labels, predicted, average="macro", zero_division=0)``, from the counts: the
+    mean over every value present in either of the per-value F1 (0 where a value is never predicted and never
+    true)."""
+    values = np.union1d(labels, predicted)
+    table = contingency(np.concatenate([labels, values]), np.concatenate([predicted, values]))  # square, + identity
+    true_positive = np.diag(table) - 1
+    support, predictions = table.sum(1) - 1, table.sum(0) - 1
+    denominator = support + predictions
+    return float(np.mean(np.where(denominator > 0, 2 * true_positive / np.maximum(denominator, 1), 0.0)))
+
+
 def _nmi(values: np.ndarray) -> float:
-    return _each_column(values, normalized_mutual_info_score)
+    return _each_column(values, nmi)
 
 
 def _purity(values: np.ndarray) -> float:
@@ -43,7 +74,7 @@ def _f1(values: np.ndarray) -> float:
 
 
 def _macro_f1(values: np.ndarray) -> float:
-    return _each_column(values, lambda labels, column: f1_score(labels, column, average="macro", zero_division=0.0))
+    return _each_column(values, macro_f1)
 
 
 STATISTICS: dict[str, Callable[[np.ndarray], float]] = {"mean": _mean, "nmi": _nmi, "purity": _purity, "f1": _f1,

@@ -33,14 +33,19 @@ def _as_array(embeddings) -> np.ndarray | sparse.csr_matrix:
     return array.astype(np.float64)
 
 
+def contingency(labels: np.ndarray, predicted: np.ndarray) -> np.ndarray:
+    """(classes, predicted values) counts of the rows' pairs, the values present in each taken in sorted order.
+    Computed with ``bincount``: a resample's score is read in microseconds where scikit-learn's checks take
+    milliseconds, and an interval takes a thousand of them per measure and run."""
+    classes, rows = np.unique(labels, return_inverse=True)
+    values, columns = np.unique(predicted, return_inverse=True)
+    return np.bincount(rows * len(values) + columns, minlength=len(classes) * len(values)).reshape(
+        len(classes), len(values)).astype(np.float64)
+
+
 def purity(labels: Sequence, clusters: Sequence[int]) -> float:
     """Share of items whose cluster's majority label is their own label."""
-    labels, clusters = np.asarray(labels), np.asarray(clusters)
-    total = 0
-    for cluster in np.unique(clusters):
-        _, counts = np.unique(labels[clusters == cluster], return_counts=True)
-        total += counts.max()
-    return total / len(labels)
+    return float(contingency(np.asarray(labels), np.asarray(clusters)).max(0).sum() / len(labels))
 
 
 def kmeans_assignments(train, train_labels: Sequence, test, num_clusters: int | None = None, seed: int = 0,
