@@ -281,7 +281,9 @@ def test_an_encoder_without_checkpointing_is_refused(no_dropout_encoder_dir):
         checkpoint_activations(torch.nn.Linear(2, 2))
 
 
-def test_a_frozen_backbone_with_checkpointing_is_refused_in_one_line(no_dropout_encoder_dir, capsys):
+def test_a_frozen_backbone_with_checkpointing_is_refused_in_one_line(no_dropout_encoder_dir, capsys, tmp_path,
+                                                                  monkeypatch):
+    monkeypatch.chdir(tmp_path)  # the run folder of a config without one: not a checkout's own runs/
     with pytest.raises(SystemExit) as stopped:
         main(["fit", "--model=lit_docemb.methods.DocumentClassifier",
               "--model.backbone=lit_docemb.methods.DocSplit", f"--model.backbone.encoder.name={no_dropout_encoder_dir}",
