@@ -76,6 +76,11 @@ class EmbeddingMethod(L.LightningModule, ABC):
     #: what ``embed`` writes. Outputs relative to a batch (CoLDE's similarity matrices, attention maps) are not.
     vector_outputs: tuple[str, ...] = ("embeddings",)
 
+    #: The logged measure a run's best checkpoint is chosen by, and whether lower or higher is better:
+    #: ``(metric, "min" | "max")``, read by :class:`~lit_docemb.methods.callbacks.RunCheckpoint` when its own
+    #: ``monitor`` is unset. ``None``: no measure; the latest checkpoint is kept.
+    checkpoint_monitor: tuple[str, str] | None = None
+
     #: Multipliers of the ``*_loss`` terms in the total; a method sets these from its own arguments.
     loss_weights: dict[str, float]
 

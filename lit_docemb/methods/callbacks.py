@@ -76,7 +76,11 @@ class RunCheckpoint(ModelCheckpoint):
     ``--ckpt_path last`` the newest of ``checkpoints/last.ckpt`` and the checkpoints Lightning writes into
     ``<default_root_dir>`` when SLURM signals a preemption (``hpc_ckpt_<n>.ckpt``) is resumed; with none, the
     run starts from scratch. Arguments are those of :class:`~lightning.pytorch.callbacks.ModelCheckpoint`
-    (``save_last`` defaults on). When a fit starts, the unfinished files of a save that a kill interrupted
+    (``save_last`` defaults on). Without a ``monitor``, the best checkpoint is the best by the method's own measure:
+    the ``(metric, mode)`` its LightningModule declares as ``checkpoint_monitor`` (``("val/macro_f1", "max")`` for
+    :class:`~lit_docemb.methods.DocumentClassifier`), taken in :meth:`setup`; a method that declares none keeps
+    the latest (Lightning's behaviour without a monitor). A ``monitor`` given to the callback wins, with its
+    ``mode``. When a fit starts, the unfinished files of a save that a kill interrupted
     (:class:`AtomicCheckpointIO`'s ``.<name>.<random>.tmp``) are removed from both folders.
 
     With ``accumulate_grad_batches > 1`` checkpoints are written only at optimizer-step boundaries, after the
@@ -110,8 +114,18 @@ class RunCheckpoint(ModelCheckpoint):
         if self.dirpath is None:
             self.dirpath = os.path.join(run_dir(trainer), "checkpoints")
 
+    def _monitor_from_method(self, pl_module: L.LightningModule) -> None:
+        """Takes the method's ``checkpoint_monitor`` when no ``monitor`` was given (before a resume reads this
+        callback's state, which Lightning keys by monitor and mode)."""
+        declared = getattr(pl_module, "checkpoint_monitor", None)  # any LightningModule may declare one
+        if self.monitor is not None or declared is None:
+            return
+        self.monitor, self.mode = declared
+        self.kth_value = torch.tensor(torch.inf if self.mode == "min" else -torch.inf)
+
     def setup(self, trainer: L.Trainer, pl_module: L.LightningModule, stage: str) -> None:
         self._default_dirpath(trainer)
+        self._monitor_from_method(pl_module)
         super().setup(trainer, pl_module, stage)
         if stage == "fit" and trainer.is_global_zero:  # what a kill during a save left behind
             for folder in {self.dirpath, run_dir(trainer)}:

@@ -39,7 +39,8 @@ class DocumentClassifier(EmbeddingMethod):
 
     Logged: ``*/ce_loss``, ``*/accuracy``, ``*/skipped_documents`` (per step in training; in validation and
     test the epoch's mean weighted by batch size, so ``test/accuracy`` is the accuracy over the split), and
-    ``val/macro_f1``, ``test/macro_f1`` computed over the whole epoch.
+    ``val/macro_f1``, ``test/macro_f1`` computed over the whole epoch. A run's best checkpoint is the one of the
+    highest ``val/macro_f1`` (:attr:`checkpoint_monitor`, read by RunCheckpoint).
 
     Args:
         backbone: The pretraining method whose encoder is fine-tuned (``class_path`` + ``init_args`` in
@@ -70,6 +71,7 @@ class DocumentClassifier(EmbeddingMethod):
     """
 
     default_learning_rate = 5e-5
+    checkpoint_monitor = ("val/macro_f1", "max")
     vector_outputs = ("embeddings", "probabilities")
 
     def __init__(self, backbone: EmbeddingMethod, labels: list[str], checkpoint: str | None = None,

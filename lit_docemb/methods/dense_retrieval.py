@@ -37,7 +37,8 @@ log = logging.getLogger(__name__)
 class DenseRetrieval(EmbeddingMethod):
     """Fine-tunes a method's encoder as a bi-encoder: queries and documents embedded by the same model.
 
-    Logged: ``*/info_nce_loss`` and ``*/negatives_per_anchor`` (in-batch, from every device, plus sampled).
+    Logged: ``*/info_nce_loss`` and ``*/negatives_per_anchor`` (in-batch, from every device, plus sampled). A run's
+    best checkpoint is the one of the lowest ``val/info_nce_loss`` (:attr:`checkpoint_monitor`, read by RunCheckpoint).
 
     Args:
         backbone: The pretraining method whose encoder is fine-tuned (``class_path`` + ``init_args``).
@@ -59,6 +60,7 @@ class DenseRetrieval(EmbeddingMethod):
     """
 
     default_learning_rate = 5e-5
+    checkpoint_monitor = ("val/info_nce_loss", "min")
 
     def __init__(self, backbone: EmbeddingMethod, checkpoint: str | None = None,
                  similarity: Literal["dot", "cos"] = "dot", temperature: float = 1.0,

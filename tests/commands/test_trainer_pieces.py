@@ -1,7 +1,8 @@
 """The trainer pieces every experiment shares are written once, in ``configs/trainer/``, and named by path
 (``logger: ../trainer/wandb_logger.yaml``, ``callbacks: [../trainer/run_checkpoint.yaml, ...]``): each shipped
 config resolves to the logger, callbacks and run folder it had when it copied them (``trainer_settings.json``,
-written from the configs before they named the pieces), and none copies a piece again."""
+written from the configs before they named the pieces; a RunCheckpoint as it checkpoints, its monitor the method's
+when unset), and none writes a logger or a RunCheckpoint inline again."""
 
 from __future__ import annotations
 
@@ -13,19 +14,28 @@ import yaml
 from jsonargparse import ArgumentParser
 from jsonargparse._util import import_object
 
+from lightning.pytorch.loggers import Logger
+
 from lit_docemb.commands.sbatch import check_run_config
 from lit_docemb.commands.slurm import resolve_fit_config
 
 ROOT = Path(__file__).resolve().parents[2]
 CONFIGS = ROOT / "configs"
 #: configs/<path> -> its resolved trainer.default_root_dir, logger and callbacks, each argument its class defaults
-#: (a summary, :func:`summary`), from the configs before they named the pieces.
+#: (a summary, :func:`summary`), from the configs before they named the pieces; the wandb run names of
+#: baselines/classify/ are their run folder's since those configs left the logger to their experiment's piece.
 SETTINGS = json.loads((Path(__file__).with_name("trainer_settings.json")).read_text())
 #: Pieces added with a second --config after an experiment (as tests/commands/test_cli.py adds them).
 EXPERIMENT = CONFIGS / "docsplit" / "bert_wikipedia.yaml"
 CLASSIFY_EXPERIMENT = CONFIGS / "graph_roberta" / "classify_hyperpartisan.yaml"
-#: The pieces that are a value of one key, and that key.
-VALUE_PIECES = {"wandb_logger.yaml": "logger", "run_checkpoint.yaml": "callbacks"}
+#: The pieces that are a value of one key (a class_path of their own), and that key.
+VALUE_PIECES = {path.name: "logger" if issubclass(import_object(piece["class_path"]), Logger) else "callbacks"
+                for path in sorted((CONFIGS / "trainer").glob("*.yaml"))
+                if "class_path" in (piece := yaml.safe_load(path.read_text()))}
+RUN_CHECKPOINT = "lit_docemb.methods.callbacks.RunCheckpoint"
+#: RunCheckpoint's arguments a config may still write inline: a checkpoint interval, which no method declares and
+#: a YAML list item cannot change on the piece it names (configs/trainer/run_checkpoint.yaml says why).
+INTERVALS = {"every_n_train_steps", "train_time_interval", "every_n_epochs"}
 
 _defaults: dict[str, dict] = {}
 
@@ -50,19 +60,49 @@ def summary(item):
     return {"class_path": item["class_path"], **({"init_args": args} if args else {})}
 
 
-def resolved_trainer(config: Path, *extra: str) -> dict:
-    """The trainer settings ``fit --config <config>`` runs with (its run folder applied), summarised."""
+def as_checkpointed(callbacks, model_class_path: str):
+    """``callbacks`` (summarised) with each RunCheckpoint as it checkpoints: without a ``monitor``, with the
+    ``checkpoint_monitor`` the method declares (``RunCheckpoint.setup``); ``every_n_epochs: 1`` alone and ``mode:
+    min`` left out, ModelCheckpoint's defaults."""
+    declared = getattr(import_object(model_class_path), "checkpoint_monitor", None)
+    out = []
+    for item in callbacks or []:
+        if isinstance(item, dict) and item.get("class_path") == RUN_CHECKPOINT:
+            args = dict(item.get("init_args") or {})
+            if "monitor" not in args and declared is not None:
+                args.update(monitor=declared[0], mode=declared[1])
+            if args.get("mode") == "min":
+                del args["mode"]  # ModelCheckpoint's default, as summary() leaves it out
+            if args.get("every_n_epochs") == 1 and not INTERVALS - {"every_n_epochs"} & set(args):
+                del args["every_n_epochs"]
+            item = {"class_path": RUN_CHECKPOINT, **({"init_args": args} if args else {})}
+        out.append(item)
+    return out
+
+
+def resolved_config(config: Path, *extra: str) -> dict:
+    """The config ``fit --config <config>`` runs with (its run folder applied)."""
     parts = config.relative_to(CONFIGS).parts
     configs = [config]
     if parts[0] == "baselines":
         configs.insert(0, CLASSIFY_EXPERIMENT if parts[:2] == ("baselines", "classify") else EXPERIMENT)
-    trainer = resolve_fit_config([*(a for c in configs for a in ("--config", str(c))), *extra])["trainer"]
+    return resolve_fit_config([*(a for c in configs for a in ("--config", str(c))), *extra])
+
+
+def resolved_trainer(config: Path, *extra: str) -> dict:
+    """The trainer settings ``fit --config <config>`` runs with (its run folder applied), summarised."""
+    trainer = resolved_config(config, *extra)["trainer"]
     return {key: summary(trainer.get(key)) for key in ("default_root_dir", "logger", "callbacks")}
 
 
 @pytest.mark.parametrize("config", sorted(SETTINGS))
 def test_each_config_resolves_to_the_trainer_settings_it_had(config):
-    assert resolved_trainer(CONFIGS / config) == SETTINGS[config]
+    resolved = resolved_config(CONFIGS / config)
+    trainer = {key: summary(resolved["trainer"].get(key)) for key in ("default_root_dir", "logger", "callbacks")}
+    model = resolved["model"]["class_path"]
+    had = SETTINGS[config]
+    assert {**trainer, "callbacks": as_checkpointed(trainer["callbacks"], model)} == \
+        {**had, "callbacks": as_checkpointed(had["callbacks"], model)}
 
 
 def test_every_config_with_a_trainer_is_in_the_settings():
@@ -77,22 +117,21 @@ def _inline(node) -> list:
     return [item for item in items if isinstance(item, dict) and "class_path" in item]
 
 
-def test_no_config_copies_a_piece():
-    """A config names a piece by path; it writes a logger or a RunCheckpoint inline only to say what differs (a
-    CSV logger, a monitor or a checkpoint interval; a run name other than its folder's, on a piece added to an
-    experiment that names the wandb logger), never repeating the piece's values."""
-    pieces = {name: yaml.safe_load((CONFIGS / "trainer" / name).read_text()) for name in VALUE_PIECES}
-    copies = []
+def test_configs_name_loggers_and_run_checkpoint_through_the_pieces():
+    """A config names its logger by a piece's path (a run folder names the run and its folder), and RunCheckpoint by
+    ``run_checkpoint.yaml`` (the method declares the monitor); it writes RunCheckpoint inline only to set a
+    checkpoint interval, and nothing more."""
+    inline = []
     for path in sorted(CONFIGS.rglob("*.yaml")):
         trainer = (yaml.safe_load(path.read_text()) or {}).get("trainer") or {}
-        for name, key in VALUE_PIECES.items():
-            piece = pieces[name]
-            for item in _inline(trainer.get(key)):
-                args, repeated = item.get("init_args") or {}, piece.get("init_args") or {}
-                if item["class_path"] == piece["class_path"] and (repeated or not args) and all(
-                        args.get(k) == v for k, v in repeated.items()):  # the piece again, maybe with more
-                    copies.append(f"{path.relative_to(ROOT)}: trainer.{key} copies configs/trainer/{name}")
-    assert not copies
+        where = path.relative_to(ROOT)
+        inline += [f"{where}: trainer.logger {item['class_path']} inline" for item in _inline(trainer.get("logger"))]
+        for item in _inline(trainer.get("callbacks")):
+            args = item.get("init_args") or {}
+            if item["class_path"] == RUN_CHECKPOINT and (set(args) - INTERVALS or args in ({}, {"every_n_epochs": 1})):
+                inline.append(f"{where}: trainer.callbacks restates RunCheckpoint ({args}): name "
+                              "../trainer/run_checkpoint.yaml")
+    assert not inline
 
 
 def test_pieces_resolve_from_any_working_folder(monkeypatch, tmp_path):
