@@ -135,8 +135,8 @@ class DocEmbCLI(LightningCLI):
         subcommand = self.config.get("subcommand")
         config = self.config[subcommand] if subcommand else self.config
         refuse_untrusted(config)
+        fill_run_folder(config)  # {data.init_args.test_fold}: first, so that the run's name is of the filled folder
         apply_run_dir(config, argv)  # --run_dir: checkpoints, logger folder and run name
-        fill_run_folder(config)  # {data.init_args.test_fold}
 
     def _add_instantiators(self) -> None:
         """Lightning's instantiators of the model and the DataModule, each naming a bad argument of the class it

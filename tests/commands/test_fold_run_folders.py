@@ -53,3 +53,16 @@ def test_a_bad_placeholder_stops_fit_with_one_line(capsys):
         main(["fit", "--config", ROBUST04, "--trainer.default_root_dir=runs/x/fold{data.init_args.fold}"])
     assert exit_info.value.code == 2
     assert capsys.readouterr().err.strip().startswith("error: trainer.default_root_dir: 'runs/x/fold{data.init_args.fold}'")
+
+
+def test_the_run_name_is_that_of_the_filled_folder(tiny_encoder_dir):
+    """A placeholder whose value is a path (a data folder) is filled before the folder names the run: the wandb
+    name joins the filled folder's parts, it does not carry the value's slashes."""
+    cli = DocEmbCLI(args=["--config", ROBUST04, f"--model.init_args.backbone.init_args.encoder.name={tiny_encoder_dir}",
+                          "--model.init_args.backbone.init_args.passages.max_passage_tokens=64",
+                          "--model.init_args.checkpoint=null", "--data.init_args.folds=data/robust04/folds.json",
+                          "--trainer.default_root_dir=runs/baselines/{data.init_args.folds}",
+                          "--trainer.accelerator=cpu", "--trainer.devices=1", "--trainer.precision=32-true"],
+                    run=False)
+    assert cli.trainer.default_root_dir == "runs/baselines/data/robust04/folds.json"
+    assert cli.config["trainer"]["logger"]["init_args"]["name"] == "baselines_data_robust04_folds.json"
