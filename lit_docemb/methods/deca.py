@@ -44,6 +44,7 @@ from lit_docemb.augment.specs import Augmentation, WordNet
 from lit_docemb.data.core.batches import Doc2VecCBatch, Doc2VecCPairBatch, ViewPairBatch
 from lit_docemb.data.core.sampling import iter_items
 from lit_docemb.data.caches.field_cache import FieldRows, FieldTokenCache
+from lit_docemb.data.core.contract import DocumentSplits
 from lit_docemb.data.core.tokens import document_text
 from lit_docemb.errors import BadArgument, ConfigError
 from lit_docemb.losses import NTXentLoss, SimSiamLoss
@@ -216,7 +217,10 @@ class DECA(EmbeddingMethod):
                                   "trainer.accelerator: cpu")
         if self.vocabulary is None and stage == "fit":
             data = self.trainer.datamodule  # the documents it trains on: fit_set (fit_on: all) or the training split
-            documents = getattr(data, "fit_set", None) or data.train_set
+            if not isinstance(data, DocumentSplits) or data.train_set is None:
+                raise RuntimeError("DECA builds its vocabulary from a lit_docemb DataModule's training documents: "
+                                   "run it with --data")
+            documents = data.fit_set or data.train_set
             self._set_vocabulary(Vocabulary.from_texts(
                 document_text(doc, True)[:self.backbone_spec.vocabulary_words * 12] for doc in iter_items(documents)))
         if self.trainer.world_size > 1 and hasattr(self, "predictor"):
@@ -230,7 +234,8 @@ class DECA(EmbeddingMethod):
         super().setup(stage)
         # training and validation read the word types, split once per corpus and vocabulary: opened by the first
         # collator, after a checkpoint's vocabulary is restored (validate/test restore it after setup)
-        corpus = getattr(self.trainer.datamodule, "documents", None)
+        data = self.trainer.datamodule
+        corpus = data.documents if isinstance(data, DocumentSplits) else None
         self.word_corpus = corpus if stage in ("fit", "validate", "test") else None
         self.word_rows = None
 

@@ -199,7 +199,9 @@ def test_simsiam_passes_no_gradient_through_the_stop_gradient_branch():
 
 
 def fake_trainer(documents: list[Document], world_size: int = 1, device: str = "cpu"):
-    return SimpleNamespace(datamodule=SimpleNamespace(train_set=documents), world_size=world_size,
+    splits = SimpleNamespace(documents=None, train_set=documents, val_set=None, test_set=None, all_set=None,
+                             fit_set=None)  # a DocumentSplits: the training split alone
+    return SimpleNamespace(datamodule=splits, world_size=world_size,
                            strategy=SimpleNamespace(root_device=torch.device(device)), global_step=0,
                            estimated_stepping_batches=10)
 
@@ -692,8 +694,8 @@ def test_views_from_cached_word_types_are_the_views_from_text(augmentation, tmp_
             "append": WordNet(replacement_min_count=1)}[augmentation]
     model = DECA(Doc2VecCBackbone(min_word_count=1, max_words=60), Append() if augmentation == "append" else None,
                  spec, token_cache_dir=str(tmp_path / "words"))
-    model._trainer = SimpleNamespace(datamodule=SimpleNamespace(train_set=docs, documents=docs[:-1]), world_size=1,
-                                     strategy=SimpleNamespace(root_device=torch.device("cpu")))
+    model._trainer = fake_trainer(docs)
+    model._trainer.datamodule.documents = docs[:-1]
     model.setup("fit")
     assert model.word_rows is None  # opened by the first collator, after a checkpoint's vocabulary is restored
     for stage in ("fit", "validate"):
