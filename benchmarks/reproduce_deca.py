@@ -6,8 +6,10 @@ and its ``--data.init_args.source`` pointed at the text_gcn list, or at the aclI
 ``train/unsup`` included, trained on, 25,000 / 25,000 scored), each in a child process whose CPU time (user +
 system, dataloader workers included) is measured, and scores the reference program's vectors with lit_docemb's own
 probe and k-means (:mod:`lit_docemb.eval.classification`, as ``LabelledEmbeddingEvaluation`` scores ours). Prints
-Table 3 (test error %), Table 4 (k-means NMI), Table 5 (R8 augmentations) and the targets of issue 28 with PASS or
-FAIL; writes every figure to ``<out>/results.json``.
+Table 3 (test error %), Table 4 (k-means NMI), Table 5 (R8 augmentations), the targets of issue 28 (the Doc2VecC row
+against the program, CPU ratios) and of issue 37 (DECA's own gain) with PASS or FAIL; writes every figure to
+``<out>/results.json``. ``--reading`` says how DECA trains: ``chen`` (the configs') or ``adam`` (Algorithm 1 as
+written, ``Doc2VecCAdamBackbone``), ``--weight`` its lambda.
 
 The reference is ``doc2vecc.c`` of github.com/mchen24/iclr2017, built by the user
 (``gcc doc2vecc.c -o doc2vecc -lm -pthread -O3 -march=native -funroll-loops``) and run as its ``go.sh`` runs it with
@@ -54,6 +56,7 @@ class TextGCNSet:
     config: str
     window: int  # DECA Table 2
     paper: dict[str, tuple[float, float | None]]  # row -> (error %, NMI)
+    sample: int = 5  # DECA Table 2 "#Sample" (the Adam reading's words a document is represented by)
 
 
 @dataclass(frozen=True)
@@ -64,6 +67,7 @@ class AclImdbSet:
     config: str
     window: int  # DECA Table 2
     paper: dict[str, tuple[float, float | None]]  # row -> (error %, NMI: the paper clusters no sentiment set)
+    sample: int = 15  # DECA Table 2 "#Sample"
 
 
 SETS = {
@@ -90,6 +94,24 @@ TRAINED = {
     "DC+SS": [FRAMEWORK + "SimSiam", "--data.init_args.drop_last=true"],
     "Doc2VecC": [FRAMEWORK + "Doc2VecCAlone", "--model.init_args.augmentation=null"],
 }
+#: The readings of DECA's training (docs/reproduce.md#readings-of-decas-training-issue-37): ``chen``, the configs'
+#: (Doc2VecC's l_d by Chen's sparse SGD, lambda * l_c by Adam once a batch of 4,096 documents); ``adam``, Algorithm 1
+#: as written (``Doc2VecCAdamBackbone``: both terms by one Adam, 4,096 word-level examples a step).
+READINGS = ("chen", "adam")
+
+
+def reading_arguments(reading: str, spec: DataSet, weight: float | None, row: str) -> list[str]:
+    """The fit arguments of a trained row under ``reading``, after the set's config and the row's own."""
+    extra = []
+    if reading == "adam":
+        extra += ["--model.init_args.backbone=lit_docemb.methods.deca_components.Doc2VecCAdamBackbone",
+                  f"--model.init_args.backbone.init_args.window_size={spec.window}",
+                  f"--model.init_args.backbone.init_args.sample_words={spec.sample}"]
+    if weight is not None and row != "Doc2VecC":
+        extra.append(f"--model.init_args.framework.init_args.weight={weight}")
+    return extra
+
+
 #: Rows scored by ``evaluate`` as initialised or fitted inside it: the model config after the set's config.
 EVALUATED = {
     "TF-IDF": "configs/baselines/classical/tfidf.yaml",
@@ -291,11 +313,47 @@ def check_targets(results: dict) -> list[str]:
     return lines
 
 
+#: Issue 37: DC+SC's error margin over Doc2VecC must be at least half the paper's (points).
+HALF_PAPER_MARGIN = {"r8": 0.3, "mr": 0.6, "20news": 2.1}
+
+
+def contribution_targets(results: dict) -> list[str]:
+    """Issue 37's targets, one line each: Table 3's order DC+SC < DC+SS < Doc2VecC in test error, DC+SC's margin
+    over Doc2VecC at least half the paper's, DC+SC's NMI above Doc2VecC's where the paper clusters (R8, 20news), and
+    the Doc2VecC row within 0.5 points of the reference program (means over the runs)."""
+    lines = []
+    for s, rows in results["sets"].items():
+        mean = {row: (statistics.mean(r[0] for r in runs), statistics.mean(r[1] for r in runs))
+                for row, runs in rows.items() if runs and row in ("DC+SC", "DC+SS", "Doc2VecC", "reference")}
+        if {"DC+SC", "DC+SS", "Doc2VecC"} <= set(mean):
+            sc, ss, d2v = (mean[row][0] for row in ("DC+SC", "DC+SS", "Doc2VecC"))
+            lines.append(f"{'PASS' if sc < ss < d2v else 'FAIL'} {s} order DC+SC {sc:.2f} < DC+SS {ss:.2f} < "
+                         f"Doc2VecC {d2v:.2f}")
+        if {"DC+SC", "Doc2VecC"} <= set(mean):
+            margin = mean["Doc2VecC"][0] - mean["DC+SC"][0]
+            if s in HALF_PAPER_MARGIN:
+                lines.append(f"{'PASS' if margin >= HALF_PAPER_MARGIN[s] else 'FAIL'} {s} DC+SC margin over "
+                             f"Doc2VecC {margin:+.2f} points (>= {HALF_PAPER_MARGIN[s]}, half the paper's)")
+            if s in ("r8", "20news"):
+                sc_nmi, d2v_nmi = mean["DC+SC"][1], mean["Doc2VecC"][1]
+                lines.append(f"{'PASS' if sc_nmi > d2v_nmi else 'FAIL'} {s} DC+SC NMI {sc_nmi:.3f} above "
+                             f"Doc2VecC's {d2v_nmi:.3f}")
+        if {"Doc2VecC", "reference"} <= set(mean):
+            gap = mean["Doc2VecC"][0] - mean["reference"][0]
+            lines.append(f"{'PASS' if abs(gap) <= 0.5 else 'FAIL'} {s} Doc2VecC error {mean['Doc2VecC'][0]:.2f} "
+                         f"within 0.5 of the reference's {mean['reference'][0]:.2f}")
+    return lines
+
+
 def report(files: list[Path]) -> None:
     """The tables and targets of several runs of this script (e.g. seeds run apart), a row's runs pooled."""
     merged: dict = {"sets": {}, "table5": {}}
-    for file in files:
-        results = json.loads(file.read_text())
+    found = [json.loads(file.read_text()) for file in files]
+    readings = {(r.get("reading", "chen"), r.get("weight")) for r in found}  # files before readings: chen's
+    if len(readings) > 1:
+        raise SystemExit(f"error: --report: the files ran different readings (reading, weight) {sorted(readings, key=str)}"
+                         ": report each reading apart")
+    for file, results in zip(files, found):
         print(f"{file}: started {results['started']}, load before {results['load_before']}, after "
               f"{results.get('load_after')}")
         for s, rows in results["sets"].items():
@@ -310,6 +368,8 @@ def report(files: list[Path]) -> None:
         print_table5(merged["table5"])
     print("\n### Targets (issue 28)\n")
     print("\n".join(check_targets(merged)))
+    print(f"\n### Targets (issue 37), reading {readings.pop()[0]}\n")
+    print("\n".join(contribution_targets(merged)))
 
 
 def set_sources(parser: argparse.ArgumentParser, args: argparse.Namespace) -> dict[str, Path]:
@@ -350,6 +410,10 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--seeds", nargs="+", type=int, default=[1, 2, 3], help="seeds of the trained rows")
     parser.add_argument("--rows", nargs="+", default=[*TRAINED, *EVALUATED], choices=[*TRAINED, *EVALUATED])
     parser.add_argument("--table5", action="store_true", help="also Table 5 on R8 (every seed)")
+    parser.add_argument("--reading", choices=READINGS, default="chen", help="how DECA trains (chen: the configs', "
+                        "Chen's SGD for l_d and Adam for lambda * l_c; adam: Algorithm 1 as written, one Adam for both "
+                        "on word-level examples)")
+    parser.add_argument("--weight", type=float, help="lambda of the contrastive rows (default: the config's, 1.0)")
     parser.add_argument("--out", type=Path, default=Path("runs/reproduce_deca"))
     parser.add_argument("--report", nargs="+", type=Path, metavar="RESULTS_JSON",
                         help="run nothing: print the tables of these results.json files merged (a row's runs in "
@@ -367,7 +431,8 @@ def main(argv: list[str] | None = None) -> None:
     if args.reference is not None and not os.access(args.reference, os.X_OK):
         parser.error(f"--reference: {args.reference} is not an executable (build doc2vecc.c as the docstring says)")
     started, load = time.strftime("%Y-%m-%d %H:%M:%S"), os.getloadavg()
-    results: dict = {"started": started, "load_before": load, "sets": {}}
+    results: dict = {"started": started, "load_before": load, "reading": args.reading, "weight": args.weight,
+                     "sets": {}}
     for s in args.sets:
         spec, rows = SETS[s], {}
         results["sets"][s] = rows
@@ -377,7 +442,8 @@ def main(argv: list[str] | None = None) -> None:
                                                args.out / s / f"reference_seed{seed}") for seed in args.seeds]
             print(f"{s} reference: {rows['reference']}", flush=True)
         for row in (r for r in args.rows if r in TRAINED):
-            rows[row] = [fit_row(sources[s], spec.config, TRAINED[row], seed,
+            extra = TRAINED[row] + reading_arguments(args.reading, spec, args.weight, row)
+            rows[row] = [fit_row(sources[s], spec.config, extra, seed,
                                  args.out / s / f"{row.lower().replace('+', '_')}_seed{seed}") for seed in args.seeds]
             print(f"{s} {row}: {rows[row]}", flush=True)
         for row in (r for r in args.rows if r in EVALUATED):
@@ -403,6 +469,8 @@ def main(argv: list[str] | None = None) -> None:
         print_table5(results["table5"])
     print("\n### Targets (issue 28)\n")
     print("\n".join(check_targets(results)))
+    print(f"\n### Targets (issue 37), reading {args.reading}\n")
+    print("\n".join(contribution_targets(results)))
 
 
 if __name__ == "__main__":

@@ -4,6 +4,7 @@ program's vectors scored on the labelled rows only (a stand-in program on the fi
 
 from __future__ import annotations
 
+import json
 import shutil
 import sys
 
@@ -66,3 +67,43 @@ def test_a_text_gcn_sets_reference_corpus_is_its_corpus_file_in_list_order(tmp_p
     assert corpus.train == list(range(24)) and corpus.test == list(range(24, 32))
     assert corpus.texts == (source.parent / "corpus" / "R8.clean.txt").read_text().splitlines()
     assert corpus.labels == [line.split("\t")[2] for line in source.read_text().splitlines()]
+
+
+@pytest.fixture
+def bench():
+    with benchmark_module("reproduce_deca") as module:
+        yield module
+
+
+def test_the_adam_reading_switches_the_backbone_with_the_sets_window_and_sample(bench):
+    imdb = bench.reading_arguments("adam", bench.SETS["imdb"], 0.1, "DC+SC")
+    assert imdb == ["--model.init_args.backbone=lit_docemb.methods.deca_components.Doc2VecCAdamBackbone",
+                    "--model.init_args.backbone.init_args.window_size=4",
+                    "--model.init_args.backbone.init_args.sample_words=15",
+                    "--model.init_args.framework.init_args.weight=0.1"]
+    assert bench.reading_arguments("adam", bench.SETS["r8"], 0.1, "Doc2VecC")[-1].endswith("sample_words=5")
+    assert bench.reading_arguments("chen", bench.SETS["r8"], None, "DC+SC") == []
+
+
+def test_issue_37_targets_judge_order_margin_nmi_and_the_reference(bench):
+    runs = {"DC+SC": [(2.6, 0.62, 1.0), (2.8, 0.64, 1.0)], "DC+SS": [(2.9, 0.6, 1.0)],
+            "Doc2VecC": [(3.1, 0.60, 1.0)], "reference": [(3.0, 0.61, 1.0)]}
+    lines = bench.contribution_targets({"sets": {"r8": runs}})
+    assert lines == ["PASS r8 order DC+SC 2.70 < DC+SS 2.90 < Doc2VecC 3.10",
+                     "PASS r8 DC+SC margin over Doc2VecC +0.40 points (>= 0.3, half the paper's)",
+                     "PASS r8 DC+SC NMI 0.630 above Doc2VecC's 0.600",
+                     "PASS r8 Doc2VecC error 3.10 within 0.5 of the reference's 3.00"]
+    runs["DC+SS"] = [(3.3, 0.6, 1.0)]
+    runs["reference"] = [(2.5, 0.61, 1.0)]
+    failed = [line for line in bench.contribution_targets({"sets": {"r8": runs}}) if line.startswith("FAIL")]
+    assert [line.split()[2] for line in failed] == ["order", "Doc2VecC"]
+
+
+def test_a_report_refuses_results_of_two_readings(bench, tmp_path):
+    files = []
+    for reading in ("chen", "adam"):
+        files.append(tmp_path / f"{reading}.json")
+        files[-1].write_text(json.dumps({"started": "-", "load_before": [0], "reading": reading, "weight": None,
+                                         "sets": {"r8": {"Doc2VecC": [[3.0, 0.6, 1.0]]}}}))
+    with pytest.raises(SystemExit, match="different readings"):
+        bench.report(files)
