@@ -250,7 +250,8 @@ def test_deca_trains_on_back_translated_views(tiny_translation_models, tiny_enco
     model = DECA(EncoderBackbone(EncoderSpec(tiny_encoder_dir, max_length=32)),
                  augmentation=BackTranslation(list(tiny_translation_models), str(cache), max_length=12))
     docs = [Document(str(i), sections=[Section("", text)]) for i, text in enumerate(TEXTS)]
-    model._trainer = SimpleNamespace(datamodule=SimpleNamespace(train_set=docs), world_size=1)
+    splits = SimpleNamespace(documents=None, train_set=docs, val_set=None, test_set=None, all_set=None, fit_set=None)
+    model._trainer = SimpleNamespace(datamodule=splits, world_size=1)
     model.setup("fit")
     batch = model.collator("fit")(docs[:2])
     translator = BackTranslator(*tiny_translation_models, cache_path=str(cache), max_length=12)
