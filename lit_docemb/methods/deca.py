@@ -412,7 +412,7 @@ class DECA(EmbeddingMethod):
         optimizer = self.optimizers()
         examples = word_examples(batch.words)
         steps = examples[torch.randperm(len(examples))].split(self.backbone_spec.examples_per_step)
-        for i, chunk in enumerate(steps):
+        for chunk in steps:
             optimizer.zero_grad()
             terms = self.losses(batch, chunk)
             loss = self.total_loss(terms)
@@ -423,18 +423,21 @@ class DECA(EmbeddingMethod):
         self._log_contrastive_steps()
         return loss.detach()
 
+    @property
+    def contrastive_steps(self) -> int:
+        """The optimizer steps so far that trained the contrastive term (every one unless the framework has none);
+        with Chen's SGD one a batch, with the Adam backbone hundreds an epoch."""
+        return self.trainer.global_step if self.framework.loss_name is not None else 0
+
     def _log_contrastive_steps(self) -> None:
-        """``train/contrastive_steps``: the optimizer steps so far that trained the contrastive term (every one
-        unless the framework has none); with Chen's SGD one a batch, with the Adam backbone hundreds an epoch."""
         if logging_step(self._trainer):
-            steps = self.trainer.global_step if self.framework.loss_name is not None else 0
-            self.log("train/contrastive_steps", float(steps), on_step=True, on_epoch=False)
+            self.log("train/contrastive_steps", float(self.contrastive_steps), on_step=True, on_epoch=False)
 
     def on_train_end(self) -> None:
-        steps = self.trainer.global_step
-        log.info("DECA: %d optimizer steps, %d of them on the contrastive term (%s)", steps,
-                 steps if self.framework.loss_name is not None else 0,
-                 "l_d by Chen's SGD" if self.trains_by_chen else "l_d by the optimizer, Algorithm 1")
+        """One visible line (a WARNING, as a DataModule's reading summary) with the steps the run took."""
+        log.warning("DECA: %d optimizer steps, %d of them on the contrastive term (%s)", self.trainer.global_step,
+                    self.contrastive_steps,
+                    "l_d by Chen's SGD" if self.trains_by_chen else "l_d by the optimizer, Algorithm 1")
 
     def _scheduler_step(self) -> None:
         scheduler = self.lr_schedulers()

@@ -815,7 +815,8 @@ def test_the_adam_backbone_learns_doc2vecc_on_a_fixture_corpus(no_augmentation):
 
 
 @needs_wordnet
-def test_the_adam_backbone_takes_an_optimizer_step_per_examples_each_with_the_contrastive_term(tmp_path, monkeypatch):
+def test_the_adam_backbone_takes_an_optimizer_step_per_examples_each_with_the_contrastive_term(tmp_path, monkeypatch,
+                                                                                             caplog):
     """Through ``fit``: every word of each batch of documents is a target once, ``examples_per_step`` a step, so
     an epoch's optimizer steps follow its words, and each step trains the contrastive term (counted in the log)."""
     monkeypatch.chdir(tmp_path)
@@ -846,3 +847,5 @@ def test_the_adam_backbone_takes_an_optimizer_step_per_examples_each_with_the_co
     assert words and cli.trainer.global_step == sum(-(-n // 50) for n in words) > len(words)
     assert cli.trainer.callback_metrics["train/contrastive_steps"] == cli.trainer.global_step
     assert cli.trainer.callback_metrics["train/ntxent_loss"] > 0
+    steps = cli.trainer.global_step
+    assert f"DECA: {steps} optimizer steps, {steps} of them on the contrastive term (l_d by the optimizer" in caplog.text
