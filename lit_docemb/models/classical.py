@@ -61,10 +61,13 @@ class DocumentRepresentation(ABC):
         self._fit(documents, keys)
         self.fitted = True
 
-    def transform(self, documents: Sequence[Words], keys: Sequence[str]) -> np.ndarray:
-        """(N, D) float32 representations of ``documents`` (named by ``keys``)."""
+    def _require_fitted(self) -> None:
         if not self.fitted:
             raise RuntimeError(f"{type(self).__name__} is not fitted yet: call fit(documents, keys) first")
+
+    def transform(self, documents: Sequence[Words], keys: Sequence[str]) -> np.ndarray:
+        """(N, D) float32 representations of ``documents`` (named by ``keys``)."""
+        self._require_fitted()
         return np.asarray(self._transform(documents, keys), dtype=np.float32).reshape(len(documents), -1)
 
     def matrix(self, documents: Sequence[Words], keys: Sequence[str]) -> np.ndarray | sparse.csr_matrix:
@@ -111,8 +114,7 @@ class TfIdf(DocumentRepresentation):
         self.vectorizer.fit(documents)
 
     def matrix(self, documents: Sequence[Words], keys: Sequence[str]) -> sparse.csr_matrix:
-        if not self.fitted:
-            raise RuntimeError("TfIdf is not fitted yet: call fit(documents, keys) first")
+        self._require_fitted()
         return self.vectorizer.transform(documents).tocsr()  # (N, V) sparse, float32
 
     def _transform(self, documents: Sequence[Words], keys: Sequence[str]) -> np.ndarray:
