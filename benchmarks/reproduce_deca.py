@@ -354,8 +354,8 @@ def report(files: list[Path]) -> None:
     found = [json.loads(file.read_text()) for file in files]
     readings = {(r.get("reading", "chen"), r.get("weight")) for r in found}  # files before readings: chen's
     if len(readings) > 1:
-        raise SystemExit(f"error: --report: the files ran different readings (reading, weight) {sorted(readings, key=str)}"
-                         ": report each reading apart")
+        raise SystemExit("error: --report: the files ran different readings (reading, weight) "
+                         f"{sorted(readings, key=str)}: report each reading apart")
     for file, results in zip(files, found):
         print(f"{file}: started {results['started']}, load before {results['load_before']}, after "
               f"{results.get('load_after')}")

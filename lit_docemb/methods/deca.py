@@ -89,8 +89,9 @@ class DECA(EmbeddingMethod):
     Args:
         backbone: :class:`~lit_docemb.methods.deca_components.Doc2VecCBackbone` (trained jointly with the
             contrastive loss, eq. 6, l_d by Chen's SGD), :class:`~lit_docemb.methods.deca_components.
-            Doc2VecCAdamBackbone` (the same, both terms by the optimizer: Algorithm 1 as written) or :class:`~lit_docemb.methods.deca_components.EncoderBackbone` (a Hugging
-            Face encoder's [CLS], trained on the contrastive loss alone); ``None``: ``Doc2VecCBackbone()``.
+            Doc2VecCAdamBackbone` (the same, both terms by the optimizer: Algorithm 1 as written) or
+            :class:`~lit_docemb.methods.deca_components.EncoderBackbone` (a Hugging Face encoder's [CLS], trained on
+            the contrastive loss alone); ``None``: ``Doc2VecCBackbone()``.
         framework: :class:`~lit_docemb.methods.deca_components.SimCLR` (NT-Xent, eq. 4),
             :class:`~lit_docemb.methods.deca_components.SimSiam` (eq. 5) or
             :class:`~lit_docemb.methods.deca_components.Append` (Table 5 "-Contrastive", Doc2VecC only) or

@@ -5,11 +5,12 @@ avg-word2vec(ran), avg-Skip-thoughts).
 
 Each representation is fitted once on tokenised documents and then gives an (N, D) float32 matrix for any
 documents: ``fit(documents, keys)``, ``transform(documents, keys)``; ``matrix(documents, keys)`` gives the same rows
-as scikit-learn reads them, sparse where the representation is (TF-IDF: a SciPy CSR matrix, never densified). A document is a list of its words, or, for a
-representation whose ``unit`` is ``"sentences"`` (Skip-thoughts), a list of its sentences (each its words joined by
-spaces). A key names one document (its id and a hash of its words): paragraph vectors give a document they were
-fitted on its trained vector and infer one for the others; random vectors are drawn from it. Everything is
-repeatable with a fixed ``seed`` (gensim with one worker thread). scikit-learn and gensim are base requirements.
+as scikit-learn reads them, sparse where the representation is (TF-IDF: a SciPy CSR matrix, never densified). A
+document is a list of its words, or, for a representation whose ``unit`` is ``"sentences"`` (Skip-thoughts), a
+list of its sentences (each its words joined by spaces). A key names one document (its id and a hash of its
+words): paragraph vectors give a document they were fitted on its trained vector and infer one for the others;
+random vectors are drawn from it. Everything is repeatable with a fixed ``seed`` (gensim with one worker thread).
+scikit-learn and gensim are base requirements.
 
 Plain classes: no Lightning, no ``torch.distributed``, no corpus names.
 """

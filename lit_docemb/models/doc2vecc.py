@@ -73,7 +73,7 @@ class Doc2VecC(nn.Module):
         with torch.no_grad():
             self.word_embeddings.weight[0].zero_()
         self.noise = noise_table(word_counts.numpy())
-        self.noise_ids = torch.from_numpy(self.noise).long()  # the same table, for the optimizer's reading
+        self.noise_ids = torch.from_numpy(self.noise)  # the same table, shared, for the optimizer's reading
         self.negative_samples, self.corruption = negative_samples, corruption
         self.window_size, self.learning_rate = window_size, learning_rate
 
@@ -107,7 +107,7 @@ class Doc2VecC(nn.Module):
         context, mask = context_positions(positions, self.window_size, generator)
         drawn = (torch.rand(len(examples), sample_words, generator=generator) * lengths[:, None]).long()
         noise = self.noise_ids[torch.randint(len(self.noise_ids), (len(examples), self.negative_samples),
-                                             generator=generator)]  # (E, K)
+                                             generator=generator)].long()  # (E, K)
         documents, positions, context, mask, drawn, noise = (
             t.to(device) for t in (documents, positions, context, mask, drawn, noise))
         context_words = words[documents[:, None], context] * mask  # 0 (padding, a zero row of U) outside
