@@ -65,8 +65,8 @@ try:  # sentence-transformers is optional (pip install -e ".[export]")
 except ImportError:  # pragma: no cover - exercised only without the extra
     SentenceTransformer = None
 
-EMBED_INSTEAD = ("write its embeddings with `python -m lit_docemb embed --config ... --ckpt_path ... --input "
-                 "docs.jsonl --output DIR` instead")
+EMBED_INSTEAD = ("write its embeddings with `python -m lit_docemb embed --run_dir RUN --input docs.jsonl` instead "
+                 "(into RUN/embeddings)")
 
 
 class ExportError(ValueError):
@@ -219,9 +219,9 @@ class DECAExport(FlatEncoderExport):
 
     def __init__(self, method: DECA) -> None:
         if not isinstance(method.backbone_spec, EncoderBackbone):
-            raise ExportError("DECA with its Doc2VecC backbone (Doc2VecCBackbone) has no Hugging Face / "
-                              f"sentence-transformers form: its document vector is a mean of its own word vectors; "
-                              f"{EMBED_INSTEAD}")
+            raise ExportError(f"DECA with its Doc2VecC backbone ({type(method.backbone_spec).__name__}) has no "
+                              "Hugging Face / sentence-transformers form: its document vector is a mean of its word "
+                              f"vectors; {EMBED_INSTEAD}")
         super().__init__(method)
 
     def max_length(self) -> int:
