@@ -1,4 +1,5 @@
-"""Reading and loading a method's weights from a Lightning checkpoint, and the class an import path names."""
+"""Reading a Lightning checkpoint, restoring a method from it (also a fine-tuning wrapper's backbone), and the
+class an import path names."""
 
 from __future__ import annotations
 
@@ -148,36 +149,80 @@ def class_at(path: str | None):
         return None
 
 
-def load_method_checkpoint(backbone: L.LightningModule, checkpoint: str, key: str = "--ckpt_path") -> None:
-    """Loads a method's weights from a Lightning checkpoint of that method, or from a fine-tuning wrapper's
-    checkpoint around it (its ``backbone.*`` weights), weights only (no pickled code). Extra weights (e.g. a
-    pretraining head) are ignored; missing ones are an error. An unreadable file is a ConfigError naming ``key``
-    (:func:`read_checkpoint`)."""
-    load_weights(backbone, read_checkpoint(checkpoint, key)["state_dict"], checkpoint)
+#: The entry of a fine-tuning wrapper's checkpoint that lists what its backbone method's own ``on_save_checkpoint``
+#: added (DECA's and CTPE's vocabularies; none for a backbone built from its config). A wrapper's checkpoint
+#: without it (saved before wrappers kept it) carries its backbone's weights only.
+BACKBONE_ENTRIES = "backbone_entries"
+
+
+class KeepsBackboneState:
+    """What a fine-tuning wrapper (a method whose ``backbone`` is a pretraining method) keeps of its backbone in a
+    checkpoint: what the backbone's own ``on_save_checkpoint`` adds, restored by its own ``on_load_checkpoint``, so
+    that the wrapper's checkpoint rebuilds the backbone as the pretraining checkpoint did (DECA's word table and
+    CTPE's encoder are sized by their vocabularies). A backbone built from its config alone has no such state (a
+    method builds its vocabulary in its own ``setup``, which a wrapper never runs): its wrapper keeps none."""
+
+    backbone: L.LightningModule
+    _backbone_restored = False
+
+    def restore_backbone(self, checkpoint: str) -> None:
+        """The backbone as ``checkpoint`` (the ``checkpoint`` argument: a run of the backbone method, or of a
+        wrapper around it) left it (:func:`restore_method`)."""
+        restore_method(self.backbone, checkpoint, "model.init_args.checkpoint")
+        self._backbone_restored = True
+
+    def on_save_checkpoint(self, checkpoint: dict) -> None:
+        super().on_save_checkpoint(checkpoint)
+        before = set(checkpoint)
+        if self._backbone_restored:
+            self.backbone.on_save_checkpoint(checkpoint)
+        checkpoint[BACKBONE_ENTRIES] = sorted(set(checkpoint) - before)
+
+    def on_load_checkpoint(self, checkpoint: dict) -> None:
+        super().on_load_checkpoint(checkpoint)
+        if checkpoint.get(BACKBONE_ENTRIES):
+            self.backbone.on_load_checkpoint(checkpoint)
+            self._backbone_restored = True
 
 
 def restore_method(method: L.LightningModule, checkpoint: str, key: str = "--ckpt_path") -> None:
     """A method as its checkpoint (file or DeepSpeed folder) left it, read once, without Lightning's restore: the
     method's own ``on_load_checkpoint`` first (DECA's, CoLDE's and CTPE's vocabularies, which size their tables),
-    then its weights (:func:`load_weights`)."""
+    then its weights (:func:`load_weights`). ``checkpoint`` may also be a fine-tuning wrapper's around ``method``
+    (its ``backbone.*`` weights), whose :data:`BACKBONE_ENTRIES` say whether it kept anything for the method's hook.
+    An unreadable file, or one the method's hook refuses, is a ConfigError naming ``key``."""
     saved = read_checkpoint(checkpoint, key)
-    if type(method).on_load_checkpoint is not L.LightningModule.on_load_checkpoint:
-        method.on_load_checkpoint(saved)
-    load_weights(method, saved["state_dict"], checkpoint)
+    entries = saved.get(BACKBONE_ENTRIES)
+    own = entries is None or isinstance(method, KeepsBackboneState)
+    if type(method).on_load_checkpoint is not L.LightningModule.on_load_checkpoint and (own or entries):
+        try:
+            method.on_load_checkpoint(saved)
+        except ConfigError as err:  # the methods' hooks name the commands' key
+            if key == "--ckpt_path" or not str(err).startswith("--ckpt_path: "):
+                raise
+            raise ConfigError(f"{key}: {checkpoint}: {str(err).removeprefix('--ckpt_path: ')}") from None
+    load_weights(method, saved["state_dict"], checkpoint, key)
 
 
-def load_weights(backbone: L.LightningModule, state: dict, checkpoint: str) -> None:
+def load_weights(backbone: L.LightningModule, state: dict, checkpoint: str, key: str = "--ckpt_path") -> None:
     """``state`` (the ``state_dict`` of ``checkpoint``) into ``backbone``: a wrapper's ``backbone.*`` weights when
-    ``backbone`` is not itself a wrapper; extra weights ignored, missing ones an error."""
-    wrapper = any(k.startswith("backbone.") for k in state)
-    if wrapper and not any(k.startswith("backbone.") for k in backbone.state_dict()):  # a wrapper's backbone
-        state = {k[len("backbone."):]: v for k, v in state.items() if k.startswith("backbone.")}
+    they name more of ``backbone``'s weights than ``state``'s own names do (DECA's own Doc2VecC is its
+    ``backbone``); extra weights ignored, missing ones an error, and so is a checkpoint with weights for a method
+    that has none yet (its vocabulary, which builds them, not restored)."""
+    own = backbone.state_dict().keys()
+    inner = {k[len("backbone."):]: v for k, v in state.items() if k.startswith("backbone.")}
+    if len(own & inner.keys()) > len(own & state.keys()):  # a wrapper's checkpoint around ``backbone``
+        state = inner
+    name = type(backbone).__name__
+    if state and not own:
+        raise ConfigError(f"{key}: {checkpoint} has {len(state)} weights but not the vocabulary that builds {name}'s "
+                          f"(as configured it has none): give the {name} run's checkpoint, or a fine-tuning run's "
+                          f"that keeps its backbone's vocabulary")
     try:
         missing, unexpected = backbone.load_state_dict(state, strict=False)
     except RuntimeError as err:  # shapes differ
-        raise ValueError(f"checkpoint {checkpoint} does not fit {type(backbone).__name__} as configured in "
-                         f"the config: {err}") from err
+        raise ValueError(f"checkpoint {checkpoint} does not fit {name} as configured in the config: {err}") from err
     if missing:
-        raise ValueError(f"checkpoint {checkpoint} is not a {type(backbone).__name__} checkpoint of this "
+        raise ValueError(f"checkpoint {checkpoint} is not a {name} checkpoint of this "
                          f"architecture: {len(missing)} weights missing (first: {missing[0]})")
     log.info("loaded %s (ignored %d extra weights)", checkpoint, len(unexpected))

@@ -26,7 +26,7 @@ from lit_docemb.data.core.contract import LabelledDocuments
 from lit_docemb.data.core.document import Document
 from lit_docemb.errors import BadArgument, ConfigError, require
 from lit_docemb.methods.base import EmbeddingMethod
-from lit_docemb.methods.checkpoints import load_method_checkpoint
+from lit_docemb.methods.checkpoints import KeepsBackboneState
 from lit_docemb.methods.fine_tuning import checkpoint_activations, document_rows, refuse_own_budget
 from lit_docemb.methods.grad_cache import CacheableBatch
 from lit_docemb.views.classifier import LabelledCollator
@@ -34,7 +34,7 @@ from lit_docemb.views.classifier import LabelledCollator
 log = logging.getLogger(__name__)
 
 
-class DocumentClassifier(EmbeddingMethod):
+class DocumentClassifier(KeepsBackboneState, EmbeddingMethod):
     """A linear classifier on a method's document embeddings, fine-tuned end to end with cross-entropy.
 
     Logged: ``*/ce_loss``, ``*/accuracy``, ``*/skipped_documents`` (per step in training; in validation and
@@ -48,7 +48,9 @@ class DocumentClassifier(EmbeddingMethod):
             off (DocSplit: ``mlm_weight: 0``): unused weights make DDP fail.
         labels: The class names, in the order of the head's outputs. Documents with other labels are skipped
             and counted; a training set without any of these labels is an error at setup.
-        checkpoint: A Lightning checkpoint of the backbone method (its pretraining run) to start from.
+        checkpoint: A Lightning checkpoint of the backbone method (its pretraining run), or of a fine-tuning run of
+            it, to start from: the backbone as it left it (its own ``on_load_checkpoint``: DECA's and CTPE's
+            vocabularies, which size their tables; then its weights).
         dropout: Dropout on the embedding before the head.
         freeze_backbone: Train the head only, on the backbone's embeddings as they are (its weights fixed, its
             dropout off): DocSplit's Appendix A.1 ("we fine-tune the last MLP layer", lr 3e-4, batch 8).
@@ -90,7 +92,7 @@ class DocumentClassifier(EmbeddingMethod):
         self.save_method_hyperparameters(ignore=["backbone", "optimizer", "scheduler"])
         self.backbone = backbone
         if checkpoint is not None:
-            load_method_checkpoint(backbone, checkpoint, "model.init_args.checkpoint")
+            self.restore_backbone(checkpoint)
         backbone.eval()  # one empty document through the backbone gives the embedding size
         with torch.no_grad():
             dim = backbone.embed(backbone.collator("predict")([Document("probe", sections=[])])).shape[-1]

@@ -26,7 +26,7 @@ from torch import Tensor
 from lit_docemb.data.core.batches import QueryDocumentBatch
 from lit_docemb.losses import InfoNCELoss
 from lit_docemb.methods.base import EmbeddingMethod
-from lit_docemb.methods.checkpoints import load_method_checkpoint
+from lit_docemb.methods.checkpoints import KeepsBackboneState
 from lit_docemb.methods.fine_tuning import checkpoint_activations, document_rows, refuse_own_budget
 from lit_docemb.methods.grad_cache import CacheableBatch
 from lit_docemb.views.dense_retrieval import QueryDocumentCollator
@@ -34,7 +34,7 @@ from lit_docemb.views.dense_retrieval import QueryDocumentCollator
 log = logging.getLogger(__name__)
 
 
-class DenseRetrieval(EmbeddingMethod):
+class DenseRetrieval(KeepsBackboneState, EmbeddingMethod):
     """Fine-tunes a method's encoder as a bi-encoder: queries and documents embedded by the same model.
 
     Logged: ``*/info_nce_loss`` and ``*/negatives_per_anchor`` (in-batch, from every device, plus sampled). A run's
@@ -42,7 +42,9 @@ class DenseRetrieval(EmbeddingMethod):
 
     Args:
         backbone: The pretraining method whose encoder is fine-tuned (``class_path`` + ``init_args``).
-        checkpoint: A Lightning checkpoint of the backbone method to start from.
+        checkpoint: A Lightning checkpoint of the backbone method, or of a fine-tuning run of it (MSMARCO's first
+            phase), to start from: the backbone as it left it (its own ``on_load_checkpoint``: DECA's and CTPE's
+            vocabularies, which size their tables; then its weights).
         similarity: ``"dot"`` (Graph-RoBERTa §3.3) or ``"cos"``.
         temperature: Divides the similarities (1.0: none, as in the paper).
         gather_across_devices: Use the documents of all devices as negatives.
@@ -72,7 +74,7 @@ class DenseRetrieval(EmbeddingMethod):
         self.save_method_hyperparameters(ignore=["backbone", "optimizer", "scheduler"])
         self.backbone = backbone
         if checkpoint is not None:
-            load_method_checkpoint(backbone, checkpoint, "model.init_args.checkpoint")
+            self.restore_backbone(checkpoint)
         self.contrastive = InfoNCELoss(temperature, similarity=similarity, gather_across_devices=gather_across_devices)
         if activation_checkpointing:
             checkpoint_activations(backbone)
