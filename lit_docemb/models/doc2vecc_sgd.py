@@ -1,5 +1,5 @@
 """Doc2VecC's own training rule (Chen 2017, the ``doc2vecc.c`` program of her public repository): sparse SGD over
-every word of every document, compiled by numba so that it runs at the C program's speed.
+every word of every document, compiled by numba so that it runs at least at the C program's speed.
 
 For each document (read in chunks of :data:`CHUNK_WORDS` words, the program's sentence length), every position t is
 a target. Its hidden vector is the mean of
@@ -8,7 +8,9 @@ a target. Its hidden vector is the mean of
   ``t - window + b .. t - b`` except ``t`` itself: words on the left of the target only), and
 * the corrupted document vector: each word of the chunk kept with probability ``keep`` (at most
   :data:`MAX_SAMPLED_WORDS` of them, scanned from the start), the kept ones weighted ``1 / (keep * length)``, an
-  unbiased estimate of eq. 1's mean,
+  unbiased estimate of eq. 1's mean. The program draws a number for each word of the chunk; here the gap to the
+  next kept word is drawn (geometric, :func:`_sample_words`): the same distribution from ``keep * length`` draws
+  instead of ``length`` (on R8, 127 words a target's chunk on average, the per-word scan was a quarter of the time),
 
 so ``hidden = (sum(context) + document) / (len(context) + 1)``. Negative sampling scores the target (label 1) and
 ``negative`` noise words drawn from the unigram table to the 3/4 power (label 0; a draw equal to the target is
@@ -18,8 +20,12 @@ accumulated into ``e``, which then updates the context words by ``e / n`` and th
 the whole training (word2vec's schedule).
 
 The rule is Hogwild SGD on one thread, one target at a time, as the program runs with ``-threads 1``: what its
-figures were measured with. Differences from the program: the random numbers are numba's (seeded per call), the
-sigmoid is exact (the program reads it from a 1,000-entry table), and an out-of-vocabulary word is never in ``words`` (the program skips it the same way).
+figures were measured with. Differences from the program: the random numbers are numba's (seeded per call) and
+the document words are drawn by their gaps, the sigmoid is exact (the program reads it from a 1,000-entry table),
+an out-of-vocabulary word is never in ``words`` (the program skips it the same way), and the vector helpers let
+the compiler reorder their sums (:data:`VECTOR_MATH`, which the program's ``-O3`` build does not), so that dot
+products are vectorised: results differ from an in-order sum by rounding only. With both, the rule trains about
+1.6 times the program's words a CPU second (R8, one thread).
 """
 
 from __future__ import annotations
@@ -37,6 +43,9 @@ MAX_SAMPLED_WORDS = 100
 NOISE_TABLE_SIZE = 1_000_000
 #: Beyond this score the sigmoid is 0 or 1 in float32 (word2vec's MAX_EXP).
 MAX_SCORE = 10.0
+#: LLVM's flags for the 100-wide vector helpers: reassociation (and fused multiply-adds) let it vectorise the dot
+#: product's sum; no flag that assumes finite values, so a diverging run still shows its inf / nan.
+VECTOR_MATH = {"reassoc", "contract"}
 
 
 def noise_table(word_counts: np.ndarray, size: int = NOISE_TABLE_SIZE) -> np.ndarray:
@@ -54,24 +63,44 @@ def _sigmoid(f: float) -> float:
     return 1.0 / (1.0 + math.exp(-f))
 
 
-@numba.njit(cache=True, nogil=True)
+@numba.njit(cache=True, nogil=True, fastmath=VECTOR_MATH)
 def _add(out, x, scale):  # out += scale * x
     for i in range(out.shape[0]):
         out[i] += scale * x[i]
 
 
-@numba.njit(cache=True, nogil=True)
+@numba.njit(cache=True, nogil=True, fastmath=VECTOR_MATH)
 def _scale(out, scale):
     for i in range(out.shape[0]):
         out[i] *= scale
 
 
-@numba.njit(cache=True, nogil=True)
+@numba.njit(cache=True, nogil=True, fastmath=VECTOR_MATH)
 def _dot(a, b):
     total = 0.0
     for i in range(a.shape[0]):
         total += a[i] * b[i]
     return total
+
+
+@numba.njit(cache=True, nogil=True)
+def _sample_words(chunk, keep, sampled):  # pragma: no cover - compiled; tests call it through numba
+    """Writes into ``sampled`` the words of ``chunk`` that a scan keeping each with probability ``keep`` keeps, in
+    order, stopping at ``sampled``'s size, and returns how many: the gap before each kept word is geometric
+    (failures before a success of probability ``keep``), drawn by inversion, one draw a kept word."""
+    if keep >= 1.0:
+        n = min(chunk.shape[0], sampled.shape[0])
+        sampled[:n] = chunk[:n]
+        return n
+    log_miss = math.log(1.0 - keep)
+    n, t = 0, -1
+    while n < sampled.shape[0]:
+        t += 1 + int(math.log(1.0 - np.random.random()) / log_miss)  # 1 - U in (0, 1]: the log is finite
+        if t >= chunk.shape[0]:
+            break
+        sampled[n] = chunk[t]
+        n += 1
+    return n
 
 
 @numba.njit(cache=True, nogil=True)
@@ -124,14 +153,7 @@ def train_documents(U, V, words, lengths, table, window, negative, keep, alpha, 
                     context[n_context] = chunk[c]
                     n_context += 1
                     _add(hidden, U[chunk[c]], 1.0)
-                n_sampled = 0
-                for t in range(length):
-                    if np.random.random() > keep:
-                        continue
-                    sampled[n_sampled] = chunk[t]
-                    n_sampled += 1
-                    if n_sampled >= MAX_SAMPLED_WORDS:
-                        break
+                n_sampled = _sample_words(chunk, keep, sampled)
                 for s in range(n_sampled):
                     _add(hidden, U[sampled[s]], weight)
                 count = n_context + 1  # the context words and the document
@@ -145,13 +167,14 @@ def train_documents(U, V, words, lengths, table, window, negative, keep, alpha, 
                             continue
                         label = 0.0
                     f = _dot(hidden, V[word])
+                    p = _sigmoid(f)
                     if f > MAX_SCORE:
                         g = (label - 1.0) * rate
                     elif f < -MAX_SCORE:
                         g = label * rate
                     else:
-                        g = (label - _sigmoid(f)) * rate
-                    loss -= math.log(max(_sigmoid(f if label == 1.0 else -f), 1e-12))
+                        g = (label - p) * rate
+                    loss -= math.log(max(p if label == 1.0 else 1.0 - p, 1e-12))
                     if learn:
                         _add(error, V[word], g)
                         _add(V[word], hidden, g)

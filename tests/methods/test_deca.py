@@ -10,6 +10,7 @@ from collections import Counter
 from pathlib import Path
 from types import SimpleNamespace
 
+import numba
 import numpy as np
 import pytest
 import torch
@@ -40,7 +41,7 @@ from lit_docemb.methods.deca_components import (
 )
 from lit_docemb.models import Doc2VecC, EncoderSpec
 from lit_docemb.models.doc2vecc import context_positions, word_examples
-from lit_docemb.models.doc2vecc_sgd import noise_table, train_documents
+from lit_docemb.models.doc2vecc_sgd import _sample_words, noise_table, train_documents
 from lit_docemb.views.deca import (
     AppendedAugmentationCollator,
     Doc2VecCCollator,
@@ -131,6 +132,39 @@ def test_chen_rule_is_seeded_and_scoring_changes_nothing():
     for (name, a), b in zip(models[0].state_dict().items(), models[1].state_dict().values()):
         assert torch.equal(a, b) and not torch.equal(a, before[name]), name
     assert torch.equal(models[0].word_embeddings.weight[0], torch.zeros(8))  # padding is never trained
+
+
+@numba.njit(cache=False)
+def _kept_positions(length: int, keep: float, most: int, draws: int, seed: int) -> np.ndarray:
+    """(draws, length) 0/1: which positions of a chunk 0..length-1 :func:`_sample_words` keeps, draw by draw; every
+    row checked to be increasing positions."""
+    np.random.seed(seed)
+    chunk, sampled = np.arange(length), np.zeros(most, dtype=np.int64)
+    kept = np.zeros((draws, length), dtype=np.int64)
+    for i in range(draws):
+        n = _sample_words(chunk, keep, sampled)
+        for j in range(n):
+            if j > 0 and sampled[j] <= sampled[j - 1]:
+                raise AssertionError("positions out of order")
+            kept[i, sampled[j]] = 1
+    return kept
+
+
+@pytest.mark.parametrize("keep, most", [(0.3, 6), (0.1, 100), (0.9, 100)])
+def test_document_words_drawn_by_their_gaps_are_the_programs_per_word_scan(keep, most):
+    """The program keeps each word of the chunk with probability ``keep``, scanning from the start and stopping at
+    ``most`` kept (MAX_SENTENCE_SAMPLE); drawing the gaps instead keeps position i with probability
+    ``keep * P(Binomial(i, keep) < most)``, independently of the others while the cap is not reached."""
+    from scipy.stats import binom
+
+    length, draws = 40, 40_000
+    kept = _kept_positions(length, keep, most, draws, 11)
+    want = keep * binom.cdf(most - 1, np.arange(length), keep)
+    np.testing.assert_allclose(kept.mean(0), want, atol=4 * np.sqrt(0.25 / draws))
+    if most >= length:  # no cap: the words are independent draws, as the scan's
+        both = (kept[:, 3] * kept[:, 4]).mean()
+        assert both == pytest.approx(keep * keep, abs=4 * np.sqrt(0.25 / draws))
+    np.testing.assert_array_equal(_kept_positions(length, 1.0, most, 3, 0).sum(1), min(length, most))
 
 
 def test_noise_table_follows_the_three_quarter_power_and_skips_unseen_words():
