@@ -16,6 +16,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 import yaml
+from benchmark_scripts import benchmark_module
 from conftest import _topic_texts
 from corpus_files import labelled_docs
 from journeys import write_text_gcn_release
@@ -435,6 +436,31 @@ def test_documented_doc2vecc_row_fits_r8_without_an_augmentation(no_augmentation
     err = capsys.readouterr().err.strip()
     assert exited.value.code == 2 and err.splitlines() == [err], err
     assert err.startswith("error: model.init_args.augmentation: Doc2VecCAlone draws no augmentation"), err
+
+
+@pytest.mark.parametrize("row", ["Doc2VecC", pytest.param("DC+SC", marks=needs_wordnet)])
+def test_the_benchmarks_bookkeeping_changes_no_weight(row, tmp_path, monkeypatch):
+    """benchmarks/reproduce_deca.py measures a trained row's CPU seconds without validation, wandb and a dataloader
+    worker (its BOOKKEEPING_OFF): the fit is the one with validation after each epoch and a worker, to the bit, and
+    so are the figures scored after it (a validation pass or a worker draws nothing from the training's
+    generators)."""
+    with benchmark_module("reproduce_deca") as bench:
+        off, config = bench.BOOKKEEPING_OFF, ROOT / bench.SETS["r8"].config
+        argv = ["fit", "--config", str(config), *bench.TRAINED[row]]
+    assert {"--trainer.logger=false", "--trainer.limit_val_batches=0", "--data.init_args.num_workers=0"} == set(off)
+    source = write_text_gcn_release(tmp_path / "text_gcn", "R8")
+    fixture = [f"--data.init_args.source={source}", f"--data.init_args.cache_dir={tmp_path / 'cache'}",
+               "--data.init_args.global_batch_size=8", "--trainer.logger=false", "--trainer.max_epochs=2",
+               "--trainer.enable_progress_bar=false", "--model.init_args.backbone.init_args.min_word_count=1"]
+    fits = []
+    for name, bookkeeping in (("configured", ["--data.init_args.num_workers=1", "--trainer.limit_val_batches=1"]),
+                              ("measured", off)):
+        cli = main(argv + fixture + bookkeeping + [f"--run_dir={tmp_path / name}"])
+        evaluation = next(c for c in cli.trainer.callbacks if type(c).__name__ == "LabelledEmbeddingEvaluation")
+        fits.append((cli.trainer.global_step, cli.model.backbone.state_dict(), evaluation.metrics))
+    (steps, weights, metrics), (steps_off, weights_off, metrics_off) = fits
+    assert steps == steps_off == 8 and metrics == metrics_off
+    assert weights.keys() == weights_off.keys() and all(torch.equal(weights[k], weights_off[k]) for k in weights)
 
 
 def test_labelled_evaluation_scores_embeddings_and_refuses_bad_input():
