@@ -12,6 +12,7 @@ from __future__ import annotations
 import hashlib
 import inspect
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from itertools import repeat
 
 import numpy as np
@@ -195,34 +196,42 @@ class WordTypes:
         return "word-types:" + hashlib.blake2b(rules.encode(), digest_size=16).hexdigest()
 
 
-#: Word ids a :class:`Doc2VecCCollator` keeps from one epoch to the next (400 MB of int64).
-KNOWN_WORDS = 50_000_000
+@dataclass(frozen=True)
+class DocumentWords:
+    """A document as a Doc2VecC collator reads it, kept from one epoch to the next (``kept_item``,
+    :class:`~lit_docemb.data.core.kept_items.KeptItems`): its id and its words, as vocabulary ids
+    (:class:`Doc2VecCCollator`, cut at ``max_words``) or as word types (:class:`Doc2VecCPairCollator`,
+    :meth:`IdReplacement.type_ids`). Its ``len`` is its words'."""
+    id: str
+    words: np.ndarray
+
+    def __len__(self) -> int:
+        return len(self.words)
 
 
 class Doc2VecCCollator:
     """Documents → :class:`Doc2VecCBatch` of their own words (framework ``Doc2VecCAlone``: plain Doc2VecC, no
     augmentation): each document's in-vocabulary word ids cut at ``max_words``; Doc2VecC's rule draws its targets
     and windows itself (:mod:`lit_docemb.models.doc2vecc_sgd`). A document with fewer than two such words is
-    skipped and counted. A document's ids are the same every epoch (the index is fixed): the collator keeps them,
-    up to :data:`KNOWN_WORDS` ids, and splits a document into words once (in a persistent training worker)."""
+    skipped and counted. A document's ids are the same every epoch (the index is fixed): the DataModule's loaders
+    keep them (:meth:`kept_item`), so a document is read and split into words once per process."""
 
     def __init__(self, index: dict[str, int], max_words: int, deterministic: bool) -> None:
         self.index, self.max_words, self.deterministic = index, max_words, deterministic
-        self.known: dict[str, np.ndarray] = {}
-        self.known_words = 0
 
     def ids(self, words: list[str]) -> list[int]:
         return in_vocabulary(self.index, words, self.max_words)
 
-    def document_ids(self, doc: Document) -> np.ndarray:
-        ids = self.known.get(doc.id)
-        if ids is None:
-            ids = np.asarray(self.ids(leading_words(doc, self.max_words)), dtype=np.int64)
-            if self.known_words + len(ids) <= KNOWN_WORDS:
-                self.known[doc.id], self.known_words = ids, self.known_words + len(ids)
-        return ids
+    def document_ids(self, doc: Document | DocumentWords) -> np.ndarray:
+        if isinstance(doc, DocumentWords):
+            return doc.words
+        return np.asarray(self.ids(leading_words(doc, self.max_words)), dtype=np.int64)
 
-    def __call__(self, documents: list[Document]) -> Doc2VecCBatch:
+    def kept_item(self, doc: Document | DocumentWords) -> DocumentWords | None:
+        """What this collator reads of a document: its id and its word ids."""
+        return doc if isinstance(doc, DocumentWords) else DocumentWords(doc.id, self.document_ids(doc))
+
+    def __call__(self, documents: list[Document | DocumentWords]) -> Doc2VecCBatch:
         kept = []
         for doc in documents:
             ids = self.document_ids(doc)
@@ -238,7 +247,8 @@ class Doc2VecCPairCollator(Doc2VecCCollator):
     With ``cached`` (a thesaurus augmentation only), a document the word cache holds is read as its cached word types
     (:class:`WordTypes`, made with this collator's index and augmentation) instead of its text: the same ids and the
     same augmentation for the same seed. Where the DataModule's datasets hold the word cache's rows
-    (:class:`~lit_docemb.data.caches.field_cache.TokenizedFields`, DECA's training), an item is its row already.
+    (:class:`~lit_docemb.data.caches.field_cache.TokenizedFields`, DECA's training), an item is its row already;
+    from the second epoch on, the :class:`DocumentWords` that the loaders kept (:meth:`kept_item`).
     """
 
     def __init__(self, index: dict[str, int], augment: Augment, max_words: int, deterministic: bool,
@@ -251,7 +261,7 @@ class Doc2VecCPairCollator(Doc2VecCCollator):
             raise ValueError("cached word types need a thesaurus augmentation (wordnet, antonym, ppdb)")
         self.cached = cached
 
-    def pairs(self, documents: list[Document | TokenizedFields]) -> tuple[list, np.ndarray, np.ndarray]:
+    def pairs(self, documents: list[Document | TokenizedFields | DocumentWords]) -> tuple[list, np.ndarray, np.ndarray]:
         """The documents that are kept, their word ids and their augmentations' word ids, each (B', T) 0-padded
         on the right (T the longest row, at least 1)."""
         seeds = _seeds(documents, self.deterministic)
@@ -264,15 +274,24 @@ class Doc2VecCPairCollator(Doc2VecCCollator):
         kept = ((ids != 0).sum(1) >= 2) & (augmented != 0).any(1)
         return [doc for doc, keep in zip(documents, kept) if keep], _narrowed(ids[kept]), _narrowed(augmented[kept])
 
-    def types(self, doc: Document | TokenizedFields) -> np.ndarray:
-        """The document's word types (:meth:`IdReplacement.type_ids`): its row of the word cache, the row the cache
-        holds for it, or split from its text."""
+    def types(self, doc: Document | TokenizedFields | DocumentWords) -> np.ndarray:
+        """The document's word types (:meth:`IdReplacement.type_ids`): those kept, its row of the word cache, the
+        row the cache holds for it, or split from its text."""
+        if isinstance(doc, DocumentWords):
+            return doc.words
         if isinstance(doc, TokenizedFields):
             return doc.input_ids
         cached = None if self.cached is None else self.cached.input_ids(doc.id)
         if cached is not None:
             return cached
         return self.replacement.type_ids(leading_words(doc, self.max_words))
+
+    def kept_item(self, doc: Document | TokenizedFields | DocumentWords) -> DocumentWords | None:
+        """What this collator reads of a document with a thesaurus augmentation: its id and its word types;
+        ``None`` with another augmentation, which reads the text."""
+        if self.replacement is None:
+            return None
+        return doc if isinstance(doc, DocumentWords) else DocumentWords(doc.id, self.types(doc))
 
     def augmented_ids(self, doc: Document, seed: str) -> tuple[list[int], list[int]]:
         """The document's word ids and those of its augmentation by a callable (no thesaurus table)."""

@@ -183,6 +183,47 @@ def test_loaders_use_the_methods_collator_and_see_every_document_once():
     assert isinstance(predict, DataLoader) and [i for b in predict for i in b["ids"]] == val
 
 
+class KeptIds:
+    """A collator that reads a document's id alone and says so (``kept_item``); each batch says how many documents
+    were read in the process that made it."""
+
+    def __init__(self) -> None:
+        self.met = []
+
+    def kept_item(self, doc: Document | str) -> str:
+        if isinstance(doc, Document):
+            self.met.append(doc.id)
+        return doc if isinstance(doc, str) else doc.id
+
+    def __call__(self, items: list[str]) -> dict:
+        return {"ids": list(items), "read": torch.tensor(len(self.met))}
+
+
+@pytest.mark.parametrize("num_workers", [0, 1])
+def test_a_collators_kept_items_are_read_once_in_the_process_and_served_every_epoch(num_workers):
+    """A collator with ``kept_item`` (DECA's Doc2VecC collators) is served the compact form of its items: each
+    document is read once per process (the main process, or the loader's persistent worker), every epoch sees every
+    document in its own order, the same batches as reading them anew."""
+    datamodule = ListDataModule(seed=3, batch_size=4, num_workers=num_workers)
+    datamodule.setup("fit")
+    collate = KeptIds()
+    datamodule.collate_fn = collate
+    train, _ = split_ids()
+    loader = datamodule.train_dataloader()
+    epochs, read = [], []
+    for epoch in range(3):
+        loader.sampler.set_epoch(epoch)
+        batches = list(loader)
+        epochs.append([i for batch in batches for i in batch["ids"]])
+        read.append(int(batches[-1]["read"]))
+    assert all(Counter(e) == Counter(train) for e in epochs) and epochs[0] != epochs[1]
+    assert read == [len(train)] * 3  # all in the first epoch, none after
+    datamodule.collate_fn = collate_ids  # no kept_item: the documents themselves
+    plain = datamodule.train_dataloader()
+    plain.sampler.set_epoch(1)
+    assert [i for batch in plain for i in batch["ids"]] == epochs[1]
+
+
 def test_drop_last_drops_only_the_partial_last_step_of_training():
     datamodule = ListDataModule(seed=3, batch_size=4, num_workers=0, drop_last=True)
     datamodule.setup("fit")

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import itertools
 import shlex
 from collections import Counter
 from pathlib import Path
@@ -187,23 +188,39 @@ def test_doc2vecc_loss_decreases_on_a_fixture_corpus():
     assert last < 0.8 * first, (first, last)
 
 
-def test_the_doc2vecc_collator_splits_a_document_into_words_once(monkeypatch):
-    """Plain Doc2VecC reads every document every epoch with a fixed index: the second epoch's batch is the first's,
-    its ids kept by the collator rather than split out of the text again; a full store reads text as before."""
+class CountedReads(list):
+    """Documents whose batched reads are counted, item by item (an Arrow corpus's ``__getitems__``)."""
+
+    def __init__(self, documents) -> None:
+        super().__init__(documents)
+        self.reads: list[str] = []
+
+    def __getitems__(self, indices):
+        self.reads += [self[i].id for i in indices]
+        return [self[i] for i in indices]
+
+
+def test_the_doc2vecc_collators_documents_are_read_once_and_kept_across_epochs(monkeypatch):
+    """Plain Doc2VecC reads every document every epoch with a fixed index: the loaders keep what the collator reads
+    of a document (its id and word ids), so the second epoch reads no document and splits no text, and its batch is
+    the first's; beyond the kept size a document is read every epoch, as before."""
     import lit_docemb.views.deca as views
+    from lit_docemb.data.core.kept_items import KeptItems
 
     index = {w: i for i, w in enumerate("a b c d e f".split(), 1)}
-    documents = [Document("x", sections=[Section("", "a b c d")]), Document("y", sections=[Section("", "f e")]),
-                 Document("z", sections=[Section("", "a")])]
+    documents = CountedReads([Document("x", sections=[Section("", "a b c d")]),
+                              Document("y", sections=[Section("", "f e")]), Document("z", sections=[Section("", "a")])])
     split = []
     monkeypatch.setattr(views, "leading_words", lambda doc, n: split.append(doc.id) or views.words_of(doc.text)[:n])
     collate = Doc2VecCCollator(index, max_words=100, deterministic=False)
-    first, second = collate(documents), collate(documents)
-    assert first.words.tolist() == second.words.tolist() == [[1, 2, 3, 4], [6, 5, 0, 0]]
-    assert second.skipped == first.skipped == 1 and split == ["x", "y", "z"]
-    monkeypatch.setattr(views, "KNOWN_WORDS", 4)
-    full = Doc2VecCCollator(index, max_words=100, deterministic=False)
-    assert full(documents).words.tolist() == full(documents).words.tolist() and split[3:] == ["x", "y", "z", "y", "z"]
+    kept = KeptItems(documents, collate.kept_item)
+    first, second = collate(kept.__getitems__([0, 1, 2])), collate(kept.__getitems__([2, 1, 0]))
+    assert first.words.tolist() == [[1, 2, 3, 4], [6, 5, 0, 0]]
+    assert second.words.tolist() == [[6, 5, 0, 0], [1, 2, 3, 4]]
+    assert second.skipped == first.skipped == 1 and split == documents.reads == ["x", "y", "z"]
+    full = KeptItems(documents, collate.kept_item, max_size=4)  # x's 4 ids fill it
+    assert collate(full.__getitems__([0, 1, 2])).words.tolist() == collate(full.__getitems__([0, 1, 2])).words.tolist()
+    assert documents.reads[3:] == ["x", "y", "z", "y", "z"] and split[3:] == ["x", "y", "z", "y", "z"]
 
 
 def test_collated_words_follow_the_document():
@@ -773,13 +790,15 @@ def test_views_from_cached_word_types_are_the_views_from_text(augmentation, tmp_
                 assert torch.equal(left, right) if isinstance(left, torch.Tensor) else left == right, field.name
     assert model.collator("predict").__class__ is WordDocumentCollator
     rows = model.word_cache().open(docs[:-1])  # what a DataModule's splits hold in training (model.token_cache)
+    kept = [model.collator("fit").kept_item(item) for item in [*rows, docs[-1]]]  # what later epochs read
+    assert [k.id for k in kept] == [d.id for d in docs]
     for seed in range(2):
         batches = []
-        for items in ([*rows, docs[-1]], docs):  # a row, or a document (a test split's) read through the cache
+        for items in ([*rows, docs[-1]], docs, kept):  # a row, or a document (a test split's) read through the cache
             torch.manual_seed(seed)
             batches.append(model.collator("fit")(items))
-        for field in dataclasses.fields(batches[0]):
-            left, right = (getattr(b, field.name) for b in batches)
+        for field, other in itertools.product(dataclasses.fields(batches[0]), batches[1:]):
+            left, right = getattr(batches[0], field.name), getattr(other, field.name)
             assert torch.equal(left, right) if isinstance(left, torch.Tensor) else left == right, field.name
     with pytest.raises(ValueError, match="thesaurus augmentation"):
         AppendedAugmentationCollator({"a": 1}, reversed_words, 10, True, cached=model.word_rows)

@@ -39,6 +39,7 @@ from torch.utils.data import ConcatDataset, DataLoader, Dataset
 from lit_docemb.data.core.batch_buffer import to_device_in_one_copy
 from lit_docemb.data.core.contract import EvaluationData, MethodBatches
 from lit_docemb.data.core.document import Document
+from lit_docemb.data.core.kept_items import KeptItems
 from lit_docemb.data.caches.token_cache import TokenCache
 from lit_docemb.data.core.reading import READ_COUNT_KEYS, is_decoding_count, reading_summary
 from lit_docemb.data.core.sampling import DistributedBatchSampler, ResumableLoader, read_items
@@ -336,11 +337,15 @@ class DocumentDataModule(L.LightningDataModule, ABC, EvaluationData, MethodBatch
 
     def _loader(self, dataset: DocumentDataset, stage: str, shuffle: bool) -> ResumableLoader:
         """Every document of ``dataset`` once, the same number of batches on every rank; its workers (if any) live
-        from its first epoch to the end of the run, in validation as in training (the collators seed each batch)."""
+        from its first epoch to the end of the run, in validation as in training (the collators seed each batch).
+        A collator that reads a compact form of its items (``kept_item``) gets them kept from one epoch to the next
+        (:mod:`~lit_docemb.data.core.kept_items`)."""
         sampler = DistributedBatchSampler(len(dataset), self.batch_size, shuffle=shuffle, seed=self.seed,
                                           drop_last=self.drop_last and stage == "fit")
-        return ResumableLoader(dataset, sampler, collate_fn=self._collator(stage), num_workers=self.num_workers,
-                               persistent_workers=True)
+        collate = self._collator(stage)
+        keep = getattr(collate, "kept_item", None)
+        return ResumableLoader(dataset if keep is None else KeptItems(dataset, keep), sampler, collate_fn=collate,
+                               num_workers=self.num_workers, persistent_workers=True)
 
     def transfer_batch_to_device(self, batch: Any, device: torch.device, dataloader_idx: int) -> Any:
         """A batch whose tensors view one buffer (a worker's, :mod:`lit_docemb.data.core.batch_buffer`) reaches the
