@@ -1,4 +1,5 @@
-from lit_docemb.commands import main
+from lit_docemb.commands import main, release_before_exit
 
 if __name__ == "__main__":
     main()
+    release_before_exit()

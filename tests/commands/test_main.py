@@ -45,3 +45,23 @@ def test_every_command_module_has_its_entry_point():
         module = importlib.import_module(f"lit_docemb.commands.{module_name}")
         assert callable(getattr(module, "run" if module_name == "cli" else "main")), name
     assert not hasattr(importlib.import_module("lit_docemb.commands.cli"), "main")
+
+
+def test_a_commands_imports_are_frozen_out_of_the_collections_and_the_runs_garbage_collected_before_the_exit():
+    """``import_command`` freezes the objects its imports made (torch's, Lightning's: no full collection walks them
+    again) with the collector enabled after it; ``release_before_exit`` collects the garbage left (a cycle's
+    finalizer runs) before it freezes the rest."""
+    code = """
+import gc, weakref
+from lit_docemb.commands import import_command, release_before_exit
+import_command("cli")
+print(gc.isenabled(), gc.get_freeze_count() > 100_000)
+class Node: pass
+cycle = Node(); cycle.self = cycle
+weakref.finalize(cycle, print, "collected")
+del cycle
+release_before_exit()
+print(gc.get_count()[2] == 0 and gc.get_freeze_count() > 100_000)
+"""
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.split() == ["True", "True", "collected", "True"], out
