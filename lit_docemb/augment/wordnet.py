@@ -95,13 +95,16 @@ def _lemma(raw: str) -> str:
 
 
 def _parse_line(line: str, wordnet: WordNetDatabase, pending: list) -> None:
-    fields = line.split(" | ", 1)[0].split()
+    head = line.split(" | ", 1)[0]
+    fields = head.split()
     offset, pos = int(fields[0]), "a" if fields[2] == "s" else fields[2]
     count = int(fields[3], 16)
     words = [_lemma(fields[4 + 2 * i]) for i in range(count)]
     wordnet.members[(pos, offset)] = words
     for word in words:
         wordnet.synsets[word].append((pos, offset))
+    if " ! " not in head:  # no antonym pointer (nine synsets in ten): the pointers need no scan
+        return
     at = 4 + 2 * count
     for k in range(int(fields[at])):
         symbol, target, target_pos, source_target = fields[at + 1 + 4 * k: at + 5 + 4 * k]

@@ -55,6 +55,21 @@ def test_missing_wordnet_names_the_package(tmp_path):
         load_wordnet(str(tmp_path))
 
 
+def test_antonyms_are_read_from_the_pointers_of_the_synsets_that_have_them(tmp_path):
+    """A synset line's pointers are scanned only where it holds an antonym pointer ("!"); the others ("&", "@")
+    add no antonym, and every synset's words are read."""
+    lines = {"adj": ["00001740 00 a 02 good 0 full-bodied(a) 0 002 ! 00002000 a 0101 & 00003000 s 0000 | desirable",
+                     "00002000 00 a 01 Bad 0 001 ! 00001740 a 0101 | not good",
+                     "00003000 00 s 01 fine 0 001 & 00001740 a 0000 | all right"],
+             "noun": ["  1 licence header line", "00004000 03 n 01 car 0 001 @ 00004000 n 0000 | a motor vehicle"]}
+    for name in ("noun", "verb", "adj", "adv"):
+        (tmp_path / f"data.{name}").write_text("".join(f"{line}\n" for line in lines.get(name, [])))
+    database = load_wordnet(str(tmp_path))
+    assert dict(database.antonyms) == {("a", 1740, "good"): ["bad"], ("a", 2000, "bad"): ["good"]}
+    assert database.members[("a", 1740)] == ["good", "full-bodied"] and database.members[("a", 3000)] == ["fine"]
+    assert database.members[("n", 4000)] == ["car"] and database.pos_of("fine") == {"a"}
+
+
 @needs_wordnet
 def test_wordnet_database_is_read(wordnet):
     assert {"automobile", "auto", "machine"} <= wordnet.synonyms("car")
