@@ -12,7 +12,7 @@ from __future__ import annotations
 import hashlib
 import inspect
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from itertools import repeat
 
 import numpy as np
@@ -196,14 +196,18 @@ class WordTypes:
         return "word-types:" + hashlib.blake2b(rules.encode(), digest_size=16).hexdigest()
 
 
-@dataclass(frozen=True)
+@dataclass
 class DocumentWords:
     """A document as a Doc2VecC collator reads it, kept from one epoch to the next (``kept_item``,
-    :class:`~lit_docemb.data.core.kept_items.KeptItems`): its id and its words, as vocabulary ids
-    (:class:`Doc2VecCCollator`, cut at ``max_words``) or as word types (:class:`Doc2VecCPairCollator`,
-    :meth:`IdReplacement.type_ids`). Its ``len`` is its words'."""
+    :class:`~lit_docemb.data.core.kept_items.KeptItems`): its id, its :func:`~lit_docemb.data.core.document.doc_index`
+    (hashed once) and its words, as vocabulary ids (:class:`Doc2VecCCollator`, cut at ``max_words``) or as word types
+    (:class:`Doc2VecCPairCollator`, :meth:`IdReplacement.type_ids`). Its ``len`` is its words'."""
     id: str
     words: np.ndarray
+    index: int = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.index = doc_index(self.id)
 
     def __len__(self) -> int:
         return len(self.words)
@@ -331,8 +335,9 @@ def _narrowed(rows: np.ndarray) -> np.ndarray:
     return rows[:, :max(1, int((rows != 0).sum(1).max(initial=0)))]
 
 
-def _doc_index(documents: list[Document]) -> Tensor:
-    return torch.tensor([doc_index(d.id) for d in documents], dtype=torch.long)
+def _doc_index(documents: list[Document | TokenizedFields | DocumentWords]) -> Tensor:
+    return torch.tensor([d.index if isinstance(d, DocumentWords) else doc_index(d.id) for d in documents],
+                        dtype=torch.long)
 
 
 class WordDocumentCollator:
