@@ -84,12 +84,14 @@ def import_command(module_name: str):
     name = f"lit_docemb.commands.{module_name}"
     if name in sys.modules:
         return sys.modules[name]
+    collecting = gc.isenabled()
     gc.disable()
     try:
         return importlib.import_module(name)
     finally:
         gc.freeze()
-        gc.enable()
+        if collecting:
+            gc.enable()
 
 
 def release_before_exit() -> None:
