@@ -43,7 +43,11 @@ class MaskedLanguageModelling(EmbeddingMethod):
             (docs/real-text.md).
         scheduler: Optional learning-rate scheduler factory.
         retention: Options that keep what the pretrained encoder knew (:class:`~lit_docemb.methods.retention.
-            Retention`); ``None``: none.
+            Retention`). ``None`` (the default) anchors the pooled embeddings of each batch to the starting
+            encoder's at weight 1 (``Retention(anchor_weight=1.0)``): from all-MiniLM-L6-v2, 60 steps on BBC News
+            at 1e-5 lowered the 5-shot probe by 1.3 points without it and moved no measure beyond its interval with
+            it (docs/real-text.md). ``Retention`` with ``anchor_weight: 0`` trains the masked-LM loss alone (the
+            DECA configs, as the paper).
     """
 
     default_learning_rate = 1e-5  # see ``optimizer``
@@ -57,7 +61,7 @@ class MaskedLanguageModelling(EmbeddingMethod):
         scheduler: LRSchedulerCallable | None = None,
         retention: Retention | None = None,
     ) -> None:
-        super().__init__(optimizer, scheduler, None, retention)
+        super().__init__(optimizer, scheduler, None, Retention(anchor_weight=1.0) if retention is None else retention)
         require(0.0 < mlm_probability < 1.0, "mlm_probability", "between 0 and 1 (exclusive)", mlm_probability)
         self.save_method_hyperparameters(ignore=["optimizer", "scheduler"])
         self.encoder_spec = EncoderSpec.of(encoder)

@@ -13,6 +13,7 @@ from lit_docemb.data.core.document import Document, Section
 from lit_docemb.errors import BadArgument
 from lit_docemb.eval.embedding import embed_documents
 from lit_docemb.methods import MaskedLanguageModelling
+from lit_docemb.methods.retention import Retention
 from lit_docemb.models import EncoderSpec
 
 DOCUMENTS = [Document(id=f"d{i}", title="", sections=[Section("", text)]) for i, text in enumerate([
@@ -78,3 +79,27 @@ def test_the_encoder_block_is_saved_as_plain_data_and_rebuilds_the_method(method
 def test_an_option_it_does_not_use_is_refused_under_its_key(no_dropout_encoder_dir):
     with pytest.raises(BadArgument, match=r"^encoder\.instruction: MaskedLanguageModelling does not use it"):
         MaskedLanguageModelling(EncoderSpec(no_dropout_encoder_dir, instruction="query: ", max_length=32))
+
+
+def test_by_default_its_embeddings_are_anchored_to_the_starting_encoder(no_dropout_encoder_dir):
+    spec = EncoderSpec(no_dropout_encoder_dir, max_length=32)
+    method = MaskedLanguageModelling(spec, mlm_probability=0.3)
+    assert method.retention.anchor_weight == 1.0
+    method._apply_retention()  # what setup("fit") does
+    batch = method.collator("fit")(DOCUMENTS)
+
+    def terms():
+        with method.anchor.capture():
+            found = method.losses(batch)
+        return found | method.anchor.terms()
+
+    assert set(terms()) == {"mlm_loss", "anchor_loss"}
+    assert float(terms()["anchor_loss"]) < 1e-6  # the starting weights, no dropout: on the anchor
+    optimizer = torch.optim.AdamW(method.parameters(), lr=1e-2)
+    method.total_loss(terms()).backward()
+    optimizer.step()
+    assert float(terms()["anchor_loss"]) > 1e-4  # moved away, the term pulls back
+
+    alone = MaskedLanguageModelling(spec, retention=Retention(anchor_weight=0.0))  # the DECA configs: the paper's loss
+    alone._apply_retention()
+    assert alone.anchor is None and set(alone.losses(batch)) == {"mlm_loss"}

@@ -9,6 +9,7 @@ import torch.nn.functional as F
 from corpus_files import labelled_docs
 
 from lit_docemb.methods import SimCSE
+from lit_docemb.methods.retention import Retention
 from lit_docemb.models import EncoderSpec
 
 
@@ -50,3 +51,18 @@ def test_a_few_steps_move_the_encoder_and_the_mlm_head(tiny_encoder_dir):
     optimizer.step()
     moved = [k for k, v in model.state_dict().items() if not torch.equal(before[k], v)]
     assert any("mlm" in k or "cls.predictions" in k for k in moved) and len(moved) > len(before) // 2
+
+
+def test_the_default_anchors_to_the_starting_encoder_and_the_paper_config_trains_simcse_alone(tiny_encoder_dir):
+    spec = EncoderSpec(tiny_encoder_dir, max_length=32)
+    model = SimCSE(spec).train()
+    model._apply_retention()  # what setup("fit") does: the frozen copy of the starting encoder
+    batch = model.collator("fit")(labelled_docs(4))
+    with model.anchor.capture():
+        terms = model.losses(batch)
+    terms |= model.anchor.terms()
+    assert {"info_nce_loss", "anchor_loss"} <= set(terms) and float(terms["anchor_loss"]) > 0  # dropout: off it
+    assert torch.isclose(model.total_loss(terms), terms["info_nce_loss"] + terms["anchor_loss"])
+    paper = SimCSE(spec, retention=Retention(anchor_weight=0.0))  # configs/docsplit/simcse_long_wikipedia.yaml
+    paper._apply_retention()
+    assert paper.anchor is None
