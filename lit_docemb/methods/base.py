@@ -66,11 +66,15 @@ class EmbeddingMethod(L.LightningModule, ABC):
             batch (dropout masks replayed); memory is that of one sub-batch. ``None``: plain training. Unlike
             gradient accumulation, it keeps every row of the batch as a negative of every other.
         retention: Options that keep what the pretrained encoder knew (:class:`~lit_docemb.methods.retention.
-            Retention`: an anchoring term, layer-wise learning-rate decay, frozen layers); ``None``: none.
+            Retention`: an anchoring term, layer-wise learning-rate decay, frozen layers); ``None``: anchoring at
+            the method's :attr:`default_anchor_weight` alone (none where it is 0).
     """
 
     #: Learning rate of the AdamW used when no optimizer is configured (the method's paper value).
     default_learning_rate: float = 1e-4
+
+    #: Weight of the anchoring term when no ``retention`` is configured (``Retention(anchor_weight=...)``); 0: none.
+    default_anchor_weight: float = 0.0
 
     #: The keys of :meth:`predict_step`'s output holding one vector per returned id, of a width the model fixes:
     #: what ``embed`` writes. Outputs relative to a batch (CoLDE's similarity matrices, attention maps) are not.
@@ -98,6 +102,8 @@ class EmbeddingMethod(L.LightningModule, ABC):
         self.scheduler_factory = scheduler
         self.grad_cache_token_budget = grad_cache_token_budget
         self.loss_weights = {}
+        if retention is None and self.default_anchor_weight > 0:
+            retention = Retention(anchor_weight=self.default_anchor_weight)
         if retention is not None:
             retention.check()
         self.retention = retention

@@ -57,6 +57,7 @@ class SimCSE(EmbeddingMethod):
     """
 
     default_learning_rate = 1e-5  # see ``optimizer``
+    default_anchor_weight = 1.0  # see ``retention``
 
     def __init__(
         self,
@@ -70,7 +71,7 @@ class SimCSE(EmbeddingMethod):
         scheduler: LRSchedulerCallable | None = None,
         retention: Retention | None = None,
     ) -> None:
-        super().__init__(optimizer, scheduler, None, Retention(anchor_weight=1.0) if retention is None else retention)
+        super().__init__(optimizer, scheduler, None, retention)
         require(mlm_weight >= 0, "mlm_weight", ">= 0", mlm_weight)
         require(0.0 < mlm_probability < 1.0, "mlm_probability", "between 0 and 1 (exclusive)", mlm_probability)
         self.save_method_hyperparameters(ignore=["optimizer", "scheduler"])
