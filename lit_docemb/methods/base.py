@@ -46,6 +46,7 @@ from lit_docemb.methods.progress import shows_step_loss
 from lit_docemb.methods.retention import (
     EmbeddingAnchor,
     Retention,
+    drop_backbone_gradients,
     encoder_of,
     freeze,
     parameter_groups,
@@ -270,6 +271,11 @@ class EmbeddingMethod(L.LightningModule, ABC):
         if retention.anchor_weight > 0 and self.grad_cache_token_budget is not None:
             raise ConfigError(f"{key}.init_args.anchor_weight with grad_cache_token_budget: the anchoring term is "
                               f"not computed through GradCache's sub-batches; unset one of them")
+        deepspeed = self._trainer is not None and isinstance(self.trainer.strategy, DeepSpeedStrategy)
+        if retention.head_warmup_steps and deepspeed:
+            raise ConfigError(f"{key}.init_args.head_warmup_steps is not supported with DeepSpeed: ZeRO holds the "
+                              f"gradients partitioned, where the backbone's cannot be dropped; use strategy: ddp or "
+                              f"unset it")
         freeze(self, retention)
         if retention.anchor_weight > 0 and self.anchor is None:
             self.anchor = EmbeddingAnchor(encoder_of(self), retention.anchor_distance)
@@ -310,6 +316,12 @@ class EmbeddingMethod(L.LightningModule, ABC):
         rate times it; retention's layer-wise rates, a classifier's head rate)."""
         changes = self.retention is not None and self.retention.changes_optimisation
         return parameter_groups(self, self.retention) if changes else self.parameters()
+
+    def on_before_optimizer_step(self, optimizer) -> None:
+        """Retention's ``head_warmup_steps``: the backbone's gradients are dropped before the first steps (after
+        the guards read them, before gradient clipping), so only the weights beside it move."""
+        if self.retention is not None and self.trainer.global_step < self.retention.head_warmup_steps:
+            drop_backbone_gradients(encoder_of(self))
 
     def on_train_start(self) -> None:
         """Gives a :class:`~lit_docemb.methods.schedulers.LinearWarmupDecay` without ``total_steps`` the run

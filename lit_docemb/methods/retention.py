@@ -9,6 +9,9 @@ argument; the base method (:class:`~lit_docemb.methods.base.EmbeddingMethod`) ap
   :class:`EmbeddingAnchor` here keeps the copy and feeds it the same inputs).
 * **Layer-wise learning-rate decay** (``layer_learning_rate_decay``) and **frozen layers** (``freeze_layers``,
   ``freeze_embeddings``): :func:`parameter_groups` and :func:`freeze`.
+* **Heads first** (``head_warmup_steps``, ``head_learning_rate_scale``): the weights beside the pretrained backbone
+  (a masked-LM head its checkpoint lacks, a projection) train alone for the first steps, at their own rate, before
+  the backbone moves (:func:`drop_backbone_gradients`).
 
 Weight-space interpolation with the starting weights (WiSE-FT) is applied after training, by ``embed``,
 ``export`` and ``evaluate`` (:func:`interpolated_state`); :func:`choose_alpha` picks its α on validation. The
@@ -54,14 +57,24 @@ class Retention:
             optimizer); 0 freezes none.
         freeze_embeddings: Keep the encoder's input embeddings (tokens, positions) as they start. A masked-LM
             decoder tied to the token embeddings stays fixed with them.
+        head_warmup_steps: The first optimizer steps in which only the weights beside the encoder's backbone train
+            (a masked-LM head, a projection, graph layers): the backbone's gradients are dropped before each of
+            these steps, so it stays as it starts while a head it did not come with learns to read it. Linear
+            probing then fine-tuning (LP-FT, Kumar et al. 2022): a random head's first gradients otherwise distort
+            the pretrained features. 0: none. Not with DeepSpeed (ZeRO holds the gradients partitioned).
+        head_learning_rate_scale: Multiplier of the learning rate of the weights beside the backbone (a fresh head
+            learns little in a short run at a rate chosen for pretrained layers); 1: one rate. A masked-LM decoder
+            tied to the token embeddings is a backbone weight.
     """
 
     def __init__(self, anchor_weight: float = 0.0, anchor_distance: Literal["cosine", "mse"] = "cosine",
                  layer_learning_rate_decay: float = 1.0, freeze_layers: int = 0,
-                 freeze_embeddings: bool = False) -> None:
+                 freeze_embeddings: bool = False, head_warmup_steps: int = 0,
+                 head_learning_rate_scale: float = 1.0) -> None:
         self.anchor_weight, self.anchor_distance = anchor_weight, anchor_distance
         self.layer_learning_rate_decay = layer_learning_rate_decay
         self.freeze_layers, self.freeze_embeddings = freeze_layers, freeze_embeddings
+        self.head_warmup_steps, self.head_learning_rate_scale = head_warmup_steps, head_learning_rate_scale
 
     def problems(self) -> dict[str, str]:
         """{argument: what is wrong} for each out-of-range value; the method taking it raises the first as a
@@ -76,6 +89,11 @@ class Retention:
                                                   f"{self.layer_learning_rate_decay}")
         if self.freeze_layers < 0:
             found["freeze_layers"] = f"must be >= 0 (0 freezes none), got {self.freeze_layers}"
+        if self.head_warmup_steps < 0:
+            found["head_warmup_steps"] = f"must be >= 0 (0: none), got {self.head_warmup_steps}"
+        if not self.head_learning_rate_scale > 0:
+            found["head_learning_rate_scale"] = (f"must be > 0 (1: the optimizer's rate), got "
+                                                 f"{self.head_learning_rate_scale}")
         return found
 
     def check(self) -> None:
@@ -85,7 +103,8 @@ class Retention:
 
     @property
     def changes_optimisation(self) -> bool:
-        return self.layer_learning_rate_decay != 1 or self.freeze_layers > 0 or self.freeze_embeddings
+        return (self.layer_learning_rate_decay != 1 or self.freeze_layers > 0 or self.freeze_embeddings
+                or self.head_learning_rate_scale != 1)
 
 
 # --- the encoder a method trains ---------------------------------------------------------------------------------
@@ -135,14 +154,14 @@ def freeze(method: nn.Module, retention: Retention) -> int:
 
 def parameter_groups(method: nn.Module, retention: Retention) -> list[dict]:
     """The method's trainable parameters as optimizer groups, each with an ``lr_scale`` (see
-    ``layer_learning_rate_decay``); groups of one scale, in depth order."""
+    ``layer_learning_rate_decay`` and ``head_learning_rate_scale``); groups of one scale, in scale order."""
     depths, layers = layer_depths(encoder_of(method))
     decay = retention.layer_learning_rate_decay
     groups: dict[float, list[Tensor]] = {}
     for parameter in method.parameters():
         if parameter.requires_grad:
-            depth = min(depths.get(id(parameter), layers + 1), layers + 1)
-            scale = decay ** (layers + 1 - depth)
+            depth = depths.get(id(parameter))
+            scale = retention.head_learning_rate_scale if depth is None else decay ** (layers + 1 - depth)
             groups.setdefault(scale, []).append(parameter)
     return [{"params": params, "lr_scale": scale} for scale, params in sorted(groups.items())]
 
@@ -151,6 +170,13 @@ def scale_learning_rates(optimizer: torch.optim.Optimizer) -> None:
     """Multiplies each group's learning rate by its ``lr_scale`` (before any scheduler reads ``lr``)."""
     for group in optimizer.param_groups:
         group["lr"] = group["lr"] * group.get("lr_scale", 1.0)
+
+
+def drop_backbone_gradients(encoder: HFEncoder) -> None:
+    """Clears the gradients of the encoder's backbone, so that an optimizer step leaves it as it is (AdamW and
+    SGD skip a parameter without a gradient: no moment update, no weight decay); ``head_warmup_steps``."""
+    for parameter in encoder.backbone.parameters():
+        parameter.grad = None
 
 
 # --- anchoring -------------------------------------------------------------------------------------------------

@@ -169,6 +169,42 @@ def test_frozen_layers_and_embeddings_do_not_change_and_the_rest_trains(tiny_enc
     assert id(method.encoder.backbone.encoder.layer[0].output.dense.weight) not in optimizer_parameters
 
 
+# --- heads first -------------------------------------------------------------------------------------------------
+def test_head_learning_rate_scale_multiplies_the_rate_beside_the_backbone_alone(tiny_encoder_dir):
+    method = DocSplit(EncoderSpec(tiny_encoder_dir, max_length=64), retention=Retention(head_learning_rate_scale=10))
+    optimizer = method.configure_optimizers()
+    lr = method.default_learning_rate
+    rate = {id(p): group["lr"] for group in optimizer.param_groups for p in group["params"]}
+    predictions = method.encoder.mlm_head.predictions
+    assert rate[id(predictions.transform.dense.weight)] == pytest.approx(10 * lr)
+    assert rate[id(predictions.decoder.weight)] == pytest.approx(lr)  # tied to the token embeddings: the backbone's
+    assert rate[id(method.encoder.backbone.encoder.layer[1].output.dense.weight)] == pytest.approx(lr)
+    assert sum(len(g["params"]) for g in optimizer.param_groups) == len(list(method.parameters()))
+
+
+@pytest.mark.parametrize("steps, backbone_moves", [(2, False), (3, True)])
+def test_head_warmup_keeps_the_backbone_as_it_starts_while_the_head_trains(tiny_encoder_dir, corpus_jsonl, steps,
+                                                                           backbone_moves):
+    torch.manual_seed(0)
+    method = DocSplit(EncoderSpec(tiny_encoder_dir, max_length=64), retention=Retention(head_warmup_steps=2))
+    backbone = {k: v.clone() for k, v in method.encoder.backbone.named_parameters()}
+    head = method.encoder.mlm_head.predictions.transform.dense.weight.clone()
+    fit_few_steps(method, corpus_jsonl, steps=steps)
+    moved = [k for k, v in method.encoder.backbone.named_parameters() if not torch.equal(v, backbone[k])]
+    assert bool(moved) == backbone_moves, moved
+    assert not torch.equal(method.encoder.mlm_head.predictions.transform.dense.weight, head)
+
+
+def test_head_warmup_is_refused_under_deepspeed_before_training(tiny_encoder_dir):
+    from lightning.pytorch.strategies import DeepSpeedStrategy
+
+    method = DocSplit(EncoderSpec(tiny_encoder_dir, max_length=64), retention=Retention(head_warmup_steps=1))
+    method.trainer = L.Trainer(accelerator="cpu", devices=1, logger=False, strategy=DeepSpeedStrategy(stage=2))
+    with pytest.raises(ConfigError, match="^model.init_args.retention.init_args.head_warmup_steps is not supported "
+                                          "with DeepSpeed"):
+        method.setup("fit")
+
+
 # --- anchoring -------------------------------------------------------------------------------------------------
 def test_anchor_term_is_logged_trained_against_a_frozen_unsaved_copy(tiny_encoder_dir, corpus_jsonl):
     torch.manual_seed(0)
@@ -213,6 +249,8 @@ def test_anchor_term_is_zero_at_the_start_and_pulls_moved_weights_back(no_dropou
     ({"layer_learning_rate_decay": 0.0}, "layer_learning_rate_decay"),
     ({"layer_learning_rate_decay": 1.5}, "layer_learning_rate_decay"),
     ({"freeze_layers": -1}, "freeze_layers"),
+    ({"head_warmup_steps": -1}, "head_warmup_steps"),
+    ({"head_learning_rate_scale": 0.0}, "head_learning_rate_scale"),
 ])
 def test_bad_retention_values_are_one_line_errors(arguments, key):
     with pytest.raises(ConfigError, match=f"^retention.init_args.{key}: must be"):
