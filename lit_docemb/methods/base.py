@@ -274,8 +274,9 @@ class EmbeddingMethod(L.LightningModule, ABC):
         deepspeed = self._trainer is not None and isinstance(self.trainer.strategy, DeepSpeedStrategy)
         if retention.head_warmup_steps and deepspeed:
             raise ConfigError(f"{key}.init_args.head_warmup_steps is not supported with DeepSpeed: ZeRO holds the "
-                              f"gradients partitioned, where the backbone's cannot be dropped; use strategy: ddp or "
-                              f"unset it")
+                              f"gradients partitioned, where the backbone's cannot be dropped (masked-LM training "
+                              f"sets it by default on a checkpoint without a masked-LM head); use strategy: ddp or "
+                              f"set it to 0")
         freeze(self, retention)
         if retention.anchor_weight > 0 and self.anchor is None:
             self.anchor = EmbeddingAnchor(encoder_of(self), retention.anchor_distance)

@@ -46,12 +46,20 @@ class MaskedLanguageModelling(EmbeddingMethod):
             Retention`). ``None`` (the default) anchors the pooled embeddings of each batch to the starting
             encoder's at weight 1 (``Retention(anchor_weight=1.0)``): from all-MiniLM-L6-v2, 60 steps on BBC News
             at 1e-5 lowered the 5-shot probe by 1.3 points without it and moved no measure beyond its interval with
-            it (docs/real-text.md). ``Retention`` with ``anchor_weight: 0`` trains the masked-LM loss alone (the
-            DECA configs, as the paper).
+            it (docs/real-text.md). Where the encoder's checkpoint has no masked-LM head (sentence-transformers
+            checkpoints such as all-MiniLM-L6-v2), the default also trains the fresh head alone for the first 30
+            steps and at 300 times the rate throughout (``head_warmup_steps``, ``head_learning_rate_scale``): from
+            all-MiniLM-L6-v2, 60 steps on 20 Newsgroups at 1e-5 anchored lowered the linear probe by 2.2 points
+            with the head trained from step 0 alongside the encoder, and moved nothing beyond its interval with the
+            head first (docs/real-text.md). ``Retention`` with ``anchor_weight: 0`` trains the masked-LM loss
+            alone (the DECA configs, as the paper).
     """
 
     default_learning_rate = 1e-5  # see ``optimizer``
     default_anchor_weight = 1.0  # see ``retention``
+    #: Where the checkpoint has no masked-LM head, the default ``retention`` also trains the fresh head first, at
+    #: its own rate (see ``retention``).
+    fresh_head_retention = {"head_warmup_steps": 30, "head_learning_rate_scale": 300.0}
 
     def __init__(
         self,
@@ -72,6 +80,8 @@ class MaskedLanguageModelling(EmbeddingMethod):
         require(self.tokenizer.mask_token_id is not None, "encoder.name",
                 "an encoder whose tokenizer has a mask token", self.encoder_spec.name)
         self.mlm = MaskedLMLoss()
+        if retention is None and self.encoder.fresh_head:
+            self.retention = Retention(anchor_weight=self.default_anchor_weight, **self.fresh_head_retention)
 
     def collator(self, stage: str):
         hp = self.hparams

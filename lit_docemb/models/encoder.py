@@ -221,12 +221,15 @@ class HFEncoder(nn.Module):
             check_packable(config, name_or_path, attn_implementation)
             kwargs = {"attn_implementation": PACKED_ATTENTION}
         try:
-            model = self._build(auto, name_or_path, config, pretrained, kwargs)
+            model, fresh_head = self._build(auto, name_or_path, config, pretrained, kwargs)
         except (ValueError, ImportError) as err:  # architecture without SDPA support
             if not kwargs or packed:
                 raise
             log.warning("%s; falling back to the default attention implementation", err)
-            model = self._build(auto, name_or_path, config, pretrained, {})
+            model, fresh_head = self._build(auto, name_or_path, config, pretrained, {})
+        #: Whether the checkpoint held no weights of the head built beside the encoder (a masked-LM head of a
+        #: sentence-transformers checkpoint): that head starts at random on a pretrained encoder.
+        self.fresh_head = fresh_head
         model.train()  # from_pretrained returns eval mode: dropout would silently stay off in training
         if getattr(model, "pooler", None) is not None:  # BERT's pooler: never used here (we pool the states);
             model.pooler = None  # an unused weight would also make DDP fail (find_unused_parameters=False)
@@ -309,17 +312,19 @@ class HFEncoder(nn.Module):
                                              f"{argument} {max_tokens}: shorten it or raise {argument}")
 
     @staticmethod
-    def _build(auto, name_or_path: str, config, pretrained: bool, kwargs: dict) -> PreTrainedModel:
+    def _build(auto, name_or_path: str, config, pretrained: bool, kwargs: dict) -> tuple[PreTrainedModel, bool]:
+        """The model, and whether its checkpoint lacked weights of its head (built fresh: ``fresh_head``)."""
         if not pretrained:
             if hasattr(auto, "from_config"):
-                return auto.from_config(config, **kwargs)
-            return auto._from_config(config, **kwargs)  # a concrete class (T5EncoderModel)
-        if not quiet_loading():
-            return auto.from_pretrained(name_or_path, **kwargs)
-        with quiet_transformers_loading():
+                return auto.from_config(config, **kwargs), False
+            return auto._from_config(config, **kwargs), False  # a concrete class (T5EncoderModel)
+        if quiet_loading():
+            with quiet_transformers_loading():
+                model, loading_info = auto.from_pretrained(name_or_path, output_loading_info=True, **kwargs)
+            report_loading(model, name_or_path, loading_info)
+        else:
             model, loading_info = auto.from_pretrained(name_or_path, output_loading_info=True, **kwargs)
-        report_loading(model, name_or_path, loading_info)
-        return model
+        return model, any(_in_head(model, key) for key in loading_info.get("missing_keys") or [])
 
     @property
     def backbone(self) -> PreTrainedModel:
