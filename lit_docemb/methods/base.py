@@ -23,6 +23,7 @@ import torch
 from lightning.pytorch.cli import LRSchedulerCallable, OptimizerCallable
 from lightning.pytorch.core.mixins.hparams_mixin import _given_hyperparameters
 from lightning.pytorch.strategies import DeepSpeedStrategy
+from lightning.pytorch.utilities import rank_zero_warn
 from torch import Tensor
 from torch.nn.parallel import DistributedDataParallel
 
@@ -332,3 +333,8 @@ class EmbeddingMethod(L.LightningModule, ABC):
         for config in self.trainer.lr_scheduler_configs:
             if isinstance(config.scheduler, schedulers.LinearWarmupDecay) and config.scheduler.total_steps is None:
                 config.scheduler.set_total_steps(int(self.trainer.estimated_stepping_batches))
+        warmup = self.retention.head_warmup_steps if self.retention is not None else 0
+        if warmup and warmup >= self.trainer.estimated_stepping_batches:
+            rank_zero_warn(f"model.init_args.retention.init_args.head_warmup_steps {warmup} covers the whole run "
+                           f"({self.trainer.estimated_stepping_batches:g} optimizer steps): the encoder's backbone "
+                           f"will not train; lower it or train longer")

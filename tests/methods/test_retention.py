@@ -195,6 +195,12 @@ def test_head_warmup_keeps_the_backbone_as_it_starts_while_the_head_trains(tiny_
     assert not torch.equal(method.encoder.mlm_head.predictions.transform.dense.weight, head)
 
 
+def test_a_head_warmup_as_long_as_the_run_is_said_in_one_warning(tiny_encoder_dir, corpus_jsonl):
+    method = DocSplit(EncoderSpec(tiny_encoder_dir, max_length=64), retention=Retention(head_warmup_steps=2))
+    with pytest.warns(UserWarning, match="head_warmup_steps 2 covers the whole run .2 optimizer steps"):
+        fit_few_steps(method, corpus_jsonl, steps=2)
+
+
 def test_head_warmup_is_refused_under_deepspeed_before_training(tiny_encoder_dir):
     from lightning.pytorch.strategies import DeepSpeedStrategy
 
