@@ -108,6 +108,20 @@ def no_dropout_encoder_dir(tiny_encoder_dir, tmp_path_factory) -> str:
     return str(path)
 
 
+
+@pytest.fixture(scope="session")
+def headless_encoder_dir(tiny_encoder_dir, tmp_path_factory) -> str:
+    """The tiny BERT saved without its MLM head (with BERT's pooler), as sentence-transformers models are."""
+    from transformers import AutoTokenizer, BertForMaskedLM, BertModel
+
+    with_head = BertForMaskedLM.from_pretrained(tiny_encoder_dir)
+    headless = BertModel(with_head.config)
+    headless.load_state_dict(with_head.bert.state_dict(), strict=False)
+    path = tmp_path_factory.mktemp("headless_bert")
+    headless.save_pretrained(path)
+    AutoTokenizer.from_pretrained(tiny_encoder_dir).save_pretrained(path)
+    return str(path)
+
 def write_corpus_jsonl(path: Path, n_documents: int | None = None) -> Path:
     """Python documentation topics as sectioned documents in lit_docemb JSONL."""
     with open(path, "w", encoding="utf-8") as f:

@@ -334,7 +334,8 @@ class EmbeddingMethod(L.LightningModule, ABC):
             if isinstance(config.scheduler, schedulers.LinearWarmupDecay) and config.scheduler.total_steps is None:
                 config.scheduler.set_total_steps(int(self.trainer.estimated_stepping_batches))
         warmup = self.retention.head_warmup_steps if self.retention is not None else 0
-        if warmup and warmup >= self.trainer.estimated_stepping_batches:
+        steps = self.trainer.estimated_stepping_batches if warmup else 0
+        if warmup and warmup >= steps:
             rank_zero_warn(f"model.init_args.retention.init_args.head_warmup_steps {warmup} covers the whole run "
-                           f"({self.trainer.estimated_stepping_batches:g} optimizer steps): the encoder's backbone "
-                           f"will not train; lower it or train longer")
+                           f"({steps:g} optimizer steps): the encoder's backbone will not train; lower it or train "
+                           f"longer")

@@ -81,20 +81,6 @@ def test_wandb_logger_no_longer_passes_the_unset_anonymous_setting(tmp_path):
     assert chosen._wandb_init["anonymous"] == "allow"  # a value the user set is kept
 
 
-@pytest.fixture(scope="module")
-def headless_encoder_dir(tiny_encoder_dir, tmp_path_factory) -> str:
-    """The tiny BERT saved without its MLM head (with BERT's pooler), as sentence-transformers models are."""
-    from transformers import AutoTokenizer, BertForMaskedLM, BertModel
-
-    with_head = BertForMaskedLM.from_pretrained(tiny_encoder_dir)
-    headless = BertModel(with_head.config)
-    headless.load_state_dict(with_head.bert.state_dict(), strict=False)
-    path = tmp_path_factory.mktemp("headless_bert")
-    headless.save_pretrained(path)
-    AutoTokenizer.from_pretrained(tiny_encoder_dir).save_pretrained(path)
-    return str(path)
-
-
 def test_a_fresh_mlm_head_is_one_line_not_a_corruption_warning(headless_encoder_dir, tiny_encoder_dir, caplog,
                                                                capfd, monkeypatch):
     monkeypatch.delenv("LIT_DOCEMB_VERBOSE", raising=False)

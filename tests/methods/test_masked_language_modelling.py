@@ -106,21 +106,14 @@ def test_by_default_its_embeddings_are_anchored_to_the_starting_encoder(no_dropo
 
 
 def test_a_checkpoint_without_a_masked_lm_head_trains_the_fresh_head_first_by_default(tiny_encoder_dir,
-                                                                                       tmp_path):
-    from transformers import AutoTokenizer, BertForMaskedLM, BertModel
-
-    with_head = BertForMaskedLM.from_pretrained(tiny_encoder_dir)
-    headless = BertModel(with_head.config)
-    headless.load_state_dict(with_head.bert.state_dict(), strict=False)
-    headless.save_pretrained(tmp_path)
-    AutoTokenizer.from_pretrained(tiny_encoder_dir).save_pretrained(tmp_path)
-    fresh = MaskedLanguageModelling(EncoderSpec(str(tmp_path), max_length=32))
+                                                                                       headless_encoder_dir):
+    fresh = MaskedLanguageModelling(EncoderSpec(headless_encoder_dir, max_length=32))
     assert fresh.encoder.fresh_head
     assert (fresh.retention.anchor_weight, fresh.retention.head_warmup_steps,
             fresh.retention.head_learning_rate_scale) == (1.0, 30, 300.0)
     kept = MaskedLanguageModelling(EncoderSpec(tiny_encoder_dir, max_length=32))  # its checkpoint has the head
     assert not kept.encoder.fresh_head
     assert (kept.retention.head_warmup_steps, kept.retention.head_learning_rate_scale) == (0, 1.0)
-    chosen = MaskedLanguageModelling(EncoderSpec(str(tmp_path), max_length=32),
+    chosen = MaskedLanguageModelling(EncoderSpec(headless_encoder_dir, max_length=32),
                                      retention=Retention(anchor_weight=0.0))  # a configured retention is kept
     assert chosen.retention.head_warmup_steps == 0
