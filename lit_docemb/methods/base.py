@@ -23,7 +23,7 @@ import torch
 from lightning.pytorch.cli import LRSchedulerCallable, OptimizerCallable
 from lightning.pytorch.core.mixins.hparams_mixin import _given_hyperparameters
 from lightning.pytorch.strategies import DeepSpeedStrategy
-from lightning.pytorch.utilities import rank_zero_warn
+from lightning.pytorch.utilities import rank_zero_info, rank_zero_warn
 from torch import Tensor
 from torch.nn.parallel import DistributedDataParallel
 
@@ -109,6 +109,9 @@ class EmbeddingMethod(L.LightningModule, ABC):
         if retention is not None:
             retention.check()
         self.retention = retention
+        #: Whether ``retention.head_warmup_steps`` is the method's own default rather than a configured value: a
+        #: default as long as the run is cut to half of it when training starts, a configured one is kept (warned).
+        self.head_warmup_follows_run = False
         self.anchor: EmbeddingAnchor | None = None  # the frozen starting encoder, taken in setup("fit")
         self.last_train_loss: Tensor | None = None  # the last training step's total loss, for the progress bar
 
@@ -335,7 +338,12 @@ class EmbeddingMethod(L.LightningModule, ABC):
                 config.scheduler.set_total_steps(int(self.trainer.estimated_stepping_batches))
         warmup = self.retention.head_warmup_steps if self.retention is not None else 0
         steps = self.trainer.estimated_stepping_batches if warmup else 0
-        if warmup and warmup >= steps:
+        if warmup and warmup >= steps and self.head_warmup_follows_run:
+            self.retention.head_warmup_steps = int(steps) // 2
+            rank_zero_info(f"{type(self).__name__}'s default head warm-up ({warmup} steps) is cut to half of this "
+                           f"run's {steps:g} optimizer steps ({self.retention.head_warmup_steps}), so that the "
+                           f"encoder's backbone trains too; set model.init_args.retention to choose")
+        elif warmup and warmup >= steps:
             rank_zero_warn(f"model.init_args.retention.init_args.head_warmup_steps {warmup} covers the whole run "
                            f"({steps:g} optimizer steps): the encoder's backbone will not train; lower it or train "
                            f"longer")

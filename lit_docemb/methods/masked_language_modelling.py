@@ -48,7 +48,7 @@ class MaskedLanguageModelling(EmbeddingMethod):
             at 1e-5 lowered the 5-shot probe by 1.3 points without it and moved no measure beyond its interval with
             it (docs/real-text.md). Where the encoder's checkpoint has no masked-LM head (sentence-transformers
             checkpoints such as all-MiniLM-L6-v2), the default also trains the fresh head alone for the first 30
-            steps and at 300 times the rate throughout (``head_warmup_steps``, ``head_learning_rate_scale``): from
+            steps (half the run where the run has 30 optimizer steps or fewer) and at 300 times the rate throughout (``head_warmup_steps``, ``head_learning_rate_scale``): from
             all-MiniLM-L6-v2, 60 steps on 20 Newsgroups at 1e-5 anchored lowered the linear probe by 2.2 points
             with the head trained from step 0 alongside the encoder, and moved nothing beyond its interval with the
             head first (docs/real-text.md). ``Retention`` with ``anchor_weight: 0`` trains the masked-LM loss
@@ -82,6 +82,7 @@ class MaskedLanguageModelling(EmbeddingMethod):
         self.mlm = MaskedLMLoss()
         if retention is None and self.encoder.fresh_head:
             self.retention = Retention(anchor_weight=self.default_anchor_weight, **self.fresh_head_retention)
+            self.head_warmup_follows_run = True
 
     def collator(self, stage: str):
         hp = self.hparams

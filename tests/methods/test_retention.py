@@ -12,7 +12,7 @@ from lit_docemb.commands import main
 from lit_docemb.data import JSONLDataModule, PassageSpec
 from lit_docemb.data.core.document import Document, Section
 from lit_docemb.errors import ConfigError
-from lit_docemb.methods import DECA, CoLDE, DocSplit, GraphRoBERTa
+from lit_docemb.methods import DECA, CoLDE, DocSplit, GraphRoBERTa, MaskedLanguageModelling
 from lit_docemb.methods.retention import Retention, choose_alpha, interpolated_state, parameter_groups
 from lit_docemb.models import EncoderSpec
 
@@ -199,6 +199,17 @@ def test_a_head_warmup_as_long_as_the_run_is_said_in_one_warning(tiny_encoder_di
     method = DocSplit(EncoderSpec(tiny_encoder_dir, max_length=64), retention=Retention(head_warmup_steps=2))
     with pytest.warns(UserWarning, match="head_warmup_steps 2 covers the whole run .2 optimizer steps"):
         fit_few_steps(method, corpus_jsonl, steps=2)
+
+
+def test_the_default_head_warmup_of_a_run_as_short_as_it_is_cut_to_half_the_run(headless_encoder_dir, corpus_jsonl,
+                                                                                 recwarn):
+    torch.manual_seed(0)
+    method = MaskedLanguageModelling(EncoderSpec(headless_encoder_dir, max_length=64))  # its default: 30 steps
+    backbone = {k: v.clone() for k, v in method.encoder.backbone.named_parameters()}
+    fit_few_steps(method, corpus_jsonl, steps=4)
+    assert method.retention.head_warmup_steps == 2
+    assert any(not torch.equal(v, backbone[k]) for k, v in method.encoder.backbone.named_parameters())
+    assert not [w for w in recwarn if "head_warmup_steps" in str(w.message)]
 
 
 def test_head_warmup_is_refused_under_deepspeed_before_training(tiny_encoder_dir):
