@@ -35,9 +35,10 @@ from pathlib import Path
 import lightning as L
 import yaml
 from lightning.fabric.plugins.environments import ClusterEnvironment, SLURMEnvironment
-from lightning.pytorch.callbacks import BasePredictionWriter, ProgressBar, RichProgressBar
+from lightning.pytorch.callbacks import BasePredictionWriter, LearningRateMonitor, ProgressBar, RichProgressBar
 from lightning.pytorch.cli import LightningArgumentParser, LightningCLI, _InstantiatorFn
 from lightning.pytorch.plugins.io import CheckpointIO
+from lightning.pytorch.utilities import rank_zero_info
 
 import lit_docemb.data  # noqa: F401  (registers the DataModules as known subclasses)
 import lit_docemb.methods  # noqa: F401  (registers the methods)
@@ -191,6 +192,7 @@ class DocEmbCLI(LightningCLI):
         trainer_config = self.config[self.subcommand].get("trainer") if self.subcommand else self.config.get("trainer")
         use_rate_progress_bar(trainer, (trainer_config or {}).get("callbacks"))
         tidy_loggers(trainer.loggers)
+        drop_monitors_without_logger(trainer)
         if requeue:
             trainer.callbacks.append(SlurmRequeue())
         if not any(isinstance(c, Throughput) for c in trainer.callbacks):  # documents/s, tokens/s, peak memory
@@ -219,6 +221,17 @@ def use_rate_progress_bar(trainer: L.Trainer, configured: list | object | None) 
     for i, callback in enumerate(trainer.callbacks):
         if type(callback) is RichProgressBar:
             trainer.callbacks[i] = RateProgressBar()
+
+
+def drop_monitors_without_logger(trainer: L.Trainer) -> None:
+    """Takes a ``LearningRateMonitor`` out of a trainer without a logger (``--trainer.logger false`` with a config
+    that lists one), saying so in one line: it has nowhere to write, and Lightning would stop the run with a
+    traceback when training starts."""
+    if trainer.loggers or not any(isinstance(c, LearningRateMonitor) for c in trainer.callbacks):
+        return
+    trainer.callbacks = [c for c in trainer.callbacks if not isinstance(c, LearningRateMonitor)]
+    rank_zero_info("trainer.logger is false: the LearningRateMonitor of trainer.callbacks has nowhere to log the "
+                   "learning rate and is left out")
 
 
 def _names_progress_bar(class_path: str | None) -> bool:

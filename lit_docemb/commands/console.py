@@ -17,6 +17,9 @@
   own instead, e.g. "MLM head initialised fresh: 6 weights"; it reads ``LIT_DOCEMB_VERBOSE`` itself, as a library
   call outside any command loads encoders too).
 
+It also prints lit_docemb's own warnings as one line (``UserWarning: <message>``), without the path of the file
+that raised them and the source line that Python's warning format repeats after it.
+
 ``LIT_DOCEMB_VERBOSE=1`` in the environment turns every filter off, to see the messages again. docs/usage.md lists
 the same.
 """
@@ -27,6 +30,9 @@ import logging
 import os
 import warnings
 from collections.abc import Iterable, MutableMapping
+from pathlib import Path
+
+PACKAGE = str(Path(__file__).resolve().parents[1])  # lit_docemb/
 
 VERBOSE_VARIABLE = "LIT_DOCEMB_VERBOSE"
 
@@ -83,8 +89,23 @@ def quiet_third_parties(environ: MutableMapping[str, str] = os.environ) -> bool:
         log = logging.getLogger(name)
         if not any(isinstance(f, DropMessages) for f in log.filters):
             log.addFilter(DropMessages(LIGHTNING_ADVERTS))
+    if not getattr(warnings.formatwarning, "one_line_for_ours", False):
+        warnings.formatwarning = one_line_for_ours(warnings.formatwarning)
     environ.setdefault("WANDB_QUIET", "true")
     return True
+
+
+def one_line_for_ours(format_warning):
+    """Wraps Python's warning format so that a warning raised in lit_docemb's own files prints as
+    ``<category>: <message>`` on one line; any other keeps ``format_warning``'s form."""
+
+    def formatted(message, category, filename, lineno, line=None) -> str:
+        if str(Path(filename).resolve()).startswith(PACKAGE):
+            return f"{category.__name__}: {message}\n"
+        return format_warning(message, category, filename, lineno, line)
+
+    formatted.one_line_for_ours = True
+    return formatted
 
 
 def tidy_loggers(loggers: Iterable[object], environ: MutableMapping[str, str] = os.environ) -> None:

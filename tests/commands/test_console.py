@@ -9,10 +9,10 @@ import warnings
 
 import pytest
 from jsonargparse import Namespace
-from lightning.pytorch.callbacks import ModelCheckpoint, RichProgressBar
+from lightning.pytorch.callbacks import LearningRateMonitor, ModelCheckpoint, RichProgressBar
 from lightning.pytorch.loggers import WandbLogger
 
-from lit_docemb.commands.cli import use_rate_progress_bar
+from lit_docemb.commands.cli import drop_monitors_without_logger, use_rate_progress_bar
 from lit_docemb.commands.console import DropMessages, quiet_third_parties, tidy_loggers
 from lit_docemb.methods.progress import RateProgressBar, rate_text
 from lit_docemb.models.encoder import HFEncoder
@@ -67,6 +67,20 @@ def test_lit_docemb_verbose_shows_everything(lightning_log, caplog):
         lightning_log.info(TIP)
     assert [r.getMessage() for r in caplog.records] == [TIP]
     assert environ == {"LIT_DOCEMB_VERBOSE": "1"}
+
+
+def test_our_own_warnings_print_as_one_line_and_others_as_python_prints_them(monkeypatch):
+    import lit_docemb.methods.base as ours
+
+    monkeypatch.setattr(warnings, "formatwarning", warnings.formatwarning)  # restored after the test
+    quiet_third_parties({})
+    wrapped = warnings.formatwarning
+    quiet_third_parties({})
+    assert warnings.formatwarning is wrapped  # wrapped once, not twice
+    assert warnings.formatwarning("the backbone will not train", UserWarning, ours.__file__, 347,
+                                  "rank_zero_warn(...)") == "UserWarning: the backbone will not train\n"
+    theirs = warnings.formatwarning("deprecated", FutureWarning, logging.__file__, 10, "warn(...)")
+    assert theirs.startswith(f"{logging.__file__}:10: FutureWarning: deprecated") and "warn(...)" in theirs
 
 
 def test_wandb_logger_no_longer_passes_the_unset_anonymous_setting(tmp_path):
@@ -134,3 +148,20 @@ def test_rate_bar_last_column_renders_the_mean_rate():
     state = progress.tasks[0]
     state.start_time -= 60.0  # two steps in about a minute
     assert re.fullmatch(r"3\d\.\ds/it", columns[-1].render(state).plain)
+
+
+def test_a_learning_rate_monitor_without_a_logger_is_left_out_in_one_line(caplog, tmp_path):
+    import lightning as L
+
+    callbacks = [ModelCheckpoint(), LearningRateMonitor()]
+    with caplog.at_level(logging.INFO):
+        silent = L.Trainer(logger=False, callbacks=list(callbacks), default_root_dir=tmp_path)
+        drop_monitors_without_logger(silent)
+    assert not any(isinstance(c, LearningRateMonitor) for c in silent.callbacks)
+    assert any(isinstance(c, ModelCheckpoint) for c in silent.callbacks)
+    assert [r.getMessage() for r in caplog.records if "LearningRateMonitor" in r.getMessage()] == [
+        "trainer.logger is false: the LearningRateMonitor of trainer.callbacks has nowhere to log the learning rate "
+        "and is left out"]
+    logged = L.Trainer(callbacks=list(callbacks), default_root_dir=tmp_path)  # a logger: kept
+    drop_monitors_without_logger(logged)
+    assert any(isinstance(c, LearningRateMonitor) for c in logged.callbacks)
