@@ -35,7 +35,8 @@ from pathlib import Path
 import lightning as L
 import yaml
 from lightning.fabric.plugins.environments import ClusterEnvironment, SLURMEnvironment
-from lightning.pytorch.callbacks import BasePredictionWriter, LearningRateMonitor, ProgressBar, RichProgressBar
+from lightning.pytorch.callbacks import (BasePredictionWriter, DeviceStatsMonitor, LearningRateMonitor, ProgressBar,
+                                         RichProgressBar)
 from lightning.pytorch.cli import LightningArgumentParser, LightningCLI, _InstantiatorFn
 from lightning.pytorch.plugins.io import CheckpointIO
 from lightning.pytorch.utilities import rank_zero_info
@@ -223,15 +224,20 @@ def use_rate_progress_bar(trainer: L.Trainer, configured: list | object | None) 
             trainer.callbacks[i] = RateProgressBar()
 
 
+#: Lightning callbacks that only write to the trainer's logger, and stop a run without one with a traceback.
+LOGGER_MONITORS = (LearningRateMonitor, DeviceStatsMonitor)
+
+
 def drop_monitors_without_logger(trainer: L.Trainer) -> None:
-    """Takes a ``LearningRateMonitor`` out of a trainer without a logger (``--trainer.logger false`` with a config
-    that lists one), saying so in one line: it has nowhere to write, and Lightning would stop the run with a
-    traceback when training starts."""
-    if trainer.loggers or not any(isinstance(c, LearningRateMonitor) for c in trainer.callbacks):
+    """Takes the callbacks of :data:`LOGGER_MONITORS` out of a trainer without a logger (``--trainer.logger false``
+    with a config that lists one), each said in one line: they have nowhere to write, and Lightning would stop the
+    run with a traceback when training starts."""
+    if trainer.loggers:
         return
-    trainer.callbacks = [c for c in trainer.callbacks if not isinstance(c, LearningRateMonitor)]
-    rank_zero_info("trainer.logger is false: the LearningRateMonitor of trainer.callbacks has nowhere to log the "
-                   "learning rate and is left out")
+    for monitor in [c for c in trainer.callbacks if isinstance(c, LOGGER_MONITORS)]:
+        trainer.callbacks.remove(monitor)
+        rank_zero_info(f"trainer.logger is false: the {type(monitor).__name__} of trainer.callbacks has nowhere to "
+                       f"log and is left out")
 
 
 def _names_progress_bar(class_path: str | None) -> bool:

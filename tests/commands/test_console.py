@@ -9,7 +9,7 @@ import warnings
 
 import pytest
 from jsonargparse import Namespace
-from lightning.pytorch.callbacks import LearningRateMonitor, ModelCheckpoint, RichProgressBar
+from lightning.pytorch.callbacks import DeviceStatsMonitor, LearningRateMonitor, ModelCheckpoint, RichProgressBar
 from lightning.pytorch.loggers import WandbLogger
 
 from lit_docemb.commands.cli import drop_monitors_without_logger, use_rate_progress_bar
@@ -153,15 +153,15 @@ def test_rate_bar_last_column_renders_the_mean_rate():
 def test_a_learning_rate_monitor_without_a_logger_is_left_out_in_one_line(caplog, tmp_path):
     import lightning as L
 
-    callbacks = [ModelCheckpoint(), LearningRateMonitor()]
+    callbacks = [ModelCheckpoint(), LearningRateMonitor(), DeviceStatsMonitor()]
     with caplog.at_level(logging.INFO):
         silent = L.Trainer(logger=False, callbacks=list(callbacks), default_root_dir=tmp_path)
         drop_monitors_without_logger(silent)
-    assert not any(isinstance(c, LearningRateMonitor) for c in silent.callbacks)
+    assert not any(isinstance(c, (LearningRateMonitor, DeviceStatsMonitor)) for c in silent.callbacks)
     assert any(isinstance(c, ModelCheckpoint) for c in silent.callbacks)
-    assert [r.getMessage() for r in caplog.records if "LearningRateMonitor" in r.getMessage()] == [
-        "trainer.logger is false: the LearningRateMonitor of trainer.callbacks has nowhere to log the learning rate "
-        "and is left out"]
+    assert [r.getMessage() for r in caplog.records if "trainer.logger" in r.getMessage()] == [
+        f"trainer.logger is false: the {name} of trainer.callbacks has nowhere to log and is left out"
+        for name in ("LearningRateMonitor", "DeviceStatsMonitor")]
     logged = L.Trainer(callbacks=list(callbacks), default_root_dir=tmp_path)  # a logger: kept
     drop_monitors_without_logger(logged)
     assert any(isinstance(c, LearningRateMonitor) for c in logged.callbacks)
