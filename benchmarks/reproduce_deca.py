@@ -9,7 +9,7 @@ probe and k-means (:mod:`lit_docemb.eval.classification`, as ``LabelledEmbedding
 Table 3 (test error %), Table 4 (k-means NMI), Table 5 (R8 augmentations), the targets of issue 28 (the Doc2VecC row
 against the program, CPU ratios) and of issue 37 (DECA's own gain) with PASS or FAIL; writes every figure to
 ``<out>/results.json``. ``--reading`` says how DECA trains: ``chen`` (the configs') or ``adam`` (Algorithm 1 as
-written, ``Doc2VecCAdamBackbone``), ``--weight`` its lambda.
+written, ``Doc2VecCAdamBackbone``), ``--weight`` its lambda, ``--lr`` Adam's rate.
 
 The reference is ``doc2vecc.c`` of github.com/mchen24/iclr2017, built by the user
 (``gcc doc2vecc.c -o doc2vecc -lm -pthread -O3 -march=native -funroll-loops``) and run as its ``go.sh`` runs it with
@@ -102,9 +102,11 @@ TRAINED = {
 READINGS = ("chen", "adam")
 
 
-def reading_arguments(reading: str, spec: DataSet, weight: float | None, row: str) -> list[str]:
-    """The fit arguments of a trained row under ``reading``, after the set's config and the row's own."""
-    extra = []
+def reading_arguments(reading: str, spec: DataSet, weight: float | None, row: str,
+                      lr: float | None = None) -> list[str]:
+    """The fit arguments of a trained row under ``reading`` (``lr``: Adam's rate, None: the config's), after the
+    set's config and the row's own."""
+    extra = [] if lr is None else [f"--model.init_args.optimizer.init_args.lr={lr}"]
     if reading == "adam":
         extra += ["--model.init_args.backbone=lit_docemb.methods.deca_components.Doc2VecCAdamBackbone",
                   f"--model.init_args.backbone.init_args.window_size={spec.window}",
@@ -364,9 +366,9 @@ def report(files: list[Path]) -> None:
     merged: dict = {"sets": {}, "table5": {}}
     found = [json.loads(file.read_text()) for file in files]
     # files before readings: chen's; before BOOKKEEPING_OFF: as configured (their CPU seconds are not comparable)
-    readings = {(r.get("reading", "chen"), r.get("weight"), r.get("as_configured", True)) for r in found}
+    readings = {(r.get("reading", "chen"), r.get("weight"), r.get("lr"), r.get("as_configured", True)) for r in found}
     if len(readings) > 1:
-        raise SystemExit("error: --report: the files ran different readings (reading, weight, as_configured) "
+        raise SystemExit("error: --report: the files ran different readings (reading, weight, lr, as_configured) "
                          f"{sorted(readings, key=str)}: report each reading apart")
     for file, results in zip(files, found):
         print(f"{file}: started {results['started']}, load before {results['load_before']}, after "
@@ -429,6 +431,8 @@ def build_parser() -> argparse.ArgumentParser:
                         "Chen's SGD for l_d and Adam for lambda * l_c; adam: Algorithm 1 as written, one Adam for both "
                         "on word-level examples)")
     parser.add_argument("--weight", type=float, help="lambda of the contrastive rows (default: the config's, 1.0)")
+    parser.add_argument("--lr", type=float, help="Adam's learning rate of the trained rows (default: the config's, "
+                        "1e-3, Appendix A.3.2's; under --reading chen it trains lambda * l_c alone)")
     parser.add_argument("--as-configured", action="store_true", help="fit the trained rows with the configs' wandb "
                         "logging, validation and dataloader worker (default: without them, BOOKKEEPING_OFF; the "
                         "figures are the same, the CPU seconds are what the rows need)")
@@ -449,7 +453,7 @@ def main(argv: list[str] | None = None) -> None:
     if args.reference is not None and not os.access(args.reference, os.X_OK):
         parser.error(f"--reference: {args.reference} is not an executable (build doc2vecc.c as the docstring says)")
     started, load = time.strftime("%Y-%m-%d %H:%M:%S"), os.getloadavg()
-    results: dict = {"started": started, "load_before": load, "reading": args.reading, "weight": args.weight,
+    results: dict = {"started": started, "load_before": load, "reading": args.reading, "weight": args.weight, "lr": args.lr,
                      "as_configured": args.as_configured, "sets": {}}
     bookkeeping = [] if args.as_configured else BOOKKEEPING_OFF
     for s in args.sets:
@@ -461,7 +465,7 @@ def main(argv: list[str] | None = None) -> None:
                                                args.out / s / f"reference_seed{seed}") for seed in args.seeds]
             print(f"{s} reference: {rows['reference']}", flush=True)
         for row in (r for r in args.rows if r in TRAINED):
-            extra = TRAINED[row] + reading_arguments(args.reading, spec, args.weight, row) + bookkeeping
+            extra = TRAINED[row] + reading_arguments(args.reading, spec, args.weight, row, args.lr) + bookkeeping
             rows[row] = [fit_row(sources[s], spec.config, extra, seed,
                                  args.out / s / f"{row.lower().replace('+', '_')}_seed{seed}") for seed in args.seeds]
             print(f"{s} {row}: {rows[row]}", flush=True)

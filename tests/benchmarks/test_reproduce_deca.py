@@ -83,6 +83,8 @@ def test_the_adam_reading_switches_the_backbone_with_the_sets_window_and_sample(
                     "--model.init_args.framework.init_args.weight=0.1"]
     assert bench.reading_arguments("adam", bench.SETS["r8"], 0.1, "Doc2VecC")[-1].endswith("sample_words=5")
     assert bench.reading_arguments("chen", bench.SETS["r8"], None, "DC+SC") == []
+    assert bench.reading_arguments("adam", bench.SETS["r8"], None, "Doc2VecC", lr=3e-3)[0] == \
+        "--model.init_args.optimizer.init_args.lr=0.003"
 
 
 def test_issue_37_targets_judge_order_margin_nmi_and_the_reference(bench):
@@ -99,11 +101,12 @@ def test_issue_37_targets_judge_order_margin_nmi_and_the_reference(bench):
     assert [line.split()[2] for line in failed] == ["order", "Doc2VecC"]
 
 
-def test_a_report_refuses_results_of_two_readings(bench, tmp_path):
+@pytest.mark.parametrize("readings", [(("chen", None), ("adam", None)), (("adam", None), ("adam", 3e-3))])
+def test_a_report_refuses_results_of_two_readings(bench, tmp_path, readings):
     files = []
-    for reading in ("chen", "adam"):
-        files.append(tmp_path / f"{reading}.json")
+    for i, (reading, lr) in enumerate(readings):
+        files.append(tmp_path / f"{i}.json")
         files[-1].write_text(json.dumps({"started": "-", "load_before": [0], "reading": reading, "weight": None,
-                                         "sets": {"r8": {"Doc2VecC": [[3.0, 0.6, 1.0]]}}}))
+                                         "lr": lr, "sets": {"r8": {"Doc2VecC": [[3.0, 0.6, 1.0]]}}}))
     with pytest.raises(SystemExit, match="different readings"):
         bench.report(files)
