@@ -453,8 +453,8 @@ def main(argv: list[str] | None = None) -> None:
     if args.reference is not None and not os.access(args.reference, os.X_OK):
         parser.error(f"--reference: {args.reference} is not an executable (build doc2vecc.c as the docstring says)")
     started, load = time.strftime("%Y-%m-%d %H:%M:%S"), os.getloadavg()
-    results: dict = {"started": started, "load_before": load, "reading": args.reading, "weight": args.weight, "lr": args.lr,
-                     "as_configured": args.as_configured, "sets": {}}
+    results: dict = {"started": started, "load_before": load, "reading": args.reading, "weight": args.weight,
+                     "lr": args.lr, "as_configured": args.as_configured, "sets": {}}
     bookkeeping = [] if args.as_configured else BOOKKEEPING_OFF
     for s in args.sets:
         spec, rows = SETS[s], {}

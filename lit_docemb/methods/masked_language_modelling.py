@@ -48,11 +48,12 @@ class MaskedLanguageModelling(EmbeddingMethod):
             at 1e-5 lowered the 5-shot probe by 1.3 points without it and moved no measure beyond its interval with
             it (docs/real-text.md). Where the encoder's checkpoint has no masked-LM head (sentence-transformers
             checkpoints such as all-MiniLM-L6-v2), the default also trains the fresh head alone for the first 30
-            steps (half the run where the run has 30 optimizer steps or fewer) and at 300 times the rate throughout (``head_warmup_steps``, ``head_learning_rate_scale``): from
-            all-MiniLM-L6-v2, 60 steps on 20 Newsgroups at 1e-5 anchored lowered the linear probe by 2.2 points
-            with the head trained from step 0 alongside the encoder, and moved nothing beyond its interval with the
-            head first (docs/real-text.md). ``Retention`` with ``anchor_weight: 0`` trains the masked-LM loss
-            alone (the DECA configs, as the paper).
+            steps (half the run where the run has 30 optimizer steps or fewer) and at 300 times the rate
+            throughout (``head_warmup_steps``, ``head_learning_rate_scale``): from all-MiniLM-L6-v2, 60 steps on
+            20 Newsgroups at 1e-5 anchored lowered the linear probe by 2.2 points with the head trained from step 0
+            alongside the encoder, and moved nothing beyond its interval with the head first (docs/real-text.md).
+            ``Retention`` with ``anchor_weight: 0`` trains the masked-LM loss alone (the DECA configs, as the
+            paper).
     """
 
     default_learning_rate = 1e-5  # see ``optimizer``
