@@ -110,10 +110,11 @@ def test_a_checkpoint_without_a_masked_lm_head_trains_the_fresh_head_first_by_de
     fresh = MaskedLanguageModelling(EncoderSpec(headless_encoder_dir, max_length=32))
     assert fresh.encoder.fresh_head
     assert (fresh.retention.anchor_weight, fresh.retention.head_warmup_steps,
-            fresh.retention.head_learning_rate_scale) == (1.0, 30, 300.0)
+            fresh.retention.head_learning_rate_scale) == (5.0, 30, 300.0)
     kept = MaskedLanguageModelling(EncoderSpec(tiny_encoder_dir, max_length=32))  # its checkpoint has the head
     assert not kept.encoder.fresh_head
-    assert (kept.retention.head_warmup_steps, kept.retention.head_learning_rate_scale) == (0, 1.0)
+    assert (kept.retention.anchor_weight, kept.retention.head_warmup_steps,
+            kept.retention.head_learning_rate_scale) == (1.0, 0, 1.0)
     chosen = MaskedLanguageModelling(EncoderSpec(headless_encoder_dir, max_length=32),
                                      retention=Retention(anchor_weight=0.0))  # a configured retention is kept
     assert chosen.retention.head_warmup_steps == 0
