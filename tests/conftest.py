@@ -108,7 +108,6 @@ def no_dropout_encoder_dir(tiny_encoder_dir, tmp_path_factory) -> str:
     return str(path)
 
 
-
 @pytest.fixture(scope="session")
 def headless_encoder_dir(tiny_encoder_dir, tmp_path_factory) -> str:
     """The tiny BERT saved without its MLM head (with BERT's pooler), as sentence-transformers models are."""
@@ -121,6 +120,7 @@ def headless_encoder_dir(tiny_encoder_dir, tmp_path_factory) -> str:
     headless.save_pretrained(path)
     AutoTokenizer.from_pretrained(tiny_encoder_dir).save_pretrained(path)
     return str(path)
+
 
 def write_corpus_jsonl(path: Path, n_documents: int | None = None) -> Path:
     """Python documentation topics as sectioned documents in lit_docemb JSONL."""

@@ -32,7 +32,7 @@ import warnings
 from collections.abc import Iterable, MutableMapping
 from pathlib import Path
 
-PACKAGE = str(Path(__file__).resolve().parents[1])  # lit_docemb/
+PACKAGE = Path(__file__).resolve().parents[1]  # lit_docemb/
 
 VERBOSE_VARIABLE = "LIT_DOCEMB_VERBOSE"
 
@@ -100,7 +100,7 @@ def one_line_for_ours(format_warning):
     ``<category>: <message>`` on one line; any other keeps ``format_warning``'s form."""
 
     def formatted(message, category, filename, lineno, line=None) -> str:
-        if str(Path(filename).resolve()).startswith(PACKAGE):
+        if Path(filename).resolve().is_relative_to(PACKAGE):
             return f"{category.__name__}: {message}\n"
         return format_warning(message, category, filename, lineno, line)
 

@@ -330,7 +330,7 @@ class EmbeddingMethod(L.LightningModule, ABC):
 
     def on_train_start(self) -> None:
         """Gives a :class:`~lit_docemb.methods.schedulers.LinearWarmupDecay` without ``total_steps`` the run
-        length. Not in ``configure_optimizers``: asking for ``estimated_stepping_batches`` there builds the train loader before
+        length, and cuts a default head warm-up as long as the run to half of it (a configured one is warned of). Not in ``configure_optimizers``: asking for ``estimated_stepping_batches`` there builds the train loader before
         a resumed run's loop state is restored, and Lightning then never gives the loader its saved position
         (the resumed epoch would restart from its first batch)."""
         for config in self.trainer.lr_scheduler_configs:
@@ -338,12 +338,14 @@ class EmbeddingMethod(L.LightningModule, ABC):
                 config.scheduler.set_total_steps(int(self.trainer.estimated_stepping_batches))
         warmup = self.retention.head_warmup_steps if self.retention is not None else 0
         steps = self.trainer.estimated_stepping_batches if warmup else 0
-        if warmup and warmup >= steps and self.head_warmup_follows_run:
+        if not warmup or warmup < steps:  # no head warm-up, or the backbone trains after it
+            return
+        if self.head_warmup_follows_run:
             self.retention.head_warmup_steps = int(steps) // 2
             rank_zero_info(f"{type(self).__name__}'s default head warm-up ({warmup} steps) is cut to half of this "
                            f"run's {steps:g} optimizer steps ({self.retention.head_warmup_steps}), so that the "
                            f"encoder's backbone trains too; set model.init_args.retention to choose")
-        elif warmup and warmup >= steps:
+        else:
             rank_zero_warn(f"model.init_args.retention.init_args.head_warmup_steps {warmup} covers the whole run "
                            f"({steps:g} optimizer steps): the encoder's backbone will not train; lower it or train "
                            f"longer")
