@@ -73,7 +73,7 @@ class GraphRoBERTa(EmbeddingMethod):
         passages: How a document becomes passages and a graph (:class:`~lit_docemb.data.PassageSpec`:
             ``words_per_passage``, ``max_passage_tokens``, ``max_passages`` in training, ``max_passages_inference``
             when embedding, ``title_passage``, ``graph``); ``None``: the paper's (100 words, 192 tokens, 50 and 100
-            passages, no title, the full graph).
+            passages, the full graph) with a title as the first passage.
         objective: ``"halves"`` (§2.2, eq. 4-6) or ``"one_passage"`` (§3.3, the retrieval pretraining).
         temperature: Divides the dot products (paper: none, i.e. 1.0).
         gather_across_devices: Use the sub-documents of all devices as negatives (exact gather with gradient).

@@ -41,9 +41,11 @@ def documents(tmp_path_factory) -> list[Document]:
                                                              n_documents=12)))
 
 
-def reference(document: Document, tokenizer, words: int, max_passages, max_length) -> list[list[int]]:
-    """The uncached path: split one document, tokenize its passages in one call."""
-    passages = [p.text for p in chunk_passages(document, words, max_passages)]
+def reference(document: Document, tokenizer, words: int, max_passages, max_length,
+              with_title: bool = True) -> list[list[int]]:
+    """The uncached path: split one document (its title the first passage, the default), tokenize its passages in
+    one call."""
+    passages = [p.text for p in chunk_passages(document, words, max_passages, with_title)]
     if not passages:
         return []
     return tokenizer(passages, truncation=True, max_length=max_length)["input_ids"]
@@ -63,7 +65,7 @@ def test_cached_passages_equal_uncached_tokenization(tmp_path, tokenizer, docume
         assert isinstance(row, TokenizedPassages) and row.id == document.id
         assert row.passage_ids() == expected
         assert row.input_ids.dtype == np.int32 and row.input_ids.tolist() == [i for ids in expected for i in ids]
-        assert row.section_index.tolist() == [p.section_index for p in chunk_passages(document, words, most)]
+        assert row.section_index.tolist() == [p.section_index for p in chunk_passages(document, words, most, True)]
         assert row.headings == [s.heading for s in document.sections]
     by_id = {row.id: row for row in cached}
     assert len(by_id["empty"]) == 0 and by_id["empty"].passage_offsets.tolist() == [0]
@@ -104,7 +106,7 @@ def test_key_changes_with_tokenizer_parameters_and_corpus(tiny_encoder_dir, toke
         assert PassageCache(tokenizer, same).fingerprint(documents) == key
     changed = [PassageCache(tokenizer, PassageSpec(**changes)) for changes in (
         {"words_per_passage": 99}, {"max_passages_inference": 10}, {"max_passages": 150},
-        {"max_passage_tokens": 128}, {"title_passage": True})]
+        {"max_passage_tokens": 128}, {"title_passage": False})]
     other_vocab = copy.deepcopy(tokenizer)
     other_vocab.add_tokens(["zyzzyva"])
     uncased = copy.deepcopy(tokenizer)
@@ -122,7 +124,7 @@ def test_key_changes_with_tokenizer_parameters_and_corpus(tiny_encoder_dir, toke
 def test_key_has_the_names_and_values_of_the_arguments_before_the_spec(tokenizer, documents):
     """A cache built before the passage spec is still found: the key names and values are those the flat arguments
     gave (``max_passages``: the larger of the training and inference cuts; ``max_length``: the passage tokens)."""
-    spec = PassageSpec(30, max_passage_tokens=64, max_passages=7, max_passages_inference=5)
+    spec = PassageSpec(30, max_passage_tokens=64, max_passages=7, max_passages_inference=5, title_passage=False)
     key = PassageCache(tokenizer, spec).key(documents)
     assert key == {"tokenizer": tokenizer_fingerprint(tokenizer), "words_per_passage": 30, "max_passages": 7,
                    "max_length": 64, "add_special_tokens": True, "splitter": key["splitter"], "version": "1"}

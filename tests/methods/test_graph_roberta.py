@@ -45,7 +45,7 @@ def test_the_passages_block_is_checked_once_and_saved_as_plain_data(tiny_encoder
     assert method.graph_builder.spec is method.passage_spec
     assert method.hparams["passages"] == {"class_path": "lit_docemb.data.PassageSpec", "init_args": {
         "words_per_passage": 100, "max_passage_tokens": 32, "max_passages": 50, "max_passages_inference": 100,
-        "title_passage": False, "graph": "full"}}  # the whole block used is in the checkpoint
+        "title_passage": True, "graph": "full"}}  # the whole block used is in the checkpoint
     given = PassageSpec(words_per_passage=7, graph="section")
     assert PassageSpec.of(given.hyperparameters()) == PassageSpec.of(given.arguments()) == given
     for bad, message in [({"words_per_passage": 0}, "words_per_passage: must be >= 1, got 0"),

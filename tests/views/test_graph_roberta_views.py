@@ -33,7 +33,7 @@ def test_collated_section_graph_follows_the_document(tiny_tokenizer):
     doc = sectioned_document()
     builder = PassageGraphBuilder(tiny_tokenizer, PassageSpec(8, 32, graph="section"))
     batch = GraphDocumentCollator(builder, 100)([doc])
-    sections = [p.section_index for p in chunk_passages(doc, 8)]
+    sections = [p.section_index for p in chunk_passages(doc, 8, with_title=True)]  # the title first
     assert batch.graphs.passage_counts.tolist() == [len(sections)]
     assert len(sections) >= 6 and sorted(set(sections)) == [0, 1, 2]  # 3 sections, several passages each
     assert edge_set(batch.graphs.edges[0]) == edge_set(section_edges(sections))
@@ -74,7 +74,7 @@ def test_a_query_among_documents_is_a_graph_without_edges(tiny_tokenizer):
     builder = PassageGraphBuilder(tiny_tokenizer, PassageSpec(8, 32))
     doc = sectioned_document(n_sections=1)
     batch = GraphDocumentCollator(builder, 100)([doc, query_document("q1", "tides and pumps")])
-    n_passages = len(chunk_passages(doc, 8))
+    n_passages = len(chunk_passages(doc, 8, with_title=True))
     assert batch.ids == ["doc", "query:q1"] and batch.graphs.passage_counts.tolist() == [n_passages, 1]
     assert batch.graphs.is_query.tolist() == [False, True]
     assert edge_set(batch.graphs.edges[0]) == edge_set(fully_connected_edges(n_passages))
