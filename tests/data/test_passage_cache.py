@@ -41,11 +41,10 @@ def documents(tmp_path_factory) -> list[Document]:
                                                              n_documents=12)))
 
 
-def reference(document: Document, tokenizer, words: int, max_passages, max_length,
-              with_title: bool = True) -> list[list[int]]:
+def reference(document: Document, tokenizer, words: int, max_passages, max_length) -> list[list[int]]:
     """The uncached path: split one document (its title the first passage, the default), tokenize its passages in
     one call."""
-    passages = [p.text for p in chunk_passages(document, words, max_passages, with_title)]
+    passages = [p.text for p in chunk_passages(document, words, max_passages, with_title=True)]
     if not passages:
         return []
     return tokenizer(passages, truncation=True, max_length=max_length)["input_ids"]
