@@ -330,7 +330,8 @@ class EmbeddingMethod(L.LightningModule, ABC):
 
     def on_train_start(self) -> None:
         """Gives a :class:`~lit_docemb.methods.schedulers.LinearWarmupDecay` without ``total_steps`` the run
-        length, and cuts a default head warm-up as long as the run to half of it (a configured one is warned of). Not in ``configure_optimizers``: asking for ``estimated_stepping_batches`` there builds the train loader before
+        length, and cuts a default head warm-up as long as the run to half of it (a configured one is warned of).
+        Not in ``configure_optimizers``: asking for ``estimated_stepping_batches`` there builds the train loader before
         a resumed run's loop state is restored, and Lightning then never gives the loader its saved position
         (the resumed epoch would restart from its first batch)."""
         for config in self.trainer.lr_scheduler_configs:

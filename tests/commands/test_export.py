@@ -109,8 +109,9 @@ def test_a_passages_option_of_fit_reaches_the_cache_the_checkpoint_and_the_expor
     assert cli.model.token_cache.key(cli.datamodule.all_set)["words_per_passage"] == 6
     documents = {d.id: d for d in read_jsonl(corpus_jsonl)}
     rows = list(cli.datamodule.train_set)
-    assert rows and all(len(row) == len(chunk_passages(documents[row.id], 6, 100, True)) for row in rows)
-    assert any(len(row) > len(chunk_passages(documents[row.id], 100, 100, True)) for row in rows)  # not the default
+    assert rows and all(len(row) == len(chunk_passages(documents[row.id], 6, 100, with_title=True)) for row in rows)
+    assert any(len(row) > len(chunk_passages(documents[row.id], 100, 100, with_title=True))
+               for row in rows)  # not the default
     ckpt = next((run / "checkpoints").glob("*.ckpt"))
     assert torch.load(ckpt, weights_only=True)["hyper_parameters"]["passages"] == spec.hyperparameters()
 

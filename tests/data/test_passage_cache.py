@@ -64,7 +64,8 @@ def test_cached_passages_equal_uncached_tokenization(tmp_path, tokenizer, docume
         assert isinstance(row, TokenizedPassages) and row.id == document.id
         assert row.passage_ids() == expected
         assert row.input_ids.dtype == np.int32 and row.input_ids.tolist() == [i for ids in expected for i in ids]
-        assert row.section_index.tolist() == [p.section_index for p in chunk_passages(document, words, most, True)]
+        assert row.section_index.tolist() == [p.section_index for p in chunk_passages(document, words, most,
+                                                                                  with_title=True)]
         assert row.headings == [s.heading for s in document.sections]
     by_id = {row.id: row for row in cached}
     assert len(by_id["empty"]) == 0 and by_id["empty"].passage_offsets.tolist() == [0]
