@@ -61,7 +61,7 @@ from lit_docemb.methods.deca_components import (
 )
 from lit_docemb.methods.retention import Retention
 from lit_docemb.models import Doc2VecC
-from lit_docemb.models.doc2vecc import word_examples
+from lit_docemb.models.doc2vecc import BatchWords, word_examples
 from lit_docemb.views.common import DocumentCollator
 from lit_docemb.views.deca import (
     AppendedAugmentationCollator,
@@ -335,20 +335,28 @@ class DECA(EmbeddingMethod):
         collator = AppendedAugmentationCollator if isinstance(self.framework, Append) else Doc2VecCPairCollator
         return collator(self.index, self.augmenter(), s.max_words, deterministic=stage != "fit", cached=cached)
 
-    def losses(self, batch: Doc2VecCBatch | Doc2VecCPairBatch | ViewPairBatch,
-               examples: Tensor | None = None) -> dict[str, Tensor]:
+    def losses(self, batch: Doc2VecCBatch | Doc2VecCPairBatch | ViewPairBatch, examples: Tensor | None = None,
+               packed: list[BatchWords] | None = None) -> dict[str, Tensor]:
         """The terms of a batch. With :class:`~lit_docemb.methods.deca_components.Doc2VecCAdamBackbone`, l_d is the
         mean over word-level ``examples`` ((E, 2) rows of (document, position) in ``batch.words``; ``None``: every
-        word of the batch) and the contrastive term is over the documents they come from."""
+        word of the batch) and the contrastive term is over the documents they come from. ``packed``: the batch's
+        words (and augmentations) as :class:`~lit_docemb.models.doc2vecc.BatchWords`, made once for all of a batch's
+        steps (:meth:`adam_steps`); none: made here."""
+        lengths = packed[0].lengths if packed else None
         if isinstance(batch, Doc2VecCBatch):  # Append or Doc2VecCAlone: l_d alone
-            return {"doc2vecc_loss": self.doc2vecc_loss(batch.words, examples),
+            return {"doc2vecc_loss": self.doc2vecc_loss(batch.words, examples, lengths),
                     "skipped_documents": torch.full((), float(batch.skipped))}
         terms = {}
         if isinstance(batch, Doc2VecCPairBatch):
-            terms["doc2vecc_loss"] = self.doc2vecc_loss(batch.words, examples)
-            documents = slice(None) if examples is None else examples[:, 0].unique()
-            words, augmented, doc_index = batch.words[documents], batch.augmented[documents], batch.doc_index[documents]
-            h, h_aug = self.backbone(words), self.backbone(augmented)  # (N, D) eq. 1
+            terms["doc2vecc_loss"] = self.doc2vecc_loss(batch.words, examples, lengths)
+            if examples is None:
+                h, h_aug, doc_index = self.backbone(batch.words), self.backbone(batch.augmented), batch.doc_index
+            else:
+                U = self.backbone.word_embeddings.weight
+                words, augmented = packed or [self._batch_words(batch.words), self._batch_words(batch.augmented)]
+                documents = examples[:, 0].unique()
+                h, h_aug = words.means(U, documents), augmented.means(U, documents)  # (N, D) eq. 1
+                doc_index = batch.doc_index[documents]
         else:
             both = self.encoder(torch.cat([batch.view_a.input_ids, batch.view_b.input_ids]),
                                 torch.cat([batch.view_a.attention_mask, batch.view_b.attention_mask]))  # (2B, D)
@@ -364,9 +372,10 @@ class DECA(EmbeddingMethod):
         terms["skipped_documents"] = torch.full((), float(batch.skipped), device=h.device)
         return terms
 
-    def doc2vecc_loss(self, words: Tensor, examples: Tensor | None) -> Tensor:
+    def doc2vecc_loss(self, words: Tensor, examples: Tensor | None, lengths: Tensor | None = None) -> Tensor:
         """l_d: by Chen's rule (:meth:`doc2vecc_step`), or (the Adam backbone) the mean loss of the word-level
-        examples, differentiable; outside training every word of the batch, with fixed draws."""
+        examples, differentiable; outside training every word of the batch, with fixed draws. ``lengths``: the
+        documents' word counts, where the caller has them."""
         if self.trains_by_chen:
             return self.doc2vecc_step(words)
         s = self.backbone_spec
@@ -374,7 +383,7 @@ class DECA(EmbeddingMethod):
         if examples is None:
             examples = word_examples(words)
             generator = torch.Generator().manual_seed(0)
-        return self.backbone.example_loss(words, examples, s.sample_words, s.dropout, generator).mean()
+        return self.backbone.example_loss(words, examples, s.sample_words, s.dropout, generator, lengths).mean()
 
     def doc2vecc_step(self, words: Tensor) -> Tensor:
         """l_d on a batch's documents: in training, Chen's rule updates the backbone in place (the rate's schedule
@@ -413,9 +422,12 @@ class DECA(EmbeddingMethod):
         optimizer = self.optimizers()
         examples = word_examples(batch.words)
         steps = examples[torch.randperm(len(examples))].split(self.backbone_spec.examples_per_step)
+        packed = [self._batch_words(batch.words)]
+        if isinstance(batch, Doc2VecCPairBatch):
+            packed.append(self._batch_words(batch.augmented))
         for chunk in steps:
             optimizer.zero_grad()
-            terms = self.losses(batch, chunk)
+            terms = self.losses(batch, chunk, packed)
             loss = self.total_loss(terms)
             self.manual_backward(loss)
             optimizer.step()
@@ -423,6 +435,9 @@ class DECA(EmbeddingMethod):
         self._log_terms("train", loss, terms, len(batch))
         self._log_contrastive_steps()
         return loss.detach()
+
+    def _batch_words(self, words: Tensor) -> BatchWords:
+        return BatchWords(words, self.backbone.word_embeddings.num_embeddings)
 
     @property
     def contrastive_steps(self) -> int:

@@ -10,6 +10,10 @@ from the unigram distribution to the 3/4 power, by sparse SGD whose rate falls l
 
 from __future__ import annotations
 
+import functools
+import warnings
+from typing import NamedTuple
+
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
@@ -20,6 +24,91 @@ from lit_docemb.models.doc2vecc_sgd import noise_table, train_documents
 def word_examples(words: Tensor) -> Tensor:
     """(B, T) word ids, 0-padded → (P, 2) rows (document, position) of every word, in reading order."""
     return torch.nonzero(words != 0)
+
+
+class PackedWords(NamedTuple):
+    """(B, T) word ids, 0-padded, as one run of words: what eq. 1 reads, without the padded block.
+
+    Attributes:
+        ids: The words, document after document, each document's in reading order.
+        lengths: (B,) words of each document.
+        starts: (B,) where each document's words begin in ``ids``.
+    """
+
+    ids: Tensor
+    lengths: Tensor
+    starts: Tensor
+
+    @classmethod
+    def of(cls, words: Tensor) -> PackedWords:
+        present = words != 0
+        lengths = present.sum(1)
+        return cls(words[present], lengths, torch.cumsum(lengths, 0) - lengths)
+
+    def select(self, documents: Tensor) -> PackedWords:
+        """The documents at rows ``documents``, packed alike: the same words in the same order as packing
+        ``words[documents]``, at the cost of their words rather than of ``len(documents)`` padded rows."""
+        lengths = self.lengths[documents]
+        starts = torch.cumsum(lengths, 0) - lengths
+        moved = torch.repeat_interleave(self.starts[documents] - starts, lengths)  # (words,) source - destination
+        return PackedWords(self.ids[moved + torch.arange(len(moved), device=moved.device)], lengths, starts)
+
+
+class _SubsetMeans(torch.autograd.Function):
+    """Eq. 1 for some documents of a :class:`BatchWords`: embedding_bag forward; backward one sparse product with
+    the batch's word-by-document matrix, where embedding_bag's backward sorts every word index at each call."""
+
+    @staticmethod
+    def forward(ctx, weight: Tensor, batch: BatchWords, documents: Tensor) -> Tensor:
+        ctx.batch = batch
+        ctx.save_for_backward(documents)
+        chosen = batch.packed.select(documents)
+        return F.embedding_bag(chosen.ids, weight, chosen.starts, mode="mean")
+
+    @staticmethod
+    def backward(ctx, grad: Tensor) -> tuple[Tensor, None, None]:
+        (documents,) = ctx.saved_tensors
+        by_word = ctx.batch.by_word
+        dtype = torch.promote_types(grad.dtype, by_word.dtype)  # float32 at least (half sparse products are rare)
+        full = grad.new_zeros(by_word.shape[1], grad.shape[1], dtype=dtype).index_add_(0, documents, grad.to(dtype))
+        return (by_word.to(dtype) @ full).to(grad.dtype), None, None  # (V + 1, D) from (B, D)
+
+
+class BatchWords:
+    """A batch's documents packed once for many optimizer steps over subsets of them (DECA's Algorithm 1 reads
+    each step's documents from the same batch): their eq. 1 vectors (:meth:`means`) train ``U`` through one
+    sparse product with the batch's word-by-document matrix.
+
+    Args:
+        words: (B, T) word ids, 0-padded.
+        vocabulary_rows: Rows of ``U`` (the vocabulary and the padding row).
+    """
+
+    def __init__(self, words: Tensor, vocabulary_rows: int) -> None:
+        self.packed = PackedWords.of(words)
+        self.vocabulary_rows = vocabulary_rows
+
+    @functools.cached_property
+    def by_word(self) -> Tensor:
+        """(V + 1, B) sparse: 1/T_i where word w is in document i (eq. 1's share, summed over repeats)."""
+        ids, lengths = self.packed.ids, self.packed.lengths
+        documents = torch.repeat_interleave(torch.arange(len(lengths), device=ids.device), lengths)
+        shares = (1.0 / lengths.clamp(min=1).float())[documents]
+        matrix = torch.sparse_coo_tensor(torch.stack([ids, documents]), shares, (self.vocabulary_rows, len(lengths)),
+                                         check_invariants=False)  # ids < vocabulary_rows by construction
+        with warnings.catch_warnings():  # torch calls its CSR layout beta at each construction
+            warnings.filterwarnings("ignore", "Sparse CSR tensor support is in beta state")
+            return matrix.coalesce().to_sparse_csr()
+
+    @property
+    def lengths(self) -> Tensor:
+        """(B,) words of each document."""
+        return self.packed.lengths
+
+    def means(self, weight: Tensor, documents: Tensor) -> Tensor:
+        """Eq. 1 of the documents at rows ``documents`` (distinct) under the embeddings ``weight``: (N, D), equal
+        to embedding_bag's means of ``words[documents]``."""
+        return _SubsetMeans.apply(weight, self, documents)
 
 
 def context_positions(positions: Tensor, window: int, generator: torch.Generator | None = None
@@ -77,16 +166,15 @@ class Doc2VecC(nn.Module):
         self.negative_samples, self.corruption = negative_samples, corruption
         self.window_size, self.learning_rate = window_size, learning_rate
 
-    def forward(self, words: Tensor) -> Tensor:
-        """Eq. 1: (B, T) word ids, 0-padded → (B, D) mean word embeddings (zeros for an empty document)."""
-        present = words != 0
-        lengths = present.sum(1)  # (B,)
-        offsets = torch.cumsum(lengths, 0) - lengths
+    def forward(self, words: Tensor | PackedWords) -> Tensor:
+        """Eq. 1: (B, T) word ids, 0-padded, or the same packed → (B, D) mean word embeddings (zeros for an empty
+        document)."""
+        packed = words if isinstance(words, PackedWords) else PackedWords.of(words)
         # the words alone, not the (B, T) padded block: its backward sorts every index, padding included
-        return F.embedding_bag(words[present], self.word_embeddings.weight, offsets, mode="mean")  # (B, D)
+        return F.embedding_bag(packed.ids, self.word_embeddings.weight, packed.starts, mode="mean")  # (B, D)
 
     def example_loss(self, words: Tensor, examples: Tensor, sample_words: int, dropout: float,
-                     generator: torch.Generator | None = None) -> Tensor:
+                     generator: torch.Generator | None = None, lengths: Tensor | None = None) -> Tensor:
         """Eq. 2-3 with negative sampling on word-level examples, differentiable (DECA's Algorithm 1 read as
         written: the optimizer trains ``U`` and ``V``, see :class:`~lit_docemb.methods.deca_components.
         Doc2VecCAdamBackbone`). Each example is a target word of a document; its hidden vector is the mean of its
@@ -96,6 +184,7 @@ class Doc2VecC(nn.Module):
         Args:
             words: (B, T) word ids, 0-padded on the right.
             examples: (E, 2) rows (document in ``words``, position of the target word).
+            lengths: (B,) words of each document of ``words``, where the caller has them (counted here if not).
 
         Returns:
             (E,) the loss of each example: the target's and the noise words' negative log-likelihoods.
@@ -103,7 +192,9 @@ class Doc2VecC(nn.Module):
         device = words.device  # the draws are made on the CPU (one generator wherever the model is)
         examples = examples.cpu()
         documents, positions = examples[:, 0], examples[:, 1]
-        lengths = (words != 0).sum(1).cpu()[documents]  # (E,)
+        if lengths is None:
+            lengths = (words != 0).sum(1)
+        lengths = lengths.cpu()[documents]  # (E,)
         context, mask = context_positions(positions, self.window_size, generator)
         drawn = (torch.rand(len(examples), sample_words, generator=generator) * lengths[:, None]).long()
         noise = self.noise_ids[torch.randint(len(self.noise_ids), (len(examples), self.negative_samples),

@@ -42,7 +42,7 @@ from lit_docemb.methods.deca_components import (
     SimSiam,
 )
 from lit_docemb.models import Doc2VecC, EncoderSpec
-from lit_docemb.models.doc2vecc import context_positions, word_examples
+from lit_docemb.models.doc2vecc import BatchWords, PackedWords, context_positions, word_examples
 from lit_docemb.models.doc2vecc_sgd import _sample_words, noise_table, train_documents
 from lit_docemb.views.deca import (
     AppendedAugmentationCollator,
@@ -867,6 +867,28 @@ def test_word_level_example_loss_is_differentiable_and_starts_at_chance():
     losses.sum().backward()
     assert model.output_embeddings.weight.grad[1:].abs().sum() > 0  # V: the targets' and noise words' rows
     assert model.word_embeddings.weight.grad[0].abs().sum() == 0  # padding never trains
+
+
+def test_batch_words_give_embedding_bags_means_and_gradient_for_any_documents_of_the_batch():
+    """Algorithm 1's steps read subsets of one batch: BatchWords packs it once, and its means and their gradient
+    for chosen documents (empty and repeated words among them) are eq. 1's on ``words[documents]``."""
+    generator = torch.Generator().manual_seed(0)
+    lengths = torch.tensor([0, 5, 1, 8, 3, 8, 2])
+    words = torch.zeros(7, 8, dtype=torch.long)
+    for row, length in enumerate(lengths.tolist()):
+        words[row, :length] = torch.randint(1, 4, (length,), generator=generator)  # words repeat within documents
+    documents = torch.tensor([5, 0, 3, 1])
+    chosen = PackedWords.of(words[documents])
+    assert [torch.equal(a, b) for a, b in zip(PackedWords.of(words).select(documents), chosen)] == [True] * 3
+    U = torch.randn(4, 6, generator=generator, requires_grad=True)
+    upstream = torch.randn(4, 6, generator=generator)
+    means = BatchWords(words, 4).means(U, documents)
+    (means * upstream).sum().backward()
+    subset_gradient, U.grad = U.grad, None
+    reference = F.embedding_bag(chosen.ids, U, chosen.starts, mode="mean")
+    (reference * upstream).sum().backward()
+    assert torch.equal(means, reference) and means[1].abs().sum() == 0  # the empty document's mean is zeros
+    torch.testing.assert_close(subset_gradient, U.grad)
 
 
 def adam_deca(documents: list[Document], framework=None, **backbone) -> DECA:
