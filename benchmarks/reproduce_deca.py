@@ -102,16 +102,20 @@ TRAINED = {
 READINGS = ("chen", "adam")
 
 
+#: Rows without a contrastive term, so without a lambda: Doc2VecC and Table 5's appended ("-Contrastive") rows.
+UNWEIGHTED = ("Doc2VecC", "-Contrastive", "-Dictionary")
+
+
 def reading_arguments(reading: str, spec: DataSet, weight: float | None, row: str,
                       lr: float | None = None) -> list[str]:
-    """The fit arguments of a trained row under ``reading`` (``lr``: Adam's rate, None: the config's), after the
-    set's config and the row's own."""
+    """The fit arguments of a trained row (Table 3's or Table 5's) under ``reading`` (``lr``: Adam's rate, None:
+    the config's), after the set's config and the row's own."""
     extra = [] if lr is None else [f"--model.init_args.optimizer.init_args.lr={lr}"]
     if reading == "adam":
         extra += ["--model.init_args.backbone=lit_docemb.methods.deca_components.Doc2VecCAdamBackbone",
                   f"--model.init_args.backbone.init_args.window_size={spec.window}",
                   f"--model.init_args.backbone.init_args.sample_words={spec.sample}"]
-    if weight is not None and row != "Doc2VecC":
+    if weight is not None and row not in UNWEIGHTED:
         extra.append(f"--model.init_args.framework.init_args.weight={weight}")
     return extra
 
@@ -452,6 +456,7 @@ def main(argv: list[str] | None = None) -> None:
     sources = set_sources(parser, args)
     if args.reference is not None and not os.access(args.reference, os.X_OK):
         parser.error(f"--reference: {args.reference} is not an executable (build doc2vecc.c as the docstring says)")
+    args.out.mkdir(parents=True, exist_ok=True)
     started, load = time.strftime("%Y-%m-%d %H:%M:%S"), os.getloadavg()
     results: dict = {"started": started, "load_before": load, "reading": args.reading, "weight": args.weight,
                      "lr": args.lr, "as_configured": args.as_configured, "sets": {}}
@@ -477,10 +482,11 @@ def main(argv: list[str] | None = None) -> None:
         table5 = {}
         for row, config in TABLE5_ROWS.items():
             table5[row] = {}
+            reading = reading_arguments(args.reading, SETS["r8"], args.weight, row, args.lr)
             for column, extra in TABLE5_COLUMNS.items():
                 if column in TABLE5_PAPER[row]:
                     name = f"{row}_{column}".lower().strip("-")
-                    table5[row][column] = [fit_row(sources["r8"], config, extra + bookkeeping, seed,
+                    table5[row][column] = [fit_row(sources["r8"], config, extra + reading + bookkeeping, seed,
                                                    args.out / "table5" / f"{name}_seed{seed}") for seed in args.seeds]
                     print(f"table 5 {row} {column}: {table5[row][column]}", flush=True)
         results["table5"] = table5

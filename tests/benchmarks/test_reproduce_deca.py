@@ -87,6 +87,23 @@ def test_the_adam_reading_switches_the_backbone_with_the_sets_window_and_sample(
         "--model.init_args.optimizer.init_args.lr=0.003"
 
 
+def test_table_5_fits_under_the_reading_asked_for(bench, tmp_path, monkeypatch):
+    """--table5 under --reading adam fits its cells with Algorithm 1's backbone; lambda goes to DECA's row only (the
+    appended rows have no contrastive term)."""
+    source = write_text_gcn_release(tmp_path / "text_gcn", "R8")
+    fitted = []
+    monkeypatch.setattr(bench, "fit_row", lambda src, config, extra, seed, folder: fitted.append(extra) or
+                        (3.0, 0.5, 1.0))
+    bench.main(["--data", str(source.parent), "--sets", "r8", "--rows", "Doc2VecC", "--table5", "--reading", "adam",
+                "--weight", "0.1", "--lr", "3e-3", "--seeds", "1", "--out", str(tmp_path / "out")])
+    cells = fitted[1:]  # after the Doc2VecC row: DECA's 3 columns, -Contrastive's 3, -Dictionary's 2
+    assert len(cells) == 8
+    assert all("--model.init_args.backbone=lit_docemb.methods.deca_components.Doc2VecCAdamBackbone" in extra and
+               "--model.init_args.optimizer.init_args.lr=0.003" in extra for extra in cells)
+    weighted = ["--model.init_args.framework.init_args.weight=0.1" in extra for extra in cells]
+    assert weighted == [True] * 3 + [False] * 5
+
+
 def test_issue_37_targets_judge_order_margin_nmi_and_the_reference(bench):
     runs = {"DC+SC": [(2.6, 0.62, 1.0), (2.8, 0.64, 1.0)], "DC+SS": [(2.9, 0.6, 1.0)],
             "Doc2VecC": [(3.1, 0.60, 1.0)], "reference": [(3.0, 0.61, 1.0)]}
