@@ -106,8 +106,8 @@ class BatchWords:
         return self.packed.lengths
 
     def means(self, weight: Tensor, documents: Tensor) -> Tensor:
-        """Eq. 1 of the documents at rows ``documents`` (distinct) under the embeddings ``weight``: (N, D), equal
-        to embedding_bag's means of ``words[documents]``."""
+        """Eq. 1 of the documents at rows ``documents`` under the embeddings ``weight``: (N, D), equal to
+        embedding_bag's means of ``words[documents]``."""
         return _SubsetMeans.apply(weight, self, documents)
 
 
@@ -166,10 +166,9 @@ class Doc2VecC(nn.Module):
         self.negative_samples, self.corruption = negative_samples, corruption
         self.window_size, self.learning_rate = window_size, learning_rate
 
-    def forward(self, words: Tensor | PackedWords) -> Tensor:
-        """Eq. 1: (B, T) word ids, 0-padded, or the same packed → (B, D) mean word embeddings (zeros for an empty
-        document)."""
-        packed = words if isinstance(words, PackedWords) else PackedWords.of(words)
+    def forward(self, words: Tensor) -> Tensor:
+        """Eq. 1: (B, T) word ids, 0-padded → (B, D) mean word embeddings (zeros for an empty document)."""
+        packed = PackedWords.of(words)
         # the words alone, not the (B, T) padded block: its backward sorts every index, padding included
         return F.embedding_bag(packed.ids, self.word_embeddings.weight, packed.starts, mode="mean")  # (B, D)
 
