@@ -8,8 +8,9 @@ system, dataloader workers included) is measured, and scores the reference progr
 probe and k-means (:mod:`lit_docemb.eval.classification`, as ``LabelledEmbeddingEvaluation`` scores ours). Prints
 Table 3 (test error %), Table 4 (k-means NMI), Table 5 (R8 augmentations), the targets of issue 28 (the Doc2VecC row
 against the program, CPU ratios) and of issue 37 (DECA's own gain) with PASS or FAIL; writes every figure to
-``<out>/results.json``. ``--reading`` says how DECA trains: ``chen`` (the configs') or ``adam`` (Algorithm 1 as
-written, ``Doc2VecCAdamBackbone``), ``--weight`` its lambda, ``--lr`` Adam's rate.
+``<out>/results.json``. ``--reading`` says how DECA trains: ``adam`` (the configs': Algorithm 1 as written,
+``Doc2VecCAdamBackbone``) or ``chen`` (Chen's rule for l_d, ``Doc2VecCBackbone``), ``--weight`` its lambda, ``--lr``
+Adam's rate.
 
 The reference is ``doc2vecc.c`` of github.com/mchen24/iclr2017, built by the user
 (``gcc doc2vecc.c -o doc2vecc -lm -pthread -O3 -march=native -funroll-loops``) and run as its ``go.sh`` runs it with
@@ -96,10 +97,12 @@ TRAINED = {
     "DC+SS": [FRAMEWORK + "SimSiam", "--data.init_args.drop_last=true"],
     "Doc2VecC": [FRAMEWORK + "Doc2VecCAlone", "--model.init_args.augmentation=null"],
 }
-#: The readings of DECA's training (docs/reproduce.md#readings-of-decas-training-issue-37): ``chen``, the configs'
-#: (Doc2VecC's l_d by Chen's sparse SGD, lambda * l_c by Adam once a batch of 4,096 documents); ``adam``, Algorithm 1
-#: as written (``Doc2VecCAdamBackbone``: both terms by one Adam, 4,096 word-level examples a step).
-READINGS = ("chen", "adam")
+#: The readings of DECA's training (docs/reproduce.md#readings-of-decas-training-issue-37): ``adam``, the configs',
+#: Algorithm 1 as written (``Doc2VecCAdamBackbone``: both terms by one Adam, 4,096 word-level examples a step);
+#: ``chen``, Doc2VecC's l_d by Chen's sparse SGD and lambda * l_c by Adam once a batch of 4,096 documents.
+READINGS = ("adam", "chen")
+#: Chen's reading's own lambda and Adam rate (the configs' before Algorithm 1 became theirs), where none is given.
+CHEN_WEIGHT, CHEN_LR = 1.0, 1e-3
 
 
 #: Rows without a contrastive term, so without a lambda: Doc2VecC and Table 5's appended ("-Contrastive") rows.
@@ -109,12 +112,19 @@ UNWEIGHTED = ("Doc2VecC", "-Contrastive", "-Dictionary")
 def reading_arguments(reading: str, spec: DataSet, weight: float | None, row: str,
                       lr: float | None = None) -> list[str]:
     """The fit arguments of a trained row (Table 3's or Table 5's) under ``reading`` (``lr``: Adam's rate, None:
-    the config's), after the set's config and the row's own."""
-    extra = [] if lr is None else [f"--model.init_args.optimizer.init_args.lr={lr}"]
-    if reading == "adam":
-        extra += ["--model.init_args.backbone=lit_docemb.methods.deca_components.Doc2VecCAdamBackbone",
-                  f"--model.init_args.backbone.init_args.window_size={spec.window}",
-                  f"--model.init_args.backbone.init_args.sample_words={spec.sample}"]
+    the config's under ``adam``, :data:`CHEN_LR` under ``chen``; ``weight`` alike), after the set's config and the
+    row's own. The backbone, its window and Algorithm 1's #Sample are restated, so a config given another reading
+    still runs the one asked for."""
+    if reading == "chen":
+        weight, lr = CHEN_WEIGHT if weight is None else weight, CHEN_LR if lr is None else lr
+        extra = ["--model.init_args.backbone=lit_docemb.methods.deca_components.Doc2VecCBackbone",
+                 f"--model.init_args.backbone.init_args.window_size={spec.window}"]
+    else:
+        extra = ["--model.init_args.backbone=lit_docemb.methods.deca_components.Doc2VecCAdamBackbone",
+                 f"--model.init_args.backbone.init_args.window_size={spec.window}",
+                 f"--model.init_args.backbone.init_args.sample_words={spec.sample}"]
+    if lr is not None:
+        extra.insert(0, f"--model.init_args.optimizer.init_args.lr={lr}")
     if weight is not None and row not in UNWEIGHTED:
         extra.append(f"--model.init_args.framework.init_args.weight={weight}")
     return extra
@@ -431,12 +441,14 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--seeds", nargs="+", type=int, default=[1, 2, 3], help="seeds of the trained rows")
     parser.add_argument("--rows", nargs="+", default=[*TRAINED, *EVALUATED], choices=[*TRAINED, *EVALUATED])
     parser.add_argument("--table5", action="store_true", help="also Table 5 on R8 (every seed)")
-    parser.add_argument("--reading", choices=READINGS, default="chen", help="how DECA trains (chen: the configs', "
-                        "Chen's SGD for l_d and Adam for lambda * l_c; adam: Algorithm 1 as written, one Adam for both "
-                        "on word-level examples)")
-    parser.add_argument("--weight", type=float, help="lambda of the contrastive rows (default: the config's, 1.0)")
+    parser.add_argument("--reading", choices=READINGS, default="adam", help="how DECA trains (adam: the configs', "
+                        "Algorithm 1 as written, one Adam for both terms on word-level examples; chen: Chen's SGD for "
+                        "l_d and Adam for lambda * l_c)")
+    parser.add_argument("--weight", type=float, help="lambda of the contrastive rows (default: the config's, 0.1, "
+                        "under --reading adam; 1.0 under chen)")
     parser.add_argument("--lr", type=float, help="Adam's learning rate of the trained rows (default: the config's, "
-                        "1e-3, Appendix A.3.2's; under --reading chen it trains lambda * l_c alone)")
+                        "3e-3, under --reading adam; Appendix A.3.2's 1e-3 under chen, where it trains lambda * l_c "
+                        "alone)")
     parser.add_argument("--as-configured", action="store_true", help="fit the trained rows with the configs' wandb "
                         "logging, validation and dataloader worker (default: without them, BOOKKEEPING_OFF; the "
                         "figures are the same, the CPU seconds are what the rows need)")

@@ -21,13 +21,15 @@ The Doc2VecC vocabulary and the replacement candidates come from the documents D
 ``setup``, stored in checkpoints): the training split, or with the data's ``fit_on: all`` every document read,
 test and unlabelled ones included, as the paper does (§4.1).
 
-With the Doc2VecC backbone, eq. 6's two terms are minimised as each is in its source: Doc2VecC's l_d by Chen's own
-rule (every word of each document a target, sparse SGD at a linearly falling rate, ``doc2vecc.c``; the only way we
-found to make the Doc2VecC row come out, docs/reproduce.md#deca), run on each training batch before the contrastive
-term, and lambda * l_c by the configured optimizer (Appendix A.3.2: Adam, lr 1e-3) on the eq. 1 vectors of the
-batch's documents and augmentations (Algorithm 1, lines 7-8). The step is therefore Lightning's manual optimisation.
-Adam divides each coordinate's step by the gradient's running scale, so lambda then matters only through Adam's
-epsilon (and through a plain optimizer such as SGD): consistent with Fig. 3, where the error is flat in lambda.
+With a Doc2VecC backbone, eq. 6 is trained in one of two readings (docs/reproduce.md#deca has both tables).
+``Doc2VecCAdamBackbone``, the configs': Algorithm 1 as written, one optimizer (Adam) for l_d and lambda * l_c
+together, 4,096 word-level examples a step, so an epoch is hundreds of steps each with the contrastive term.
+``Doc2VecCBackbone``: each term as in its source, l_d by Chen's own rule (every word of each document a target,
+sparse SGD at a linearly falling rate, ``doc2vecc.c``), run on each training batch before the contrastive term, and
+lambda * l_c by the configured optimizer on the eq. 1 vectors of the batch's documents and augmentations
+(Algorithm 1, lines 7-8), once a batch. Either way the step is Lightning's manual optimisation. Under Chen's rule
+Adam divides each coordinate's step by the gradient's running scale, so lambda matters only through Adam's epsilon
+(and through a plain optimizer such as SGD).
 """
 
 from __future__ import annotations

@@ -75,14 +75,19 @@ def bench():
         yield module
 
 
-def test_the_adam_reading_switches_the_backbone_with_the_sets_window_and_sample(bench):
+def test_each_reading_names_its_backbone_with_the_sets_window_and_sample(bench):
     imdb = bench.reading_arguments("adam", bench.SETS["imdb"], 0.1, "DC+SC")
     assert imdb == ["--model.init_args.backbone=lit_docemb.methods.deca_components.Doc2VecCAdamBackbone",
                     "--model.init_args.backbone.init_args.window_size=4",
                     "--model.init_args.backbone.init_args.sample_words=15",
                     "--model.init_args.framework.init_args.weight=0.1"]
     assert bench.reading_arguments("adam", bench.SETS["r8"], 0.1, "Doc2VecC")[-1].endswith("sample_words=5")
-    assert bench.reading_arguments("chen", bench.SETS["r8"], None, "DC+SC") == []
+    assert bench.reading_arguments("chen", bench.SETS["r8"], None, "DC+SC") == [  # its own rate and lambda
+        "--model.init_args.optimizer.init_args.lr=0.001",
+        "--model.init_args.backbone=lit_docemb.methods.deca_components.Doc2VecCBackbone",
+        "--model.init_args.backbone.init_args.window_size=6", "--model.init_args.framework.init_args.weight=1.0"]
+    assert "--model.init_args.framework.init_args.weight=0.3" in bench.reading_arguments("chen", bench.SETS["r8"], 0.3,
+                                                                                        "DC+SC")
     assert bench.reading_arguments("adam", bench.SETS["r8"], None, "Doc2VecC", lr=3e-3)[0] == \
         "--model.init_args.optimizer.init_args.lr=0.003"
 
