@@ -78,8 +78,9 @@ class Doc2VecCBackbone:
 
 
 class Doc2VecCAdamBackbone(Doc2VecCBackbone):
-    """Doc2VecC trained as DECA's Algorithm 1 and Appendix A.3.2 write it: one loss (eq. 6), one optimizer (Adam,
-    lr 1e-3) for ``U`` and ``V`` and the contrastive term together, batches of 4,096.
+    """Doc2VecC trained as DECA's Algorithm 1 and Appendix A.3.2 write it: one loss (eq. 6), one optimizer (Adam;
+    A.3.2's lr 1e-3, the configs' 3e-3) for ``U`` and ``V`` and the contrastive term together, batches of 4,096. The
+    configs' reading: the closest to the paper's Table 3 of the two measured (docs/reproduce.md#deca).
 
     The reading (issue 37; docs/reproduce.md#deca): the 4,096 are word-level training examples as in Doc2VecC, a
     target word with its CBOW window and its document, the document represented by Table 2's "#Sample" words drawn
