@@ -375,6 +375,40 @@ def contribution_targets(results: dict) -> list[str]:
     return lines
 
 
+def paired_margins(files: list[dict]) -> dict[str, list[tuple[float, float]]]:
+    """DC+SC against Doc2VecC seed by seed: per set, (Doc2VecC's error - DC+SC's, DC+SC's NMI - Doc2VecC's) for each
+    seed that both rows ran in one file (a file's rows ran the same ``--seeds`` in the same order)."""
+    pairs: dict[str, list[tuple[float, float]]] = {}
+    for results in files:
+        for s, rows in results["sets"].items():
+            contrastive, alone = rows.get("DC+SC", []), rows.get("Doc2VecC", [])
+            if contrastive and len(contrastive) == len(alone):
+                pairs.setdefault(s, []).extend((d[0] - c[0], c[1] - d[1]) for c, d in zip(contrastive, alone))
+    return {s: pairs[s] for s in SETS if s in pairs}
+
+
+def print_paired_margins(pairs: dict[str, list[tuple[float, float]]]) -> None:
+    """The deciding experiment's table: the paired margins, their mean, and the 95% t interval of the mean error
+    margin beside half the paper's (issue 37's target)."""
+    if not pairs:
+        return
+    from scipy.stats import t as student_t
+
+    print("\n### DC+SC against Doc2VecC, paired by seed (error points Doc2VecC - DC+SC; NMI DC+SC - Doc2VecC)\n")
+    print("| set | error margins | mean | 95% interval of the mean | half the paper's | NMI differences |")
+    print("|---|---|---:|---|---:|---|")
+    for s, runs in pairs.items():
+        margins = [m for m, _ in runs]
+        mean = statistics.mean(margins)
+        if len(margins) > 1:
+            half = student_t.ppf(0.975, len(margins) - 1) * statistics.stdev(margins) / len(margins) ** 0.5
+            interval = f"{mean - half:+.2f} to {mean + half:+.2f}"
+        else:
+            interval = "— (one seed)"
+        print(f"| {SETS[s].name} | {', '.join(f'{m:+.2f}' for m in margins)} | {mean:+.2f} | {interval} | "
+              f"{HALF_PAPER_MARGIN.get(s, '—')} | {', '.join(f'{n:+.3f}' for _, n in runs)} |")
+
+
 def report(files: list[Path]) -> None:
     """The tables and targets of several runs of this script (e.g. seeds run apart), a row's runs pooled."""
     merged: dict = {"sets": {}, "table5": {}}
@@ -401,6 +435,7 @@ def report(files: list[Path]) -> None:
     print("\n".join(check_targets(merged)))
     print(f"\n### Targets (issue 37), reading {readings.pop()[0]}\n")
     print("\n".join(contribution_targets(merged)))
+    print_paired_margins(paired_margins(found))
 
 
 def set_sources(parser: argparse.ArgumentParser, args: argparse.Namespace) -> dict[str, Path]:
@@ -513,6 +548,7 @@ def main(argv: list[str] | None = None) -> None:
     print("\n".join(check_targets(results)))
     print(f"\n### Targets (issue 37), reading {args.reading}\n")
     print("\n".join(contribution_targets(results)))
+    print_paired_margins(paired_margins([results]))
 
 
 if __name__ == "__main__":

@@ -132,3 +132,17 @@ def test_a_report_refuses_results_of_two_readings(bench, tmp_path, readings):
                                          "lr": lr, "sets": {"r8": {"Doc2VecC": [[3.0, 0.6, 1.0]]}}}))
     with pytest.raises(SystemExit, match="different readings"):
         bench.report(files)
+
+
+def test_paired_margins_pair_the_rows_of_one_file_seed_by_seed(bench, capsys):
+    one = {"sets": {"20news": {"DC+SC": [[15.2, 0.66, 1.0]], "Doc2VecC": [[15.6, 0.67, 1.0]]},
+                    "r8": {"DC+SC": [[2.9, 0.64, 1.0], [3.2, 0.62, 1.0]], "Doc2VecC": [[3.0, 0.6, 1.0]]}}}
+    two = {"sets": {"20news": {"DC+SC": [[15.0, 0.70, 1.0]], "Doc2VecC": [[16.0, 0.65, 1.0]]},
+                    "mr": {"DC+SS": [[32.0, 0.1, 1.0]], "Doc2VecC": [[31.0, 0.1, 1.0]]}}}
+    pairs = bench.paired_margins([one, two])
+    assert list(pairs) == ["20news"]  # R8's rows ran different seeds, MR has no DC+SC
+    assert [value for pair in pairs["20news"] for value in pair] == pytest.approx([0.4, -0.01, 1.0, 0.05])
+    bench.print_paired_margins(pairs)
+    row = capsys.readouterr().out.strip().splitlines()[-1]
+    # mean 0.7, sd 0.424, t(0.975, 1) = 12.706: half-width 3.81
+    assert row == "| 20news | +0.40, +1.00 | +0.70 | -3.11 to +4.51 | 2.1 | -0.010, +0.050 |"
