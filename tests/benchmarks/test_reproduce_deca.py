@@ -116,11 +116,17 @@ def test_issue_37_targets_judge_order_margin_nmi_and_the_reference(bench):
     assert lines == ["PASS r8 order DC+SC 2.70 < DC+SS 2.90 < Doc2VecC 3.10",
                      "PASS r8 DC+SC margin over Doc2VecC +0.40 points (>= 0.3, half the paper's)",
                      "PASS r8 DC+SC NMI 0.630 above Doc2VecC's 0.600",
-                     "PASS r8 Doc2VecC error 3.10 within 0.5 of the reference's 3.00"]
+                     "PASS r8 Doc2VecC error 3.10 within 0.5 of the reference's 3.00",
+                     "PASS r8 Doc2VecC CPU 1.00 x the reference's (<= 1.0)",
+                     "PASS r8 DC+SC CPU 1.00 x the reference's (<= 1.5)"]
     runs["DC+SS"] = [(3.3, 0.6, 1.0)]
-    runs["reference"] = [(2.5, 0.61, 1.0)]
+    runs["reference"] = [(2.5, 0.61, 0.8)]
+    runs["DC+SC"] = [(2.6, 0.62, 1.0), (2.8, 0.64, 1.8)]
     failed = [line for line in bench.contribution_targets({"sets": {"r8": runs}}) if line.startswith("FAIL")]
-    assert [line.split()[2] for line in failed] == ["order", "Doc2VecC"]
+    assert failed == ["FAIL r8 order DC+SC 2.70 < DC+SS 3.30 < Doc2VecC 3.10",
+                      "FAIL r8 Doc2VecC error 3.10 within 0.5 of the reference's 2.50",
+                      "FAIL r8 Doc2VecC CPU 1.25 x the reference's (<= 1.0)",
+                      "FAIL r8 DC+SC CPU 1.75 x the reference's (<= 1.5)"]
 
 
 @pytest.mark.parametrize("readings", [(("chen", None), ("adam", None)), (("adam", None), ("adam", 3e-3))])
