@@ -419,14 +419,31 @@ def print_paired_margins(pairs: dict[str, list[tuple[float, float]]]) -> None:
               f"{HALF_PAPER_MARGIN.get(s, '—')} | {', '.join(f'{n:+.3f}' for _, n in runs)} |")
 
 
+class ReportError(ValueError):
+    """A ``--report`` file that cannot be reported, or files that cannot be reported together."""
+
+
+def read_results(file: Path) -> dict:
+    """One ``results.json`` of this script, or :class:`ReportError` naming the file."""
+    try:
+        results = json.loads(file.read_text())
+    except OSError as error:
+        raise ReportError(f"{file}: cannot be read ({error.strerror}); give the results.json a run wrote") from None
+    except ValueError as error:
+        raise ReportError(f"{file}: not JSON ({error}); give the results.json a run wrote") from None
+    if not isinstance(results, dict) or not isinstance(results.get("sets"), dict):
+        raise ReportError(f"{file}: no 'sets' table; give the results.json this script wrote")
+    return results
+
+
 def report(files: list[Path]) -> None:
     """The tables and targets of several runs of this script (e.g. seeds run apart), a row's runs pooled."""
     merged: dict = {"sets": {}, "table5": {}}
-    found = [json.loads(file.read_text()) for file in files]
+    found = [read_results(file) for file in files]
     # files before readings: chen's; before BOOKKEEPING_OFF: as configured (their CPU seconds are not comparable)
     readings = {(r.get("reading", "chen"), r.get("weight"), r.get("lr"), r.get("as_configured", True)) for r in found}
     if len(readings) > 1:
-        raise SystemExit("error: --report: the files ran different readings (reading, weight, lr, as_configured) "
+        raise ReportError("the files ran different readings (reading, weight, lr, as_configured) "
                          f"{sorted(readings, key=str)}: report each reading apart")
     for file, results in zip(files, found):
         print(f"{file}: started {results['started']}, load before {results['load_before']}, after "
@@ -508,7 +525,10 @@ def main(argv: list[str] | None = None) -> None:
     parser = build_parser()
     args = parser.parse_args(argv)
     if args.report:
-        report(args.report)
+        try:
+            report(args.report)
+        except ReportError as error:
+            parser.error(f"--report: {error}")
         return
     sources = set_sources(parser, args)
     if args.reference is not None and not os.access(args.reference, os.X_OK):

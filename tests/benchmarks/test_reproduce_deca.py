@@ -136,8 +136,20 @@ def test_a_report_refuses_results_of_two_readings(bench, tmp_path, readings):
         files.append(tmp_path / f"{i}.json")
         files[-1].write_text(json.dumps({"started": "-", "load_before": [0], "reading": reading, "weight": None,
                                          "lr": lr, "sets": {"r8": {"Doc2VecC": [[3.0, 0.6, 1.0]]}}}))
-    with pytest.raises(SystemExit, match="different readings"):
+    with pytest.raises(bench.ReportError, match="different readings"):
         bench.report(files)
+
+
+@pytest.mark.parametrize("content, says", [(None, "cannot be read"), ("{", "not JSON"), ("[1]", "no 'sets' table")])
+def test_a_report_of_a_bad_file_is_one_line_naming_it(bench, tmp_path, capsys, content, says):
+    file = tmp_path / "results.json"
+    if content is not None:
+        file.write_text(content)
+    with pytest.raises(SystemExit) as exit_:
+        bench.main(["--report", str(file)])
+    assert exit_.value.code == 2
+    error = capsys.readouterr().err.strip().splitlines()[-1]
+    assert f": error: --report: {file}: {says}" in error
 
 
 def test_paired_margins_pair_the_rows_of_one_file_seed_by_seed(bench, capsys):
