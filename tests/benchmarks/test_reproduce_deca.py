@@ -5,11 +5,8 @@ program's vectors scored on the labelled rows only (a stand-in program on the fi
 from __future__ import annotations
 
 import json
-import re
-import shlex
 import shutil
 import sys
-from pathlib import Path
 
 import pytest
 from benchmark_scripts import benchmark_module
@@ -168,15 +165,3 @@ def test_paired_margins_pair_the_rows_of_one_file_seed_by_seed(bench, capsys):
     # mean 0.7, sd 0.424, t(0.975, 1) = 12.706: half-width 3.81
     assert row == "| 20news | +0.40, +1.00 | +0.70 | -3.11 to +4.51 | 2.1 | -0.010, +0.050 |"
 
-
-def test_every_documented_command_of_the_script_parses(bench):
-    """docs/reproduce.md's ```bash commands of this script keep to its options (tests/system/test_reproduce_doc.py
-    parses the ``python -m lit_docemb`` ones)."""
-    text = (Path(__file__).parents[2] / "docs" / "reproduce.md").read_text()
-    fenced = "\n".join(re.findall(r"^```bash\n(.*?)^```", text, re.MULTILINE | re.DOTALL))
-    commands = [shlex.split(line)[2:] for line in fenced.splitlines()
-                if line.startswith("python benchmarks/reproduce_deca.py ")]
-    assert len(commands) >= 10
-    parser = bench.build_parser()
-    for argv in commands:
-        parser.parse_args(argv)  # an unknown option or a bad choice exits 2

@@ -23,6 +23,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from benchmark_scripts import benchmark_module
 
 from lit_docemb.commands import main as run_command
 from lit_docemb.commands import main as cli_main
@@ -139,6 +140,17 @@ def test_commands_are_in_bash_fences():
     outside = FENCE.sub("", TEXT)
     stray = re.findall(r"python -m lit_docemb (?!\.\.\.)\S+", outside)
     assert not stray, f"commands outside a ```bash fence: {stray[:3]}"
+
+
+def test_every_documented_reproduce_deca_command_parses():
+    """The fenced ``python benchmarks/reproduce_deca.py`` commands keep to the script's options."""
+    commands = [shlex.split(line)[2:] for block in FENCE.findall(TEXT) for line in block.splitlines()
+                if line.startswith("python benchmarks/reproduce_deca.py ")]
+    assert len(commands) >= 10
+    with benchmark_module("reproduce_deca") as bench:
+        parser = bench.build_parser()
+        for argv in commands:
+            parser.parse_args(argv)  # an unknown option or a bad choice exits 2
 
 
 @pytest.mark.parametrize("argv, variables", COMMANDS, ids=[f"{i}-{c[0][0]}" for i, c in enumerate(COMMANDS)])
