@@ -40,7 +40,7 @@ from lit_docemb.commands.loading import (
     Run, default_output, load_method, read_documents, refuse_without_checkpoint, run_of,
 )
 from lit_docemb.data.core.reading import reading_summary
-from lit_docemb.errors import require, write_whole_text
+from lit_docemb.errors import ConfigError, require, write_whole_text
 from lit_docemb.eval.embedding_writers import write_embeddings
 
 log = logging.getLogger(__name__)
@@ -59,7 +59,8 @@ def embed_documents(run: Run, input_path: str, output_dir: str | Path,
     documents = read_documents(input_path, stats)
     log.warning(reading_summary(f"embed --input {input_path}", len(documents), {}, stats))
     if not documents:
-        raise ValueError(f"{input_path}: no document to embed (skipped: {dict(stats) or 'none'})")
+        raise ConfigError(f"--input: {input_path} has no document to embed (skipped: {dict(stats) or 'none'}); "
+                          "give one JSON object a line with an \"id\"")
     # restored here, not by Lightning's predict: a DeepSpeed folder reads as a file does, weights-only
     method = load_method(run, overrides, interpolate_alpha, "embed")
     if run.ckpt_path is None and callable(getattr(method, "prepare", None)):
