@@ -243,3 +243,23 @@ def test_input_the_method_cannot_represent_at_all_is_one_line(tmp_path, capsys):
     err = capsys.readouterr().err.strip().splitlines()
     assert exited.value.code == 2 and len(err) == 1, err
     assert err[0].startswith("error: --input: none of the 4 documents was embedded"), err
+
+
+def test_an_input_whose_every_record_is_skipped_is_one_line(tmp_path, capsys):
+    """JSON lines without an "id" are all skipped: one line naming --input, what was skipped and the fix, status 2
+    (it was a ValueError traceback, found walking the R8 DC+SC journey)."""
+    method = DECA(Doc2VecCBackbone(min_word_count=1, embedding_dim=8))
+    docs = topic_documents(3)
+    method._set_vocabulary(Vocabulary.from_texts(document_text(d, True) for d in docs))
+    config, ckpt = save_run(method, tmp_path / "run", {"backbone": {
+        "class_path": "lit_docemb.methods.deca_components.Doc2VecCBackbone",
+        "init_args": {"min_word_count": 1, "embedding_dim": 8}}})
+    jsonl = tmp_path / "docs.jsonl"
+    jsonl.write_text("".join(json.dumps({"text": d.text}) + "\n" for d in docs))
+    capsys.readouterr()
+    with pytest.raises(SystemExit) as exited:
+        run_embed(config, ckpt, jsonl, tmp_path / "out")
+    err = capsys.readouterr().err.strip().splitlines()
+    assert exited.value.code == 2 and len(err) == 1, err
+    assert err[0].startswith(f"error: --input: {jsonl} has no document to embed"), err
+    assert '"id"' in err[0] and not (tmp_path / "out").exists(), err
