@@ -18,6 +18,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from lit_docemb.models import doc2vecc_kernels as kernels
 from lit_docemb.models.doc2vecc_sgd import noise_table, train_documents
 
 
@@ -72,6 +73,74 @@ class _SubsetMeans(torch.autograd.Function):
         dtype = torch.promote_types(grad.dtype, by_word.dtype)  # float32 at least (half sparse products are rare)
         full = grad.new_zeros(by_word.shape[1], grad.shape[1], dtype=dtype).index_add_(0, documents, grad.to(dtype))
         return (by_word.to(dtype) @ full).to(grad.dtype), None, None  # (V + 1, D) from (B, D)
+
+
+class _NegativeSampling(torch.autograd.Function):
+    """Eq. 3 with negative sampling from hidden vectors: (E, D) ``hidden``, ``V``'s weight, (E,) targets and (E, K)
+    noise words → (E,) losses, the target's and the noise words' negative log-likelihoods, a noise word equal to
+    the target left out as ``doc2vecc.c`` leaves it out. Its own backward, ``V``'s gradient added at the scored rows
+    only; on the CPU in float32 the scores and their gradients are compiled kernels
+    (:mod:`lit_docemb.models.doc2vecc_kernels`) that read ``V``'s rows in place, elsewhere torch's gather, batched
+    product and index_add (the same function: the tests compare them)."""
+
+    @staticmethod
+    def forward(ctx, hidden: Tensor, weight: Tensor, targets: Tensor, noise: Tensor) -> Tensor:
+        ids = torch.cat([targets[:, None], noise], 1)  # (E, 1 + K)
+        ctx.compiled = kernels.compiled(hidden, weight)
+        if ctx.compiled:
+            scores = hidden.new_empty(ids.shape)
+            kernels.scores_forward(hidden.detach().contiguous().numpy(), weight.detach().numpy(), ids.numpy(),
+                                   scores.numpy())
+        else:
+            scores = torch.linalg.vecdot(F.embedding(ids, weight), hidden[:, None])  # (E, 1 + K)
+        signs = torch.ones(ids.shape, dtype=hidden.dtype, device=hidden.device)
+        signs[:, 1:] = -1.0
+        counted = torch.cat([torch.ones_like(targets[:, None], dtype=hidden.dtype),
+                             (noise != targets[:, None]).to(hidden.dtype)], 1)
+        signed = scores * signs  # s for the target, -s for the noise words
+        ctx.save_for_backward(hidden, weight, ids, -signs * counted * torch.sigmoid(-signed))  # d loss / d score
+        return -(F.logsigmoid(signed) * counted).sum(1)
+
+    @staticmethod
+    def backward(ctx, grad: Tensor) -> tuple[Tensor, Tensor, None, None]:
+        hidden, weight, ids, slope = ctx.saved_tensors
+        scores_grad = slope * grad[:, None]  # (E, 1 + K)
+        weight_grad = torch.zeros_like(weight)
+        if ctx.compiled:
+            hidden_grad = torch.empty_like(hidden)
+            kernels.scores_backward(hidden.detach().contiguous().numpy(), weight.detach().numpy(), ids.numpy(),
+                                    scores_grad.contiguous().numpy(), hidden_grad.numpy(), weight_grad.numpy())
+            return hidden_grad, weight_grad, None, None
+        hidden_grad = torch.bmm(scores_grad[:, None], F.embedding(ids, weight)).squeeze(1)  # (E, D)
+        weight_grad.index_add_(0, ids.flatten(), (scores_grad[:, :, None] * hidden[:, None]).flatten(0, 1))
+        return hidden_grad, weight_grad, None, None
+
+
+class _CompiledBag(torch.autograd.Function):
+    """:func:`weighted_bag` by :mod:`lit_docemb.models.doc2vecc_kernels` (CPU, float32)."""
+
+    @staticmethod
+    def forward(ctx, table: Tensor, ids: Tensor, weights: Tensor) -> Tensor:
+        out = table.new_zeros(ids.shape[0], table.shape[1])
+        kernels.bag_forward(ids.numpy(), weights.numpy(), table.detach().numpy(), out.numpy())
+        ctx.save_for_backward(ids, weights)
+        ctx.rows = table.shape[0]
+        return out
+
+    @staticmethod
+    def backward(ctx, grad: Tensor) -> tuple[Tensor, None, None]:
+        ids, weights = ctx.saved_tensors
+        table_grad = grad.new_zeros(ctx.rows, grad.shape[1])
+        kernels.bag_backward(ids.numpy(), weights.numpy(), grad.contiguous().numpy(), table_grad.numpy())
+        return table_grad, None, None
+
+
+def weighted_bag(table: Tensor, ids: Tensor, weights: Tensor) -> Tensor:
+    """(E, D): each row of ``ids`` (E, S) the sum of its words' rows of ``table`` times ``weights`` (E, S), id 0
+    (padding) left out and never trained: embedding_bag's weighted sum, compiled on the CPU in float32."""
+    if kernels.compiled(table, weights):
+        return _CompiledBag.apply(table, ids.contiguous(), weights.contiguous())
+    return F.embedding_bag(ids, table, per_sample_weights=weights, mode="sum", padding_idx=0)
 
 
 class BatchWords:
@@ -200,16 +269,15 @@ class Doc2VecC(nn.Module):
                                              generator=generator)].long()  # (E, K)
         documents, positions, context, mask, drawn, noise = (
             t.to(device) for t in (documents, positions, context, mask, drawn, noise))
-        context_words = words[documents[:, None], context] * mask  # 0 (padding, a zero row of U) outside
-        sampled = words[documents[:, None], drawn]  # (E, sample_words)
-        U = self.word_embeddings
-        hidden = (U(context_words).sum(1) + U(sampled).mean(1)) / (mask.sum(1, keepdim=True) + 1)  # (E, D)
-        hidden = F.dropout(hidden, dropout, self.training)
+        U = self.word_embeddings.weight
+        share = 1.0 / (mask.sum(1, keepdim=True) + 1)  # (E, 1): the context's words and the document, averaged
+        bag = torch.cat([words[documents[:, None], context] * mask, words[documents[:, None], drawn]], 1)
+        weights = torch.cat([mask * share, (share / sample_words).expand(-1, sample_words)], 1).to(U.dtype)
+        hidden = weighted_bag(U, bag, weights)  # (E, D)
+        if self.training and dropout > 0:
+            hidden = hidden * (torch.rand(hidden.shape, dtype=hidden.dtype, device=device) >= dropout) / (1 - dropout)
         targets = words[documents, positions]  # (E,)
-        V = self.output_embeddings
-        positive = F.logsigmoid((V(targets) * hidden).sum(-1))
-        negative = F.logsigmoid(-(V(noise) * hidden[:, None]).sum(-1)) * (noise != targets[:, None])  # a draw
-        return -(positive + negative.sum(-1))  # equal to the target is skipped, as the program skips it
+        return _NegativeSampling.apply(hidden, self.output_embeddings.weight, targets, noise)
 
     def train_on(self, words: Tensor, progress: tuple[float, float], seed: int, learn: bool = True) -> Tensor:
         """Chen's rule over the documents of ``words`` ((B, T) ids, 0-padded on the right), in place on ``U`` and

@@ -16,6 +16,7 @@ import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
+from torch import nn
 import yaml
 from benchmark_scripts import benchmark_module
 from conftest import _topic_texts
@@ -42,7 +43,9 @@ from lit_docemb.methods.deca_components import (
     SimSiam,
 )
 from lit_docemb.models import Doc2VecC, EncoderSpec
-from lit_docemb.models.doc2vecc import BatchWords, PackedWords, context_positions, word_examples
+from lit_docemb.models.doc2vecc import (
+    BatchWords, PackedWords, _NegativeSampling, context_positions, word_examples,
+)
 from lit_docemb.models.doc2vecc_sgd import _sample_words, noise_table, train_documents
 from lit_docemb.views.deca import (
     AppendedAugmentationCollator,
@@ -867,6 +870,64 @@ def test_word_level_example_loss_is_differentiable_and_starts_at_chance():
     losses.sum().backward()
     assert model.output_embeddings.weight.grad[1:].abs().sum() > 0  # V: the targets' and noise words' rows
     assert model.word_embeddings.weight.grad[0].abs().sum() == 0  # padding never trains
+
+
+def plain_example_loss(model: Doc2VecC, words, examples, sample_words: int, dropout: float, generator):
+    """Eq. 2-3 on word-level examples written the plain way (gathered embeddings, broadcast products, autograd),
+    drawing what ``example_loss`` draws in the same order: the oracle of its weighted bag and its own backward."""
+    documents, positions = examples[:, 0], examples[:, 1]
+    lengths = (words != 0).sum(1)[documents]
+    context, mask = context_positions(positions, model.window_size, generator)
+    drawn = (torch.rand(len(examples), sample_words, generator=generator) * lengths[:, None]).long()
+    noise = model.noise_ids[torch.randint(len(model.noise_ids), (len(examples), model.negative_samples),
+                                          generator=generator)].long()
+    U, V = model.word_embeddings, model.output_embeddings
+    hidden = (U(words[documents[:, None], context] * mask).sum(1) + U(words[documents[:, None], drawn]).mean(1)) / (
+        mask.sum(1, keepdim=True) + 1)
+    if model.training and dropout > 0:
+        hidden = hidden * (torch.rand(hidden.shape, dtype=hidden.dtype) >= dropout) / (1 - dropout)
+    targets = words[documents, positions]
+    positive = F.logsigmoid((V(targets) * hidden).sum(-1))
+    negative = F.logsigmoid(-(V(noise) * hidden[:, None]).sum(-1)) * (noise != targets[:, None])
+    return -(positive + negative.sum(-1))
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64], ids=["compiled-kernels", "torch-ops"])
+@pytest.mark.parametrize("dropout", [0.0, 0.3])
+def test_word_level_example_loss_and_its_gradient_equal_the_plain_formula(dropout, dtype):
+    """``example_loss`` (one weighted bag of words, negative sampling with its own backward; compiled kernels in
+    float32 on the CPU, torch's ops otherwise) gives the plain formula's losses and gradients of U and V on the same
+    draws, dropout included; padding never trains."""
+    generator = torch.Generator().manual_seed(0)
+    words = torch.randint(1, 30, (12, 20), generator=generator)
+    words[torch.arange(20)[None] >= torch.randint(1, 21, (12, 1), generator=generator)] = 0
+    model = Doc2VecC(29, 8, torch.arange(1, 30).float(), negative_samples=4, window_size=3).to(dtype)
+    nn.init.normal_(model.output_embeddings.weight, std=0.5)
+    examples = word_examples(words)
+    found = []
+    for loss in (Doc2VecC.example_loss, plain_example_loss):
+        model.zero_grad()
+        torch.manual_seed(7)
+        losses = loss(model, words, examples, 3, dropout, torch.Generator().manual_seed(1))
+        losses.sum().backward()
+        found.append((losses.detach(), model.word_embeddings.weight.grad.clone(),
+                      model.output_embeddings.weight.grad.clone()))
+    for ours, plain in zip(*found):
+        torch.testing.assert_close(ours, plain)
+    assert found[0][1][0].abs().sum() == 0 and found[0][2][0].abs().sum() == 0
+    assert found[0][1][1:].abs().sum() > 0 and found[0][2][1:].abs().sum() > 0
+
+
+def test_negative_samplings_own_backward_is_the_gradient():
+    """gradcheck in float64: the hand-written backward of eq. 3's negative sampling (hidden vectors and V), with a
+    noise word equal to its target (left out of the loss) among the draws."""
+    generator = torch.Generator().manual_seed(0)
+    hidden = torch.randn(6, 5, dtype=torch.float64, generator=generator, requires_grad=True)
+    weight = torch.randn(9, 5, dtype=torch.float64, generator=generator, requires_grad=True)
+    targets = torch.tensor([1, 2, 3, 4, 5, 2])
+    noise = torch.randint(1, 9, (6, 3), generator=generator)
+    noise[0, 1] = 1
+    assert torch.autograd.gradcheck(lambda h, w: _NegativeSampling.apply(h, w, targets, noise), (hidden, weight))
 
 
 def test_batch_words_give_embedding_bags_means_and_gradient_for_any_documents_of_the_batch():
