@@ -164,4 +164,3 @@ def test_paired_margins_pair_the_rows_of_one_file_seed_by_seed(bench, capsys):
     row = capsys.readouterr().out.strip().splitlines()[-1]
     # mean 0.7, sd 0.424, t(0.975, 1) = 12.706: half-width 3.81
     assert row == "| 20news | +0.40, +1.00 | +0.70 | -3.11 to +4.51 | 2.1 | -0.010, +0.050 |"
-
