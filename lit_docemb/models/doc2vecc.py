@@ -79,20 +79,13 @@ class _NegativeSampling(torch.autograd.Function):
     """Eq. 3 with negative sampling from hidden vectors: (E, D) ``hidden``, ``V``'s weight, (E,) targets and (E, K)
     noise words → (E,) losses, the target's and the noise words' negative log-likelihoods, a noise word equal to
     the target left out as ``doc2vecc.c`` leaves it out. Its own backward, ``V``'s gradient added at the scored rows
-    only; on the CPU in float32 the scores and their gradients are compiled kernels
-    (:mod:`lit_docemb.models.doc2vecc_kernels`) that read ``V``'s rows in place, elsewhere torch's gather, batched
-    product and index_add (the same function: the tests compare them)."""
+    only, by torch's gather, batched product and index_add (:class:`_CompiledSampling` is the same function on the
+    CPU in float32: the tests compare them)."""
 
     @staticmethod
     def forward(ctx, hidden: Tensor, weight: Tensor, targets: Tensor, noise: Tensor) -> Tensor:
         ids = torch.cat([targets[:, None], noise], 1)  # (E, 1 + K)
-        ctx.compiled = kernels.compiled(hidden, weight)
-        if ctx.compiled:
-            scores = hidden.new_empty(ids.shape)
-            kernels.scores_forward(hidden.detach().contiguous().numpy(), weight.detach().numpy(), ids.numpy(),
-                                   scores.numpy())
-        else:
-            scores = torch.linalg.vecdot(F.embedding(ids, weight), hidden[:, None])  # (E, 1 + K)
+        scores = torch.linalg.vecdot(F.embedding(ids, weight), hidden[:, None])  # (E, 1 + K)
         signs = torch.ones(ids.shape, dtype=hidden.dtype, device=hidden.device)
         signs[:, 1:] = -1.0
         counted = torch.cat([torch.ones_like(targets[:, None], dtype=hidden.dtype),
@@ -105,41 +98,60 @@ class _NegativeSampling(torch.autograd.Function):
     def backward(ctx, grad: Tensor) -> tuple[Tensor, Tensor, None, None]:
         hidden, weight, ids, slope = ctx.saved_tensors
         scores_grad = slope * grad[:, None]  # (E, 1 + K)
-        weight_grad = torch.zeros_like(weight)
-        if ctx.compiled:
-            hidden_grad = torch.empty_like(hidden)
-            kernels.scores_backward(hidden.detach().contiguous().numpy(), weight.detach().numpy(), ids.numpy(),
-                                    scores_grad.contiguous().numpy(), hidden_grad.numpy(), weight_grad.numpy())
-            return hidden_grad, weight_grad, None, None
         hidden_grad = torch.bmm(scores_grad[:, None], F.embedding(ids, weight)).squeeze(1)  # (E, D)
-        weight_grad.index_add_(0, ids.flatten(), (scores_grad[:, :, None] * hidden[:, None]).flatten(0, 1))
+        weight_grad = torch.zeros_like(weight).index_add_(0, ids.flatten(),
+                                                          (scores_grad[:, :, None] * hidden[:, None]).flatten(0, 1))
         return hidden_grad, weight_grad, None, None
 
 
-class _CompiledBag(torch.autograd.Function):
-    """:func:`weighted_bag` by :mod:`lit_docemb.models.doc2vecc_kernels` (CPU, float32)."""
+class _CompiledSampling(torch.autograd.Function):
+    """:class:`_NegativeSampling` by :mod:`lit_docemb.models.doc2vecc_kernels` (CPU, float32), the scored words
+    given as (E, 1 + K) ids: the target, then the noise words."""
 
     @staticmethod
-    def forward(ctx, table: Tensor, ids: Tensor, weights: Tensor) -> Tensor:
+    def forward(ctx, hidden: Tensor, weight: Tensor, scored: Tensor) -> Tensor:
+        hidden = hidden.detach().contiguous()
+        losses, slopes = hidden.new_empty(len(scored)), hidden.new_empty(scored.shape)
+        kernels.sampling_forward(hidden.numpy(), weight.detach().numpy(), scored.numpy(), losses.numpy(),
+                                 slopes.numpy())
+        ctx.save_for_backward(hidden, weight, scored, slopes)
+        return losses
+
+    @staticmethod
+    def backward(ctx, grad: Tensor) -> tuple[Tensor, Tensor, None]:
+        hidden, weight, scored, slopes = ctx.saved_tensors
+        hidden_grad, weight_grad = torch.empty_like(hidden), torch.zeros_like(weight)
+        kernels.scores_backward(hidden.numpy(), weight.detach().numpy(), scored.numpy(),
+                                (slopes * grad[:, None]).numpy(), hidden_grad.numpy(), weight_grad.numpy())
+        return hidden_grad, weight_grad, None
+
+
+class _CompiledBag(torch.autograd.Function):
+    """:func:`weighted_bag` by :mod:`lit_docemb.models.doc2vecc_kernels` (CPU, float32), dropout's mask and scale
+    applied in the same pass (``uniforms`` (E, D) at least ``rate`` kept; no dropout with no rows)."""
+
+    @staticmethod
+    def forward(ctx, table: Tensor, ids: Tensor, weights: Tensor, uniforms: Tensor, rate: float) -> Tensor:
         out = table.new_zeros(ids.shape[0], table.shape[1])
-        kernels.bag_forward(ids.numpy(), weights.numpy(), table.detach().numpy(), out.numpy())
-        ctx.save_for_backward(ids, weights)
-        ctx.rows = table.shape[0]
+        kernels.bag_forward(ids.numpy(), weights.numpy(), table.detach().numpy(), uniforms.numpy(), rate, out.numpy())
+        ctx.save_for_backward(ids, weights, uniforms)
+        ctx.rows, ctx.rate = table.shape[0], rate
         return out
 
     @staticmethod
-    def backward(ctx, grad: Tensor) -> tuple[Tensor, None, None]:
-        ids, weights = ctx.saved_tensors
+    def backward(ctx, grad: Tensor) -> tuple[Tensor, None, None, None, None]:
+        ids, weights, uniforms = ctx.saved_tensors
         table_grad = grad.new_zeros(ctx.rows, grad.shape[1])
-        kernels.bag_backward(ids.numpy(), weights.numpy(), grad.contiguous().numpy(), table_grad.numpy())
-        return table_grad, None, None
+        kernels.bag_backward(ids.numpy(), weights.numpy(), grad.contiguous().numpy(), uniforms.numpy(), ctx.rate,
+                             table_grad.numpy())
+        return table_grad, None, None, None, None
 
 
 def weighted_bag(table: Tensor, ids: Tensor, weights: Tensor) -> Tensor:
     """(E, D): each row of ``ids`` (E, S) the sum of its words' rows of ``table`` times ``weights`` (E, S), id 0
     (padding) left out and never trained: embedding_bag's weighted sum, compiled on the CPU in float32."""
     if kernels.compiled(table, weights):
-        return _CompiledBag.apply(table, ids.contiguous(), weights.contiguous())
+        return _CompiledBag.apply(table, ids.contiguous(), weights.contiguous(), weights.new_empty(0, 0), 0.0)
     return F.embedding_bag(ids, table, per_sample_weights=weights, mode="sum", padding_idx=0)
 
 
@@ -182,8 +194,9 @@ class BatchWords:
 
 def context_positions(positions: Tensor, window: int, generator: torch.Generator | None = None
                       ) -> tuple[Tensor, Tensor]:
-    """The CBOW context of each target position as ``doc2vecc.c`` draws it: ``b`` uniform in ``[0, window)``, the
-    positions ``t - window + b .. t - b`` except ``t`` (see :mod:`lit_docemb.models.doc2vecc_sgd`).
+    """The CBOW context of each target position as ``doc2vecc.c`` draws it: ``b`` uniform in ``[0, window)``
+    (:func:`draw_shrinks`), the positions ``t - window + b .. t - b`` except ``t`` (see
+    :mod:`lit_docemb.models.doc2vecc_sgd`).
 
     Args:
         positions: (E,) target positions in their documents.
@@ -191,11 +204,16 @@ def context_positions(positions: Tensor, window: int, generator: torch.Generator
     Returns:
         (E, window + 1) positions (clamped at 0) and the mask of those that are context.
     """
-    shrink = torch.randint(0, window, positions.shape, generator=generator)  # (E,)
+    shrink = draw_shrinks(positions, window, generator)  # (E,)
     a = torch.arange(window + 1)
     context = positions[:, None] - window + a  # (E, window + 1)
     mask = (a >= shrink[:, None]) & (a <= window - shrink[:, None]) & (a != window) & (context >= 0)
     return context.clamp(min=0), mask
+
+
+def draw_shrinks(positions: Tensor, window: int, generator: torch.Generator | None = None) -> Tensor:
+    """(E,) the window's shrink ``b`` of each target, uniform in ``[0, window)``."""
+    return torch.randint(0, window, positions.shape, generator=generator)
 
 
 class Doc2VecC(nn.Module):
@@ -262,6 +280,9 @@ class Doc2VecC(nn.Module):
         documents, positions = examples[:, 0], examples[:, 1]
         if lengths is None:
             lengths = (words != 0).sum(1)
+        U = self.word_embeddings.weight
+        if kernels.compiled(U) and words.device.type == "cpu":
+            return self._compiled_example_loss(words, lengths, documents, positions, sample_words, dropout, generator)
         lengths = lengths.cpu()[documents]  # (E,)
         context, mask = context_positions(positions, self.window_size, generator)
         drawn = (torch.rand(len(examples), sample_words, generator=generator) * lengths[:, None]).long()
@@ -269,7 +290,6 @@ class Doc2VecC(nn.Module):
                                              generator=generator)].long()  # (E, K)
         documents, positions, context, mask, drawn, noise = (
             t.to(device) for t in (documents, positions, context, mask, drawn, noise))
-        U = self.word_embeddings.weight
         share = 1.0 / (mask.sum(1, keepdim=True) + 1)  # (E, 1): the context's words and the document, averaged
         bag = torch.cat([words[documents[:, None], context] * mask, words[documents[:, None], drawn]], 1)
         weights = torch.cat([mask * share, (share / sample_words).expand(-1, sample_words)], 1).to(U.dtype)
@@ -278,6 +298,26 @@ class Doc2VecC(nn.Module):
             hidden = hidden * (torch.rand(hidden.shape, dtype=hidden.dtype, device=device) >= dropout) / (1 - dropout)
         targets = words[documents, positions]  # (E,)
         return _NegativeSampling.apply(hidden, self.output_embeddings.weight, targets, noise)
+
+    def _compiled_example_loss(self, words: Tensor, lengths: Tensor, documents: Tensor, positions: Tensor,
+                               sample_words: int, dropout: float, generator: torch.Generator | None) -> Tensor:
+        """:meth:`example_loss` on the CPU in float32: the same draws in the same order, each example's words, bag
+        and scores read by :mod:`lit_docemb.models.doc2vecc_kernels`."""
+        count, window = len(documents), self.window_size
+        shrink = draw_shrinks(positions, window, generator)
+        drawn = torch.rand(count, sample_words, generator=generator)
+        noise = torch.randint(len(self.noise_ids), (count, self.negative_samples), generator=generator)
+        ids = torch.empty(count, window + 1 + sample_words, dtype=torch.long)
+        weights = torch.empty(ids.shape, dtype=torch.float32)
+        scored = torch.empty(count, 1 + self.negative_samples, dtype=torch.long)
+        kernels.gather_examples(words.contiguous().numpy(), lengths.numpy(), documents.numpy(), positions.numpy(),
+                                shrink.numpy(), drawn.numpy(), noise.numpy(), self.noise, ids.numpy(),
+                                weights.numpy(), scored.numpy())
+        U = self.word_embeddings.weight
+        rate = dropout if self.training else 0.0
+        uniforms = torch.rand(count, U.shape[1]) if rate > 0 else weights.new_empty(0, 0)
+        hidden = _CompiledBag.apply(U, ids, weights, uniforms, rate)  # (E, D)
+        return _CompiledSampling.apply(hidden, self.output_embeddings.weight, scored)
 
     def train_on(self, words: Tensor, progress: tuple[float, float], seed: int, learn: bool = True) -> Tensor:
         """Chen's rule over the documents of ``words`` ((B, T) ids, 0-padded on the right), in place on ``U`` and

@@ -44,7 +44,7 @@ from lit_docemb.methods.deca_components import (
 )
 from lit_docemb.models import Doc2VecC, EncoderSpec
 from lit_docemb.models.doc2vecc import (
-    BatchWords, PackedWords, _NegativeSampling, context_positions, word_examples,
+    BatchWords, PackedWords, _CompiledSampling, _NegativeSampling, context_positions, word_examples,
 )
 from lit_docemb.models.doc2vecc_sgd import _sample_words, noise_table, train_documents
 from lit_docemb.views.deca import (
@@ -928,6 +928,28 @@ def test_negative_samplings_own_backward_is_the_gradient():
     noise = torch.randint(1, 9, (6, 3), generator=generator)
     noise[0, 1] = 1
     assert torch.autograd.gradcheck(lambda h, w: _NegativeSampling.apply(h, w, targets, noise), (hidden, weight))
+
+
+def test_compiled_negative_sampling_equals_torchs_with_its_gradient():
+    """The CPU float32 kernels of negative sampling give the losses and the gradients of hidden vectors and V that
+    torch's ops give, a noise word equal to its target left out of both, scores far in the tails included."""
+    generator = torch.Generator().manual_seed(0)
+    hidden = torch.randn(7, 5, generator=generator)
+    hidden[0] *= 40.0  # |scores| beyond 30: the losses' and slopes' tails
+    weight = torch.randn(9, 5, generator=generator)
+    targets = torch.tensor([1, 2, 3, 4, 5, 2, 8])
+    noise = torch.randint(1, 9, (7, 3), generator=generator)
+    noise[0, 1], noise[5, 0] = 1, 2
+    found = []
+    for apply in (lambda h, w: _NegativeSampling.apply(h, w, targets, noise),
+                  lambda h, w: _CompiledSampling.apply(h, w, torch.cat([targets[:, None], noise], 1))):
+        h, w = hidden.clone().requires_grad_(), weight.clone().requires_grad_()
+        losses = apply(h, w)
+        (losses * torch.arange(1.0, 8.0)).sum().backward()
+        found.append((losses.detach(), h.grad, w.grad))
+    for compiled, plain in zip(found[1], found[0]):
+        torch.testing.assert_close(compiled, plain)
+    assert found[1][0][0] > 30  # a tail's loss, finite
 
 
 def test_batch_words_give_embedding_bags_means_and_gradient_for_any_documents_of_the_batch():
