@@ -559,11 +559,12 @@ def main(argv: list[str] | None = None) -> None:
             print(f"{s} reference: {rows['reference']}", flush=True)
         for row in (r for r in args.rows if r in TRAINED):
             extra = TRAINED[row] + reading_arguments(args.reading, spec, args.weight, row, args.lr) + bookkeeping
+            name = row.lower().replace('+', '_')
             if row not in warmed:
-                warm_up(sources[s], spec.config, extra, args.out / s / f"{row.lower().replace('+', '_')}_warm_up")
+                warm_up(sources[s], spec.config, extra, args.out / s / f"{name}_warm_up")
                 warmed.add(row)
-            rows[row] = [fit_row(sources[s], spec.config, extra, seed,
-                                 args.out / s / f"{row.lower().replace('+', '_')}_seed{seed}") for seed in args.seeds]
+            rows[row] = [fit_row(sources[s], spec.config, extra, seed, args.out / s / f"{name}_seed{seed}")
+                         for seed in args.seeds]
             print(f"{s} {row}: {rows[row]}", flush=True)
         for row in (r for r in args.rows if r in EVALUATED):
             rows[row] = [evaluate_row(spec, sources[s], EVALUATED[row], args.out / s / row.lower())]

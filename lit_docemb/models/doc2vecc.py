@@ -127,8 +127,8 @@ class _CompiledSampling(torch.autograd.Function):
 
 
 class _CompiledBag(torch.autograd.Function):
-    """:func:`weighted_bag` by :mod:`lit_docemb.models.doc2vecc_kernels` (CPU, float32), dropout's mask and scale
-    applied in the same pass (``uniforms`` (E, D) at least ``rate`` kept; no dropout with no rows)."""
+    """:func:`weighted_bag` then dropout, by :mod:`lit_docemb.models.doc2vecc_kernels` (CPU, float32): dropout's mask
+    and scale applied in the same pass (``uniforms`` (E, D) at least ``rate`` kept; no dropout with no rows)."""
 
     @staticmethod
     def forward(ctx, table: Tensor, ids: Tensor, weights: Tensor, uniforms: Tensor, rate: float) -> Tensor:
@@ -149,9 +149,8 @@ class _CompiledBag(torch.autograd.Function):
 
 def weighted_bag(table: Tensor, ids: Tensor, weights: Tensor) -> Tensor:
     """(E, D): each row of ``ids`` (E, S) the sum of its words' rows of ``table`` times ``weights`` (E, S), id 0
-    (padding) left out and never trained: embedding_bag's weighted sum, compiled on the CPU in float32."""
-    if kernels.compiled(table, weights):
-        return _CompiledBag.apply(table, ids.contiguous(), weights.contiguous(), weights.new_empty(0, 0), 0.0)
+    (padding) left out and never trained: embedding_bag's weighted sum (:class:`_CompiledBag` on the CPU in
+    float32)."""
     return F.embedding_bag(ids, table, per_sample_weights=weights, mode="sum", padding_idx=0)
 
 
@@ -281,7 +280,7 @@ class Doc2VecC(nn.Module):
         if lengths is None:
             lengths = (words != 0).sum(1)
         U = self.word_embeddings.weight
-        if kernels.compiled(U) and words.device.type == "cpu":
+        if kernels.compiled(U, words):
             return self._compiled_example_loss(words, lengths, documents, positions, sample_words, dropout, generator)
         lengths = lengths.cpu()[documents]  # (E,)
         context, mask = context_positions(positions, self.window_size, generator)
