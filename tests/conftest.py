@@ -152,6 +152,16 @@ def pytest_collection_modifyitems(config, items) -> None:
         config.hook.pytest_deselected(items=gpu)
         items[:] = [item for item in items if not item.get_closest_marker("cuda")]
         _without_gpu.extend(item.nodeid for item in gpu)
+        if hasattr(config, "workeroutput"):  # a pytest-xdist worker: its controller prints the summary
+            config.workeroutput["cuda_deselected"] = _without_gpu
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_testnodedown(node, error) -> None:
+    """Under pytest-xdist (``-n 2``) each worker collects and deselects the GPU tests itself: the controller, which
+    collects nothing, hears of them as each worker ends."""
+    output = getattr(node, "workeroutput", {})
+    _without_gpu.extend(n for n in output.get("cuda_deselected", []) if n not in _without_gpu)
 
 
 def pytest_terminal_summary(terminalreporter) -> None:
