@@ -43,7 +43,7 @@ from torch import Tensor, nn
 
 from lit_docemb.augment import DocumentAugmenter, Vocabulary
 from lit_docemb.augment.specs import Augmentation, WordNet
-from lit_docemb.data.core.batches import Doc2VecCBatch, Doc2VecCPairBatch, ViewPairBatch
+from lit_docemb.data.core.batches import Doc2VecCBatch, Doc2VecCPairBatch, PackedWords, ViewPairBatch
 from lit_docemb.data.core.sampling import iter_items
 from lit_docemb.data.caches.field_cache import FieldRows, FieldTokenCache
 from lit_docemb.data.core.contract import DocumentSplits
@@ -344,13 +344,12 @@ class DECA(EmbeddingMethod):
         word of the batch) and the contrastive term is over the documents they come from. ``packed``: the batch's
         words (and augmentations) as :class:`~lit_docemb.models.doc2vecc.BatchWords`, made once for all of a batch's
         steps (:meth:`adam_steps`); none: made here."""
-        lengths = packed[0].lengths if packed else None
         if isinstance(batch, Doc2VecCBatch):  # Append or Doc2VecCAlone: l_d alone
-            return {"doc2vecc_loss": self.doc2vecc_loss(batch.words, examples, lengths),
+            return {"doc2vecc_loss": self.doc2vecc_loss(batch.words, examples),
                     "skipped_documents": torch.full((), float(batch.skipped))}
         terms = {}
         if isinstance(batch, Doc2VecCPairBatch):
-            terms["doc2vecc_loss"] = self.doc2vecc_loss(batch.words, examples, lengths)
+            terms["doc2vecc_loss"] = self.doc2vecc_loss(batch.words, examples)
             if examples is None:
                 h, h_aug, doc_index = self.backbone(batch.words), self.backbone(batch.augmented), batch.doc_index
             else:
@@ -374,10 +373,9 @@ class DECA(EmbeddingMethod):
         terms["skipped_documents"] = torch.full((), float(batch.skipped), device=h.device)
         return terms
 
-    def doc2vecc_loss(self, words: Tensor, examples: Tensor | None, lengths: Tensor | None = None) -> Tensor:
+    def doc2vecc_loss(self, words: PackedWords, examples: Tensor | None) -> Tensor:
         """l_d: by Chen's rule (:meth:`doc2vecc_step`), or (the Adam backbone) the mean loss of the word-level
-        examples, differentiable; outside training every word of the batch, with fixed draws. ``lengths``: the
-        documents' word counts, where the caller has them."""
+        examples, differentiable; outside training every word of the batch, with fixed draws."""
         if self.trains_by_chen:
             return self.doc2vecc_step(words)
         s = self.backbone_spec
@@ -385,9 +383,9 @@ class DECA(EmbeddingMethod):
         if examples is None:
             examples = word_examples(words)
             generator = torch.Generator().manual_seed(0)
-        return self.backbone.example_loss(words, examples, s.sample_words, s.dropout, generator, lengths).mean()
+        return self.backbone.example_loss(words, examples, s.sample_words, s.dropout, generator).mean()
 
-    def doc2vecc_step(self, words: Tensor) -> Tensor:
+    def doc2vecc_step(self, words: PackedWords) -> Tensor:
         """l_d on a batch's documents: in training, Chen's rule updates the backbone in place (the rate's schedule
         follows the trainer's steps, the draws torch's generator, so a resumed run repeats them); otherwise the
         same estimate of the loss from fixed draws, nothing changed. Returns the mean loss per target word."""
@@ -438,7 +436,7 @@ class DECA(EmbeddingMethod):
         self._log_contrastive_steps()
         return loss.detach()
 
-    def _batch_words(self, words: Tensor) -> BatchWords:
+    def _batch_words(self, words: PackedWords) -> BatchWords:
         return BatchWords(words, self.backbone.word_embeddings.num_embeddings)
 
     @property
@@ -468,7 +466,7 @@ class DECA(EmbeddingMethod):
         out = super().predict_step(batch, batch_idx)
         if not isinstance(self.backbone_spec, Doc2VecCBackbone):
             return out
-        known = (batch.words != 0).any(1).cpu()  # (B,)
+        known = (batch.words.lengths > 0).cpu()  # (B,)
         out["empty_documents"] = int((~known).sum())
         if self.backbone_spec.keep_empty or bool(known.all()):
             return out

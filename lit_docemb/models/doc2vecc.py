@@ -12,47 +12,20 @@ from __future__ import annotations
 
 import functools
 import warnings
-from typing import NamedTuple
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from lit_docemb.data.core.batches import PackedWords
 from lit_docemb.models import doc2vecc_kernels as kernels
 from lit_docemb.models.doc2vecc_sgd import noise_table, train_documents
 
 
-def word_examples(words: Tensor) -> Tensor:
-    """(B, T) word ids, 0-padded → (P, 2) rows (document, position) of every word, in reading order."""
-    return torch.nonzero(words != 0)
-
-
-class PackedWords(NamedTuple):
-    """(B, T) word ids, 0-padded, as one run of words: what eq. 1 reads, without the padded block.
-
-    Attributes:
-        ids: The words, document after document, each document's in reading order.
-        lengths: (B,) words of each document.
-        starts: (B,) where each document's words begin in ``ids``.
-    """
-
-    ids: Tensor
-    lengths: Tensor
-    starts: Tensor
-
-    @classmethod
-    def of(cls, words: Tensor) -> PackedWords:
-        present = words != 0
-        lengths = present.sum(1)
-        return cls(words[present], lengths, torch.cumsum(lengths, 0) - lengths)
-
-    def select(self, documents: Tensor) -> PackedWords:
-        """The documents at rows ``documents``, packed alike: the same words in the same order as packing
-        ``words[documents]``, at the cost of their words rather than of ``len(documents)`` padded rows."""
-        lengths = self.lengths[documents]
-        starts = torch.cumsum(lengths, 0) - lengths
-        moved = torch.repeat_interleave(self.starts[documents] - starts, lengths)  # (words,) source - destination
-        return PackedWords(self.ids[moved + torch.arange(len(moved), device=moved.device)], lengths, starts)
+def word_examples(words: Tensor | PackedWords) -> Tensor:
+    """A batch's words ((B, T) ids, 0-padded on the right, or packed) → (P, 2) rows (document, position) of every
+    word, in reading order."""
+    return PackedWords.of(words).positions()
 
 
 class _SubsetMeans(torch.autograd.Function):
@@ -160,11 +133,11 @@ class BatchWords:
     sparse product with the batch's word-by-document matrix.
 
     Args:
-        words: (B, T) word ids, 0-padded.
+        words: The batch's words ((B, T) ids, 0-padded on the right, or packed).
         vocabulary_rows: Rows of ``U`` (the vocabulary and the padding row).
     """
 
-    def __init__(self, words: Tensor, vocabulary_rows: int) -> None:
+    def __init__(self, words: Tensor | PackedWords, vocabulary_rows: int) -> None:
         self.packed = PackedWords.of(words)
         self.vocabulary_rows = vocabulary_rows
 
@@ -252,14 +225,15 @@ class Doc2VecC(nn.Module):
         self.negative_samples, self.corruption = negative_samples, corruption
         self.window_size, self.learning_rate = window_size, learning_rate
 
-    def forward(self, words: Tensor) -> Tensor:
-        """Eq. 1: (B, T) word ids, 0-padded → (B, D) mean word embeddings (zeros for an empty document)."""
+    def forward(self, words: Tensor | PackedWords) -> Tensor:
+        """Eq. 1: the documents' words ((B, T) ids, 0-padded on the right, or packed) → (B, D) mean word
+        embeddings (zeros for an empty document)."""
         packed = PackedWords.of(words)
         # the words alone, not the (B, T) padded block: its backward sorts every index, padding included
         return F.embedding_bag(packed.ids, self.word_embeddings.weight, packed.starts, mode="mean")  # (B, D)
 
-    def example_loss(self, words: Tensor, examples: Tensor, sample_words: int, dropout: float,
-                     generator: torch.Generator | None = None, lengths: Tensor | None = None) -> Tensor:
+    def example_loss(self, words: Tensor | PackedWords, examples: Tensor, sample_words: int, dropout: float,
+                     generator: torch.Generator | None = None) -> Tensor:
         """Eq. 2-3 with negative sampling on word-level examples, differentiable (DECA's Algorithm 1 read as
         written: the optimizer trains ``U`` and ``V``, see :class:`~lit_docemb.methods.deca_components.
         Doc2VecCAdamBackbone`). Each example is a target word of a document; its hidden vector is the mean of its
@@ -267,22 +241,20 @@ class Doc2VecC(nn.Module):
         drawn uniformly (with replacement), the mean then dropped out at rate ``dropout``.
 
         Args:
-            words: (B, T) word ids, 0-padded on the right.
+            words: The documents' words ((B, T) ids, 0-padded on the right, or packed).
             examples: (E, 2) rows (document in ``words``, position of the target word).
-            lengths: (B,) words of each document of ``words``, where the caller has them (counted here if not).
 
         Returns:
             (E,) the loss of each example: the target's and the noise words' negative log-likelihoods.
         """
-        device = words.device  # the draws are made on the CPU (one generator wherever the model is)
+        words = PackedWords.of(words)
+        device = words.ids.device  # the draws are made on the CPU (one generator wherever the model is)
         examples = examples.cpu()
         documents, positions = examples[:, 0], examples[:, 1]
-        if lengths is None:
-            lengths = (words != 0).sum(1)
         U = self.word_embeddings.weight
-        if kernels.compiled(U, words):
-            return self._compiled_example_loss(words, lengths, documents, positions, sample_words, dropout, generator)
-        lengths = lengths.cpu()[documents]  # (E,)
+        if kernels.compiled(U, words.ids):
+            return self._compiled_example_loss(words, documents, positions, sample_words, dropout, generator)
+        lengths = words.lengths.cpu()[documents]  # (E,)
         context, mask = context_positions(positions, self.window_size, generator)
         drawn = (torch.rand(len(examples), sample_words, generator=generator) * lengths[:, None]).long()
         noise = self.noise_ids[torch.randint(len(self.noise_ids), (len(examples), self.negative_samples),
@@ -290,16 +262,17 @@ class Doc2VecC(nn.Module):
         documents, positions, context, mask, drawn, noise = (
             t.to(device) for t in (documents, positions, context, mask, drawn, noise))
         share = 1.0 / (mask.sum(1, keepdim=True) + 1)  # (E, 1): the context's words and the document, averaged
-        bag = torch.cat([words[documents[:, None], context] * mask, words[documents[:, None], drawn]], 1)
+        starts = words.starts[documents][:, None]  # (E, 1) where each example's document begins
+        bag = torch.cat([words.ids[starts + context] * mask, words.ids[starts + drawn]], 1)
         weights = torch.cat([mask * share, (share / sample_words).expand(-1, sample_words)], 1).to(U.dtype)
         hidden = weighted_bag(U, bag, weights)  # (E, D)
         if self.training and dropout > 0:
             hidden = hidden * (torch.rand(hidden.shape, dtype=hidden.dtype, device=device) >= dropout) / (1 - dropout)
-        targets = words[documents, positions]  # (E,)
+        targets = words.ids[starts[:, 0] + positions]  # (E,)
         return _NegativeSampling.apply(hidden, self.output_embeddings.weight, targets, noise)
 
-    def _compiled_example_loss(self, words: Tensor, lengths: Tensor, documents: Tensor, positions: Tensor,
-                               sample_words: int, dropout: float, generator: torch.Generator | None) -> Tensor:
+    def _compiled_example_loss(self, words: PackedWords, documents: Tensor, positions: Tensor, sample_words: int,
+                               dropout: float, generator: torch.Generator | None) -> Tensor:
         """:meth:`example_loss` on the CPU in float32: the same draws in the same order, each example's words, bag
         and scores read by :mod:`lit_docemb.models.doc2vecc_kernels`."""
         count, window = len(documents), self.window_size
@@ -309,27 +282,26 @@ class Doc2VecC(nn.Module):
         ids = torch.empty(count, window + 1 + sample_words, dtype=torch.long)
         weights = torch.empty(ids.shape, dtype=torch.float32)
         scored = torch.empty(count, 1 + self.negative_samples, dtype=torch.long)
-        kernels.gather_examples(words.contiguous().numpy(), lengths.numpy(), documents.numpy(), positions.numpy(),
-                                shrink.numpy(), drawn.numpy(), noise.numpy(), self.noise, ids.numpy(),
-                                weights.numpy(), scored.numpy())
+        kernels.gather_examples(words.ids.contiguous().numpy(), words.lengths.numpy(), words.starts.numpy(),
+                                documents.numpy(), positions.numpy(), shrink.numpy(), drawn.numpy(), noise.numpy(),
+                                self.noise, ids.numpy(), weights.numpy(), scored.numpy())
         U = self.word_embeddings.weight
         rate = dropout if self.training else 0.0
         uniforms = torch.rand(count, U.shape[1]) if rate > 0 else weights.new_empty(0, 0)
         hidden = _CompiledBag.apply(U, ids, weights, uniforms, rate)  # (E, D)
         return _CompiledSampling.apply(hidden, self.output_embeddings.weight, scored)
 
-    def train_on(self, words: Tensor, progress: tuple[float, float], seed: int, learn: bool = True) -> Tensor:
-        """Chen's rule over the documents of ``words`` ((B, T) ids, 0-padded on the right), in place on ``U`` and
-        ``V``; ``progress`` is the share of the run done before and after this batch (the learning rate's
+    def train_on(self, words: Tensor | PackedWords, progress: tuple[float, float], seed: int, learn: bool = True
+                 ) -> Tensor:
+        """Chen's rule over the documents of ``words`` ((B, T) ids, 0-padded on the right, or packed), in place on
+        ``U`` and ``V``; ``progress`` is the share of the run done before and after this batch (the learning rate's
         schedule). With ``learn=False`` nothing changes (the validation loss). Returns the mean negative-sampling
         loss per target word (0-dim, no gradient)."""
         if self.word_embeddings.weight.device.type != "cpu":
             raise RuntimeError("Doc2VecC trains on the CPU (Chen's sparse SGD): keep the module on the CPU")
-        words = words.cpu().contiguous()
-        lengths = (words != 0).sum(1)
+        words = PackedWords(*(t.cpu().contiguous() for t in PackedWords.of(words)))
         U, V = self.word_embeddings.weight.detach().numpy(), self.output_embeddings.weight.detach().numpy()
-        loss, targets = train_documents(U, V, words.numpy(), lengths.numpy(), self.noise, self.window_size,
-                                        self.negative_samples, 1.0 - self.corruption,
-                                        self.learning_rate, progress[0], progress[1], seed,
-                                        learn)
+        loss, targets = train_documents(U, V, words.ids.numpy(), words.lengths.numpy(), words.starts.numpy(),
+                                        self.noise, self.window_size, self.negative_samples, 1.0 - self.corruption,
+                                        self.learning_rate, progress[0], progress[1], seed, learn)
         return torch.tensor(loss / max(targets, 1), dtype=torch.float32)

@@ -20,12 +20,12 @@ from lit_docemb.models.doc2vecc_sgd import VECTOR_MATH, _add, _dot
 
 
 @numba.njit(cache=True, nogil=True)
-def gather_examples(words, lengths, documents, positions, shrink, drawn, noise_draws, noise_table, ids, weights,
-                    scored):  # pragma: no cover - compiled; tests call it through numba
+def gather_examples(words, lengths, starts, documents, positions, shrink, drawn, noise_draws, noise_table, ids,
+                    weights, scored):  # pragma: no cover - compiled; tests call it through numba
     """Each example's bag of words and the words it scores, from the step's draws, as ``example_loss``'s torch ops
-    compute them. words (B, T) int64 and lengths (B,); per example (E) its document, its target's position, its
-    window's shrink ``b`` and (E, S) float32 uniforms for its document's sampled words; (E, K) indices into
-    ``noise_table``. Writes ids (E, W + 1 + S) int64: the context (the positions ``t - W + a``, ``b <= a <= W - b``,
+    compute them. words (N,) int64, the documents' one after the other, lengths and starts (B,); per example (E)
+    its document, its target's position, its window's shrink ``b`` and (E, S) float32 uniforms for its document's
+    sampled words; (E, K) indices into ``noise_table``. Writes ids (E, W + 1 + S) int64: the context (the positions ``t - W + a``, ``b <= a <= W - b``,
     ``a != W``, not before the document; 0 elsewhere) then the sampled words (``floor(u * length)``); weights
     (E, W + 1 + S) float32: ``1 / (context + 1)`` for each context word, that share over S for each sampled one;
     scored (E, 1 + K): the target, then the noise words."""
@@ -34,11 +34,12 @@ def gather_examples(words, lengths, documents, positions, shrink, drawn, noise_d
     one = np.float32(1.0)
     for e in range(documents.shape[0]):
         d, t, b = documents[e], positions[e], shrink[e]
+        first = starts[d]
         context = 0
         for a in range(window + 1):
             c = t - window + a
             inside = b <= a <= window - b and a != window and c >= 0
-            ids[e, a] = words[d, c] if inside else 0
+            ids[e, a] = words[first + c] if inside else 0
             weights[e, a] = one if inside else np.float32(0.0)
             context += inside
         share = one / np.float32(context + 1)
@@ -46,9 +47,9 @@ def gather_examples(words, lengths, documents, positions, shrink, drawn, noise_d
             weights[e, a] *= share
         length = np.float32(lengths[d])
         for s in range(samples):
-            ids[e, window + 1 + s] = words[d, int(drawn[e, s] * length)]
+            ids[e, window + 1 + s] = words[first + int(drawn[e, s] * length)]
             weights[e, window + 1 + s] = share / np.float32(samples)
-        scored[e, 0] = words[d, t]
+        scored[e, 0] = words[first + t]
         for k in range(noise_draws.shape[1]):
             scored[e, 1 + k] = noise_table[noise_draws[e, k]]
 

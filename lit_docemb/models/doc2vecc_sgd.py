@@ -104,15 +104,15 @@ def _sample_words(chunk, keep, sampled):  # pragma: no cover - compiled; tests c
 
 
 @numba.njit(cache=True, nogil=True)
-def train_documents(U, V, words, lengths, table, window, negative, keep, alpha, progress_start, progress_end,
-                    seed, learn=True):  # pragma: no cover - compiled; tests call it through numba
+def train_documents(U, V, words, lengths, starts, table, window, negative, keep, alpha, progress_start,
+                    progress_end, seed, learn=True):  # pragma: no cover - compiled; tests call it through numba
     """One pass of Doc2VecC's rule over a batch of documents, updating ``U`` and ``V`` in place.
 
     Args:
         U: (V+1, D) float32 word vectors (row 0 is padding, never read).
         V: (V+1, D) float32 output vectors.
-        words: (B, T) int64 word ids 1..V, 0-padded on the right.
-        lengths: (B,) int64 words of each document.
+        words: (N,) int64 word ids 1..V, the documents' one after the other.
+        lengths: (B,) int64 words of each document; starts: (B,) int64 where each begins in ``words``.
         table: noise table (:func:`noise_table`).
         window: context window (``-window``); negative: noise words per target (``-negative``);
         keep: probability that a document word enters the document vector (``-sentence-sample``).
@@ -133,9 +133,9 @@ def train_documents(U, V, words, lengths, table, window, negative, keep, alpha, 
     total_words = max(lengths.sum(), 1)
     done = 0
     loss = 0.0
-    for d in range(words.shape[0]):
+    for d in range(lengths.shape[0]):
         for start in range(0, lengths[d], CHUNK_WORDS):
-            chunk = words[d, start:min(lengths[d], start + CHUNK_WORDS)]
+            chunk = words[starts[d] + start:starts[d] + min(lengths[d], start + CHUNK_WORDS)]
             length = chunk.shape[0]
             weight = 1.0 / keep / length
             for position in range(length):

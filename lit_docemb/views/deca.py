@@ -24,6 +24,7 @@ from lit_docemb.augment.thesaurus import WORD, Draws
 from lit_docemb.data.core.batches import (
     Doc2VecCBatch,
     Doc2VecCPairBatch,
+    PackedWords,
     TokenBatch,
     ViewPairBatch,
     WordDocumentBatch,
@@ -55,13 +56,6 @@ def leading_words(document: Document, max_words: int) -> list[str]:
 def in_vocabulary(index: dict[str, int], words: Sequence[str], max_words: int) -> list[int]:
     """The ids of the ``words`` that ``index`` holds, in order, the first ``max_words`` of them."""
     return [i for i in map(index.get, words) if i is not None][:max_words]
-
-
-def pad(rows: Sequence[Sequence[int]]) -> Tensor:
-    out = np.zeros((len(rows), max((len(r) for r in rows), default=1) or 1), dtype=np.int64)
-    for i, row in enumerate(rows):  # numpy's slice assignment reads a list or an array faster than torch.tensor
-        out[i, :len(row)] = row
-    return torch.from_numpy(out)
 
 
 def _seeds(documents: list[Document], deterministic: bool) -> list[str]:
@@ -115,13 +109,13 @@ class IdReplacement:
     def from_types(self, types: np.ndarray, seed: str, max_words: int) -> tuple[np.ndarray, np.ndarray]:
         """:meth:`__call__` from the words' :meth:`type_ids`."""
         ids, augmented = self.from_types_of_batch([types], [seed], max_words)
-        return ids[0][ids[0] != 0], augmented[0][augmented[0] != 0]
+        return ids.ids.numpy(), augmented.ids.numpy()
 
     def from_types_of_batch(self, rows: Sequence[np.ndarray], seeds: Sequence[str], max_words: int
-                            ) -> tuple[np.ndarray, np.ndarray]:
-        """:meth:`from_types` of each document's types with its seed, as two (B, <= max_words) int64 matrices
-        0-padded on the right (the documents' ids, their augmentations'), computed over the batch's words at once:
-        each document's draws still come from its own seed's stream."""
+                            ) -> tuple[PackedWords, PackedWords]:
+        """:meth:`from_types` of each document's types with its seed, packed (the documents' ids, their
+        augmentations'), computed over the batch's words at once: each document's draws still come from its own
+        seed's stream."""
         lengths = np.array([len(r) for r in rows], dtype=np.int64)
         types = np.concatenate(rows) if rows else np.zeros(0, dtype=np.int64)  # (W,) the batch's words
         draws = word_draws(seeds, lengths)  # (2, W)
@@ -138,18 +132,17 @@ class IdReplacement:
         return rows_of_words(ids, lengths, max_words), rows_of_words(augmented.reshape(-1), lengths * width, max_words)
 
 
-def rows_of_words(values: np.ndarray, lengths: np.ndarray, max_words: int) -> np.ndarray:
-    """(B, T) int64: each document's non-zero ``values`` in order (the documents' values one after the other,
-    ``lengths`` each), cut at ``max_words`` and 0-padded on the right; T is the longest row (at least 1)."""
+def rows_of_words(values: np.ndarray, lengths: np.ndarray, max_words: int) -> PackedWords:
+    """Each document's non-zero ``values`` in order (the documents' values one after the other, ``lengths`` each),
+    cut at ``max_words``, packed."""
     document = np.repeat(np.arange(len(lengths)), lengths)
     kept = values != 0
     document, values = document[kept], values[kept]
     counts = np.bincount(document, minlength=len(lengths))
     position = np.arange(len(values)) - (np.cumsum(counts) - counts)[document]
-    inside = position < max_words
-    out = np.zeros((len(lengths), max(1, min(max_words, int(counts.max(initial=0))))), dtype=np.int64)
-    out[document[inside], position[inside]] = values[inside]
-    return out
+    kept_lengths = torch.from_numpy(np.minimum(counts, max_words).astype(np.int64))
+    return PackedWords(torch.from_numpy(values[position < max_words].astype(np.int64, copy=False)), kept_lengths,
+                       torch.cumsum(kept_lengths, 0) - kept_lengths)
 
 
 #: splitmix64's increment and output mix (Steele, Lea and Flood 2014): a counter hashed to 64 uniform bits.
@@ -241,7 +234,7 @@ class Doc2VecCCollator:
             ids = self.document_ids(doc)
             if len(ids) >= 2:
                 kept.append((doc, ids))
-        return Doc2VecCBatch(pad([ids for _, ids in kept]), _doc_index([d for d, _ in kept]),
+        return Doc2VecCBatch(PackedWords.from_rows([ids for _, ids in kept]), _doc_index([d for d, _ in kept]),
                              skipped=len(documents) - len(kept))
 
 
@@ -265,18 +258,18 @@ class Doc2VecCPairCollator(Doc2VecCCollator):
             raise ValueError("cached word types need a thesaurus augmentation (wordnet, antonym, ppdb)")
         self.cached = cached
 
-    def pairs(self, documents: list[Document | TokenizedFields | DocumentWords]) -> tuple[list, np.ndarray, np.ndarray]:
-        """The documents that are kept, their word ids and their augmentations' word ids, each (B', T) 0-padded
-        on the right (T the longest row, at least 1)."""
+    def pairs(self, documents: list[Document | TokenizedFields | DocumentWords]
+              ) -> tuple[list, PackedWords, PackedWords]:
+        """The documents that are kept, their word ids and their augmentations' word ids."""
         seeds = _seeds(documents, self.deterministic)
         if self.replacement is not None:  # a thesaurus: drawn on the batch's word types at once
             ids, augmented = self.replacement.from_types_of_batch([self.types(doc) for doc in documents], seeds,
                                                                   self.max_words)
         else:
             drawn = [self.augmented_ids(doc, seed) for doc, seed in zip(documents, seeds)]
-            ids, augmented = (pad([pair[i] for pair in drawn]).numpy() for i in (0, 1))
-        kept = ((ids != 0).sum(1) >= 2) & (augmented != 0).any(1)
-        return [doc for doc, keep in zip(documents, kept) if keep], _narrowed(ids[kept]), _narrowed(augmented[kept])
+            ids, augmented = (PackedWords.from_rows([pair[i] for pair in drawn]) for i in (0, 1))
+        kept = (ids.lengths >= 2) & (augmented.lengths > 0)
+        return [doc for doc, keep in zip(documents, kept.tolist()) if keep], ids.select(kept), augmented.select(kept)
 
     def types(self, doc: Document | TokenizedFields | DocumentWords) -> np.ndarray:
         """The document's word types (:meth:`IdReplacement.type_ids`): those kept, its row of the word cache, the
@@ -305,8 +298,7 @@ class Doc2VecCPairCollator(Doc2VecCCollator):
 
     def __call__(self, documents: list[Document]) -> Doc2VecCPairBatch:
         kept, ids, augmented = self.pairs(documents)
-        return Doc2VecCPairBatch(torch.from_numpy(ids), torch.from_numpy(augmented), _doc_index(kept),
-                                 skipped=len(documents) - len(kept))
+        return Doc2VecCPairBatch(ids, augmented, _doc_index(kept), skipped=len(documents) - len(kept))
 
 
 class AppendedAugmentationCollator(Doc2VecCPairCollator):
@@ -316,23 +308,13 @@ class AppendedAugmentationCollator(Doc2VecCPairCollator):
 
     def __call__(self, documents: list[Document]) -> Doc2VecCBatch:
         kept, ids, augmented = self.pairs(documents)
-        own = (ids != 0).sum(1)  # (B',) each row's words; its augmentation's follow them
-        merged = np.zeros((len(kept), max(1, int((own + (augmented != 0).sum(1)).max(initial=0)))), dtype=np.int64)
-        merged[:, :ids.shape[1]] = ids
-        rows, columns = np.nonzero(augmented)
-        merged[rows, own[rows] + columns] = augmented[rows, columns]
-        return Doc2VecCBatch(torch.from_numpy(merged), _doc_index(kept), skipped=len(documents) - len(kept))
+        return Doc2VecCBatch(ids.followed_by(augmented), _doc_index(kept), skipped=len(documents) - len(kept))
 
 
 def _augment(augment: Augment, text: str, seed: str, words: list[str]) -> list[str]:
     """``augment(text, seed)``, handing a :class:`DocumentAugmenter` the text's words so that it does not split
     the text again."""
     return augment(text, seed, words) if isinstance(augment, DocumentAugmenter) else augment(text, seed)
-
-
-def _narrowed(rows: np.ndarray) -> np.ndarray:
-    """0-padded rows cut to the longest's length (at least 1 column)."""
-    return rows[:, :max(1, int((rows != 0).sum(1).max(initial=0)))]
 
 
 def _doc_index(documents: list[Document | TokenizedFields | DocumentWords]) -> Tensor:
@@ -348,7 +330,7 @@ class WordDocumentCollator:
 
     def __call__(self, documents: list[Document]) -> WordDocumentBatch:
         rows = [in_vocabulary(self.index, leading_words(d, self.max_words), self.max_words) for d in documents]
-        return WordDocumentBatch(pad(rows), [d.id for d in documents])
+        return WordDocumentBatch(PackedWords.from_rows(rows), [d.id for d in documents])
 
 
 class AugmentedTextCollator:

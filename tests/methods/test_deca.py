@@ -114,9 +114,9 @@ def test_chen_rule_matches_a_plain_implementation():
     documents = [[1, 2, 3, 2], [4, 5, 1]]
     want_U, want_V = U.astype(np.float64), V.astype(np.float64)
     want_loss = sum(plain_chen_rule(want_U, want_V, d, 0.05, noise_word=3) for d in documents)
-    words = np.array([[1, 2, 3, 2], [4, 5, 1, 0]], dtype=np.int64)
-    loss, targets = train_documents(U, V, words, np.array([4, 3]), np.array([3], dtype=np.int32), 1, 1, 1.0, 0.05,
-                                    0.0, 0.0, 7)
+    words = np.array([1, 2, 3, 2, 4, 5, 1], dtype=np.int64)  # the two documents, packed
+    loss, targets = train_documents(U, V, words, np.array([4, 3]), np.array([0, 4]), np.array([3], dtype=np.int32),
+                                    1, 1, 1.0, 0.05, 0.0, 0.0, 7)
     assert targets == 7
     np.testing.assert_allclose(U, want_U, rtol=1e-5, atol=1e-6)
     np.testing.assert_allclose(V, want_V, rtol=1e-5, atol=1e-6)
@@ -218,11 +218,12 @@ def test_the_doc2vecc_collators_documents_are_read_once_and_kept_across_epochs(m
     collate = Doc2VecCCollator(index, max_words=100, deterministic=False)
     kept = KeptItems(documents, collate.kept_item)
     first, second = collate(kept.__getitems__([0, 1, 2])), collate(kept.__getitems__([2, 1, 0]))
-    assert first.words.tolist() == [[1, 2, 3, 4], [6, 5, 0, 0]]
-    assert second.words.tolist() == [[6, 5, 0, 0], [1, 2, 3, 4]]
+    assert first.words.padded().tolist() == [[1, 2, 3, 4], [6, 5, 0, 0]]
+    assert second.words.padded().tolist() == [[6, 5, 0, 0], [1, 2, 3, 4]]
     assert second.skipped == first.skipped == 1 and split == documents.reads == ["x", "y", "z"]
     full = KeptItems(documents, collate.kept_item, max_size=4)  # x's 4 ids fill it
-    assert collate(full.__getitems__([0, 1, 2])).words.tolist() == collate(full.__getitems__([0, 1, 2])).words.tolist()
+    once, again = (collate(full.__getitems__([0, 1, 2])).words.padded() for _ in range(2))
+    assert torch.equal(once, again)
     assert documents.reads[3:] == ["x", "y", "z", "y", "z"] and split[3:] == ["x", "y", "z", "y", "z"]
 
 
@@ -231,9 +232,9 @@ def test_collated_words_follow_the_document():
     doc = Document("d", sections=[Section("", "a b c d e f")])
     batch = Doc2VecCPairCollator(index, identity, max_words=100, deterministic=True)(
         [doc, Document("short", sections=[Section("", "a")])])
-    assert batch.skipped == 1 and batch.words.tolist() == [[1, 2, 3, 4, 5, 6]]
-    assert batch.augmented.tolist() == [[1, 2, 3, 4, 5, 6]]
-    assert WordDocumentCollator(index, 3)([doc]).words.tolist() == [[1, 2, 3]]
+    assert batch.skipped == 1 and batch.words.padded().tolist() == [[1, 2, 3, 4, 5, 6]]
+    assert batch.augmented.padded().tolist() == [[1, 2, 3, 4, 5, 6]]
+    assert WordDocumentCollator(index, 3)([doc]).words.padded().tolist() == [[1, 2, 3]]
 
 
 def test_simsiam_passes_no_gradient_through_the_stop_gradient_branch():
@@ -518,7 +519,7 @@ def test_appended_batch_is_the_document_then_its_augmentation():
     index = {w: i for i, w in enumerate("a b c d e f".split(), 1)}
     doc = Document("d", sections=[Section("", "a b c x d")])  # x: out of vocabulary
     batch = AppendedAugmentationCollator(index, reversed_words, max_words=100, deterministic=True)([doc])
-    assert batch.words.tolist() == [[1, 2, 3, 4, 4, 3, 2, 1]]  # Doc2VecC trains on the merged words
+    assert batch.words.padded().tolist() == [[1, 2, 3, 4, 4, 3, 2, 1]]  # Doc2VecC trains on the merged words
 
 
 def appending_deca(**kwargs) -> DECA:
@@ -533,7 +534,7 @@ def test_append_mode_trains_doc2vecc_on_each_document_followed_by_its_augmentati
     model, docs = appending_deca(replacement_min_count=1), topic_documents(20)
     collate = model.collator("validate")  # deterministic: the augmentation seed is the document id
     batch, changed = collate(docs), 0
-    for row, doc in zip(batch.words.tolist(), docs):
+    for row, doc in zip(batch.words.padded().tolist(), docs):
         text = document_text(doc, True)
         original, augmented = (a.tolist() for a in collate.replacement(words_of(text), doc.id, collate.max_words))
         assert row[:len(original) + len(augmented)] == original + augmented
@@ -555,7 +556,7 @@ def test_append_mode_loss_is_doc2vecc_alone_and_trains_every_merged_word():
     moved = (model.backbone.word_embeddings.weight != before["backbone.word_embeddings.weight"]).any(1)
     # the merged words are trained (all but a few of a long document's last ones: doc2vecc.c's window is on the left
     # of the target and its document vector samples at most 100 words, so a word seen only past them is not)
-    assert moved[batch.words[batch.words != 0].unique()].float().mean() > 0.95
+    assert moved[batch.words.ids.unique()].float().mean() > 0.95
     assert not moved[0]
     for name in ("backbone.word_embeddings.weight", "backbone.output_embeddings.weight"):
         assert not torch.equal(before[name], model.state_dict()[name]), name
@@ -609,7 +610,7 @@ def test_doc2vecc_alone_batches_are_the_documents_own_words(no_augmentation):
         assert type(collate) is Doc2VecCCollator
         batch = collate(docs[:5] + [unknown])
         assert batch.skipped == 1 and batch.doc_index.tolist() == collate(docs[:5]).doc_index.tolist()
-        for row, doc in zip(batch.words.tolist(), docs):
+        for row, doc in zip(batch.words.padded().tolist(), docs):
             ids = [model.index[w] for w in words_of(document_text(doc, True)) if w in model.index][:30]
             assert row == ids + [0] * (len(row) - len(ids))
     assert model.word_cache() is None  # no replacement table: nothing to cache
@@ -693,7 +694,8 @@ def test_doc2vecc_collate_gives_the_batches_of_a_plain_per_word_implementation(n
         torch.manual_seed(batch_seed)
         draw = int(torch.randint(2**62, (1,)))
         words, augmented = reference_doc2vecc_pairs(index, augment.table, documents, draw, 60, probability)
-        assert batch.skipped == 1 and torch.equal(batch.words, words) and torch.equal(batch.augmented, augmented)
+        assert batch.skipped == 1 and torch.equal(batch.words.padded(), words)
+        assert torch.equal(batch.augmented.padded(), augmented)
         assert not torch.equal(augmented, words)  # the augmentation replaced words
 
 
@@ -755,6 +757,13 @@ def test_encoder_views_are_both_words_without_punctuation(tiny_encoder_dir):
     assert not any(mark in text for mark in ",!()."), text
 
 
+def same_field(left, right) -> bool:
+    """Two batches' values of one field: tensors (packed words field by field) equal, other values ==."""
+    if isinstance(left, PackedWords):
+        return all(torch.equal(a, b) for a, b in zip(left, right))
+    return torch.equal(left, right) if isinstance(left, torch.Tensor) else left == right
+
+
 @needs_wordnet
 @pytest.mark.parametrize("augmentation", ["wordnet", "antonym", "ppdb", "append"])
 def test_views_from_cached_word_types_are_the_views_from_text(augmentation, tmp_path):
@@ -790,7 +799,7 @@ def test_views_from_cached_word_types_are_the_views_from_text(augmentation, tmp_
                 batches.append(collate(docs))
             for field in dataclasses.fields(batches[0]):
                 left, right = (getattr(b, field.name) for b in batches)
-                assert torch.equal(left, right) if isinstance(left, torch.Tensor) else left == right, field.name
+                assert same_field(left, right), field.name
     assert model.collator("predict").__class__ is WordDocumentCollator
     rows = model.word_cache().open(docs[:-1])  # what a DataModule's splits hold in training (model.token_cache)
     kept = [model.collator("fit").kept_item(item) for item in [*rows, docs[-1]]]  # what later epochs read
@@ -802,7 +811,7 @@ def test_views_from_cached_word_types_are_the_views_from_text(augmentation, tmp_
             batches.append(model.collator("fit")(items))
         for field, other in itertools.product(dataclasses.fields(batches[0]), batches[1:]):
             left, right = getattr(batches[0], field.name), getattr(other, field.name)
-            assert torch.equal(left, right) if isinstance(left, torch.Tensor) else left == right, field.name
+            assert same_field(left, right), field.name
     with pytest.raises(ValueError, match="thesaurus augmentation"):
         AppendedAugmentationCollator({"a": 1}, reversed_words, 10, True, cached=model.word_rows)
     assert WordTypes(cached.replacement, 60).key() != WordTypes(cached.replacement, 61).key()
@@ -818,7 +827,7 @@ def test_negated_antonyms_keep_their_not_on_a_corpus_without_it():
     model.setup("fit")
     assert "not" in model.index
     batch = model.collator("fit")(docs)
-    pairs = {tuple(row[i:i + 2]) for row in batch.augmented.tolist() for i in range(len(row) - 1)}
+    pairs = {tuple(row[i:i + 2]) for row in batch.augmented.padded().tolist() for i in range(len(row) - 1)}
     assert (model.index["not"], model.index["weak"]) in pairs  # "strong" → "not weak", both words kept
 
 
@@ -952,6 +961,24 @@ def test_compiled_negative_sampling_equals_torchs_with_its_gradient():
     assert found[1][0][0] > 30  # a tail's loss, finite
 
 
+def test_packed_words_are_the_padded_blocks_words_document_by_document():
+    """A Doc2VecC batch's words travel packed (no (B, T) block): packing a 0-padded block, packing the rows
+    themselves and unpacking agree, a word's (document, position) is its entry of the block (``word_examples``), and
+    a document followed by its augmentation is the two rows one after the other (an empty document included)."""
+    rows = [[3, 1, 4, 1], [], [5], [9, 2, 6]]
+    block = torch.tensor([row + [0] * (4 - len(row)) for row in rows])
+    packed = PackedWords.from_rows(rows)
+    assert [torch.equal(a, b) for a, b in zip(PackedWords.of(block), packed)] == [True] * 3
+    assert packed.lengths.tolist() == [4, 0, 1, 3] and packed.starts.tolist() == [0, 4, 4, 5]
+    assert torch.equal(packed.padded(), block) and PackedWords.of(packed) is packed
+    assert torch.equal(word_examples(packed), torch.nonzero(block))
+    assert torch.equal(word_examples(block), torch.nonzero(block))
+    others = [[7], [8, 8], [], [1, 2]]
+    merged = packed.followed_by(PackedWords.from_rows(others))
+    assert merged.padded().tolist() == [[3, 1, 4, 1, 7], [8, 8, 0, 0, 0], [5, 0, 0, 0, 0], [9, 2, 6, 1, 2]]
+    assert PackedWords.from_rows([]).padded().shape == (0, 1)
+
+
 def test_batch_words_give_embedding_bags_means_and_gradient_for_any_documents_of_the_batch():
     """Algorithm 1's steps read subsets of one batch: BatchWords packs it once, and its means and their gradient
     for chosen documents (empty and repeated words among them) are eq. 1's on ``words[documents]``."""
@@ -1022,7 +1049,7 @@ def test_the_adam_backbone_takes_an_optimizer_step_per_examples_each_with_the_co
 
         def counted(items):
             batch = collator(items)
-            words.append(int((batch.words != 0).sum()))
+            words.append(int(batch.words.lengths.sum()))
             return batch
         return counted
 

@@ -13,6 +13,7 @@ from lit_docemb.commands.cli import DocEmbCLI
 from lit_docemb.data.core.batches import (
     Doc2VecCPairBatch,
     MaskedTokenBatch,
+    PackedWords,
     PassageGraphBatch,
     SubDocumentPairBatch,
     TokenBatch,
@@ -35,8 +36,8 @@ def test_count_tokens_sums_the_real_tokens_of_every_part():
     assert int(count_tokens(ViewPairBatch(view_a, view_b, torch.arange(2)))) == 12
     graphs = PassageGraphBatch(tokens([4, 4, 1]), torch.tensor([2, 1]), [torch.zeros(2, 0)] * 2)
     assert int(count_tokens(SubDocumentPairBatch(graphs, graphs, torch.arange(2)))) == 18
-    words = torch.tensor([[4, 5, 0], [7, 0, 0]])
-    deca = Doc2VecCPairBatch(words, torch.tensor([[1, 2, 3], [0, 0, 0]]), torch.arange(2))
+    words = PackedWords.of(torch.tensor([[4, 5, 0], [7, 0, 0]]))
+    deca = Doc2VecCPairBatch(words, PackedWords.from_rows([[1, 2, 3], []]), torch.arange(2))
     assert int(count_tokens(deca)) == 3 + 3
     assert count_tokens({"a": 1, "b": [2.0]}) is None
 

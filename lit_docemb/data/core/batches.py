@@ -11,11 +11,80 @@ batch if it has one (the :class:`CountsTokens` protocol), else the sum over the 
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, NamedTuple, Protocol, runtime_checkable
 
+import numpy as np
 import torch
 from torch import Tensor
+
+
+class PackedWords(NamedTuple):
+    """B documents' word ids as one run of words, document after document, each in reading order: a Doc2VecC
+    batch's words without a padded (B, T) block (the longest document sets T, up to ``max_words``, 10,000 in DECA's
+    configs: 4,096 documents padded to it are 328 MB of int64 for a few MB of words). A NamedTuple of tensors, which
+    Lightning moves to a device field by field.
+
+    Attributes:
+        ids: (N,) the words of every document, ids 1..V.
+        lengths: (B,) words of each document.
+        starts: (B,) where each document's words begin in ``ids``.
+    """
+
+    ids: Tensor
+    lengths: Tensor
+    starts: Tensor
+
+    @classmethod
+    def of(cls, words: Tensor | PackedWords) -> PackedWords:
+        """(B, T) word ids, 0-padded on the right, packed; packed words as they are."""
+        if isinstance(words, PackedWords):
+            return words
+        present = words != 0
+        lengths = present.sum(1)
+        return cls(words[present], lengths, torch.cumsum(lengths, 0) - lengths)
+
+    @classmethod
+    def from_rows(cls, rows: Sequence[Sequence[int]]) -> PackedWords:
+        """Each document's word ids (no padding), packed."""
+        lengths = torch.tensor([len(row) for row in rows], dtype=torch.long)
+        ids = np.concatenate([np.asarray(row, dtype=np.int64) for row in rows]) if len(rows) else np.zeros(0, np.int64)
+        return cls(torch.from_numpy(ids), lengths, torch.cumsum(lengths, 0) - lengths)
+
+    def positions(self) -> Tensor:
+        """(N, 2) rows (document, position in it) of every word, in reading order: the nonzero entries of
+        :meth:`padded`."""
+        device = self.ids.device
+        documents = torch.repeat_interleave(torch.arange(len(self.lengths), device=device), self.lengths)
+        offsets = torch.arange(len(self.ids), device=device) - torch.repeat_interleave(self.starts, self.lengths)
+        return torch.stack([documents, offsets], 1)
+
+    def padded(self) -> Tensor:
+        """The (B, T) block, 0-padded on the right (T the longest document's length, at least 1)."""
+        width = max(int(self.lengths.max()) if len(self.lengths) else 0, 1)
+        out = self.ids.new_zeros(len(self.lengths), width)
+        rows, columns = self.positions().unbind(1)
+        out[rows, columns] = self.ids
+        return out
+
+    def followed_by(self, other: PackedWords) -> PackedWords:
+        """Each document's words, then those of the same row of ``other``."""
+        lengths = self.lengths + other.lengths
+        starts = torch.cumsum(lengths, 0) - lengths
+        out = self.ids.new_empty(int(lengths.sum()))
+        own, theirs = self.positions(), other.positions()
+        out[starts[own[:, 0]] + own[:, 1]] = self.ids
+        out[starts[theirs[:, 0]] + self.lengths[theirs[:, 0]] + theirs[:, 1]] = other.ids
+        return PackedWords(out, lengths, starts)
+
+    def select(self, documents: Tensor) -> PackedWords:
+        """The documents at rows ``documents``, packed alike: the same words in the same order as packing
+        ``padded()[documents]``, at the cost of their words rather than of ``len(documents)`` padded rows."""
+        lengths = self.lengths[documents]
+        starts = torch.cumsum(lengths, 0) - lengths
+        moved = torch.repeat_interleave(self.starts[documents] - starts, lengths)  # (words,) source - destination
+        return PackedWords(self.ids[moved + torch.arange(len(moved), device=moved.device)], lengths, starts)
 
 
 @runtime_checkable
@@ -357,15 +426,15 @@ class WordDocumentBatch:
     """Whole documents as word ids, for embedding.
 
     Attributes:
-        words: (B, T) word ids, 0-padded (out-of-vocabulary words dropped).
+        words: each document's word ids (out-of-vocabulary words dropped).
         ids: the B document ids.
     """
 
-    words: Tensor
+    words: PackedWords
     ids: list[str]
 
     def __len__(self) -> int:
-        return self.words.shape[0]
+        return len(self.ids)
 
 
 @dataclass
@@ -393,23 +462,23 @@ class Doc2VecCPairBatch:
     """B documents and their augmentations (Doc2VecC backbone).
 
     Attributes:
-        words: (B, T) word ids of the documents, 0-padded on the right.
-        augmented: (B, T') word ids of their augmentations, 0-padded on the right.
+        words: the documents' word ids.
+        augmented: their augmentations' word ids, document for document.
         doc_index: (B,) int64 stable hashes of the document ids (masks repeats among negatives).
         skipped: documents of the incoming list with fewer than two in-vocabulary words (or an empty augmentation).
     """
 
-    words: Tensor
-    augmented: Tensor
+    words: PackedWords
+    augmented: PackedWords
     doc_index: Tensor
     skipped: int = 0
 
     def __len__(self) -> int:
-        return self.words.shape[0]
+        return len(self.doc_index)
 
     def num_tokens(self) -> Tensor:
-        """Words read by the encoder: the documents' and their augmentations' (0 is padding)."""
-        return (self.words != 0).sum() + (self.augmented != 0).sum()
+        """Words read by the encoder: the documents' and their augmentations'."""
+        return self.words.lengths.sum() + self.augmented.lengths.sum()
 
 
 @dataclass
@@ -419,18 +488,18 @@ class Doc2VecCBatch:
     (plain Doc2VecC, DECA's framework ``Doc2VecCAlone``).
 
     Attributes:
-        words: (B, T) word ids of each document (then of its augmentation), 0-padded on the right.
+        words: each document's word ids (then its augmentation's).
         doc_index: (B,) int64 stable hashes of the document ids.
         skipped: documents of the incoming list with fewer than two in-vocabulary words (or an empty augmentation).
     """
 
-    words: Tensor
+    words: PackedWords
     doc_index: Tensor
     skipped: int = 0
 
     def __len__(self) -> int:
-        return self.words.shape[0]
+        return len(self.doc_index)
 
     def num_tokens(self) -> Tensor:
-        """Words read by the encoder (0 is padding)."""
-        return (self.words != 0).sum()
+        """Words read by the encoder."""
+        return self.words.lengths.sum()
