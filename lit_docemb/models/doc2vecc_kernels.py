@@ -25,10 +25,10 @@ def gather_examples(words, lengths, starts, documents, positions, shrink, drawn,
     """Each example's bag of words and the words it scores, from the step's draws, as ``example_loss``'s torch ops
     compute them. words (N,) int64, the documents' one after the other, lengths and starts (B,); per example (E)
     its document, its target's position, its window's shrink ``b`` and (E, S) float32 uniforms for its document's
-    sampled words; (E, K) indices into ``noise_table``. Writes ids (E, W + 1 + S) int64: the context (the positions ``t - W + a``, ``b <= a <= W - b``,
-    ``a != W``, not before the document; 0 elsewhere) then the sampled words (``floor(u * length)``); weights
-    (E, W + 1 + S) float32: ``1 / (context + 1)`` for each context word, that share over S for each sampled one;
-    scored (E, 1 + K): the target, then the noise words."""
+    sampled words; (E, K) indices into ``noise_table``. Writes ids (E, W + 1 + S) int64: the context (the positions
+    ``t - W + a``, ``b <= a <= W - b``, ``a != W``, not before the document; 0 elsewhere) then the sampled words
+    (``floor(u * length)``); weights (E, W + 1 + S) float32: ``1 / (context + 1)`` for each context word, that share
+    over S for each sampled one; scored (E, 1 + K): the target, then the noise words."""
     window = ids.shape[1] - drawn.shape[1] - 1
     samples = drawn.shape[1]
     one = np.float32(1.0)

@@ -140,9 +140,8 @@ def rows_of_words(values: np.ndarray, lengths: np.ndarray, max_words: int) -> Pa
     document, values = document[kept], values[kept]
     counts = np.bincount(document, minlength=len(lengths))
     position = np.arange(len(values)) - (np.cumsum(counts) - counts)[document]
-    kept_lengths = torch.from_numpy(np.minimum(counts, max_words).astype(np.int64))
-    return PackedWords(torch.from_numpy(values[position < max_words].astype(np.int64, copy=False)), kept_lengths,
-                       torch.cumsum(kept_lengths, 0) - kept_lengths)
+    return PackedWords.of_lengths(torch.from_numpy(values[position < max_words].astype(np.int64, copy=False)),
+                                  torch.from_numpy(np.minimum(counts, max_words).astype(np.int64)))
 
 
 #: splitmix64's increment and output mix (Steele, Lea and Flood 2014): a counter hashed to 64 uniform bits.

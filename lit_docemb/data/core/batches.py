@@ -37,20 +37,23 @@ class PackedWords(NamedTuple):
     starts: Tensor
 
     @classmethod
+    def of_lengths(cls, ids: Tensor, lengths: Tensor) -> PackedWords:
+        """``ids`` holding documents of ``lengths`` words one after the other."""
+        return cls(ids, lengths, torch.cumsum(lengths, 0) - lengths)
+
+    @classmethod
     def of(cls, words: Tensor | PackedWords) -> PackedWords:
         """(B, T) word ids, 0-padded on the right, packed; packed words as they are."""
         if isinstance(words, PackedWords):
             return words
         present = words != 0
-        lengths = present.sum(1)
-        return cls(words[present], lengths, torch.cumsum(lengths, 0) - lengths)
+        return cls.of_lengths(words[present], present.sum(1))
 
     @classmethod
     def from_rows(cls, rows: Sequence[Sequence[int]]) -> PackedWords:
         """Each document's word ids (no padding), packed."""
-        lengths = torch.tensor([len(row) for row in rows], dtype=torch.long)
         ids = np.concatenate([np.asarray(row, dtype=np.int64) for row in rows]) if len(rows) else np.zeros(0, np.int64)
-        return cls(torch.from_numpy(ids), lengths, torch.cumsum(lengths, 0) - lengths)
+        return cls.of_lengths(torch.from_numpy(ids), torch.tensor([len(row) for row in rows], dtype=torch.long))
 
     def positions(self) -> Tensor:
         """(N, 2) rows (document, position in it) of every word, in reading order: the nonzero entries of
@@ -71,12 +74,11 @@ class PackedWords(NamedTuple):
     def followed_by(self, other: PackedWords) -> PackedWords:
         """Each document's words, then those of the same row of ``other``."""
         lengths = self.lengths + other.lengths
-        starts = torch.cumsum(lengths, 0) - lengths
-        out = self.ids.new_empty(int(lengths.sum()))
+        merged = PackedWords.of_lengths(self.ids.new_empty(int(lengths.sum())), lengths)
         own, theirs = self.positions(), other.positions()
-        out[starts[own[:, 0]] + own[:, 1]] = self.ids
-        out[starts[theirs[:, 0]] + self.lengths[theirs[:, 0]] + theirs[:, 1]] = other.ids
-        return PackedWords(out, lengths, starts)
+        merged.ids[merged.starts[own[:, 0]] + own[:, 1]] = self.ids
+        merged.ids[merged.starts[theirs[:, 0]] + self.lengths[theirs[:, 0]] + theirs[:, 1]] = other.ids
+        return merged
 
     def select(self, documents: Tensor) -> PackedWords:
         """The documents at rows ``documents``, packed alike: the same words in the same order as packing
