@@ -1,19 +1,23 @@
 """The SLURM submit helper: the script it writes, its errors, and real jobs on a one-node Slurm cluster.
 
-The cluster tests start munged (unless one already answers), slurmctld and slurmd from a slurm.conf in a
+The cluster tests start their own munged (on a socket of their own), slurmctld and slurmd from a slurm.conf in a
 temporary folder (ports picked free, no cgroup plugins: they fail in containers), submit through
-``python -m lit_docemb slurm``, and stop the daemons they started. They need root and Debian's ``slurm-wlm``
-and ``munge`` packages (``.ci/run`` installs them); they are skipped only when ``sbatch`` is not installed.
+``python -m lit_docemb slurm``, and stop the daemons they started. Two such clusters may run at once (two
+pytest-xdist workers, two test sessions): they share no daemon, and their job ids, which Lightning turns into the
+jobs' DDP ports, start at different numbers. They need root and Debian's ``slurm-wlm`` and ``munge`` packages
+(``.ci/run`` installs them); they are skipped only when ``sbatch`` is not installed.
 """
 
 from __future__ import annotations
 
 import os
+import random
 import re
 import shutil
 import socket
 import subprocess
 import sys
+import tempfile
 import textwrap
 import time
 from pathlib import Path
@@ -122,12 +126,14 @@ def test_config_that_cannot_resume_is_refused(tiny_encoder_dir, corpus_jsonl, tm
 
 SLURM_CONF = """\
 ClusterName=lit-docemb-test
+FirstJobId={first_job_id}
 SlurmctldHost={host}(127.0.0.1)
 SlurmctldPort={ctld_port}
 SlurmdPort={slurmd_port}
 SlurmUser=root
 SlurmdUser=root
 AuthType=auth/munge
+AuthInfo=socket={munge_socket}
 CredType=cred/munge
 ProctrackType=proctrack/linuxproc
 TaskPlugin=task/none
@@ -158,9 +164,43 @@ def free_ports(n: int) -> list[int]:
     return ports
 
 
-def munge_answers() -> bool:
-    cred = subprocess.run(["munge", "-n"], capture_output=True)
-    return cred.returncode == 0 and subprocess.run(["unmunge"], input=cred.stdout, capture_output=True).returncode == 0
+def first_job_id(jobs: int = 10) -> int:
+    """A first job id whose next ``jobs`` jobs find their DDP port free. Lightning puts a SLURM job's rendezvous on
+    port 15000 + the job id's last four digits, so two clusters on one machine that both number from 1 (another
+    test session's) would start their first jobs on one port, and their ranks would meet each other's."""
+    def free(port: int) -> bool:
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                return False
+        return True
+
+    for first in random.Random().sample(range(1000, 10_000 - jobs), 200):
+        if all(free(15000 + first + i) for i in range(jobs)):
+            return first
+    raise RuntimeError(f"no {jobs} consecutive free ports between 16000 and 25000 for the cluster's jobs")
+
+
+def munge_answers(socket_path: Path) -> bool:
+    cred = subprocess.run(["munge", "-n", f"--socket={socket_path}"], capture_output=True)
+    return cred.returncode == 0 and subprocess.run(["unmunge", f"--socket={socket_path}"], input=cred.stdout,
+                                                   capture_output=True).returncode == 0
+
+
+def start_munged(folder: Path) -> tuple[subprocess.Popen, Path]:
+    """munged as user munge with its socket, pid, seed and log in ``folder``, which it must own and everyone must be
+    able to enter (munged refuses anything else), under a parent it can reach: pytest's temporary folders are
+    root's alone, so ``folder`` lies elsewhere. Returns the daemon and its socket."""
+    folder.mkdir(mode=0o711)
+    folder.chmod(0o711)  # mkdir's mode is masked by the umask
+    shutil.chown(folder, "munge", "munge")
+    socket_path = folder / "munge.socket"
+    daemon = subprocess.Popen(["munged", "--foreground", f"--socket={socket_path}", f"--pid-file={folder}/munged.pid",
+                               f"--seed-file={folder}/munged.seed", f"--log-file={folder}/munged.log"],
+                              user="munge", group="munge", stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT)
+    wait_for(lambda: munge_answers(socket_path), 20, "munged answering", folder / "munged.log")
+    return daemon, socket_path
 
 
 def wait_for(condition, timeout_s: float, what: str, log: Path | None = None):
@@ -175,28 +215,28 @@ def wait_for(condition, timeout_s: float, what: str, log: Path | None = None):
 
 @pytest.fixture(scope="module")
 def slurm_cluster(tmp_path_factory):
-    """munged (unless one answers already), slurmctld and slurmd on this machine; yields the environment that
-    points Slurm's commands at the cluster's slurm.conf. Stops exactly the processes it started."""
+    """munged, slurmctld and slurmd on this machine, all three this cluster's own; yields the environment that
+    points Slurm's commands at the cluster's slurm.conf. Stops the processes it started and removes munged's
+    folder."""
     if shutil.which("sbatch") is None:
         pytest.skip("sbatch is not installed (apt-get install slurm-wlm munge; .ci/run does)")
     cpus = os.cpu_count() or 1
     if cpus < 2:
         raise RuntimeError(f"the cluster tests run 2 tasks and need 2 CPUs; this machine has {cpus}")
     state = tmp_path_factory.mktemp("slurm")
-    ctld_port, slurmd_port = free_ports(2)
-    conf = state / "slurm.conf"
-    conf.write_text(SLURM_CONF.format(host=socket.gethostname(), ctld_port=ctld_port, slurmd_port=slurmd_port,
-                                      state=state, cpus=cpus))
-    # jobs start their own wandb service, never the one an in-process fit of this test session may have left
-    env = {**{k: v for k, v in os.environ.items() if k != "WANDB_SERVICE"}, "SLURM_CONF": str(conf)}
+    munge_parent = Path(tempfile.mkdtemp(prefix="lit_docemb_munge_"))
+    munge_parent.chmod(0o755)
     started: list[subprocess.Popen] = []
     try:
-        if not munge_answers():
-            os.makedirs("/run/munge", exist_ok=True)
-            shutil.chown("/run/munge", "munge", "munge")
-            started.append(subprocess.Popen(["munged", "--foreground"], user="munge", group="munge",
-                                            stdout=subprocess.DEVNULL, stderr=open(state / "munged.log", "w")))
-            wait_for(munge_answers, 20, "munged answering", state / "munged.log")
+        munged, munge_socket = start_munged(munge_parent / "munge")
+        started.append(munged)
+        ctld_port, slurmd_port = free_ports(2)
+        conf = state / "slurm.conf"
+        conf.write_text(SLURM_CONF.format(host=socket.gethostname(), ctld_port=ctld_port, slurmd_port=slurmd_port,
+                                          state=state, cpus=cpus, first_job_id=first_job_id(),
+                                          munge_socket=munge_socket))
+        # jobs start their own wandb service, never the one an in-process fit of this test session may have left
+        env = {**{k: v for k, v in os.environ.items() if k != "WANDB_SERVICE"}, "SLURM_CONF": str(conf)}
         started.append(subprocess.Popen(["slurmctld", "-D", "-f", str(conf)], env=env, stdout=subprocess.DEVNULL,
                                         stderr=subprocess.STDOUT))
         started.append(subprocess.Popen(["slurmd", "-D", "-f", str(conf)], env=env, stdout=subprocess.DEVNULL,
@@ -217,6 +257,7 @@ def slurm_cluster(tmp_path_factory):
             except subprocess.TimeoutExpired:
                 proc.kill()
                 proc.wait()
+        shutil.rmtree(munge_parent, ignore_errors=True)
 
 
 def cancel_all_jobs(env: dict) -> None:
