@@ -9,8 +9,10 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
+from transformers import AutoTokenizer
 from corpus_files import FAKENEWS_HEADER, write_fakenews, write_hyperpartisan, write_labelled_folder
 
+from lit_docemb.data.caches.section_cache import SectionCache, TokenizedSections
 from lit_docemb.data.core.document import Section
 from lit_docemb.data.corpora.labelled import LabelledTextDataModule
 from lit_docemb.data.corpora.labelled_formats import iter_class_folders, iter_labelled_table
@@ -130,8 +132,8 @@ def test_datamodule_folder_splits_serve_the_test_split(tmp_path):
 
 
 def test_fit_on_all_serves_train_test_and_unlabelled_reviews_while_the_probe_keeps_its_splits(tmp_path):
-    """DECA §4.1 trains on all documents: aclImdb's train, test and unsup reviews (labels never read in training);
-    the labelled splits stay as they are for the probes."""
+    """DECA §4.1 trains on all documents: aclImdb's train, test and unsup reviews, the test reviews served without
+    their labels; the labelled splits stay as they are for the probes."""
     write_imdb_like(tmp_path / "aclImdb")
     options = {"source": str(tmp_path / "aclImdb"), "classes": ["neg", "pos"], "batch_size": 8, "num_workers": 0,
                "val_fraction": 0.0, "cache_dir": str(tmp_path / "cache")}
@@ -139,9 +141,10 @@ def test_fit_on_all_serves_train_test_and_unlabelled_reviews_while_the_probe_kee
     dm.collate_fn = list
     dm.setup("fit")
     served = [d for batch in dm.train_dataloader() for d in batch]
-    assert sorted((d.id, d.label) for d in served) == [
-        ("test/neg/0_3.txt", "neg"), ("test/pos/0_10.txt", "pos"), ("train/neg/2_2.txt", "neg"),
+    assert sorted((d.id, d.label) for d in served) == [  # the test split's labels never reach training
+        ("test/neg/0_3.txt", None), ("test/pos/0_10.txt", None), ("train/neg/2_2.txt", "neg"),
         ("train/pos/0_9.txt", "pos"), ("train/pos/1_8.txt", "pos"), ("train/unsup/4_0.txt", None)]
+    assert [d.label for d in dm.test_set] in (["neg", "pos"], ["pos", "neg"])  # still labelled where it is scored
     assert len(dm.train_set) == 3 and len(dm.test_set) == 2 and dm.labels == ["neg", "pos"]
     only_train = LabelledTextDataModule(**options)
     only_train.collate_fn = list
@@ -154,6 +157,23 @@ def test_fit_on_all_serves_train_test_and_unlabelled_reviews_while_the_probe_kee
         LabelledTextDataModule(fit_on="all", unlabelled_class="unsup", **{**options, "classes": None})
     with pytest.raises(ConfigError, match="fit_on"):
         LabelledTextDataModule(fit_on="everything", **options)
+
+
+def test_fit_on_all_serves_cached_rows_without_the_held_out_labels(tmp_path, tiny_encoder_dir):
+    """CoLDE trains on its section cache's rows, which carry each document's label (its similarity group): with
+    fit_on: all the training split's rows keep theirs and the test reviews reach training without."""
+    write_imdb_like(tmp_path / "aclImdb")
+    dm = LabelledTextDataModule(source=str(tmp_path / "aclImdb"), classes=["neg", "pos"], fit_on="all",
+                                unlabelled_class="unsup", batch_size=8, num_workers=0, val_fraction=0.0,
+                                cache_dir=str(tmp_path / "cache"))
+    cache = SectionCache(AutoTokenizer.from_pretrained(tiny_encoder_dir), cache_dir=str(tmp_path / "sections"))
+    dm.connect(lambda stage: list, cache)
+    dm.setup("fit")
+    served = [row for batch in dm.train_dataloader() for row in batch]
+    assert sum(isinstance(row, TokenizedSections) for row in served) == 3  # the training split's, from the cache
+    assert sorted((row.id, row.label) for row in served) == [
+        ("test/neg/0_3.txt", None), ("test/pos/0_10.txt", None), ("train/neg/2_2.txt", "neg"),
+        ("train/pos/0_9.txt", "pos"), ("train/pos/1_8.txt", "pos"), ("train/unsup/4_0.txt", None)]
 
 
 def test_datamodule_train_and_test_tables_with_latin1(tmp_path):

@@ -22,6 +22,7 @@ map-style datasets over memory-mapped Arrow tables are how this scales.
 from __future__ import annotations
 
 import bisect
+import dataclasses
 import hashlib
 import json
 import logging
@@ -83,7 +84,16 @@ class DocumentDataset(Dataset):
 
 class ConcatDocuments(ConcatDataset):
     """Splits served as one dataset (``fit_on: all``) whose batched read asks each split for its rows at once
-    (torch's ``ConcatDataset`` reads item by item, one Arrow row at a time)."""
+    (torch's ``ConcatDataset`` reads item by item, one Arrow row at a time). The first ``labelled`` splits keep their
+    labels; the others (held-out validation and test documents) are served without them, so that a method that reads
+    labels in training (a classifier's targets, CoLDE's similarity groups) reads the training split's alone."""
+
+    def __init__(self, datasets: Sequence[Dataset], labelled: int) -> None:
+        super().__init__(datasets)
+        self.labelled = labelled
+
+    def __getitem__(self, index: int):
+        return self.__getitems__([index + len(self) if index < 0 else index])[0]
 
     def __getitems__(self, indices: Sequence[int]) -> list:
         out: list = [None] * len(indices)
@@ -94,8 +104,13 @@ class ConcatDocuments(ConcatDataset):
         for part, rows in by_part.items():
             items = read_items(self.datasets[part], [row for _, row in rows])
             for (position, _), item in zip(rows, items, strict=True):
-                out[position] = item
+                out[position] = item if part < self.labelled else without_label(item)
         return out
+
+
+def without_label(item):
+    """``item`` (a document, or a cache's row of one) with no label."""
+    return dataclasses.replace(item, label=None) if getattr(item, "label", None) is not None else item
 
 
 def documents_at(dataset, rows: Sequence[int], corpus: Sequence[Document] | None = None) -> list[Document]:

@@ -123,8 +123,9 @@ class LabelledTextDataModule(DocumentDataModule, LabelledDocuments):
         fit_on: Documents an unsupervised method trains on: ``"train"`` (the training split, validation held
             out) or ``"all"`` (the training, validation and test documents and the ``unlabelled_class`` ones;
             DECA §4.1 "we first use all documents to learn an embedding for each one", IMDB's 50,000 unlabelled
-            reviews included). The labels are never read in training; the probes still fit on the training
-            split's labels and score the test split's.
+            reviews included). Training is served the training split's labels only (a classifier's targets,
+            CoLDE's groups): the other documents come without theirs. The probes still fit on the training split's
+            labels and score the test split's.
         unlabelled_class: A class folder of the training split holding unlabelled documents, read only with
             ``fit_on: all`` (aclImdb's ``unsup``; folder layout only).
         splits_file: ``source_format: semeval_hyperpartisan``: Longformer's ``hp-splits.json`` (split name → 0-based
@@ -572,11 +573,13 @@ class LabelledTextDataModule(DocumentDataModule, LabelledDocuments):
 
     @property
     def fit_set(self):
-        """What ``train_dataloader`` serves: the training split, or with ``fit_on: all`` every document read."""
+        """What ``train_dataloader`` serves: the training split, or with ``fit_on: all`` every document read, those
+        outside the training split without their labels."""
         if self.fit_on == "train":
             return self.train_set
-        parts = [self.train_set, self.val_set, self.test_set, self.unlabelled_set]
-        return ConcatDocuments([part for part in parts if part is not None and len(part)])
+        held_out = [part for part in (self.val_set, self.test_set, self.unlabelled_set) if part is not None and len(part)]
+        trained = [self.train_set] if self.train_set is not None and len(self.train_set) else []
+        return ConcatDocuments(trained + held_out, labelled=len(trained))  # held-out labels never reach training
 
     def train_dataloader(self):
         return self._loader(self.fit_set, "fit", shuffle=True)
