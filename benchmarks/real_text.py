@@ -123,14 +123,20 @@ def optimizer(lr: float) -> dict:
 
 
 METHOD_CLASSES = {"DocSplit": "DocSplit", "SimCSE": "SimCSE", "MLM": "MaskedLanguageModelling",
-                  "GraphRoBERTa": "GraphRoBERTa"}
+                  "GraphRoBERTa": "GraphRoBERTa", "CoLDE": "CoLDE"}
+#: Methods that read more of a document than the start's first tokens: their untrained form is scored too, so that
+#: what training adds is told apart from what reading more text adds
+READ_MORE = ("GraphRoBERTa", "CoLDE")
 
 
 def method_config(name: str, gpu: bool) -> dict:
     """``model`` section of a method's run: the repository's method with MiniLM as its encoder and the method's own
     defaults (Graph-RoBERTa's nodes the encoder's size, its head the identity); lengths are the papers' on a GPU
     (512 tokens; 50 passages of 192) and shorter on the CPU."""
-    if name != "GraphRoBERTa":
+    if name == "CoLDE":  # chunks of the encoder's own length; on the CPU a section is at most 2 of them
+        args = {"encoder": {"name": ENCODER["name"], "pooling": "mean"}, "chunk_tokens": 512 if gpu else 128,
+                "max_chunks_per_section": None if gpu else 2, "head_init": "identity"}
+    elif name != "GraphRoBERTa":
         args = {"encoder": encoder(512 if gpu else 128)}
     else:
         passages = ({"max_passage_tokens": 192, "max_passages": 50, "max_passages_inference": 100} if gpu else
@@ -391,13 +397,11 @@ def measure_run(run: Run, args, evaluated_cache: dict) -> dict:
     start_file = args.output / run.corpus / f"start-{run.part}-{start_key(start_config)}.json"
     if start_file.is_file():  # the same documents, the same encoder: shared by every method and setting
         scores["start"] = {k: ItemScores.from_json(v) for k, v in json.loads(start_file.read_text()).items()}
-    # Graph-RoBERTa reads more of a document than the plain encoder (all its passages): its untrained form is scored
-    # too, so that what training adds is told apart from what reading more text adds
     run_config = folder / "config.yaml"  # the config fit ran (overrides included), as evaluate and embed read it
     models = [("start", [start_config], None), ("untrained", [run_config], None),
               ("trained", [run_config], str(folder / "checkpoints" / "last.ckpt"))]
     for name, configs, ckpt in models:
-        if name in scores or (name == "untrained" and run.method != "GraphRoBERTa"):
+        if name in scores or (name == "untrained" and run.method not in READ_MORE):
             continue
         method = load_method(run_of(None, [str(c) for c in configs], ckpt)).to(args.device)
         with torch.autocast(args.device, dtype=torch.bfloat16, enabled=gpu):
