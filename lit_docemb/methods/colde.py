@@ -76,6 +76,10 @@ class CoLDE(EmbeddingMethod):
         lstm_output_size: Bi-LSTM output size, both directions (paper: 512).
         projection_size: Projection output for the contrastive loss (paper: 256).
         temperature: Supervised contrastive temperature (paper: 0.5).
+        groups: Which sections are positives of each other. ``"labels"`` (the paper): a document's sections and those
+            of the documents that share its similarity group (its label; AAN: its matching pairs in the batch).
+            ``"documents"``: a document's own sections alone, labels and pairs never read (pretraining without
+            supervision, on any corpus); needs ``objective: supcon``.
         gather_across_devices: Contrast with the sections of all devices (exact gather with gradient).
         chunk_token_budget: Chunks of a batch are encoded in sub-batches of at most this many padded tokens.
         predict_similarities: ``predict`` also returns the three levels of similarity between each batch's
@@ -113,6 +117,7 @@ class CoLDE(EmbeddingMethod):
         lstm_output_size: int = 512,
         projection_size: int = 256,
         temperature: float = 0.5,
+        groups: Literal["labels", "documents"] = "labels",
         gather_across_devices: bool = True,
         chunk_token_budget: int = 16384,
         predict_similarities: bool = True,
@@ -128,6 +133,10 @@ class CoLDE(EmbeddingMethod):
         self.save_method_hyperparameters(ignore=["optimizer", "scheduler"])
         require(head_init in ("random", "identity"), "head_init", "'random' or 'identity'", head_init)
         require(objective in ("supcon", "cosine"), "objective", "'supcon' or 'cosine'", objective)
+        require(groups in ("labels", "documents"), "groups", "'labels' or 'documents'", groups)
+        if groups == "documents" and objective == "cosine":
+            raise BadArgument("groups", "objective 'cosine' (the −CL ablation) regresses onto \"same group\", which "
+                                        "groups: documents never gives: set groups: labels")
         if objective == "cosine" and augmentation:
             raise BadArgument("augmentation", "objective 'cosine' (the −CL ablation) compares whole documents: "
                                               "set augmentation: false")
@@ -154,7 +163,7 @@ class CoLDE(EmbeddingMethod):
         hp = self.hparams
         return SectionChunkCollator(self.tokenizer, num_sections, hp.chunk_tokens, hp.max_chunks_per_section,
                                     hp.chunk_embeddings if hp.augmentation else None, self.token_cache,
-                                    max_section_tokens)
+                                    max_section_tokens, read_groups=hp.groups == "labels")
 
     def collator(self, stage: str):
         training = self._collator(self.hparams.num_sections if self.hparams.augmentation else 1)

@@ -86,12 +86,15 @@ class SectionChunkCollator:
             documents into rows (None: one over ``tokenizer``); cached rows are used as they are.
         max_section_tokens: Keep only the first this many tokens of each section (special tokens not counted)
             before it is cut into chunks; None keeps all (the method passes it to its training collator only).
+        read_groups: Group documents by their labels and matching pairs; False: every document is its own group,
+            labels and pairs never read.
     """
 
     def __init__(self, tokenizer, num_sections: int, chunk_tokens: int, max_chunks_per_section: int | None,
                  chunk_positions: int | None = None, cache: SectionCache | None = None,
-                 max_section_tokens: int | None = None) -> None:
+                 max_section_tokens: int | None = None, read_groups: bool = True) -> None:
         self.tokenizer = tokenizer
+        self.read_groups = read_groups
         self.cache = SectionCache(tokenizer) if cache is None else cache
         self.num_sections = num_sections
         self.prefix, self.suffix = special_tokens(tokenizer)
@@ -118,6 +121,8 @@ class SectionChunkCollator:
         else:
             documents = items
             labels = [doc_index(f"label:{d.label}") if d.label is not None else doc_index(d.id) for d in items]
+        if not self.read_groups:
+            labels = [doc_index(d.id) for d in documents]
         return self.batch(self.rows(documents), labels)
 
     def batch(self, rows: list[TokenizedSections], labels: list[int]) -> SectionChunkBatch:

@@ -16,7 +16,9 @@ from lit_docemb.commands import main
 from lit_docemb.eval.figures import similarity_heatmaps
 from lit_docemb.data.core.batches import SectionChunks, TokenBatch
 from lit_docemb.data.core.document import Document, Section
+from lit_docemb.data.corpora.aan import DocumentPair
 from lit_docemb.data.corpora.similarity_groups import citation_groups, link_jaccard_groups
+from lit_docemb.errors import BadArgument
 from lit_docemb.losses import CosineSimilarityLoss
 from lit_docemb.methods import CoLDE
 from lit_docemb.methods.colde import similarity_matrices
@@ -76,6 +78,30 @@ def test_collator_counts_too_short_documents_and_labels_groups(colde):
     assert batch.ids == ["d0", "d1", "d2", "d3"] and batch.skipped == 1
     assert batch.labels[0] == batch.labels[2] != batch.labels[1] == batch.labels[3]
     assert batch.sections_per_document == 2 and len(batch.sections) == 8
+
+
+def test_groups_documents_makes_a_documents_own_sections_its_only_positives(colde, no_dropout_encoder_dir):
+    """groups: documents reads no label and no matching pair: the loss is SupCon with each document its own group,
+    the same as on the same documents unlabelled, and every other section a negative."""
+    own = CoLDE(EncoderSpec(no_dropout_encoder_dir), **SMALL | {"groups": "documents"})
+    own.load_state_dict(colde.state_dict())
+    docs = documents(4)
+    batch = own.collator("fit")(docs)
+    assert len(set(batch.labels.tolist())) == 4  # d0 and d2 share label "0", not a group
+    unlabelled = colde.collator("fit")([Document(d.id, d.title, d.sections) for d in docs])
+    assert torch.equal(batch.labels, unlabelled.labels)
+    own.eval(), colde.eval()
+    terms, reference = own.losses(batch), colde.losses(unlabelled)
+    assert torch.allclose(terms["supcon_loss"], reference["supcon_loss"])
+    assert terms["negatives_per_anchor"] == 6  # 8 sections: itself and its sibling excepted
+    assert colde.losses(colde.collator("fit")(docs))["negatives_per_anchor"] == 4  # by label: 4 of the same
+    pairs = [DocumentPair(docs[0], docs[1], 1), DocumentPair(docs[2], docs[3], 1)]
+    assert len(set(own.collator("fit")(pairs).labels.tolist())) == 4
+    with pytest.raises(BadArgument, match="groups: .*set groups: labels"):
+        CoLDE(EncoderSpec(no_dropout_encoder_dir), **SMALL | {"groups": "documents", "objective": "cosine",
+                                                              "augmentation": False})
+    with pytest.raises(BadArgument, match="groups: must be 'labels' or 'documents', got 'classes'"):
+        CoLDE(EncoderSpec(no_dropout_encoder_dir), **SMALL | {"groups": "classes"})
 
 
 # --- structural embeddings and chunkwise attention -----------------------------------------------------------------
