@@ -56,6 +56,17 @@ def test_each_cache_is_a_token_cache_on_the_row_cache(kind, tokenizer, tmp_path)
     assert isinstance(cache, TokenCache) and isinstance(cache, RowCache)
 
 
+@pytest.mark.parametrize("kind", ["passages", "sentences", "sections"])
+def test_text_longer_than_the_encoder_tokenizes_without_transformers_length_warning(kind, tiny_encoder_dir, tmp_path,
+                                                                                    capfd, caplog):
+    """Sections (and a sentence of text without punctuation) are tokenized whole and cut later: transformers'
+    "longer than the specified maximum sequence length ... will result in indexing errors" would be a false alarm."""
+    fresh = AutoTokenizer.from_pretrained(tiny_encoder_dir, model_max_length=64)  # it warns once per tokenizer
+    text = " ".join(["word"] * 100)
+    CACHES[kind](fresh, str(tmp_path)).tokenize([Document("long", sections=[Section("", text)])])
+    assert "sequence length" not in capfd.readouterr().err + caplog.text
+
+
 def test_the_protocol_refuses_what_lacks_a_member():
     class FingerprintOnly:
         def fingerprint(self, documents):

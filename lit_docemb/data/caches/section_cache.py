@@ -55,7 +55,8 @@ class TokenizedSections:
 def tokenize_sections(documents: Sequence[Document], tokenizer) -> list[TokenizedSections]:
     """Each document's sections tokenized (the rows of :class:`SectionCache`), all sections in one tokenizer call."""
     texts = [section.text for document in documents for section in document.sections]
-    encoded = tokenizer(texts, add_special_tokens=False)["input_ids"] if texts else []
+    # whole sections, cut into chunks later: verbose=False keeps transformers' false "indexing errors" warning away
+    encoded = tokenizer(texts, add_special_tokens=False, verbose=False)["input_ids"] if texts else []
     rows, start = [], 0
     for document in documents:
         own = encoded[start:start + len(document.sections)]

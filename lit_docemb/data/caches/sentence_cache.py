@@ -147,11 +147,14 @@ def tokenize_sentences(documents: Sequence[Document], tokenizer, max_section_cha
     """
     splits = [document_sentences(document, max_section_chars) for document in documents]
     flat = list(chain.from_iterable(sentences for sentences, _ in splits))
-    alone = tokenizer(flat, add_special_tokens=False)["input_ids"] if flat else []
+    # a sentence may be longer than the encoder reads (text without punctuation): cut later, so verbose=False keeps
+    # transformers' false "indexing errors" warning away
+    alone = tokenizer(flat, add_special_tokens=False, verbose=False)["input_ids"] if flat else []
     if ignores_leading_space(tokenizer):
         spaced, leads = alone, [([], 0)] * len(alone)
     else:
-        spaced = tokenizer([" " + s for s in flat], add_special_tokens=False)["input_ids"] if flat else []
+        spaced = (tokenizer([" " + s for s in flat], add_special_tokens=False, verbose=False)["input_ids"] if flat
+                  else [])
         leads = [_lead(a, s) for a, s in zip(alone, spaced, strict=True)]
     whole = embedding_ids(tokenizer, documents, max_length, with_title)
     rows, start = [], 0
