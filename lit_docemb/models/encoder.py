@@ -454,8 +454,8 @@ class quiet_transformers_loading:
 def report_loading(model: PreTrainedModel, name_or_path: str, loading_info: dict) -> None:
     """One line per fact a user should know about weights that did not come from the checkpoint: a masked-LM
     head built fresh (a checkpoint saved without one, as sentence-transformers models are) is expected and
-    said so; missing encoder weights are a warning naming the first ones; unexpected checkpoint weights other
-    than BERT's pooler (which the encoder never uses) are a warning too.
+    said so; missing encoder weights are a warning naming the first ones; unexpected checkpoint weights are a
+    warning too. BERT's pooler is neither: the encoder drops it (so what lit_docemb saves has none).
 
     Args:
         model: The model ``from_pretrained`` returned.
@@ -463,11 +463,14 @@ def report_loading(model: PreTrainedModel, name_or_path: str, loading_info: dict
         loading_info: ``from_pretrained(..., output_loading_info=True)``'s second value.
     """
     prefix = model.base_model_prefix + "."
+
+    def pooler(key: str) -> bool:
+        return key.removeprefix(prefix).startswith("pooler.")
+
     missing = sorted(loading_info.get("missing_keys") or [])
     head = [key for key in missing if _in_head(model, key)]
-    body = [key for key in missing if not _in_head(model, key)]
-    unexpected = [key for key in sorted(loading_info.get("unexpected_keys") or [])
-                  if not key.removeprefix(prefix).startswith("pooler.")]
+    body = [key for key in missing if not _in_head(model, key) and not pooler(key)]
+    unexpected = [key for key in sorted(loading_info.get("unexpected_keys") or []) if not pooler(key)]
     if head:
         log.warning("MLM head initialised fresh: %d weights (%s has none)", len(head), name_or_path)
     if body:

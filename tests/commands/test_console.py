@@ -11,6 +11,7 @@ import pytest
 from jsonargparse import Namespace
 from lightning.pytorch.callbacks import DeviceStatsMonitor, LearningRateMonitor, ModelCheckpoint, RichProgressBar
 from lightning.pytorch.loggers import WandbLogger
+from transformers import AutoTokenizer
 
 from lit_docemb.commands.cli import drop_monitors_without_logger, use_rate_progress_bar
 from lit_docemb.commands.console import DropMessages, quiet_third_parties, tidy_loggers
@@ -109,6 +110,19 @@ def test_a_fresh_mlm_head_is_one_line_not_a_corruption_warning(headless_encoder_
     with caplog.at_level(logging.WARNING, logger="lit_docemb.models.encoder"):
         HFEncoder(tiny_encoder_dir, with_mlm_head=True)  # saved with its head: nothing to say
         HFEncoder(headless_encoder_dir)  # no head wanted; BERT's unused pooler is not worth a line
+    assert caplog.records == []
+
+
+def test_an_encoder_saved_without_bert_pooler_loads_without_a_missing_weights_line(headless_encoder_dir, tmp_path,
+                                                                                     caplog, monkeypatch):
+    """The encoder drops BERT's pooler, so what lit_docemb saves (a run's export, CoLDE's chunk encoder) has none;
+    loading it back must not say pooler weights were "initialised at random": they are never used."""
+    monkeypatch.delenv("LIT_DOCEMB_VERBOSE", raising=False)
+    saved = HFEncoder(headless_encoder_dir)
+    saved.model.save_pretrained(tmp_path)  # without the pooler
+    AutoTokenizer.from_pretrained(headless_encoder_dir).save_pretrained(tmp_path)
+    with caplog.at_level(logging.WARNING, logger="lit_docemb.models.encoder"):
+        HFEncoder(str(tmp_path))
     assert caplog.records == []
 
 
