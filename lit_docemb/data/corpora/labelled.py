@@ -577,9 +577,9 @@ class LabelledTextDataModule(DocumentDataModule, LabelledDocuments):
         outside the training split without their labels."""
         if self.fit_on == "train":
             return self.train_set
-        held_out = [part for part in (self.val_set, self.test_set, self.unlabelled_set) if part is not None and len(part)]
-        trained = [self.train_set] if self.train_set is not None and len(self.train_set) else []
-        return ConcatDocuments(trained + held_out, labelled=len(trained))  # held-out labels never reach training
+        parts = (self.val_set, self.test_set, self.unlabelled_set)
+        held_out = [part for part in parts if part is not None and len(part)]
+        return ConcatDocuments([self.train_set, *held_out], labelled=1)  # held-out labels never reach training
 
     def train_dataloader(self):
         return self._loader(self.fit_set, "fit", shuffle=True)
