@@ -116,8 +116,10 @@ ENCODER = {"name": MINILM}
 FOLDERS = {"imdb": "{root}/aclImdb"}  # sets kept outside --data_root: --imdb
 
 
-def encoder(max_length: int) -> dict:
-    return {"name": ENCODER["name"], "pooling": "mean", "max_length": max_length}
+def encoder(max_length: int | None = None) -> dict:
+    """MiniLM with mean pooling; ``max_length`` where the method reads it (not one that cuts passages or chunks)."""
+    spec = {"name": ENCODER["name"], "pooling": "mean"}
+    return spec if max_length is None else spec | {"max_length": max_length}
 
 
 def optimizer(lr: float) -> dict:
@@ -136,16 +138,15 @@ def method_config(name: str, gpu: bool) -> dict:
     defaults (Graph-RoBERTa's nodes the encoder's size, its head the identity; CoLDE's head the identity too, which
     is not its default); lengths are the papers' on a GPU (512 tokens; 50 passages of 192; CoLDE's whole sections
     in chunks of 512) and shorter on the CPU (CoLDE: at most 2 chunks of 128 a section)."""
-    if name == "CoLDE":
-        args = {"encoder": {"name": ENCODER["name"], "pooling": "mean"}, "chunk_tokens": 512 if gpu else 128,
-                "max_chunks_per_section": None if gpu else 2, "head_init": "identity"}
-    elif name != "GraphRoBERTa":
-        args = {"encoder": encoder(512 if gpu else 128)}
-    else:
+    if name == "GraphRoBERTa":
         passages = ({"max_passage_tokens": 192, "max_passages": 50, "max_passages_inference": 100} if gpu else
                     {"max_passage_tokens": 128, "max_passages": 8, "max_passages_inference": 8})
-        args = {"encoder": {"name": ENCODER["name"], "pooling": "mean"}, "passages": passages,
-                "cache_passages": False}
+        args = {"encoder": encoder(), "passages": passages, "cache_passages": False}
+    elif name == "CoLDE":
+        args = {"encoder": encoder(), "chunk_tokens": 512 if gpu else 128,
+                "max_chunks_per_section": None if gpu else 2, "head_init": "identity"}
+    else:
+        args = {"encoder": encoder(512 if gpu else 128)}
     return {"class_path": f"lit_docemb.methods.{METHOD_CLASSES[name]}", "init_args": args}
 
 
